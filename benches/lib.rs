@@ -1,0 +1,1 @@
+//! Criterion benchmarks for Mnemo; see `benches/`.

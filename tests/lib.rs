@@ -1,0 +1,1 @@
+//! Workspace-level acceptance tests live in this crate's `tests/` folder.
