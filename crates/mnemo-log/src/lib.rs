@@ -1,1 +1,29 @@
-//! placeholder
+//! The durable append-only log on fjall: append with expected stream revision, group commit, hash
+//! chain, reads, tailing, recovery. Knows nothing of the domain beyond the envelope.
+//!
+//! It is not:
+//! - a record decoder: an envelope carries a kind code and bytes that `mnemo-core` gives meaning to;
+//! - a projection engine: stages that fold the log into state live in `mnemo-pipeline`.
+
+mod backend;
+mod clock;
+mod envelope;
+mod error;
+mod fjall_log;
+mod keys;
+pub mod limits;
+mod tail;
+mod verify;
+mod writer;
+
+pub use backend::{
+    AppendOutcome, AppendRequest, Appended, Durability, EnvelopeIter, ExpectedRevision, LogBackend,
+    NewRecord, RevisionConflict, StreamHead,
+};
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
+pub use error::{CorruptionKind, LogError};
+pub use fjall_log::{
+    DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE,
+};
+pub use verify::ChainVerifier;

@@ -1,0 +1,159 @@
+//! The `LogBackend` trait: what the rest of Mnemo needs of a log, shaped so that a replicated log
+//! (NATS JetStream: a per-subject expected sequence, message-id dedup, replay from a sequence) can
+//! implement it as well as the embedded fjall log.
+
+use std::time::Duration;
+
+use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
+
+use crate::envelope::Envelope;
+use crate::error::LogError;
+
+/// How far an append must have reached before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Written to the operating system: survives the process being killed, not a power loss.
+    Buffered,
+    /// `fdatasync` of the journal: survives a power loss. The default.
+    #[default]
+    SyncData,
+    /// `fsync` of the journal, metadata included.
+    SyncAll,
+}
+
+/// What the appender believes the stream's current revision is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExpectedRevision {
+    /// Append whatever the stream's state.
+    Any,
+    /// The stream must not exist yet.
+    NoStream,
+    /// The stream's last envelope must have exactly this revision.
+    Exact(StreamRevision),
+}
+
+/// One record to append: its kind code, the kind's schema version, and its encoded bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewRecord {
+    /// The record kind's code (owned by `mnemo-core`).
+    pub kind: u16,
+    /// The version of that kind's payload schema.
+    pub kind_schema: u16,
+    /// The encoded record.
+    pub bytes: Vec<u8>,
+}
+
+/// An atomic append of one or more records to one stream.
+#[derive(Debug, Clone)]
+pub struct AppendRequest {
+    /// The stream appended to.
+    pub stream: StreamId,
+    /// The concurrency check.
+    pub expected: ExpectedRevision,
+    /// The records, appended in order and all or none.
+    pub records: Vec<NewRecord>,
+    /// How durable the append must be before it is acknowledged.
+    pub durability: Durability,
+    /// A timestamp to record instead of the clock's, for imports that carry the source's own time
+    /// (so that the same source always yields the same log). The writer never lets timestamps run
+    /// backwards: it records the larger of this and the previous envelope's timestamp.
+    pub timestamp: Option<TimestampMs>,
+}
+
+impl AppendRequest {
+    /// An append of `records` to `stream` with the default durability and the clock's time.
+    pub fn new(stream: StreamId, expected: ExpectedRevision, records: Vec<NewRecord>) -> Self {
+        AppendRequest { stream, expected, records, durability: Durability::default(), timestamp: None }
+    }
+}
+
+/// Where an acknowledged append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// Position of the first appended envelope.
+    pub first_position: Position,
+    /// Position of the last appended envelope.
+    pub last_position: Position,
+    /// Revision of the stream's last envelope after the append.
+    pub last_revision: StreamRevision,
+}
+
+/// An append refused because the stream was not at the expected revision. Nothing was appended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RevisionConflict {
+    /// What the request expected.
+    pub expected: ExpectedRevision,
+    /// The stream's actual last revision (`None`: the stream does not exist).
+    pub actual: Option<StreamRevision>,
+}
+
+impl std::fmt::Display for RevisionConflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let expected = match self.expected {
+            ExpectedRevision::Any => "any revision".to_owned(),
+            ExpectedRevision::NoStream => "no stream".to_owned(),
+            ExpectedRevision::Exact(revision) => format!("revision {revision}"),
+        };
+        match self.actual {
+            Some(actual) => write!(f, "expected {expected}, stream is at revision {actual}"),
+            None => write!(f, "expected {expected}, stream does not exist"),
+        }
+    }
+}
+
+/// The outcome of an append that reached the writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum AppendOutcome {
+    /// The records are in the log at the requested durability.
+    Appended(Appended),
+    /// The stream was not at the expected revision; nothing was appended.
+    Conflict(RevisionConflict),
+}
+
+/// The head of one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamHead {
+    /// Revision of the stream's last envelope.
+    pub revision: StreamRevision,
+    /// Global position of the stream's last envelope.
+    pub position: Position,
+}
+
+/// A stream of envelopes read in position order.
+pub type EnvelopeIter = Box<dyn Iterator<Item = Result<Envelope, LogError>> + Send>;
+
+/// A durable, ordered, hash-chained log of envelopes.
+///
+/// Architecture invariant: positions are dense (1, 2, 3, ...), each envelope's `previous_hash` is
+/// its predecessor's `hash`, and each stream's revisions are dense from 0.
+pub trait LogBackend: Send + Sync + std::fmt::Debug {
+    /// Appends the request's records atomically, or reports a revision conflict.
+    fn append(&self, request: AppendRequest) -> Result<AppendOutcome, LogError>;
+
+    /// The position of the last acknowledged envelope ([`Position::ZERO`] when empty).
+    fn head(&self) -> Position;
+
+    /// The envelope at `position`, if it exists.
+    fn read(&self, position: Position) -> Result<Option<Envelope>, LogError>;
+
+    /// Every envelope from `from` (inclusive) to the head at the time of the call, in order.
+    fn scan(&self, from: Position) -> EnvelopeIter;
+
+    /// A stream's envelopes from revision `from`, at most `limit` of them.
+    fn read_stream(
+        &self,
+        stream: &StreamId,
+        from: StreamRevision,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, LogError>;
+
+    /// A stream's head, or `None` if it has no envelopes.
+    fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError>;
+
+    /// Blocks until the head is at least `position` or `timeout` passes; returns the head then.
+    /// This is how followers (projection stages) learn of new appends.
+    fn wait_for(&self, position: Position, timeout: Duration) -> Position;
+}

@@ -1,0 +1,82 @@
+//! The log's errors. A revision conflict is not here: it is an outcome of an append
+//! ([`crate::AppendOutcome::Conflict`]), not a failure.
+
+use std::path::PathBuf;
+
+use mnemo_core::Position;
+
+/// What is wrong with a stored envelope.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CorruptionKind {
+    /// The bytes do not decode as an envelope.
+    #[error("envelope does not decode: {0}")]
+    Undecodable(String),
+    /// The envelope decodes but bytes remain after it.
+    #[error("{extra} bytes follow the envelope")]
+    TrailingBytes { extra: usize },
+    /// The envelope names a format version this build does not know.
+    #[error("unknown envelope format version {0}")]
+    UnknownFormatVersion(u16),
+    /// The envelope's stored hash does not match its bytes: they were changed after it was written.
+    #[error("envelope hash does not match its bytes")]
+    HashMismatch,
+    /// The envelope's stream id is not valid.
+    #[error("invalid stream id: {0}")]
+    InvalidStream(String),
+    /// The envelope's previous-hash field does not equal the hash of the envelope before it.
+    #[error("previous hash does not match the hash of position {previous}")]
+    BrokenLink { previous: Position },
+    /// The envelope is stored under a key that is not its own position.
+    #[error("stored under position {key} but says position {inner}")]
+    MisplacedEnvelope { key: Position, inner: Position },
+    /// A position is missing between two stored positions.
+    #[error("position is missing; the log jumps from {before} to {after}")]
+    MissingPosition { before: Position, after: Position },
+    /// The stream index disagrees with the envelope.
+    #[error("stream index disagrees with the log: {0}")]
+    StreamIndex(String),
+}
+
+/// Errors of the log. Each variant says how a caller should react.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// Another process holds the store. Close it there, or open another directory.
+    #[error("store is locked by another process: {path}")]
+    Locked { path: PathBuf },
+    /// The stored hash chain is broken or an envelope is damaged. The store must not be written to;
+    /// restore it from a copy or export what verifies.
+    #[error("log is damaged at position {position}: {kind}")]
+    Corrupt { position: Position, kind: CorruptionKind },
+    /// The store was written by a newer or unknown version of Mnemo.
+    #[error("store format {found} is not supported (this build reads format {supported})")]
+    UnsupportedStoreFormat { found: String, supported: u16 },
+    /// The append was refused before anything was written because it breaks a limit or is empty.
+    /// Fix the request; the log is unchanged.
+    #[error("append refused: {0}")]
+    InvalidAppend(String),
+    /// An earlier write failed to reach the disk, so the writer stopped accepting appends. Nothing
+    /// acknowledged was lost; reopen the store to recover.
+    #[error("log writer is poisoned by an earlier failed write: {reason}; reopen the store")]
+    Poisoned { reason: String },
+    /// The log was closed while the request waited.
+    #[error("log is closed")]
+    Closed,
+    /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
+    #[error("storage error: {0}")]
+    Storage(#[from] fjall::Error),
+    /// A file-system error outside the storage engine (creating the directory, the lock file).
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl LogError {
+    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> LogError {
+        LogError::Io { context: context.into(), source }
+    }
+}

@@ -1,0 +1,416 @@
+//! The embedded log on fjall: opening and recovery, reads, and the handle that queues appends
+//! for the writer thread.
+
+use std::fs::{DirBuilder, File, TryLockError};
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
+use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
+use tracing::{debug_span, info};
+
+use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, LogBackend, StreamHead};
+use crate::clock::{Clock, SystemClock};
+use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
+use crate::error::{CorruptionKind, LogError};
+use crate::keys;
+use crate::limits::{READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, WRITER_QUEUE_DEPTH_MAX};
+use crate::tail::Tail;
+use crate::verify::ChainVerifier;
+use crate::writer::{self, Pending, WriterState};
+
+/// The lock file that keeps a second process out of a store.
+pub const LOCK_FILE_NAME: &str = "mnemo.lock";
+/// The folder inside the store directory that holds the fjall database.
+pub const DATABASE_DIR_NAME: &str = "db";
+/// Keyspace names owned by the log.
+pub const LOG_KEYSPACE: &str = "log";
+/// The stream index keyspace.
+pub const STREAMS_KEYSPACE: &str = "streams";
+/// The log's metadata keyspace (its format version).
+pub const META_KEYSPACE: &str = "log_meta";
+
+const FORMAT_KEY: &[u8] = b"format_version";
+
+/// How to open a log.
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Where append timestamps come from.
+    pub clock: Arc<dyn Clock>,
+    /// Whether opening verifies the hash chain of the newest envelopes and refuses a broken log.
+    /// Only `mnemo verify` turns it off, so that it can report on a damaged log.
+    pub verify_tail_on_open: bool,
+}
+
+impl Default for LogOptions {
+    fn default() -> Self {
+        LogOptions { clock: Arc::new(SystemClock), verify_tail_on_open: true }
+    }
+}
+
+/// State shared by the handle and the writer thread.
+pub(crate) struct Shared {
+    pub db: Database,
+    pub log: Keyspace,
+    pub streams: Keyspace,
+    pub tail: Tail,
+    poisoned: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared").field("head", &self.tail.head()).finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn poison_reason(&self) -> Option<String> {
+        self.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    pub(crate) fn poison(&self, reason: String) {
+        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
+    }
+
+    pub(crate) fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError> {
+        let Some(value) = self.streams.get(keys::head_key(stream))? else {
+            return Ok(None);
+        };
+        keys::decode_head(&value).map(Some).ok_or_else(|| LogError::Corrupt {
+            position: Position::ZERO,
+            kind: CorruptionKind::StreamIndex(format!("head of {stream} is {} bytes, not 16", value.len())),
+        })
+    }
+
+    pub(crate) fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
+        match self.log.get(position.to_key())? {
+            Some(bytes) => decode_at(position, &bytes).map(Some),
+            None => Ok(None),
+        }
+    }
+}
+
+fn decode_at(position: Position, bytes: &[u8]) -> Result<Envelope, LogError> {
+    let envelope = Envelope::decode(bytes).map_err(|kind| LogError::Corrupt { position, kind })?;
+    if envelope.position != position {
+        return Err(LogError::Corrupt {
+            position,
+            kind: CorruptionKind::MisplacedEnvelope { key: position, inner: envelope.position },
+        });
+    }
+    Ok(envelope)
+}
+
+/// The embedded, durable log of one store directory.
+///
+/// Dropping it stops the writer after it has answered every queued append.
+#[derive(Debug)]
+pub struct FjallLog {
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    queue: Option<Sender<Pending>>,
+    writer: Option<JoinHandle<()>>,
+    // Held for the life of the handle: the OS releases the lock when the file is closed.
+    _lock: File,
+}
+
+impl FjallLog {
+    /// Opens (or creates) the log in `dir`, recovering and checking its tail.
+    pub fn open(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
+        let _span = debug_span!("open_log", dir = %dir.display()).entered();
+        create_private_dir(dir)?;
+        let lock = acquire_lock(dir)?;
+        let db = Database::builder(dir.join(DATABASE_DIR_NAME)).open().map_err(|error| match error {
+            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
+            other => LogError::Storage(other),
+        })?;
+        let log = db.keyspace(LOG_KEYSPACE, KeyspaceCreateOptions::default)?;
+        let streams = db.keyspace(STREAMS_KEYSPACE, KeyspaceCreateOptions::default)?;
+        let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
+        check_format(&meta)?;
+
+        let shared = Arc::new(Shared { db, log, streams, tail: Tail::default(), poisoned: Mutex::new(None) });
+        let state = recover(&shared, &options)?;
+        let head = Position(state.next_position.0 - 1);
+        shared.tail.advance(head);
+        info!(head = head.0, "log opened");
+
+        let (queue, requests) = crossbeam_channel::bounded(WRITER_QUEUE_DEPTH_MAX);
+        let writer_shared = Arc::clone(&shared);
+        let writer = std::thread::Builder::new()
+            .name("mnemo-log-writer".to_owned())
+            .spawn(move || writer::run(writer_shared, state, requests))
+            .map_err(|e| LogError::io("cannot start the log writer thread", e))?;
+        Ok(FjallLog { shared, dir: dir.to_path_buf(), queue: Some(queue), writer: Some(writer), _lock: lock })
+    }
+
+    /// The store directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The fjall database, so that projections can keep their keyspaces beside the log and write
+    /// them atomically with their watermarks.
+    pub fn database(&self) -> &Database {
+        &self.shared.db
+    }
+
+    /// Queues an append and returns at once; the outcome arrives on the returned channel.
+    /// Limits are checked here, before anything is queued.
+    pub fn submit(
+        &self,
+        request: AppendRequest,
+    ) -> Result<crossbeam_channel::Receiver<Result<AppendOutcome, LogError>>, LogError> {
+        check_append(&request)?;
+        if let Some(reason) = self.shared.poison_reason() {
+            return Err(LogError::Poisoned { reason });
+        }
+        let (reply, outcome) = crossbeam_channel::bounded(1);
+        let queue = self.queue.as_ref().ok_or(LogError::Closed)?;
+        queue.send(Pending { request, reply }).map_err(|_| LogError::Closed)?;
+        Ok(outcome)
+    }
+
+    /// Checks the whole hash chain and the stream index, reporting progress as it goes.
+    /// Returns the number of envelopes checked, or the first damage found.
+    pub fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
+        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
+        for envelope in self.scan(Position::FIRST) {
+            let envelope = envelope?;
+            verifier.check(&envelope)?;
+            self.check_stream_index(&envelope)?;
+            progress(envelope.position);
+        }
+        Ok(verifier.checked())
+    }
+
+    fn check_stream_index(&self, envelope: &Envelope) -> Result<(), LogError> {
+        let indexed = self.shared.streams.get(keys::revision_key(&envelope.stream, envelope.revision))?;
+        let indexed = indexed.as_deref().and_then(Position::from_key);
+        if indexed != Some(envelope.position) {
+            return Err(LogError::Corrupt {
+                position: envelope.position,
+                kind: CorruptionKind::StreamIndex(format!(
+                    "{} revision {} is indexed at {:?}",
+                    envelope.stream, envelope.revision, indexed
+                )),
+            });
+        }
+        Ok(())
+    }
+}
+
+impl LogBackend for FjallLog {
+    fn append(&self, request: AppendRequest) -> Result<AppendOutcome, LogError> {
+        let outcome = self.submit(request)?;
+        outcome.recv().map_err(|_| LogError::Closed)?
+    }
+
+    fn head(&self) -> Position {
+        self.shared.tail.head()
+    }
+
+    fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
+        if position > self.head() {
+            return Ok(None);
+        }
+        self.shared.read(position)
+    }
+
+    fn scan(&self, from: Position) -> EnvelopeIter {
+        // Reading only up to the acknowledged head keeps a scan from seeing a batch that is
+        // written but not yet persisted and acknowledged.
+        let head = self.head();
+        let range = self.shared.log.range(from.to_key()..=head.to_key());
+        Box::new(range.map(|guard| {
+            let (key, value) = guard.into_inner()?;
+            let position = Position::from_key(&key).ok_or_else(|| LogError::Corrupt {
+                position: Position::ZERO,
+                kind: CorruptionKind::Undecodable(format!("log key of {} bytes", key.len())),
+            })?;
+            decode_at(position, &value)
+        }))
+    }
+
+    fn read_stream(
+        &self,
+        stream: &StreamId,
+        from: StreamRevision,
+        limit: usize,
+    ) -> Result<Vec<Envelope>, LogError> {
+        let limit = limit.min(READ_ENVELOPES_MAX);
+        let head = self.head();
+        let start = keys::revision_key(stream, from);
+        let end = keys::revision_key(stream, StreamRevision(u64::MAX));
+        let mut envelopes = Vec::new();
+        for guard in self.shared.streams.range(start..=end) {
+            if envelopes.len() >= limit {
+                break;
+            }
+            let (_, value) = guard.into_inner()?;
+            let position = Position::from_key(&value).ok_or_else(|| LogError::Corrupt {
+                position: Position::ZERO,
+                kind: CorruptionKind::StreamIndex(format!("{stream} index value of {} bytes", value.len())),
+            })?;
+            if position > head {
+                break;
+            }
+            let envelope = self.shared.read(position)?.ok_or(LogError::Corrupt {
+                position,
+                kind: CorruptionKind::StreamIndex(format!("{stream} points at a missing envelope")),
+            })?;
+            envelopes.push(envelope);
+        }
+        Ok(envelopes)
+    }
+
+    fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError> {
+        self.shared.stream_head(stream)
+    }
+
+    fn wait_for(&self, position: Position, timeout: Duration) -> Position {
+        self.shared.tail.wait_for(position, timeout)
+    }
+}
+
+impl Drop for FjallLog {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer drain what is queued and stop.
+        self.queue = None;
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn create_private_dir(dir: &Path) -> Result<(), LogError> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| LogError::io(format!("cannot create store directory {}", dir.display()), e))
+}
+
+fn acquire_lock(dir: &Path) -> Result<File, LogError> {
+    let path = dir.join(LOCK_FILE_NAME);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| LogError::io(format!("cannot open lock file {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(TryLockError::WouldBlock) => Err(LogError::Locked { path: dir.to_path_buf() }),
+        Err(TryLockError::Error(e)) => Err(LogError::io(format!("cannot lock {}", path.display()), e)),
+    }
+}
+
+fn check_format(meta: &Keyspace) -> Result<(), LogError> {
+    match meta.get(FORMAT_KEY)? {
+        None => {
+            meta.insert(FORMAT_KEY, ENVELOPE_FORMAT_VERSION.to_be_bytes())?;
+            Ok(())
+        }
+        Some(value) if value.as_ref() == ENVELOPE_FORMAT_VERSION.to_be_bytes() => Ok(()),
+        Some(value) => Err(LogError::UnsupportedStoreFormat {
+            found: hex::encode(value.as_ref()),
+            supported: ENVELOPE_FORMAT_VERSION,
+        }),
+    }
+}
+
+/// Finds the end of the log and checks the chain of its newest envelopes.
+fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogError> {
+    let _span = debug_span!("recover").entered();
+    let state =
+        |next_position: Position, last_hash: [u8; HASH_BYTES], last_timestamp: TimestampMs| WriterState {
+            next_position,
+            last_hash,
+            last_timestamp,
+            heads: Default::default(),
+            clock: Arc::clone(&options.clock),
+        };
+    let Some(last) = shared.log.last_key_value() else {
+        return Ok(state(Position::FIRST, GENESIS_HASH, TimestampMs(0)));
+    };
+    let (key, value) = last.into_inner()?;
+    let head = Position::from_key(&key).ok_or_else(|| LogError::Corrupt {
+        position: Position::ZERO,
+        kind: CorruptionKind::Undecodable(format!("log key of {} bytes", key.len())),
+    })?;
+    let last = match decode_at(head, &value) {
+        Ok(envelope) => envelope,
+        // Without verification the writer cannot continue the chain, but a reader may still look.
+        Err(error) if options.verify_tail_on_open => return Err(error),
+        Err(_) => return Ok(state(head.next(), GENESIS_HASH, TimestampMs(0))),
+    };
+    if options.verify_tail_on_open {
+        verify_tail(shared, head)?;
+    }
+    Ok(state(head.next(), last.hash, last.timestamp))
+}
+
+fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
+    let first = Position(head.0.saturating_sub(RECOVERY_VERIFY_ENVELOPES_MAX).max(1));
+    let (before, previous_hash) = if first == Position::FIRST {
+        (Position::ZERO, GENESIS_HASH)
+    } else {
+        let before = Position(first.0 - 1);
+        let envelope = shared.read(before)?.ok_or(LogError::Corrupt {
+            position: before,
+            kind: CorruptionKind::MissingPosition {
+                before: Position(before.0.saturating_sub(1)),
+                after: first,
+            },
+        })?;
+        (before, envelope.hash)
+    };
+    let mut verifier = ChainVerifier::new(before, previous_hash);
+    for guard in shared.log.range(first.to_key()..=head.to_key()) {
+        let (key, value) = guard.into_inner()?;
+        let position = Position::from_key(&key).unwrap_or(Position::ZERO);
+        verifier.check(&decode_at(position, &value)?)?;
+    }
+    if verifier.last_position() != head {
+        return Err(LogError::Corrupt {
+            position: head,
+            kind: CorruptionKind::MissingPosition { before: verifier.last_position(), after: head },
+        });
+    }
+    Ok(())
+}
+
+fn check_append(request: &AppendRequest) -> Result<(), LogError> {
+    let count = request.records.len();
+    if count == 0 {
+        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
+    }
+    if count > APPEND_RECORDS_MAX {
+        return Err(LogError::InvalidAppend(format!("{count} records, the limit is {APPEND_RECORDS_MAX}")));
+    }
+    let mut total = 0;
+    for (index, record) in request.records.iter().enumerate() {
+        if record.bytes.len() > RECORD_BYTES_MAX {
+            return Err(LogError::InvalidAppend(format!(
+                "record {index} is {} bytes, the limit is {RECORD_BYTES_MAX}",
+                record.bytes.len()
+            )));
+        }
+        if record.kind == 0 {
+            return Err(LogError::InvalidAppend(format!("record {index} has kind 0, which is reserved")));
+        }
+        total += record.bytes.len();
+    }
+    if total > APPEND_BYTES_MAX {
+        return Err(LogError::InvalidAppend(format!(
+            "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
+        )));
+    }
+    Ok(())
+}

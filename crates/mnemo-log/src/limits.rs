@@ -1,0 +1,24 @@
+//! The log's named limits.
+
+use mnemo_core::limits::{RECORD_BYTES_MAX, STREAM_ID_BYTES_MAX};
+
+/// Largest encoded envelope: a record at its limit plus the fixed fields and the stream id.
+pub const ENVELOPE_BYTES_MAX: usize = RECORD_BYTES_MAX + STREAM_ID_BYTES_MAX + 256;
+
+/// Most append requests the writer folds into one group commit.
+pub const GROUP_REQUESTS_MAX: usize = 1024;
+
+/// Most record bytes the writer folds into one group commit; a larger group is split.
+pub const GROUP_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// Depth of the writer's request queue; callers block (back-pressure) when it is full.
+pub const WRITER_QUEUE_DEPTH_MAX: usize = 4096;
+
+/// Envelopes whose hash chain is verified when a log is opened.
+pub const RECOVERY_VERIFY_ENVELOPES_MAX: u64 = 4096;
+
+/// Stream heads the writer keeps in memory before it forgets them and reads them back from disk.
+pub const HEAD_CACHE_STREAMS_MAX: usize = 65_536;
+
+/// Most envelopes one `read_range` or `read_stream` call returns.
+pub const READ_ENVELOPES_MAX: usize = 100_000;

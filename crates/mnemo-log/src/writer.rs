@@ -1,0 +1,216 @@
+//! The single writer: it owns appends, folds everything queued into one batch and one persist
+//! (group commit), and only then acknowledges each caller.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crossbeam_channel::{Receiver, Sender};
+use fjall::PersistMode;
+use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
+use tracing::{debug_span, error};
+
+use crate::backend::{
+    AppendOutcome, AppendRequest, Appended, Durability, ExpectedRevision, RevisionConflict, StreamHead,
+};
+use crate::clock::Clock;
+use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
+use crate::error::LogError;
+use crate::fjall_log::Shared;
+use crate::keys;
+use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
+
+pub(crate) type Reply = Sender<Result<AppendOutcome, LogError>>;
+
+/// One queued append and where to send its outcome.
+pub(crate) struct Pending {
+    pub request: AppendRequest,
+    pub reply: Reply,
+}
+
+/// What the writer knows of the log's end; only the writer thread touches it.
+pub(crate) struct WriterState {
+    pub next_position: Position,
+    pub last_hash: [u8; HASH_BYTES],
+    pub last_timestamp: TimestampMs,
+    pub heads: HashMap<StreamId, StreamHead>,
+    pub clock: Arc<dyn Clock>,
+}
+
+/// The writer thread's loop: runs until every sender is dropped.
+pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
+    while let Ok(first) = queue.recv() {
+        let mut group = vec![first];
+        let mut group_bytes = request_bytes(&group[0].request);
+        while group.len() < GROUP_REQUESTS_MAX && group_bytes < GROUP_BYTES_MAX {
+            match queue.try_recv() {
+                Ok(next) => {
+                    group_bytes += request_bytes(&next.request);
+                    group.push(next);
+                }
+                Err(_) => break,
+            }
+        }
+        commit_group(&shared, &mut state, group);
+    }
+}
+
+fn request_bytes(request: &AppendRequest) -> usize {
+    request.records.iter().map(|r| r.bytes.len()).sum()
+}
+
+/// The envelopes one request will add, sealed but not yet written.
+struct Staged {
+    entries: Vec<(Position, Vec<u8>, StreamRevision)>,
+    head: StreamHead,
+    last_hash: [u8; HASH_BYTES],
+    timestamp: TimestampMs,
+}
+
+fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
+    let _span = debug_span!("append_group", requests = group.len()).entered();
+    if let Some(reason) = shared.poison_reason() {
+        for pending in group {
+            let _ = pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
+        }
+        return;
+    }
+
+    let mut batch = shared.db.batch();
+    let mut group_heads: HashMap<StreamId, StreamHead> = HashMap::new();
+    let mut outcomes: Vec<Result<AppendOutcome, LogError>> = Vec::with_capacity(group.len());
+    let mut durability: Option<Durability> = None;
+    let mut next_position = state.next_position;
+    let mut last_hash = state.last_hash;
+    let mut last_timestamp = state.last_timestamp;
+
+    for pending in &group {
+        let request = &pending.request;
+        let current = match group_heads.get(&request.stream) {
+            Some(head) => Ok(Some(*head)),
+            None => current_head(shared, state, &request.stream),
+        };
+        let current = match current {
+            Ok(current) => current,
+            Err(error) => {
+                outcomes.push(Err(error));
+                continue;
+            }
+        };
+        let actual = current.map(|head| head.revision);
+        if !revision_matches(request.expected, actual) {
+            outcomes
+                .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
+            continue;
+        }
+        let timestamp = last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
+        let staged = match stage(request, actual, next_position, last_hash, timestamp) {
+            Ok(staged) => staged,
+            Err(error) => {
+                outcomes.push(Err(error));
+                continue;
+            }
+        };
+        for (position, bytes, revision) in &staged.entries {
+            batch.insert(&shared.log, position.to_key(), bytes.clone());
+            batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
+        }
+        batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
+        outcomes.push(Ok(AppendOutcome::Appended(Appended {
+            first_position: next_position,
+            last_position: staged.head.position,
+            last_revision: staged.head.revision,
+        })));
+        group_heads.insert(request.stream.clone(), staged.head);
+        durability = durability.max(Some(request.durability));
+        next_position = staged.head.position.next();
+        last_hash = staged.last_hash;
+        last_timestamp = staged.timestamp;
+    }
+
+    if !batch.is_empty() {
+        let mode = match durability {
+            Some(Durability::SyncAll) => Some(PersistMode::SyncAll),
+            Some(Durability::SyncData) => Some(PersistMode::SyncData),
+            Some(Durability::Buffered) | None => None,
+        };
+        let _persist = debug_span!("persist", envelopes = next_position.0 - state.next_position.0).entered();
+        if let Err(error) = batch.durability(mode).commit() {
+            let reason = error.to_string();
+            error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
+            shared.poison(reason.clone());
+            for pending in group {
+                let _ = pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
+            }
+            return;
+        }
+    }
+
+    // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
+    // append only after that, so an acknowledged append is always readable and persisted.
+    state.next_position = next_position;
+    state.last_hash = last_hash;
+    state.last_timestamp = last_timestamp;
+    if state.heads.len() + group_heads.len() > HEAD_CACHE_STREAMS_MAX {
+        state.heads.clear();
+    }
+    state.heads.extend(group_heads);
+    shared.tail.advance(Position(next_position.0 - 1));
+    for (pending, outcome) in group.into_iter().zip(outcomes) {
+        let _ = pending.reply.send(outcome);
+    }
+}
+
+fn current_head(
+    shared: &Shared,
+    state: &WriterState,
+    stream: &StreamId,
+) -> Result<Option<StreamHead>, LogError> {
+    if let Some(head) = state.heads.get(stream) {
+        return Ok(Some(*head));
+    }
+    shared.stream_head(stream)
+}
+
+fn revision_matches(expected: ExpectedRevision, actual: Option<StreamRevision>) -> bool {
+    match expected {
+        ExpectedRevision::Any => true,
+        ExpectedRevision::NoStream => actual.is_none(),
+        ExpectedRevision::Exact(revision) => actual == Some(revision),
+    }
+}
+
+fn stage(
+    request: &AppendRequest,
+    actual: Option<StreamRevision>,
+    first_position: Position,
+    previous_hash: [u8; HASH_BYTES],
+    timestamp: TimestampMs,
+) -> Result<Staged, LogError> {
+    if request.records.is_empty() {
+        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
+    }
+    let mut entries = Vec::with_capacity(request.records.len());
+    let mut position = first_position;
+    let mut revision = actual.map_or(StreamRevision::FIRST, StreamRevision::next);
+    let mut last_hash = previous_hash;
+    for record in &request.records {
+        let unsealed = UnsealedEnvelope {
+            position,
+            stream: &request.stream,
+            revision,
+            kind: record.kind,
+            kind_schema: record.kind_schema,
+            timestamp,
+            record: &record.bytes,
+            previous_hash: last_hash,
+        };
+        let (bytes, hash) =
+            unsealed.seal().map_err(|e| LogError::InvalidAppend(format!("record does not encode: {e}")))?;
+        entries.push((position, bytes, revision));
+        last_hash = hash;
+        position = position.next();
+        revision = revision.next();
+    }
+    let head = StreamHead { revision: StreamRevision(revision.0 - 1), position: Position(position.0 - 1) };
+    Ok(Staged { head, entries, last_hash, timestamp })
+}

@@ -1,0 +1,239 @@
+//! Behaviour of the embedded log through its public API.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
+use mnemo_log::{
+    AppendOutcome, AppendRequest, Appended, CorruptionKind, ExpectedRevision, FjallLog, LogBackend, LogError,
+    LogOptions, ManualClock, NewRecord, RevisionConflict,
+};
+
+fn options() -> LogOptions {
+    LogOptions { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1)), ..LogOptions::default() }
+}
+
+fn record(text: &str) -> NewRecord {
+    NewRecord { kind: 4, kind_schema: 1, bytes: text.as_bytes().to_vec() }
+}
+
+fn stream(name: &str) -> StreamId {
+    StreamId::new(format!("session/{name}")).unwrap()
+}
+
+fn append(log: &FjallLog, name: &str, expected: ExpectedRevision, texts: &[&str]) -> AppendOutcome {
+    let records = texts.iter().map(|t| record(t)).collect();
+    log.append(AppendRequest::new(stream(name), expected, records)).unwrap()
+}
+
+fn appended(outcome: AppendOutcome) -> Appended {
+    match outcome {
+        AppendOutcome::Appended(appended) => appended,
+        AppendOutcome::Conflict(conflict) => panic!("unexpected conflict: {conflict}"),
+    }
+}
+
+#[test]
+fn appends_get_dense_positions_and_revisions() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    let first = appended(append(&log, "a", ExpectedRevision::NoStream, &["a0", "a1"]));
+    assert_eq!((first.first_position, first.last_position), (Position(1), Position(2)));
+    assert_eq!(first.last_revision, StreamRevision(1));
+    let second = appended(append(&log, "b", ExpectedRevision::Any, &["b0"]));
+    assert_eq!((second.first_position, second.last_revision), (Position(3), StreamRevision(0)));
+    let third = appended(append(&log, "a", ExpectedRevision::Exact(StreamRevision(1)), &["a2"]));
+    assert_eq!((third.first_position, third.last_revision), (Position(4), StreamRevision(2)));
+    assert_eq!(log.head(), Position(4));
+
+    let all: Vec<_> = log.scan(Position::FIRST).map(Result::unwrap).collect();
+    assert_eq!(
+        all.iter().map(|e| e.record.clone()).collect::<Vec<_>>(),
+        vec![b"a0".to_vec(), b"a1".to_vec(), b"b0".to_vec(), b"a2".to_vec()]
+    );
+    for pair in all.windows(2) {
+        assert_eq!(pair[1].previous_hash, pair[0].hash);
+        assert!(pair[1].timestamp >= pair[0].timestamp);
+    }
+    let a = log.read_stream(&stream("a"), StreamRevision(1), 10).unwrap();
+    assert_eq!(a.iter().map(|e| e.position).collect::<Vec<_>>(), vec![Position(2), Position(4)]);
+    assert_eq!(log.stream_head(&stream("b")).unwrap().map(|h| h.position), Some(Position(3)));
+    assert_eq!(log.stream_head(&stream("none")).unwrap(), None);
+    assert_eq!(log.read(Position(3)).unwrap().map(|e| e.record), Some(b"b0".to_vec()));
+    assert_eq!(log.read(Position(5)).unwrap(), None);
+}
+
+#[test]
+fn stale_expected_revision_is_a_conflict_and_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    appended(append(&log, "a", ExpectedRevision::NoStream, &["a0", "a1"]));
+    let outcome = append(&log, "a", ExpectedRevision::Exact(StreamRevision(0)), &["late"]);
+    assert_eq!(
+        outcome,
+        AppendOutcome::Conflict(RevisionConflict {
+            expected: ExpectedRevision::Exact(StreamRevision(0)),
+            actual: Some(StreamRevision(1)),
+        })
+    );
+    let outcome = append(&log, "a", ExpectedRevision::NoStream, &["late"]);
+    assert!(matches!(
+        outcome,
+        AppendOutcome::Conflict(RevisionConflict { actual: Some(StreamRevision(1)), .. })
+    ));
+    let outcome = append(&log, "new", ExpectedRevision::Exact(StreamRevision(0)), &["x"]);
+    assert_eq!(
+        outcome,
+        AppendOutcome::Conflict(RevisionConflict {
+            expected: ExpectedRevision::Exact(StreamRevision(0)),
+            actual: None
+        })
+    );
+    assert_eq!(log.head(), Position(2));
+    assert_eq!(log.scan(Position::FIRST).count(), 2);
+}
+
+#[test]
+fn eight_racing_writers_with_exact_revisions_leave_a_gap_free_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), options()).unwrap());
+    let per_thread = 25;
+    let threads: Vec<_> = (0..8)
+        .map(|thread| {
+            let log = Arc::clone(&log);
+            std::thread::spawn(move || {
+                let mut written = 0;
+                let mut conflicts = 0;
+                while written < per_thread {
+                    let expected = match log.stream_head(&stream("race")).unwrap() {
+                        Some(head) => ExpectedRevision::Exact(head.revision),
+                        None => ExpectedRevision::NoStream,
+                    };
+                    let request = AppendRequest::new(
+                        stream("race"),
+                        expected,
+                        vec![record(&format!("{thread}-{written}"))],
+                    );
+                    match log.append(request).unwrap() {
+                        AppendOutcome::Appended(_) => written += 1,
+                        AppendOutcome::Conflict(_) => conflicts += 1,
+                    }
+                }
+                conflicts
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    let envelopes = log.read_stream(&stream("race"), StreamRevision(0), 1000).unwrap();
+    assert_eq!(envelopes.len(), 8 * per_thread);
+    for (index, envelope) in envelopes.iter().enumerate() {
+        assert_eq!(envelope.revision, StreamRevision(index as u64));
+        assert_eq!(envelope.position, Position(index as u64 + 1));
+    }
+    let mut seen: Vec<_> = envelopes.iter().map(|e| e.record.clone()).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 8 * per_thread, "every acknowledged append is stored once");
+}
+
+#[test]
+fn reopening_continues_the_chain() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash = {
+        let log = FjallLog::open(dir.path(), options()).unwrap();
+        appended(append(&log, "a", ExpectedRevision::NoStream, &["a0", "a1"]));
+        log.read(Position(2)).unwrap().unwrap().hash
+    };
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    assert_eq!(log.head(), Position(2));
+    let next = appended(append(&log, "a", ExpectedRevision::Exact(StreamRevision(1)), &["a2"]));
+    assert_eq!(next.first_position, Position(3));
+    assert_eq!(log.read(Position(3)).unwrap().unwrap().previous_hash, hash);
+    assert_eq!(log.verify_chain(&mut |_| {}).unwrap(), 3);
+}
+
+#[test]
+fn a_second_open_of_the_same_store_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let _log = FjallLog::open(dir.path(), options()).unwrap();
+    let error = FjallLog::open(dir.path(), options()).unwrap_err();
+    assert!(matches!(error, LogError::Locked { .. }), "{error}");
+    assert!(error.to_string().contains("store is locked by another process"));
+}
+
+#[test]
+fn appends_that_break_a_limit_are_refused_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    let empty = log.append(AppendRequest::new(stream("a"), ExpectedRevision::Any, vec![]));
+    assert!(matches!(empty, Err(LogError::InvalidAppend(_))));
+    let huge =
+        NewRecord { kind: 4, kind_schema: 1, bytes: vec![b'x'; mnemo_core::limits::RECORD_BYTES_MAX + 1] };
+    let error = log.append(AppendRequest::new(stream("a"), ExpectedRevision::Any, vec![huge])).unwrap_err();
+    assert!(error.to_string().contains("the limit is"), "{error}");
+    assert_eq!(log.head(), Position::ZERO);
+}
+
+#[test]
+fn followers_wake_when_the_head_moves() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), options()).unwrap());
+    assert_eq!(log.wait_for(Position(1), Duration::from_millis(10)), Position::ZERO);
+    let follower = {
+        let log = Arc::clone(&log);
+        std::thread::spawn(move || log.wait_for(Position(1), Duration::from_secs(30)))
+    };
+    appended(append(&log, "a", ExpectedRevision::Any, &["a0"]));
+    assert_eq!(follower.join().unwrap(), Position(1));
+}
+
+#[test]
+fn imports_may_carry_their_own_timestamps_which_never_run_backwards() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    for ts in [5_000, 3_000] {
+        let mut request = AppendRequest::new(stream("a"), ExpectedRevision::Any, vec![record("x")]);
+        request.timestamp = Some(TimestampMs(ts));
+        appended(log.append(request).unwrap());
+    }
+    let stamps: Vec<_> = log.scan(Position::FIRST).map(|e| e.unwrap().timestamp.0).collect();
+    assert_eq!(stamps, vec![5_000, 5_000]);
+}
+
+/// Rewrites one stored envelope with a byte flipped, as damage below the storage engine's
+/// checksums (or a hand edit) would.
+fn flip_stored_byte(dir: &std::path::Path, position: Position, at: usize) {
+    let db = fjall::Database::builder(dir.join(mnemo_log::DATABASE_DIR_NAME)).open().unwrap();
+    let log = db.keyspace(mnemo_log::LOG_KEYSPACE, fjall::KeyspaceCreateOptions::default).unwrap();
+    let mut bytes = log.get(position.to_key()).unwrap().unwrap().to_vec();
+    bytes[at] ^= 0x20;
+    log.insert(position.to_key(), bytes).unwrap();
+    db.persist(fjall::PersistMode::SyncAll).unwrap();
+}
+
+#[test]
+fn a_flipped_byte_is_found_and_named_by_position() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let log = FjallLog::open(dir.path(), options()).unwrap();
+        for i in 0..5 {
+            appended(append(&log, "a", ExpectedRevision::Any, &[&format!("record {i}")]));
+        }
+    }
+    flip_stored_byte(dir.path(), Position(3), 40);
+
+    let error = FjallLog::open(dir.path(), options()).unwrap_err();
+    assert!(
+        matches!(error, LogError::Corrupt { position: Position(3), kind: CorruptionKind::HashMismatch }),
+        "{error}"
+    );
+    assert!(error.to_string().contains("position 3"), "{error}");
+
+    let unchecked = LogOptions { verify_tail_on_open: false, ..options() };
+    let log = FjallLog::open(dir.path(), unchecked).unwrap();
+    let error = log.verify_chain(&mut |_| {}).unwrap_err();
+    assert!(matches!(error, LogError::Corrupt { position: Position(3), .. }), "{error}");
+}
