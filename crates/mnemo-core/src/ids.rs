@@ -19,11 +19,7 @@ pub enum IdError {
     Empty { kind: &'static str },
     /// The id was longer than its limit in UTF-8 bytes.
     #[error("{kind} is {len} bytes, the limit is {max} bytes")]
-    TooLong {
-        kind: &'static str,
-        len: usize,
-        max: usize,
-    },
+    TooLong { kind: &'static str, len: usize, max: usize },
     /// The id contained a control character (including NUL), which would break keys and output.
     #[error("{kind} contains a control character at byte {at}")]
     ControlCharacter { kind: &'static str, at: usize },
@@ -37,11 +33,7 @@ fn check_id_text(kind: &'static str, text: &str, max: usize) -> Result<(), IdErr
         return Err(IdError::Empty { kind });
     }
     if text.len() > max {
-        return Err(IdError::TooLong {
-            kind,
-            len: text.len(),
-            max,
-        });
+        return Err(IdError::TooLong { kind, len: text.len(), max });
     }
     if let Some((at, _)) = text.char_indices().find(|(_, c)| c.is_control()) {
         return Err(IdError::ControlCharacter { kind, at });
@@ -149,9 +141,7 @@ impl StreamId {
     pub fn new(text: impl Into<String>) -> Result<Self, IdError> {
         let text = text.into();
         check_id_text("stream id", &text, STREAM_ID_BYTES_MAX)?;
-        let rest = text
-            .strip_prefix(Self::SESSION_PREFIX)
-            .or_else(|| text.strip_prefix(Self::MEMORY_PREFIX));
+        let rest = text.strip_prefix(Self::SESSION_PREFIX).or_else(|| text.strip_prefix(Self::MEMORY_PREFIX));
         match rest {
             Some(rest) if !rest.is_empty() => Ok(Self(text)),
             _ => Err(IdError::UnknownStreamCategory { id: text }),
@@ -170,9 +160,7 @@ impl StreamId {
 
     /// The session this stream belongs to, if it is a session stream.
     pub fn session_id(&self) -> Option<SessionId> {
-        self.0
-            .strip_prefix(Self::SESSION_PREFIX)
-            .and_then(|id| SessionId::new(id).ok())
+        self.0.strip_prefix(Self::SESSION_PREFIX).and_then(|id| SessionId::new(id).ok())
     }
 
     /// The id as text.
@@ -202,9 +190,7 @@ impl fmt::Display for StreamId {
 
 /// A global position in the log. The first envelope is at position 1; position 0 means
 /// "before the first envelope" and is what an empty projection's watermark holds.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Position(pub u64);
 
@@ -276,57 +262,28 @@ mod tests {
 
     #[test]
     fn ids_refuse_empty_long_and_control_text() {
-        assert_eq!(
-            SessionId::new(""),
-            Err(IdError::Empty { kind: "session id" })
-        );
+        assert_eq!(SessionId::new(""), Err(IdError::Empty { kind: "session id" }));
         let long = "x".repeat(ID_BYTES_MAX + 1);
-        assert!(matches!(
-            SessionId::new(long),
-            Err(IdError::TooLong { len: 257, .. })
-        ));
-        assert_eq!(
-            TurnId::new("a\u{0}b"),
-            Err(IdError::ControlCharacter {
-                kind: "turn id",
-                at: 1
-            })
-        );
+        assert!(matches!(SessionId::new(long), Err(IdError::TooLong { len: 257, .. })));
+        assert_eq!(TurnId::new("a\u{0}b"), Err(IdError::ControlCharacter { kind: "turn id", at: 1 }));
         let real = "sess:2026/11#a1b2c3d4-0000-4000-8000-123456789abc";
-        assert_eq!(
-            SessionId::new(real).map(|id| id.to_string()),
-            Ok(real.to_owned())
-        );
+        assert_eq!(SessionId::new(real).map(|id| id.to_string()), Ok(real.to_owned()));
     }
 
     #[test]
     fn stream_ids_need_a_category() {
         assert!(StreamId::new("session/s1").is_ok());
         assert!(StreamId::new("memory/global").is_ok());
-        assert!(matches!(
-            StreamId::new("other/x"),
-            Err(IdError::UnknownStreamCategory { .. })
-        ));
-        assert!(matches!(
-            StreamId::new("session/"),
-            Err(IdError::UnknownStreamCategory { .. })
-        ));
+        assert!(matches!(StreamId::new("other/x"), Err(IdError::UnknownStreamCategory { .. })));
+        assert!(matches!(StreamId::new("session/"), Err(IdError::UnknownStreamCategory { .. })));
         let session = SessionId::new("s1").ok();
-        assert_eq!(
-            StreamId::new("session/s1")
-                .ok()
-                .and_then(|s| s.session_id()),
-            session
-        );
+        assert_eq!(StreamId::new("session/s1").ok().and_then(|s| s.session_id()), session);
     }
 
     #[test]
     fn position_keys_sort_numerically() {
         assert!(Position(255).to_key() < Position(256).to_key());
-        assert_eq!(
-            Position::from_key(&Position(42).to_key()),
-            Some(Position(42))
-        );
+        assert_eq!(Position::from_key(&Position(42).to_key()), Some(Position(42)));
         assert_eq!(Position::from_key(&[1, 2]), None);
     }
 
