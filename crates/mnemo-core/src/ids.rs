@@ -158,6 +158,14 @@ impl StreamId {
         Self::new(format!("{}{}", Self::MEMORY_PREFIX, scope))
     }
 
+    /// The memory stream of a scope whose text is already known to be a valid id suffix: a
+    /// scope built from a validated [`WorkspaceId`] is at most 256 + 10 bytes with no control
+    /// characters, so with the prefix it stays under [`STREAM_ID_BYTES_MAX`].
+    pub(crate) fn memory_of_valid_scope(scope: &str) -> Self {
+        debug_assert!(Self::MEMORY_PREFIX.len() + scope.len() <= STREAM_ID_BYTES_MAX);
+        Self(format!("{}{}", Self::MEMORY_PREFIX, scope))
+    }
+
     /// The session this stream belongs to, if it is a session stream.
     pub fn session_id(&self) -> Option<SessionId> {
         self.0.strip_prefix(Self::SESSION_PREFIX).and_then(|id| SessionId::new(id).ok())

@@ -4,13 +4,24 @@
 //! It is not:
 //! - a store: nothing here reads or writes files (see `mnemo-log`);
 //! - a projection: nothing here folds records into state (see `mnemo-pipeline`).
+//!
+//! The log carries [`Record`]s. Each is encoded by [`Record::encode`] as the canonical JSON of its
+//! payload and decoded by [`Record::decode`] from a kind code and schema version; both validate.
 
+mod checkpoint;
 mod digest;
 mod event;
 mod ids;
 pub mod limits;
+mod memory;
+mod record;
 mod validation;
 
+pub use checkpoint::{
+    BoundaryDisposition, CheckpointBody, CheckpointCoverage, CheckpointManifest, CheckpointPhase,
+    CheckpointRecord, EventPoint, ExtractionBoundary, HeadAnchor, ProviderState, ProviderStateKind,
+    SOURCE_POLICY_VERSION_V1, SummaryFormat,
+};
 pub use digest::{Digest, DigestParseError, EncodeError, canonical_json};
 pub use event::{
     AcceptedRequest, Actions, Attachment, AttachmentKind, Author, Content, ContentKind, ErrorContent,
@@ -21,5 +32,16 @@ pub use event::{
 pub use ids::{
     CheckpointId, EventId, IdError, InvocationId, ItemId, OperationId, Position, RunId, SessionId, StreamId,
     StreamRevision, TimestampMs, ToolCallId, TurnId, WorkspaceId,
+};
+pub use memory::{
+    CursorAdvance, DenialReason, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
+    ExtractionTrigger, FailureOutcome, KeyOrigin, KeyType, LifecycleState, MemoryCommit, MemoryItem,
+    MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin, MemoryScope, Mutation,
+    NewMemoryItem, NoOpReason, PolicyDenial, ReceiptStatus, ScopeParseError, SkipReason, SourcePointer,
+    StatementType, TemporalType,
+};
+pub use record::{
+    ConversationCopied, CopyBoundary, DecodeError, MemoryMode, Record, RecordKind, SessionArchived,
+    SessionFlagsChanged, SessionOpened, TurnEnded, TurnStatus,
 };
 pub use validation::ValidationError;

@@ -71,6 +71,11 @@ pub(crate) fn utf16_len(text: &str) -> usize {
     text.encode_utf16().count()
 }
 
+/// Length in Unicode scalar values (code points).
+pub(crate) fn code_points(text: &str) -> usize {
+    text.chars().count()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
