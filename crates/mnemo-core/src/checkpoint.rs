@@ -386,6 +386,15 @@ pub(crate) mod tests {
         record.source_policy_version.clear();
         check_invalid(&record, "source_policy_version");
         let mut record = checkpoint();
+        record.estimated_tokens = 1 << 53;
+        check_invalid(&record, "estimated_tokens");
+        let mut record = checkpoint();
+        record.created_at = TimestampMs(1 << 53);
+        check_invalid(&record, "created_at");
+        let mut record = checkpoint();
+        record.manifest.prompt_version.clear();
+        check_invalid(&record, "manifest.prompt_version");
+        let mut record = checkpoint();
         record.manifest.summarizer.clear();
         check_invalid(&record, "manifest.summarizer");
     }

@@ -13,6 +13,8 @@
 //! - ids (`id`, `invocationId`, `runId`, `sessionId`, `turnId`, a tool call's `id`) are validated
 //!   newtypes: non-empty, at most 256 bytes, no control characters.
 //! - `tokenUsage.input` / `output` and attachment `bytes` are unsigned integers.
+//! - Numbers inside opaque payloads (`args`, `result`, `stateDelta`, ...) are `serde_json`
+//!   numbers, which cannot be NaN or infinite, so every event is finite by construction.
 //! - Payloads the reference system validates against schemas Mnemo does not interpret
 //!   (`permissionRequest`, `userQuestionRequest`, `toolDispatch`, `toolRecovery`,
 //!   `runtimeProtocol`, `continuationStart`, `workspaceFact`) are kept as opaque JSON objects.
@@ -1571,6 +1573,87 @@ mod tests {
         check_invalid(
             refs(json!({"sourceRuntimeEventHighWater": 9007199254740992u64})),
             "refs.sourceRuntimeEventHighWater",
+        );
+    }
+
+    #[test]
+    fn remaining_content_rules_name_their_field() {
+        let user = |content: Value| with(base("user", "user"), "content", content);
+        let attachment = |name: &str, mime: &str, bytes: u64, location: Value| {
+            user(json!({"kind": "text", "text": "a", "attachments": [
+                {"kind": "doc", "name": name, "mimeType": mime, "bytes": bytes, "ref": location}
+            ]}))
+        };
+        let workspace = json!({"kind": "workspace_file", "relativePath": "docs/a.md"});
+        check_valid(attachment("a", "text/plain", 3, workspace.clone()));
+        check_invalid(attachment("a", "", 3, workspace.clone()), "content.attachments[0].mimeType");
+        check_invalid(attachment("a", "text/plain", 1 << 53, workspace), "content.attachments[0].bytes");
+        let session = json!({"kind": "session_file", "sessionId": "", "relativePath": "a"});
+        check_invalid(attachment("a", "text/plain", 3, session), "content.attachments[0].ref.sessionId");
+        let external = json!({"kind": "external_file", "absolutePath": ""});
+        check_invalid(attachment("a", "text/plain", 3, external), "content.attachments[0].ref.absolutePath");
+        let long_value = format!("/skill:{}", "a".repeat(INLINE_REFERENCE_VALUE_UTF16_MAX));
+        check_invalid(
+            user(json!({"kind": "text", "text": long_value.clone(), "inlineReferences": [
+                {"kind": "skill", "value": long_value, "label": "a", "start": 0}
+            ]})),
+            "content.inlineReferences[0].value",
+        );
+        let model = |content: Value| with(base("model", "agent"), "content", content);
+        check_invalid(
+            model(json!({"kind": "thinking", "text": "", "providerOptions": "x"})),
+            "content.providerOptions",
+        );
+        check_invalid(
+            model(json!({"kind": "function_call", "id": "c", "name": "n", "args": 1, "providerOptions": 2})),
+            "content.providerOptions",
+        );
+    }
+
+    #[test]
+    fn remaining_lane_and_action_rules_name_their_field() {
+        let system = |extra: Vec<(&str, Value)>| {
+            extra.into_iter().fold(base("system", "system"), |event, (key, value)| with(event, key, value))
+        };
+        let dispatch = json!({"toolDispatch": {}});
+        check_invalid(
+            system(vec![
+                ("actions", dispatch.clone()),
+                ("content", json!({"kind": "error", "message": "x"})),
+            ]),
+            "content",
+        );
+        check_invalid(
+            system(vec![("actions", json!({"toolRecovery": {}, "endInvocation": true}))]),
+            "actions",
+        );
+        check_invalid(with(base("user", "system"), "actions", dispatch), "role");
+        let response = json!({"kind": "function_response", "id": "c1", "name": "shell", "result": "ok"});
+        check_invalid(
+            with(
+                with(base("tool", "tool"), "content", response.clone()),
+                "actions",
+                json!({"stateDelta": {}}),
+            ),
+            "actions.stateDelta",
+        );
+        check_invalid(with(with(base("tool", "tool"), "content", response), "actions", json!({})), "actions");
+        let actions = |a: Value| with(base("system", "system"), "actions", a);
+        check_invalid(
+            actions(json!({"permissionDecision": {"requestId": "q", "decision": ""}})),
+            "actions.permissionDecision.decision",
+        );
+        check_invalid(
+            actions(json!({"permissionAnswerAccepted": {"requestId": "x".repeat(REQUEST_ID_BYTES_MAX + 1)}})),
+            "actions.permissionAnswerAccepted.requestId",
+        );
+        check_invalid(
+            actions(json!({"permissionClosureAccepted": {"requestId": "", "reason": "timed_out"}})),
+            "actions.permissionClosureAccepted.requestId",
+        );
+        assert!(
+            parse(actions(json!({"permissionClosureAccepted": {"requestId": "q", "reason": "other"}})))
+                .is_err()
         );
     }
 

@@ -16,16 +16,34 @@ use crate::limits::STREAM_ID_BYTES_MAX;
 pub enum IdError {
     /// The id was empty. Callers should supply a non-empty id.
     #[error("{kind} is empty")]
-    Empty { kind: &'static str },
+    Empty {
+        /// Which id.
+        kind: &'static str,
+    },
     /// The id was longer than its limit in UTF-8 bytes.
     #[error("{kind} is {len} bytes, the limit is {max} bytes")]
-    TooLong { kind: &'static str, len: usize, max: usize },
+    TooLong {
+        /// Which id.
+        kind: &'static str,
+        /// Its length in bytes.
+        len: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
     /// The id contained a control character (including NUL), which would break keys and output.
     #[error("{kind} contains a control character at byte {at}")]
-    ControlCharacter { kind: &'static str, at: usize },
+    ControlCharacter {
+        /// Which id.
+        kind: &'static str,
+        /// Byte offset of the character.
+        at: usize,
+    },
     /// A stream id did not start with a known category prefix.
     #[error("stream id {id:?} must start with \"session/\" or \"memory/\"")]
-    UnknownStreamCategory { id: String },
+    UnknownStreamCategory {
+        /// The refused text.
+        id: String,
+    },
 }
 
 fn check_id_text(kind: &'static str, text: &str, max: usize) -> Result<(), IdError> {

@@ -974,6 +974,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn remaining_field_rules_name_their_field() {
+        let mut f = fields();
+        f.observed_at = TimestampMs(1 << 53);
+        check_invalid(&f, "observed_at");
+        let mut f = fields();
+        f.temporal_type = TemporalType::Point;
+        f.event_started_at = Some(TimestampMs(1 << 53));
+        check_invalid(&f, "event_started_at");
+        let mut f = fields();
+        f.keys[0] = MemoryKey::new("a\u{7}b", KeyType::Alias, KeyOrigin::Llm);
+        check_invalid(&f, "keys[0].key");
+        let mut f = fields();
+        f.keys[0] =
+            MemoryKey::new("a".repeat(MEMORY_KEY_CODE_POINTS_MAX + 1), KeyType::Alias, KeyOrigin::Llm);
+        check_invalid(&f, "keys[0].key");
+        let mut f = fields();
+        f.keys[0].key.clear();
+        check_invalid(&f, "keys[0].key");
+        let mut f = fields();
+        f.keys = (0..=MEMORY_KEYS_MAX)
+            .map(|i| MemoryKey::new(format!("k{i:02}"), KeyType::Concept, KeyOrigin::Llm))
+            .collect();
+        check_invalid(&f, "keys");
+    }
+
+    #[test]
     fn scope_text_and_stream_forms() {
         let scope = MemoryScope::Workspace(id("w:1"));
         assert_eq!(scope.as_text(), "workspace:w:1");
@@ -996,6 +1022,15 @@ pub(crate) mod tests {
         let mut tampered = item.clone();
         tampered.fields.content = "other".to_owned();
         assert_eq!(tampered.validate().map_err(|e| e.field), Err("content_hash".to_owned()));
+        let mut unversioned = item.clone();
+        unversioned.version = 0;
+        assert_eq!(unversioned.validate().map_err(|e| e.field), Err("version".to_owned()));
+        let mut observed_late = item.clone();
+        observed_late.fields.observed_at = TimestampMs(1_767_225_600_001);
+        assert_eq!(observed_late.validate().map_err(|e| e.field), Err("fields.observed_at".to_owned()));
+        let mut bad_fields = item.clone();
+        bad_fields.fields.sources.clear();
+        assert_eq!(bad_fields.validate().map_err(|e| e.field), Err("fields.sources".to_owned()));
         let mut early = item;
         early.updated_at = TimestampMs(0);
         assert_eq!(early.validate().map_err(|e| e.field), Err("created_at".to_owned()));

@@ -434,6 +434,33 @@ impl Record {
     }
 }
 
+/// `From<payload> for Record`, so a payload can be appended as `record.into()`.
+macro_rules! record_from {
+    ($($variant:ident($payload:ty)),* $(,)?) => {
+        $(
+            impl From<$payload> for Record {
+                fn from(payload: $payload) -> Record {
+                    Record::$variant(payload)
+                }
+            }
+        )*
+    };
+}
+
+record_from!(
+    SessionOpened(SessionOpened),
+    SessionFlagsChanged(SessionFlagsChanged),
+    SessionArchived(SessionArchived),
+    RuntimeEvent(RuntimeEvent),
+    TurnEnded(TurnEnded),
+    CheckpointRecorded(CheckpointRecord),
+    MemoryCommit(MemoryCommit),
+    MemoryMutation(MemoryMutation),
+    ExtractionFailure(ExtractionFailure),
+    PolicyDenial(PolicyDenial),
+    ConversationCopied(ConversationCopied),
+);
+
 fn parse<T: DeserializeOwned>(kind: RecordKind, bytes: &[u8]) -> Result<T, DecodeError> {
     serde_json::from_slice(bytes)
         .map_err(|e| DecodeError::Malformed { kind: kind.name(), message: e.to_string() })
@@ -649,7 +676,7 @@ mod tests {
 
     #[test]
     fn canonical_bytes_are_fixed() {
-        let bytes = Record::SessionOpened(opened()).encode().unwrap_or_default();
+        let bytes = Record::from(opened()).encode().unwrap_or_default();
         assert_eq!(
             String::from_utf8(bytes).unwrap_or_default(),
             r#"{"incognito":false,"memory":"enabled","session":"s1","subagent":false,"title":"Fix the build","workspace":"w1"}"#
