@@ -1,1 +1,8 @@
-//! Workspace-level acceptance tests live in this crate's `tests/` folder.
+//! Workspace-level acceptance tests: replay properties, process crashes and tidy checks. The tests
+//! live in `tests/`; this library holds what they share.
+//!
+//! It is not:
+//! - part of the product: nothing here ships;
+//! - a place for unit tests, which stay beside the code they test.
+
+pub mod sim;

@@ -1,1 +1,20 @@
-//! placeholder
+//! The host-facing facade: `Mnemo::open(dir, config)`, the store's log and projections behind one
+//! handle, transcript import, inspection, rebuild and verification. The only API boundary.
+//!
+//! It is not:
+//! - a place for domain logic: that lives in the crates behind it, which hosts never name;
+//! - a command-line tool: `mnemo-cli` is a thin client of this crate.
+
+mod error;
+mod mnemo;
+mod transcript;
+
+pub use error::{Error, ErrorCategory};
+pub use mnemo::{
+    CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
+    Verification,
+};
+pub use mnemo_core::{Position, Record, SessionId, StreamId};
+pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};
+pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};

@@ -1,0 +1,44 @@
+//! The pipeline's errors.
+
+use mnemo_core::Position;
+
+/// Errors of the projection pipeline. Each variant says how a caller should react.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PipelineError {
+    /// Reading the log failed; the stage stopped where it was and keeps its last committed state.
+    #[error(transparent)]
+    Log(#[from] mnemo_log::LogError),
+    /// A stage's state store failed; the stage stopped and keeps its last committed state.
+    #[error("state store of stage {stage}: {source}")]
+    Store {
+        stage: String,
+        #[source]
+        source: fjall::Error,
+    },
+    /// An envelope in the log does not decode as a record this build knows. Upgrade Mnemo, or the
+    /// log is damaged at that position.
+    #[error("record at position {position} does not decode: {reason}")]
+    Undecodable { position: Position, reason: String },
+    /// A projector refused an envelope. Its state stays at the last committed watermark.
+    #[error("stage {stage} failed at position {position}: {reason}")]
+    Projection { stage: String, position: Position, reason: String },
+    /// A stage stopped earlier with an error; queries on it are refused until the pipeline restarts.
+    #[error("stage {stage} has stopped: {reason}")]
+    StageStopped { stage: String, reason: String },
+    /// Waiting for a stage to reach a position timed out.
+    #[error("stage {stage} reached position {reached}, not {wanted}, before the timeout")]
+    Timeout { stage: String, wanted: Position, reached: Position },
+    /// No stage of that name runs in this pipeline.
+    #[error("no stage named {0:?} in this pipeline")]
+    UnknownStage(String),
+    /// The pipeline spec is not valid. Fix the file; nothing was started.
+    #[error("pipeline spec {origin}: {reason}")]
+    InvalidSpec { origin: String, reason: String },
+    /// Stored state is not in the form this build writes. Rebuild the stage.
+    #[error("stage {stage}: stored state is damaged: {reason}")]
+    DamagedState { stage: String, reason: String },
+    /// The pipeline was shut down.
+    #[error("pipeline is shut down")]
+    ShutDown,
+}

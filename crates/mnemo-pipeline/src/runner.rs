@@ -1,0 +1,323 @@
+//! The runner: one feeder thread reads and decodes each envelope once and fans it out over bounded
+//! channels to one thread per stage. Live catch-up, rebuild and crash recovery are this same path.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender};
+use mnemo_core::{Digest, Position};
+use mnemo_log::LogBackend;
+use tracing::{debug_span, error, info};
+
+use crate::error::PipelineError;
+use crate::projector::{LoggedRecord, Projector, StageWorker};
+use crate::store::{StateStore, projection_digest};
+
+/// Depth of each stage's queue. A full queue blocks the feeder: a slow stage applies back-pressure
+/// and never loses an envelope.
+pub const STAGE_QUEUE_DEPTH_MAX: usize = 1024;
+
+/// How long the feeder waits for new appends before checking whether it should stop.
+const FOLLOW_POLL: Duration = Duration::from_millis(50);
+
+/// One stage to run: its projector, its store, and the hash of its configuration.
+#[derive(Debug)]
+pub struct Stage {
+    /// The projector.
+    pub projector: Box<dyn Projector>,
+    /// Where its state lives.
+    pub store: Arc<dyn StateStore>,
+    /// Hash of its configuration; a change rebuilds the stage.
+    pub config_hash: [u8; 32],
+}
+
+/// A stage's progress as the runner reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageStatus {
+    /// The stage's name.
+    pub name: String,
+    /// The last position committed.
+    pub watermark: Position,
+    /// Why the stage stopped, if it did.
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Progress {
+    state: Mutex<(Position, Option<String>)>,
+    moved: Condvar,
+}
+
+impl Progress {
+    fn publish(&self, watermark: Position) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).0 = watermark;
+        self.moved.notify_all();
+    }
+
+    fn fail(&self, reason: String) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(reason);
+        self.moved.notify_all();
+    }
+
+    fn snapshot(&self) -> (Position, Option<String>) {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+#[derive(Debug)]
+struct StageHandle {
+    name: String,
+    store: Arc<dyn StateStore>,
+    progress: Arc<Progress>,
+}
+
+/// The running projection pipeline over one log.
+#[derive(Debug)]
+pub struct Pipeline {
+    stages: Vec<StageHandle>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Pipeline {
+    /// Starts every stage from its watermark and follows the log. A stage whose stored version or
+    /// configuration hash differs from the code's (or that has no meta) is reset and rebuilt from
+    /// position 0 first.
+    pub fn start(log: Arc<dyn LogBackend>, stages: Vec<Stage>) -> Result<Pipeline, PipelineError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(stages.len());
+        let mut threads = Vec::with_capacity(stages.len() + 1);
+        let mut senders = Vec::with_capacity(stages.len());
+        let mut from = None::<Position>;
+        for stage in stages {
+            let watermark = prepare(&stage, log.head())?;
+            from = Some(from.map_or(watermark, |f| f.min(watermark)));
+            let name = stage.projector.name().to_owned();
+            let progress = Arc::new(Progress::default());
+            progress.publish(watermark);
+            let worker =
+                StageWorker::new(stage.projector, Arc::clone(&stage.store), stage.config_hash, watermark);
+            let (sender, receiver) = crossbeam_channel::bounded(STAGE_QUEUE_DEPTH_MAX);
+            let thread_progress = Arc::clone(&progress);
+            threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
+                run_stage(worker, receiver, &thread_progress)
+            })?);
+            senders.push((sender, Arc::clone(&progress)));
+            handles.push(StageHandle { name, store: stage.store, progress });
+        }
+        let from = from.unwrap_or(Position::ZERO).next();
+        let feeder_stop = Arc::clone(&stop);
+        threads.push(spawn("mnemo-feeder", move || feed(log.as_ref(), from, &senders, &feeder_stop))?);
+        Ok(Pipeline { stages: handles, stop, threads })
+    }
+
+    /// Every stage's progress.
+    pub fn status(&self) -> Vec<StageStatus> {
+        self.stages
+            .iter()
+            .map(|stage| {
+                let (watermark, failure) = stage.progress.snapshot();
+                StageStatus { name: stage.name.clone(), watermark, failure }
+            })
+            .collect()
+    }
+
+    /// The names of the running stages, in spec order.
+    pub fn stage_names(&self) -> Vec<String> {
+        self.stages.iter().map(|s| s.name.clone()).collect()
+    }
+
+    /// A stage's store, for queries. Pair it with [`Pipeline::wait_until`] to read your writes.
+    pub fn store(&self, stage: &str) -> Result<Arc<dyn StateStore>, PipelineError> {
+        Ok(Arc::clone(&self.handle(stage)?.store))
+    }
+
+    /// Blocks until `stage` has committed `position` (read-your-writes), or fails on timeout or if
+    /// the stage stopped.
+    pub fn wait_until(
+        &self,
+        stage: &str,
+        position: Position,
+        timeout: Duration,
+    ) -> Result<(), PipelineError> {
+        let handle = self.handle(stage)?;
+        let deadline = Instant::now() + timeout;
+        let mut state = handle.progress.state.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if let Some(reason) = &state.1 {
+                return Err(PipelineError::StageStopped { stage: stage.to_owned(), reason: reason.clone() });
+            }
+            if state.0 >= position {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(PipelineError::Timeout {
+                    stage: stage.to_owned(),
+                    wanted: position,
+                    reached: state.0,
+                });
+            }
+            state = handle
+                .progress
+                .moved
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// Blocks until every stage has committed `position`.
+    pub fn wait_all(&self, position: Position, timeout: Duration) -> Result<(), PipelineError> {
+        for stage in &self.stages {
+            self.wait_until(&stage.name, position, timeout)?;
+        }
+        Ok(())
+    }
+
+    /// The projection digest of a stage's committed state, with the watermark it is at.
+    /// Call it when no appends are in flight, or after `wait_until`, for a stable answer.
+    pub fn digest(&self, stage: &str) -> Result<(Position, Digest), PipelineError> {
+        let handle = self.handle(stage)?;
+        let watermark = handle.progress.snapshot().0;
+        Ok((watermark, projection_digest(handle.store.as_ref())?))
+    }
+
+    /// Stops the feeder and the stages after they commit what they have folded. Queries on a
+    /// stopped pipeline still read the committed state; waits for new positions time out.
+    pub fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+
+    fn handle(&self, stage: &str) -> Result<&StageHandle, PipelineError> {
+        self.stages
+            .iter()
+            .find(|s| s.name == stage)
+            .ok_or_else(|| PipelineError::UnknownStage(stage.to_owned()))
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, PipelineError> {
+    std::thread::Builder::new().name(name.to_owned()).spawn(body).map_err(|e| PipelineError::InvalidSpec {
+        origin: name.to_owned(),
+        reason: format!("cannot start thread: {e}"),
+    })
+}
+
+/// Resets a stage whose stored state was written by other code or configuration, or that is ahead
+/// of the log (a log opened from an older copy); returns its watermark.
+fn prepare(stage: &Stage, log_head: Position) -> Result<Position, PipelineError> {
+    let meta = stage.store.meta()?;
+    let current = meta.is_some_and(|m| {
+        m.version == stage.projector.version()
+            && m.config_hash == stage.config_hash
+            && m.watermark <= log_head
+    });
+    if current {
+        return Ok(meta.map_or(Position::ZERO, |m| m.watermark));
+    }
+    info!(stage = stage.projector.name(), "stage version or configuration changed (or no state): rebuilding");
+    stage.store.reset()?;
+    Ok(Position::ZERO)
+}
+
+/// Reads the log from `from`, decodes each envelope once and hands it to every stage, then follows
+/// the tail until told to stop.
+fn feed(
+    log: &dyn LogBackend,
+    mut from: Position,
+    stages: &[(Sender<Arc<LoggedRecord>>, Arc<Progress>)],
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Acquire) {
+        for envelope in log.scan(from) {
+            let logged = match envelope.map_err(PipelineError::from).and_then(LoggedRecord::decode) {
+                Ok(logged) => Arc::new(logged),
+                Err(failure) => {
+                    error!(%failure, "the pipeline cannot read the log; every stage stops");
+                    for (_, progress) in stages {
+                        progress.fail(failure.to_string());
+                    }
+                    return;
+                }
+            };
+            from = logged.position.next();
+            for (sender, _) in stages {
+                // A stage that stopped has dropped its receiver; the others go on.
+                let _ = sender.send(Arc::clone(&logged));
+            }
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+        }
+        log.wait_for(from, FOLLOW_POLL);
+    }
+}
+
+/// A stage thread: folds what arrives and commits whenever its queue runs dry (or a piece is full).
+fn run_stage(mut worker: StageWorker, queue: Receiver<Arc<LoggedRecord>>, progress: &Progress) {
+    let name = worker.projector.name().to_owned();
+    while let Ok(first) = queue.recv() {
+        let _span = debug_span!("project", stage = %name).entered();
+        let mut next = Some(first);
+        while let Some(logged) = next {
+            if let Err(failure) = worker.apply(&logged) {
+                error!(stage = %name, %failure, "stage stopped");
+                progress.fail(failure.to_string());
+                return;
+            }
+            if worker.should_commit() {
+                break;
+            }
+            next = queue.try_recv().ok();
+        }
+        if let Err(failure) = worker.commit() {
+            error!(stage = %name, %failure, "stage stopped");
+            progress.fail(failure.to_string());
+            return;
+        }
+        progress.publish(worker.watermark);
+    }
+    // The feeder is gone: commit what is folded so a clean shutdown loses no work.
+    match worker.commit() {
+        Ok(()) => progress.publish(worker.watermark),
+        Err(failure) => progress.fail(failure.to_string()),
+    }
+}
+
+/// Folds the log up to `up_to` into `store` with `projector`, on this thread: the in-memory
+/// reference that `verify` compares live stages against. It uses the same worker as the runner.
+pub fn fold_to(
+    log: &dyn LogBackend,
+    projector: Box<dyn Projector>,
+    store: Arc<dyn StateStore>,
+    config_hash: [u8; 32],
+    up_to: Position,
+) -> Result<Digest, PipelineError> {
+    let mut worker = StageWorker::new(projector, Arc::clone(&store), config_hash, Position::ZERO);
+    if up_to > Position::ZERO {
+        for envelope in log.scan(Position::FIRST) {
+            let logged = LoggedRecord::decode(envelope?)?;
+            if logged.position > up_to {
+                break;
+            }
+            worker.apply(&logged)?;
+            if worker.should_commit() {
+                worker.commit()?;
+            }
+        }
+    }
+    worker.commit()?;
+    projection_digest(store.as_ref())
+}

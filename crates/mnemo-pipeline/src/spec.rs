@@ -1,0 +1,136 @@
+//! Pipeline specs (`pipelines/*.toml`): which stages run, with what configuration, and the registry
+//! that turns a stage name into a projector.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use mnemo_core::Digest;
+use serde::Deserialize;
+
+use crate::error::PipelineError;
+use crate::projector::Projector;
+
+/// The spec a plain open uses: `pipelines/default.toml`, built in.
+pub const DEFAULT_SPEC_TOML: &str = include_str!("../../../pipelines/default.toml");
+
+/// Longest stage name in bytes (it becomes a keyspace name).
+pub const STAGE_NAME_BYTES_MAX: usize = 64;
+
+/// A parsed pipeline spec.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    /// The stages, in the order they are listed.
+    #[serde(rename = "stage")]
+    pub stages: Vec<StageSpec>,
+}
+
+/// One stage of a spec.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StageSpec {
+    /// The registered stage name.
+    pub name: String,
+    /// The stage's configuration, passed to its constructor and hashed into its meta.
+    #[serde(default)]
+    pub config: toml::Table,
+}
+
+impl StageSpec {
+    /// Hash of the configuration: SHA-256 of its canonical JSON form.
+    pub fn config_hash(&self) -> Result<[u8; 32], PipelineError> {
+        let bytes = mnemo_core::canonical_json(&self.config)
+            .map_err(|e| self.invalid(format!("configuration does not encode: {e}")))?;
+        Ok(*Digest::sha256(&bytes).as_bytes())
+    }
+
+    fn invalid(&self, reason: String) -> PipelineError {
+        PipelineError::InvalidSpec { origin: format!("stage {:?}", self.name), reason }
+    }
+}
+
+impl PipelineSpec {
+    /// The built-in default spec.
+    pub fn default_spec() -> Result<PipelineSpec, PipelineError> {
+        Self::parse(DEFAULT_SPEC_TOML, "pipelines/default.toml (built in)")
+    }
+
+    /// Reads a spec file.
+    pub fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PipelineError::InvalidSpec {
+            origin: path.display().to_string(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    /// Parses spec text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<PipelineSpec, PipelineError> {
+        let invalid = |reason: String| PipelineError::InvalidSpec { origin: origin.to_owned(), reason };
+        let spec: PipelineSpec = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let mut seen = BTreeMap::new();
+        for stage in &spec.stages {
+            check_stage_name(&stage.name).map_err(invalid)?;
+            if seen.insert(stage.name.as_str(), ()).is_some() {
+                return Err(invalid(format!("stage {:?} is listed twice", stage.name)));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+fn check_stage_name(name: &str) -> Result<(), String> {
+    let valid = !name.is_empty()
+        && name.len() <= STAGE_NAME_BYTES_MAX
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(format!("stage name {name:?} must be 1..={STAGE_NAME_BYTES_MAX} of a-z, 0-9 and -"))
+    }
+}
+
+/// Builds a projector from its configuration.
+pub type StageFactory = Box<dyn Fn(&toml::Table) -> Result<Box<dyn Projector>, String> + Send + Sync>;
+
+/// The stages this build knows, by name.
+#[derive(Default)]
+pub struct StageRegistry {
+    factories: BTreeMap<String, StageFactory>,
+}
+
+impl std::fmt::Debug for StageRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.factories.keys()).finish()
+    }
+}
+
+impl StageRegistry {
+    /// A registry with the stages this crate provides.
+    pub fn with_builtin() -> Self {
+        let mut registry = StageRegistry::default();
+        registry
+            .register(crate::stages::session_catalog::STAGE_NAME, crate::stages::session_catalog::factory);
+        registry
+    }
+
+    /// Adds (or replaces) a stage.
+    pub fn register(
+        &mut self,
+        name: &str,
+        factory: impl Fn(&toml::Table) -> Result<Box<dyn Projector>, String> + Send + Sync + 'static,
+    ) {
+        self.factories.insert(name.to_owned(), Box::new(factory));
+    }
+
+    /// Builds the projector for one stage of a spec.
+    pub fn build(&self, stage: &StageSpec) -> Result<Box<dyn Projector>, PipelineError> {
+        let factory = self.factories.get(&stage.name).ok_or_else(|| {
+            let known: Vec<_> = self.factories.keys().cloned().collect();
+            stage.invalid(format!("no such stage; known stages: {}", known.join(", ")))
+        })?;
+        let projector = factory(&stage.config).map_err(|reason| stage.invalid(reason))?;
+        debug_assert_eq!(projector.name(), stage.name, "a factory builds the stage it is registered as");
+        Ok(projector)
+    }
+}

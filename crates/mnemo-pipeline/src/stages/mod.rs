@@ -1,0 +1,3 @@
+//! Stages that this crate provides.
+
+pub mod session_catalog;

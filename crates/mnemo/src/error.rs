@@ -1,0 +1,72 @@
+//! The facade's error type.
+
+use mnemo_core::Position;
+
+use crate::transcript::TranscriptError;
+
+/// Errors of the Mnemo facade. [`Error::category`] tells a caller (and the CLI's exit code) what kind
+/// of failure it is.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The log failed (I/O, a locked store, a damaged log).
+    #[error(transparent)]
+    Log(#[from] mnemo_log::LogError),
+    /// The projection pipeline failed.
+    #[error(transparent)]
+    Pipeline(#[from] mnemo_pipeline::PipelineError),
+    /// A transcript line is not valid; nothing from that file was appended.
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+    /// A record failed to encode.
+    #[error("record does not encode: {0}")]
+    Encode(#[from] mnemo_core::EncodeError),
+    /// An append met a stream at another revision than expected; nothing was appended.
+    #[error("conflict on {stream}: {conflict}")]
+    Conflict { stream: String, conflict: mnemo_log::RevisionConflict },
+    /// The caller's input is not valid (what and why in the message).
+    #[error("{0}")]
+    InvalidInput(String),
+    /// Reading an input file failed.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Verification found a difference between the log and a projection.
+    #[error(
+        "stage {stage} at position {watermark}: live digest {live} differs from a fresh rebuild's {rebuilt}"
+    )]
+    DigestMismatch { stage: String, watermark: Position, live: String, rebuilt: String },
+}
+
+/// The kind of an [`Error`], for exit codes and for deciding how to react.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorCategory {
+    /// Bad input or usage: fix the input.
+    Input,
+    /// A revision or version conflict: re-read and retry.
+    Conflict,
+    /// The store failed verification: the log or a projection is damaged.
+    Integrity,
+    /// Anything else: I/O, a locked store, an internal failure.
+    Failure,
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn category(&self) -> ErrorCategory {
+        match self {
+            Error::Transcript(_) | Error::InvalidInput(_) | Error::Read { .. } => ErrorCategory::Input,
+            Error::Log(mnemo_log::LogError::InvalidAppend(_)) => ErrorCategory::Input,
+            Error::Pipeline(mnemo_pipeline::PipelineError::InvalidSpec { .. }) => ErrorCategory::Input,
+            Error::Conflict { .. } => ErrorCategory::Conflict,
+            Error::Log(mnemo_log::LogError::Corrupt { .. }) | Error::DigestMismatch { .. } => {
+                ErrorCategory::Integrity
+            }
+            _ => ErrorCategory::Failure,
+        }
+    }
+}

@@ -1,0 +1,412 @@
+//! `Mnemo`: one store directory, its log and its running projection pipeline.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::time::Duration;
+
+use mnemo_core::limits::APPEND_RECORDS_MAX;
+use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
+use mnemo_log::{
+    AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
+    LogOptions, NewRecord, SystemClock,
+};
+use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
+use mnemo_pipeline::{
+    FjallStore, MemoryStore, Pipeline, PipelineSpec, Stage, StageRegistry, StageStatus, StateStore,
+};
+use tracing::info_span;
+
+use crate::error::Error;
+use crate::transcript::{Transcript, parse_transcript};
+
+/// How long a read waits for the projections to catch up with the log before giving up.
+pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// A pipeline spec file; `None` uses the built-in `pipelines/default.toml`.
+    pub pipeline: Option<PathBuf>,
+    /// Durability of appends.
+    pub durability: Durability,
+    /// Where append timestamps come from.
+    pub clock: Arc<dyn Clock>,
+    /// Whether opening refuses a log whose newest envelopes do not verify (only `verify` turns it off,
+    /// to report on a damaged log instead of refusing it).
+    pub verify_tail_on_open: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            pipeline: None,
+            durability: Durability::default(),
+            clock: Arc::new(SystemClock),
+            verify_tail_on_open: true,
+        }
+    }
+}
+
+/// What an import appended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImportReport {
+    /// The file imported.
+    pub source: String,
+    /// Lines read.
+    pub lines: usize,
+    /// Sessions created.
+    pub sessions: usize,
+    /// Records appended.
+    pub records: usize,
+    /// First and last position appended (none for an empty file).
+    pub positions: Option<(Position, Position)>,
+}
+
+/// One envelope as `log` shows it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct LogEntry {
+    /// Global position.
+    pub position: Position,
+    /// Stream.
+    pub stream: String,
+    /// Revision in the stream.
+    pub revision: u64,
+    /// Record kind name.
+    pub kind: String,
+    /// Append time.
+    pub timestamp: TimestampMs,
+    /// The envelope's hash, hex.
+    pub hash: String,
+    /// The record as JSON.
+    pub record: serde_json::Value,
+}
+
+/// A stage's state as `rebuild` and `stats` report it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StageReport {
+    /// Stage name.
+    pub name: String,
+    /// Last position folded.
+    pub watermark: Position,
+    /// Projection digest at that watermark.
+    pub digest: String,
+}
+
+/// What `stats` reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stats {
+    /// The store directory.
+    pub dir: String,
+    /// Last position of the log.
+    pub head: Position,
+    /// Sessions in the catalog.
+    pub sessions: u64,
+    /// RuntimeEvents across sessions.
+    pub events: u64,
+    /// Turns across sessions.
+    pub turns: u64,
+    /// Bytes the store's database takes on disk.
+    pub disk_bytes: u64,
+    /// Every stage.
+    pub stages: Vec<StageReport>,
+}
+
+/// What `verify` found for one stage.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct StageVerification {
+    /// Stage name.
+    pub name: String,
+    /// The position both digests are taken at.
+    pub watermark: Position,
+    /// The live projection's digest.
+    pub live: String,
+    /// A fresh in-memory rebuild's digest.
+    pub rebuilt: String,
+}
+
+impl StageVerification {
+    /// Whether the live projection equals the rebuild.
+    pub fn matches(&self) -> bool {
+        self.live == self.rebuilt
+    }
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Verification {
+    /// Envelopes whose hashes and links were checked.
+    pub envelopes: u64,
+    /// Each stage's comparison.
+    pub stages: Vec<StageVerification>,
+}
+
+impl Verification {
+    /// Whether every stage matched (the chain is checked before this report exists).
+    pub fn ok(&self) -> bool {
+        self.stages.iter().all(StageVerification::matches)
+    }
+}
+
+/// An open store: the log and its projections.
+#[derive(Debug)]
+pub struct Mnemo {
+    log: Arc<FjallLog>,
+    pipeline: RwLock<Pipeline>,
+    spec: PipelineSpec,
+    registry: StageRegistry,
+    durability: Durability,
+}
+
+impl Mnemo {
+    /// Opens (or creates) the store in `dir` and starts its projections, which catch up in the
+    /// background.
+    pub fn open(dir: &Path, config: Config) -> Result<Mnemo, Error> {
+        let spec = match &config.pipeline {
+            Some(path) => PipelineSpec::load(path)?,
+            None => PipelineSpec::default_spec()?,
+        };
+        let registry = StageRegistry::with_builtin();
+        let options =
+            LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
+        let log = Arc::new(FjallLog::open(dir, options)?);
+        let pipeline = start_pipeline(&log, &spec, &registry)?;
+        Ok(Mnemo { log, pipeline: RwLock::new(pipeline), spec, registry, durability: config.durability })
+    }
+
+    /// The log, for reads.
+    pub fn log(&self) -> &dyn LogBackend {
+        self.log.as_ref()
+    }
+
+    /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
+    pub fn append(
+        &self,
+        stream: &StreamId,
+        expected: ExpectedRevision,
+        records: &[Record],
+    ) -> Result<Appended, Error> {
+        self.append_at(stream, expected, records, None)
+    }
+
+    fn append_at(
+        &self,
+        stream: &StreamId,
+        expected: ExpectedRevision,
+        records: &[Record],
+        timestamp: Option<TimestampMs>,
+    ) -> Result<Appended, Error> {
+        let _span = info_span!("append", stream = %stream, records = records.len()).entered();
+        let mut encoded = Vec::with_capacity(records.len());
+        for record in records {
+            if record.stream() != *stream {
+                return Err(Error::InvalidInput(format!(
+                    "a {} record belongs on {}, not {stream}",
+                    record.kind().name(),
+                    record.stream()
+                )));
+            }
+            let kind = record.kind();
+            encoded.push(NewRecord {
+                kind: kind.code(),
+                kind_schema: kind.schema_version(),
+                bytes: record.encode()?,
+            });
+        }
+        let mut request = AppendRequest::new(stream.clone(), expected, encoded);
+        request.durability = self.durability;
+        request.timestamp = timestamp;
+        match self.log.append(request)? {
+            AppendOutcome::Appended(appended) => Ok(appended),
+            AppendOutcome::Conflict(conflict) => {
+                Err(Error::Conflict { stream: stream.to_string(), conflict })
+            }
+        }
+    }
+
+    /// Imports a transcript in the mnemo format. The whole file is validated first; a bad line appends
+    /// nothing. Sessions in the file must be new to the store.
+    pub fn import_transcript(&self, bytes: &[u8], source: &str) -> Result<ImportReport, Error> {
+        let _span = info_span!("import", source).entered();
+        let transcript = parse_transcript(bytes, source)?;
+        self.check_sessions_are_new(&transcript)?;
+        let mut positions: Option<(Position, Position)> = None;
+        for (session, records) in &transcript.sessions {
+            let stream = StreamId::session(session);
+            let mut expected = ExpectedRevision::NoStream;
+            for chunk in records.chunks(APPEND_RECORDS_MAX) {
+                let batch: Vec<Record> = chunk.iter().map(|r| r.record.clone()).collect();
+                let timestamp = chunk.last().map(|r| r.timestamp);
+                let appended = self.append_at(&stream, expected, &batch, timestamp)?;
+                expected = ExpectedRevision::Exact(appended.last_revision);
+                positions =
+                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
+            }
+        }
+        if let Some((_, last)) = positions {
+            self.catch_up_to(last)?;
+        }
+        Ok(ImportReport {
+            source: source.to_owned(),
+            lines: transcript.lines,
+            sessions: transcript.sessions.len(),
+            records: transcript.record_count(),
+            positions,
+        })
+    }
+
+    fn check_sessions_are_new(&self, transcript: &Transcript) -> Result<(), Error> {
+        for (session, records) in &transcript.sessions {
+            if self.log.stream_head(&StreamId::session(session))?.is_some() {
+                let line = records.first().map_or(0, |r| r.line);
+                return Err(Error::InvalidInput(format!(
+                    "line {line}: session {session} already exists in this store; import only adds new sessions"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks until every stage has folded `position`.
+    pub fn catch_up_to(&self, position: Position) -> Result<(), Error> {
+        Ok(self.pipeline().wait_all(position, CATCH_UP_TIMEOUT)?)
+    }
+
+    /// Blocks until every stage has folded the whole log as it is now.
+    pub fn catch_up(&self) -> Result<(), Error> {
+        self.catch_up_to(self.log.head())
+    }
+
+    /// Every session, in id order.
+    pub fn sessions(&self) -> Result<Vec<SessionSummary>, Error> {
+        self.catch_up()?;
+        let store = self.pipeline().store(session_catalog::STAGE_NAME)?;
+        Ok(session_catalog::list(store.as_ref())?)
+    }
+
+    /// One session's summary.
+    pub fn session(&self, session: &SessionId) -> Result<Option<SessionSummary>, Error> {
+        self.catch_up()?;
+        let store = self.pipeline().store(session_catalog::STAGE_NAME)?;
+        Ok(session_catalog::get(store.as_ref(), session)?)
+    }
+
+    /// Envelopes from `from`, at most `limit`, with their records decoded.
+    pub fn log_entries(&self, from: Position, limit: usize) -> Result<Vec<LogEntry>, Error> {
+        let mut entries = Vec::new();
+        for envelope in self.log.scan(from.max(Position::FIRST)).take(limit) {
+            let envelope = envelope?;
+            let logged = mnemo_pipeline::LoggedRecord::decode(envelope.clone())?;
+            entries.push(LogEntry {
+                position: envelope.position,
+                stream: envelope.stream.to_string(),
+                revision: envelope.revision.0,
+                kind: logged.record.kind().name().to_owned(),
+                timestamp: envelope.timestamp,
+                hash: envelope.hash_hex(),
+                record: serde_json::from_slice(&envelope.record).unwrap_or(serde_json::Value::Null),
+            });
+        }
+        Ok(entries)
+    }
+
+    /// Counts and every stage's digest.
+    pub fn stats(&self) -> Result<Stats, Error> {
+        let sessions = self.sessions()?;
+        let pipeline = self.pipeline();
+        let stages = stage_reports(&pipeline)?;
+        Ok(Stats {
+            dir: self.log.dir().display().to_string(),
+            head: self.log.head(),
+            sessions: sessions.len() as u64,
+            events: sessions.iter().map(|s| s.event_count).sum(),
+            turns: sessions.iter().map(|s| s.turn_count).sum(),
+            disk_bytes: self.log.database().disk_space().unwrap_or(0),
+            stages,
+        })
+    }
+
+    /// Every stage's progress.
+    pub fn stage_status(&self) -> Vec<StageStatus> {
+        self.pipeline().status()
+    }
+
+    /// Drops and replays the named stage (or every stage) from position 0, through the same runner
+    /// that follows the log live, and reports each stage's digest once it has caught up.
+    pub fn rebuild(&self, stage: Option<&str>) -> Result<Vec<StageReport>, Error> {
+        let mut pipeline = self.pipeline.write().unwrap_or_else(PoisonError::into_inner);
+        let names: Vec<String> = match stage {
+            Some(name) => {
+                pipeline.store(name)?;
+                vec![name.to_owned()]
+            }
+            None => pipeline.stage_names(),
+        };
+        // NOTE: the running pipeline must stop before its stores are reset, or a stage thread could
+        // commit a stale watermark over the emptied state.
+        pipeline.shutdown();
+        for name in &names {
+            FjallStore::open(self.log.database(), name)?.reset()?;
+        }
+        *pipeline = start_pipeline(&self.log, &self.spec, &self.registry)?;
+        pipeline.wait_all(self.log.head(), CATCH_UP_TIMEOUT)?;
+        let reports = stage_reports(&pipeline)?;
+        Ok(reports.into_iter().filter(|r| names.contains(&r.name)).collect())
+    }
+
+    /// Checks the whole hash chain, then that every live stage's digest equals a fresh in-memory
+    /// rebuild's at the same position. `progress` hears each verified position.
+    pub fn verify(&self, progress: &mut dyn FnMut(Position)) -> Result<Verification, Error> {
+        let envelopes = self.log.verify_chain(progress)?;
+        self.catch_up()?;
+        let pipeline = self.pipeline();
+        let mut stages = Vec::new();
+        for stage_spec in &self.spec.stages {
+            let (watermark, live) = pipeline.digest(&stage_spec.name)?;
+            let projector = self.registry.build(stage_spec)?;
+            let reference: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+            let rebuilt = mnemo_pipeline::fold_to(
+                self.log.as_ref(),
+                projector,
+                reference,
+                stage_spec.config_hash()?,
+                watermark,
+            )?;
+            stages.push(StageVerification {
+                name: stage_spec.name.clone(),
+                watermark,
+                live: live.to_string(),
+                rebuilt: rebuilt.to_string(),
+            });
+        }
+        Ok(Verification { envelopes, stages })
+    }
+
+    fn pipeline(&self) -> RwLockReadGuard<'_, Pipeline> {
+        self.pipeline.read().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn start_pipeline(
+    log: &Arc<FjallLog>,
+    spec: &PipelineSpec,
+    registry: &StageRegistry,
+) -> Result<Pipeline, Error> {
+    let mut stages = Vec::with_capacity(spec.stages.len());
+    for stage_spec in &spec.stages {
+        let projector = registry.build(stage_spec)?;
+        let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(log.database(), &stage_spec.name)?);
+        stages.push(Stage { projector, store, config_hash: stage_spec.config_hash()? });
+    }
+    Ok(Pipeline::start(Arc::clone(log) as Arc<dyn LogBackend>, stages)?)
+}
+
+fn stage_reports(pipeline: &Pipeline) -> Result<Vec<StageReport>, Error> {
+    pipeline
+        .stage_names()
+        .into_iter()
+        .map(|name| {
+            let (watermark, digest): (Position, Digest) = pipeline.digest(&name)?;
+            Ok(StageReport { name, watermark, digest: digest.to_string() })
+        })
+        .collect()
+}

@@ -1,0 +1,439 @@
+//! The mnemo transcript format (JSON Lines): parsing and validation into records.
+//!
+//! A file is validated whole before anything is appended, so a bad line appends nothing. Ids and
+//! timestamps that a line leaves out are derived from the file alone, so the same file always
+//! yields the same records.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use mnemo_core::limits::{ID_BYTES_MAX, RECORD_BYTES_MAX};
+use mnemo_core::{
+    Author, Content, EventId, FunctionCall, FunctionResponse, InvocationId, MemoryMode, Record, Role, RunId,
+    RuntimeEvent, SessionArchived, SessionId, SessionOpened, TextContent, ThinkingContent, TimestampMs,
+    ToolCallId, TurnEnded, TurnId, TurnStatus, WorkspaceId,
+};
+use serde::Deserialize;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// Longest transcript line in bytes.
+pub const TRANSCRIPT_LINE_BYTES_MAX: usize = RECORD_BYTES_MAX;
+
+/// The time given to a file's first event when it carries none: 2026-01-01T00:00:00Z. Later events
+/// without a time get the previous event's time plus one millisecond.
+pub const IMPORT_EPOCH_MS: u64 = 1_767_225_600_000;
+
+/// Latest timestamp a transcript may carry: the last millisecond of the year 9999.
+pub const TIMESTAMP_MS_MAX: u64 = 253_402_300_799_999;
+
+/// A transcript line that is not valid, with where and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{source_name}:{line}: {}{reason}", field.as_ref().map(|f| format!("field `{f}`: ")).unwrap_or_default())]
+pub struct TranscriptError {
+    /// The file (or `-` for standard input).
+    pub source_name: String,
+    /// 1-based line number.
+    pub line: usize,
+    /// The field at fault, as a path (`parts[0].args`), when one is.
+    pub field: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// One record ready to append, with the time to append it at and the line it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscriptRecord {
+    /// The record.
+    pub record: Record,
+    /// Its time (the event's own time, or derived).
+    pub timestamp: TimestampMs,
+    /// The line it came from.
+    pub line: usize,
+}
+
+/// A parsed transcript: each session's records in file order, sessions in order of first appearance.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Transcript {
+    /// Sessions and their records.
+    pub sessions: Vec<(SessionId, Vec<TranscriptRecord>)>,
+    /// Lines read (blank lines included).
+    pub lines: usize,
+}
+
+impl Transcript {
+    /// How many records the transcript holds.
+    pub fn record_count(&self) -> usize {
+        self.sessions.iter().map(|(_, records)| records.len()).sum()
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SessionLine {
+    #[serde(rename = "kind")]
+    _kind: String,
+    session: SessionId,
+    #[serde(default)]
+    workspace: Option<WorkspaceId>,
+    #[serde(default)]
+    incognito: bool,
+    #[serde(default)]
+    memory: Option<MemoryMode>,
+    #[serde(default)]
+    subagent: bool,
+    #[serde(default)]
+    title: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventLine {
+    #[serde(default, rename = "kind")]
+    _kind: Option<String>,
+    session: SessionId,
+    turn: TurnId,
+    role: Role,
+    #[serde(default)]
+    author: Option<Author>,
+    #[serde(default)]
+    ts: Option<u64>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    run: Option<RunId>,
+    parts: Vec<PartLine>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+enum PartLine {
+    Text {
+        text: String,
+        #[serde(default)]
+        steering: bool,
+    },
+    Thinking {
+        text: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    ToolCall {
+        id: ToolCallId,
+        name: String,
+        args: Value,
+    },
+    ToolResult {
+        id: ToolCallId,
+        name: String,
+        result: Value,
+        #[serde(default)]
+        is_error: bool,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnEndLine {
+    #[serde(rename = "kind")]
+    _kind: String,
+    session: SessionId,
+    turn: TurnId,
+    status: TurnStatus,
+    #[serde(default)]
+    run: Option<RunId>,
+    #[serde(default)]
+    ts: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ArchiveLine {
+    #[serde(rename = "kind")]
+    _kind: String,
+    session: SessionId,
+    #[serde(default = "yes")]
+    archived: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// What the parser remembers across lines, for the checks that span lines.
+#[derive(Default)]
+struct ParseState {
+    sessions: Vec<(SessionId, Vec<TranscriptRecord>)>,
+    index: BTreeMap<SessionId, usize>,
+    opened: BTreeSet<SessionId>,
+    event_ids: BTreeSet<EventId>,
+    tool_calls: BTreeSet<(SessionId, ToolCallId)>,
+    turns: BTreeSet<(SessionId, TurnId)>,
+    last_ts: Option<u64>,
+}
+
+/// Parses and validates a whole transcript.
+pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, TranscriptError> {
+    let mut state = ParseState::default();
+    let mut lines = 0;
+    for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = index + 1;
+        lines = line;
+        let fail = |field: Option<String>, reason: String| TranscriptError {
+            source_name: source_name.to_owned(),
+            line,
+            field,
+            reason,
+        };
+        if raw.len() > TRANSCRIPT_LINE_BYTES_MAX {
+            return Err(fail(
+                None,
+                format!("line is {} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}", raw.len()),
+            ));
+        }
+        let text = std::str::from_utf8(raw).map_err(|e| fail(None, format!("not valid UTF-8: {e}")))?;
+        let text = text.strip_suffix('\r').unwrap_or(text);
+        if text.trim().is_empty() {
+            continue;
+        }
+        parse_line(&mut state, text, line).map_err(|(field, reason)| fail(field, reason))?;
+    }
+    if lines > 0 && bytes.ends_with(b"\n") {
+        lines -= 1;
+    }
+    Ok(Transcript { sessions: state.sessions, lines })
+}
+
+type LineError = (Option<String>, String);
+
+fn parse_line(state: &mut ParseState, text: &str, line: usize) -> Result<(), LineError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| (None, format!("not valid JSON: {e}")))?;
+    let Value::Object(object) = &value else {
+        return Err((None, "a line must be a JSON object".to_owned()));
+    };
+    let kind = match object.get("kind") {
+        None => "event",
+        Some(Value::String(kind)) => kind.as_str(),
+        Some(_) => return Err((Some("kind".to_owned()), "must be a string".to_owned())),
+    };
+    match kind {
+        "session" => session_line(state, decode(value)?, line),
+        "event" => event_line(state, decode(value)?, line),
+        "turn_end" => turn_end_line(state, decode(value)?, line),
+        "archive" => {
+            let archive: ArchiveLine = decode(value)?;
+            let record = Record::SessionArchived(SessionArchived {
+                session: archive.session.clone(),
+                archived: archive.archived,
+            });
+            push(state, &archive.session, record, state.last_ts.unwrap_or(IMPORT_EPOCH_MS), line)
+        }
+        other => Err((
+            Some("kind".to_owned()),
+            format!("unknown kind {other:?}; expected session, event, turn_end or archive"),
+        )),
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, LineError> {
+    serde_path_to_error::deserialize(value).map_err(|error| {
+        let path = error.path().to_string();
+        let field = (path != ".").then_some(path);
+        (field, error.into_inner().to_string())
+    })
+}
+
+fn session_line(state: &mut ParseState, line_value: SessionLine, line: usize) -> Result<(), LineError> {
+    let session = line_value.session;
+    if state.index.contains_key(&session) {
+        return Err((
+            Some("session".to_owned()),
+            format!("session {session} already has records above; its session line must come first and once"),
+        ));
+    }
+    let record = Record::SessionOpened(SessionOpened {
+        session: session.clone(),
+        workspace: line_value.workspace,
+        incognito: line_value.incognito,
+        memory: line_value.memory.unwrap_or(MemoryMode::Enabled),
+        subagent: line_value.subagent,
+        title: line_value.title,
+    });
+    state.opened.insert(session.clone());
+    push(state, &session, record, state.last_ts.unwrap_or(IMPORT_EPOCH_MS), line)
+}
+
+fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {
+    if event.parts.is_empty() {
+        return Err((Some("parts".to_owned()), "must hold at least one part".to_owned()));
+    }
+    let ts = next_timestamp(state, event.ts)?;
+    let author = event.author.unwrap_or(match event.role {
+        Role::User => Author::User,
+        Role::Model => Author::Agent,
+        Role::Tool => Author::Tool,
+        _ => Author::System,
+    });
+    let run = match event.run {
+        Some(run) => run,
+        None => RunId::new(event.turn.as_str()).map_err(|e| (Some("turn".to_owned()), e.to_string()))?,
+    };
+    let invocation = InvocationId::new(run.as_str()).map_err(|e| (Some("run".to_owned()), e.to_string()))?;
+    let part_count = event.parts.len();
+    for (index, part) in event.parts.into_iter().enumerate() {
+        let field = format!("parts[{index}]");
+        let id = event_id(event.id.as_deref(), &event.session, &event.turn, line, index, part_count)
+            .map_err(|reason| (Some("id".to_owned()), reason))?;
+        if !state.event_ids.insert(id.clone()) {
+            return Err((Some("id".to_owned()), format!("event id {id} is used by an earlier line")));
+        }
+        let content =
+            part_content(state, &event.session, part).map_err(|(f, r)| (Some(join(&field, f)), r))?;
+        let runtime_event = RuntimeEvent {
+            id,
+            invocation_id: invocation.clone(),
+            run_id: run.clone(),
+            session_id: event.session.clone(),
+            turn_id: event.turn.clone(),
+            ts: TimestampMs(ts),
+            partial: false,
+            branch: None,
+            role: event.role,
+            author,
+            origin: None,
+            model_visibility: None,
+            status: None,
+            content: Some(content),
+            actions: None,
+            refs: None,
+        };
+        runtime_event
+            .validate()
+            .map_err(|e| (Some(join(&field, Some(e.field.clone()))), e.reason.clone()))?;
+        state.turns.insert((event.session.clone(), event.turn.clone()));
+        push(state, &event.session, Record::RuntimeEvent(runtime_event), ts, line)?;
+    }
+    Ok(())
+}
+
+fn join(prefix: &str, field: Option<String>) -> String {
+    match field {
+        Some(field) if !field.is_empty() => format!("{prefix}.{field}"),
+        _ => prefix.to_owned(),
+    }
+}
+
+fn part_content(
+    state: &mut ParseState,
+    session: &SessionId,
+    part: PartLine,
+) -> Result<Content, (Option<String>, String)> {
+    Ok(match part {
+        PartLine::Text { text, steering } => {
+            let mut content = TextContent::new(text);
+            content.steering = steering.then_some(true);
+            Content::Text(content)
+        }
+        PartLine::Thinking { text, signature } => {
+            let mut content = ThinkingContent::new(text);
+            content.signature = signature;
+            Content::Thinking(content)
+        }
+        PartLine::ToolCall { id, name, args } => {
+            if !state.tool_calls.insert((session.clone(), id.clone())) {
+                return Err((
+                    Some("id".to_owned()),
+                    format!("tool call {id} is already used in this session"),
+                ));
+            }
+            Content::FunctionCall(FunctionCall::new(id, name, args))
+        }
+        PartLine::ToolResult { id, name, result, is_error } => {
+            if !state.tool_calls.contains(&(session.clone(), id.clone())) {
+                return Err((
+                    Some("id".to_owned()),
+                    format!("tool result for {id}, which no earlier tool call in this session made"),
+                ));
+            }
+            let mut content = FunctionResponse::new(id, name, result);
+            content.is_error = is_error.then_some(true);
+            Content::FunctionResponse(content)
+        }
+    })
+}
+
+fn turn_end_line(state: &mut ParseState, end: TurnEndLine, line: usize) -> Result<(), LineError> {
+    if !state.turns.contains(&(end.session.clone(), end.turn.clone())) {
+        return Err((
+            Some("turn".to_owned()),
+            format!("turn {} of session {} has no events above", end.turn, end.session),
+        ));
+    }
+    let ts = next_timestamp(state, end.ts)?;
+    let record = Record::TurnEnded(TurnEnded {
+        session: end.session.clone(),
+        turn: end.turn,
+        run: end.run,
+        status: end.status,
+    });
+    push(state, &end.session, record, ts, line)
+}
+
+fn next_timestamp(state: &mut ParseState, given: Option<u64>) -> Result<u64, LineError> {
+    let ts = match given {
+        Some(ts) if ts > TIMESTAMP_MS_MAX => {
+            return Err((Some("ts".to_owned()), format!("{ts} is beyond the year 9999")));
+        }
+        Some(ts) => ts,
+        None => state.last_ts.map_or(IMPORT_EPOCH_MS, |last| last + 1),
+    };
+    state.last_ts = Some(ts);
+    Ok(ts)
+}
+
+/// The event id: the line's own (with `#<part>` when the line has several parts), or one derived
+/// from the session, turn, line and part, so the same file always yields the same ids.
+fn event_id(
+    given: Option<&str>,
+    session: &SessionId,
+    turn: &TurnId,
+    line: usize,
+    part: usize,
+    parts: usize,
+) -> Result<EventId, String> {
+    let text = match given {
+        Some(id) if parts == 1 => id.to_owned(),
+        Some(id) => format!("{id}#{part}"),
+        None => {
+            let mut hasher = Sha256::new();
+            for piece in [session.as_str(), turn.as_str(), &line.to_string(), &part.to_string()] {
+                hasher.update((piece.len() as u64).to_le_bytes());
+                hasher.update(piece.as_bytes());
+            }
+            format!("evt_{}", &hex::encode(hasher.finalize())[..24])
+        }
+    };
+    if text.len() > ID_BYTES_MAX {
+        return Err(format!("event id is {} bytes, the limit is {ID_BYTES_MAX}", text.len()));
+    }
+    EventId::new(text).map_err(|e| e.to_string())
+}
+
+fn push(
+    state: &mut ParseState,
+    session: &SessionId,
+    record: Record,
+    ts: u64,
+    line: usize,
+) -> Result<(), LineError> {
+    let slot = match state.index.get(session) {
+        Some(slot) => *slot,
+        None => {
+            state.index.insert(session.clone(), state.sessions.len());
+            state.sessions.push((session.clone(), Vec::new()));
+            state.sessions.len() - 1
+        }
+    };
+    record.validate().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
+    state.sessions[slot].1.push(TranscriptRecord { record, timestamp: TimestampMs(ts), line });
+    Ok(())
+}
