@@ -148,5 +148,5 @@ pub fn event_records(rng: &mut Rng, session: &str, turn: u64, count: usize) -> V
         n += 1;
     }
     records.truncate(count);
-    records.into_iter().map(|e| Record::RuntimeEvent(e.into())).collect()
+    records.into_iter().map(Record::RuntimeEvent).collect()
 }

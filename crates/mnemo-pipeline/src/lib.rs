@@ -20,6 +20,6 @@ pub use spec::{
     DEFAULT_SPEC_TOML, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory, StageRegistry, StageSpec,
 };
 pub use store::{
-    Changes, FjallStore, MemoryStore, STAGE_META_KEYSPACE, StageMeta, StateStore, projection_digest,
+    Changes, FjallStore, MemoryStore, Pair, STAGE_META_KEYSPACE, StageMeta, StateStore, projection_digest,
 };
 pub use txn::StateTxn;

@@ -82,10 +82,19 @@ pub fn projection_digest(store: &dyn StateStore) -> Result<Digest, PipelineError
     Ok(Digest::from_bytes(hasher.finalize().into()))
 }
 
+/// A key and its value, as stages store them.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    pairs: BTreeMap<Vec<u8>, Vec<u8>>,
+    meta: Option<StageMeta>,
+}
+
 /// A state store in memory: the reference fold in tests and in `verify`.
 #[derive(Debug, Default)]
 pub struct MemoryStore {
-    inner: RwLock<(BTreeMap<Vec<u8>, Vec<u8>>, Option<StageMeta>)>,
+    inner: RwLock<MemoryState>,
 }
 
 impl MemoryStore {
@@ -97,7 +106,7 @@ impl MemoryStore {
 
 impl StateStore for MemoryStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError> {
-        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner).0.get(key).cloned())
+        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner).pairs.get(key).cloned())
     }
 
     fn scan_prefix(
@@ -106,7 +115,7 @@ impl StateStore for MemoryStore {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), PipelineError> {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        for (key, value) in inner.0.range(prefix.to_vec()..) {
+        for (key, value) in inner.pairs.range(prefix.to_vec()..) {
             if !key.starts_with(prefix) || !visit(key, value) {
                 break;
             }
@@ -115,18 +124,18 @@ impl StateStore for MemoryStore {
     }
 
     fn meta(&self) -> Result<Option<StageMeta>, PipelineError> {
-        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner).1)
+        Ok(self.inner.read().unwrap_or_else(PoisonError::into_inner).meta)
     }
 
     fn commit(&self, changes: &Changes, meta: &StageMeta) -> Result<(), PipelineError> {
         let mut inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         for (key, value) in changes {
             match value {
-                Some(value) => inner.0.insert(key.clone(), value.clone()),
-                None => inner.0.remove(key),
+                Some(value) => inner.pairs.insert(key.clone(), value.clone()),
+                None => inner.pairs.remove(key),
             };
         }
-        inner.1 = Some(*meta);
+        inner.meta = Some(*meta);
         Ok(())
     }
 

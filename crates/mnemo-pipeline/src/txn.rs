@@ -1,7 +1,7 @@
 //! A projector's view while it folds envelopes: pending changes over the committed state.
 
 use crate::error::PipelineError;
-use crate::store::{Changes, StateStore};
+use crate::store::{Changes, Pair, StateStore};
 
 /// Reads see the changes made so far in this commit, then the committed state.
 #[derive(Debug)]
@@ -34,7 +34,7 @@ impl<'a> StateTxn<'a> {
     }
 
     /// Every pair whose key starts with `prefix`, in key order, with this commit's changes applied.
-    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, PipelineError> {
+    pub fn scan_prefix(&self, prefix: &[u8]) -> Result<Vec<Pair>, PipelineError> {
         let mut merged = std::collections::BTreeMap::new();
         self.base.scan_prefix(prefix, &mut |key, value| {
             merged.insert(key.to_vec(), value.to_vec());
