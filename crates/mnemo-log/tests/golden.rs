@@ -27,7 +27,8 @@ fn golden_records() -> Vec<(&'static str, u16, u16, &'static [u8])> {
 }
 
 fn write_golden_store(dir: &Path) {
-    let options = LogOptions { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1000)), ..LogOptions::default() };
+    let options =
+        LogOptions { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1000)), ..LogOptions::default() };
     let log = FjallLog::open(dir, options).unwrap();
     for (stream, kind, kind_schema, bytes) in golden_records() {
         let record = NewRecord { kind, kind_schema, bytes: bytes.to_vec() };
