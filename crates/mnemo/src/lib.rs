@@ -7,6 +7,7 @@
 
 mod error;
 mod mnemo;
+mod stages;
 mod transcript;
 
 pub use error::{Error, ErrorCategory};

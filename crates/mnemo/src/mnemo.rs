@@ -150,7 +150,7 @@ impl Verification {
 /// An open store: the log and its projections.
 #[derive(Debug)]
 pub struct Mnemo {
-    log: Arc<FjallLog>,
+    pub(crate) log: Arc<FjallLog>,
     pipeline: RwLock<Pipeline>,
     spec: PipelineSpec,
     registry: StageRegistry,
@@ -165,7 +165,7 @@ impl Mnemo {
             Some(path) => PipelineSpec::load(path)?,
             None => PipelineSpec::default_spec()?,
         };
-        let registry = StageRegistry::with_builtin();
+        let registry = crate::stages::registry();
         let options =
             LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
         let log = Arc::new(FjallLog::open(dir, options)?);
@@ -188,7 +188,7 @@ impl Mnemo {
         self.append_at(stream, expected, records, None)
     }
 
-    fn append_at(
+    pub(crate) fn append_at(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
@@ -213,7 +213,7 @@ impl Mnemo {
             });
         }
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
-        request.durability = self.durability;
+        request.durability = self.durability();
         request.timestamp = timestamp;
         match self.log.append(request)? {
             AppendOutcome::Appended(appended) => Ok(appended),
@@ -278,15 +278,13 @@ impl Mnemo {
 
     /// Every session, in id order.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>, Error> {
-        self.catch_up()?;
-        let store = self.pipeline().store(session_catalog::STAGE_NAME)?;
+        let store = self.caught_up_store(session_catalog::STAGE_NAME)?;
         Ok(session_catalog::list(store.as_ref())?)
     }
 
     /// One session's summary.
     pub fn session(&self, session: &SessionId) -> Result<Option<SessionSummary>, Error> {
-        self.catch_up()?;
-        let store = self.pipeline().store(session_catalog::STAGE_NAME)?;
+        let store = self.caught_up_store(session_catalog::STAGE_NAME)?;
         Ok(session_catalog::get(store.as_ref(), session)?)
     }
 
@@ -381,8 +379,20 @@ impl Mnemo {
         Ok(Verification { envelopes, stages })
     }
 
-    fn pipeline(&self) -> RwLockReadGuard<'_, Pipeline> {
+    pub(crate) fn pipeline(&self) -> RwLockReadGuard<'_, Pipeline> {
         self.pipeline.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A stage's store once the stage has folded the whole log as it is now (read-your-writes).
+    pub(crate) fn caught_up_store(&self, stage: &str) -> Result<Arc<dyn StateStore>, Error> {
+        let pipeline = self.pipeline();
+        pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT)?;
+        Ok(pipeline.store(stage)?)
+    }
+
+    /// The durability appends use.
+    pub(crate) fn durability(&self) -> Durability {
+        self.durability
     }
 }
 

@@ -1,0 +1,9 @@
+//! Every projector stage this build knows, by name. A pipeline spec picks from these.
+
+use mnemo_pipeline::StageRegistry;
+
+/// The registry `Mnemo::open` builds its pipeline from.
+pub(crate) fn registry() -> StageRegistry {
+    // The pipeline crate's own stages (session-catalog); domain crates add theirs below.
+    StageRegistry::with_builtin()
+}
