@@ -11,7 +11,9 @@ pub struct StateTxn<'a> {
 }
 
 impl<'a> StateTxn<'a> {
-    pub(crate) fn new(base: &'a dyn StateStore, changes: &'a mut Changes) -> Self {
+    /// A transaction over `base` that collects its writes into `changes`. The runner makes these;
+    /// domain crates use it to test a projector on a [`crate::MemoryStore`] outside a pipeline.
+    pub fn new(base: &'a dyn StateStore, changes: &'a mut Changes) -> Self {
         StateTxn { base, changes }
     }
 

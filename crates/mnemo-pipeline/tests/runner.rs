@@ -1,0 +1,246 @@
+//! The runner, stores and specs through the public API, on a real log.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mnemo_core::{Position, Record, SessionArchived, SessionId, StreamId};
+use mnemo_log::{AppendRequest, ExpectedRevision, FjallLog, LogBackend, LogOptions, NewRecord};
+use mnemo_pipeline::{
+    FjallStore, LoggedRecord, MemoryStore, Pipeline, PipelineError, PipelineSpec, Projector, Stage,
+    StageRegistry, StateStore, StateTxn, fold_to, projection_digest,
+};
+
+/// Counts records per stream; `fail_at` makes it refuse one position; `delay` slows it down.
+#[derive(Debug, Clone)]
+struct Counter {
+    name: &'static str,
+    version: u32,
+    fail_at: Option<Position>,
+    delay: Duration,
+}
+
+impl Counter {
+    fn new(name: &'static str) -> Self {
+        Counter { name, version: 1, fail_at: None, delay: Duration::ZERO }
+    }
+}
+
+impl Projector for Counter {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn version(&self) -> u32 {
+        self.version
+    }
+    fn apply(&mut self, state: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError> {
+        if Some(logged.position) == self.fail_at {
+            return Err(PipelineError::Projection {
+                stage: self.name.to_owned(),
+                position: logged.position,
+                reason: "refused on purpose".to_owned(),
+            });
+        }
+        std::thread::sleep(self.delay);
+        let key = logged.stream.as_str().as_bytes().to_vec();
+        let count = state.get(&key)?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
+        state.put(key, (count + 1).to_be_bytes().to_vec());
+        state.put(b"version".to_vec(), self.version.to_be_bytes().to_vec());
+        Ok(())
+    }
+}
+
+fn append(log: &FjallLog, session: &str, count: usize) -> Position {
+    let session_id = SessionId::new(session).unwrap();
+    let record = Record::SessionArchived(SessionArchived { session: session_id.clone(), archived: true });
+    let kind = record.kind();
+    let records = (0..count)
+        .map(|_| NewRecord {
+            kind: kind.code(),
+            kind_schema: kind.schema_version(),
+            bytes: record.encode().unwrap(),
+        })
+        .collect();
+    let request = AppendRequest::new(StreamId::session(&session_id), ExpectedRevision::Any, records);
+    match log.append(request).unwrap() {
+        mnemo_log::AppendOutcome::Appended(appended) => appended.last_position,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn count(store: &dyn StateStore, session: &str) -> u64 {
+    store
+        .get(format!("session/{session}").as_bytes())
+        .unwrap()
+        .map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()))
+}
+
+fn start(log: &Arc<FjallLog>, projectors: Vec<(Counter, [u8; 32])>) -> (Pipeline, Vec<Arc<dyn StateStore>>) {
+    let mut stages = Vec::new();
+    let mut stores = Vec::new();
+    for (projector, config_hash) in projectors {
+        let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(log.database(), projector.name).unwrap());
+        stores.push(Arc::clone(&store));
+        stages.push(Stage { projector: Box::new(projector), store, config_hash });
+    }
+    (Pipeline::start(Arc::clone(log) as Arc<dyn LogBackend>, stages).unwrap(), stores)
+}
+
+const WAIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn stages_follow_the_log_and_queries_can_wait_for_their_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let (pipeline, stores) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+    let last = append(&log, "a", 3);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "a"), 3);
+    let last = append(&log, "a", 2);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "a"), 5);
+    assert_eq!(stores[0].meta().unwrap().map(|m| m.watermark), Some(last));
+
+    let error = pipeline.wait_until("count", Position(last.0 + 1), Duration::from_millis(50)).unwrap_err();
+    assert!(matches!(error, PipelineError::Timeout { reached, .. } if reached == last), "{error}");
+    assert!(matches!(pipeline.wait_until("nope", last, WAIT), Err(PipelineError::UnknownStage(_))));
+}
+
+#[test]
+fn a_new_projector_version_or_config_rebuilds_the_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let last = append(&log, "a", 4);
+    {
+        let (pipeline, _) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+        pipeline.wait_until("count", last, WAIT).unwrap();
+    }
+    // Same version and config: the stage resumes, it does not refold (the count stays 4).
+    let (pipeline, stores) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "a"), 4);
+    drop(pipeline);
+
+    let v2 = Counter { version: 2, ..Counter::new("count") };
+    let (pipeline, stores) = start(&log, vec![(v2, [0; 32])]);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "a"), 4, "rebuilt from zero, not added on top");
+    assert_eq!(stores[0].get(b"version").unwrap(), Some(2u32.to_be_bytes().to_vec()));
+    assert_eq!(stores[0].meta().unwrap().map(|m| m.version), Some(2));
+    drop(pipeline);
+
+    let (pipeline, stores) = start(&log, vec![(Counter { version: 2, ..Counter::new("count") }, [7; 32])]);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "a"), 4);
+    assert_eq!(stores[0].meta().unwrap().map(|m| m.config_hash), Some([7; 32]));
+}
+
+#[test]
+fn a_failing_stage_stops_with_its_reason_and_the_others_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let failing = Counter { fail_at: Some(Position(3)), ..Counter::new("failing") };
+    let (pipeline, stores) = start(&log, vec![(failing, [0; 32]), (Counter::new("healthy"), [0; 32])]);
+    let last = append(&log, "a", 5);
+    pipeline.wait_until("healthy", last, WAIT).unwrap();
+    let error = pipeline.wait_until("failing", last, WAIT).unwrap_err();
+    assert!(error.to_string().contains("refused on purpose"), "{error}");
+    // The failed stage kept only what it committed before the failure.
+    assert!(stores[0].meta().unwrap().is_none_or(|m| m.watermark < Position(3)));
+    assert_eq!(count(stores[1].as_ref(), "a"), 5);
+}
+
+#[test]
+fn a_slow_stage_applies_back_pressure_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let total = mnemo_pipeline::STAGE_QUEUE_DEPTH_MAX * 2 + 17;
+    let mut last = Position::ZERO;
+    for _ in 0..total / 500 + 1 {
+        last = append(&log, "bulk", 500.min(total - last.0 as usize));
+        if last.0 as usize >= total {
+            break;
+        }
+    }
+    let slow = Counter { delay: Duration::from_micros(20), ..Counter::new("slow") };
+    let (pipeline, stores) = start(&log, vec![(slow, [0; 32]), (Counter::new("fast"), [0; 32])]);
+    pipeline.wait_all(last, WAIT).unwrap();
+    assert_eq!(count(stores[0].as_ref(), "bulk"), total as u64);
+    assert_eq!(count(stores[1].as_ref(), "bulk"), total as u64);
+}
+
+#[test]
+fn the_reference_fold_equals_the_live_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let (pipeline, stores) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+    append(&log, "a", 3);
+    append(&log, "b", 2);
+    let last = append(&log, "a", 1);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    let live = projection_digest(stores[0].as_ref()).unwrap();
+    let reference =
+        fold_to(log.as_ref(), Box::new(Counter::new("count")), Arc::new(MemoryStore::new()), [0; 32], last)
+            .unwrap();
+    assert_eq!(live, reference);
+    let earlier = fold_to(
+        log.as_ref(),
+        Box::new(Counter::new("count")),
+        Arc::new(MemoryStore::new()),
+        [0; 32],
+        Position(2),
+    )
+    .unwrap();
+    assert_ne!(live, earlier, "folding to an earlier position gives an earlier state");
+}
+
+#[test]
+fn specs_name_what_is_wrong() {
+    let registry = StageRegistry::with_builtin();
+    let default = PipelineSpec::default_spec().unwrap();
+    assert_eq!(default.stages[0].name, "session-catalog");
+    assert!(registry.build(&default.stages[0]).is_ok());
+
+    let cases = [
+        ("[[stage]]\nname = \"a\"\n[[stage]]\nname = \"a\"\n", "listed twice"),
+        ("[[stage]]\nname = \"Bad Name\"\n", "must be 1..=64 of a-z"),
+        ("[[stage]]\nname = \"a\"\ncolour = 1\n", "unknown field `colour`"),
+        ("stages = 3\n", "unknown field `stages`"),
+    ];
+    for (text, expected) in cases {
+        let error = PipelineSpec::parse(text, "test.toml").unwrap_err();
+        assert!(error.to_string().contains("test.toml") && error.to_string().contains(expected), "{error}");
+    }
+    let unknown = PipelineSpec::parse("[[stage]]\nname = \"no-such-stage\"\n", "t.toml").unwrap();
+    let error = registry.build(&unknown.stages[0]).unwrap_err();
+    assert!(error.to_string().contains("known stages: session-catalog"), "{error}");
+    let configured =
+        PipelineSpec::parse("[[stage]]\nname = \"session-catalog\"\n[stage.config]\nx = 1\n", "t.toml")
+            .unwrap();
+    assert!(
+        registry.build(&configured.stages[0]).unwrap_err().to_string().contains("takes no configuration")
+    );
+    assert_ne!(configured.stages[0].config_hash().unwrap(), default.stages[0].config_hash().unwrap());
+}
+
+#[test]
+fn transactions_see_their_own_changes_over_the_committed_state() {
+    let store = MemoryStore::new();
+    let mut committed = mnemo_pipeline::Changes::new();
+    committed.insert(b"k1".to_vec(), Some(b"old".to_vec()));
+    committed.insert(b"k2".to_vec(), Some(b"keep".to_vec()));
+    let meta = mnemo_pipeline::StageMeta { watermark: Position(1), version: 1, config_hash: [0; 32] };
+    store.commit(&committed, &meta).unwrap();
+
+    let mut changes = mnemo_pipeline::Changes::new();
+    let mut txn = StateTxn::new(&store, &mut changes);
+    txn.put(b"k1".to_vec(), b"new".to_vec());
+    txn.delete(b"k2".to_vec());
+    txn.put(b"k3".to_vec(), b"added".to_vec());
+    assert_eq!(txn.get(b"k1").unwrap(), Some(b"new".to_vec()));
+    assert_eq!(txn.get(b"k2").unwrap(), None);
+    let keys: Vec<_> = txn.scan_prefix(b"k").unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, vec![b"k1".to_vec(), b"k3".to_vec()]);
+    // Nothing reaches the store until the commit.
+    assert_eq!(store.get(b"k2").unwrap(), Some(b"keep".to_vec()));
+}
