@@ -200,6 +200,14 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
     if lines > 0 && bytes.ends_with(b"\n") {
         lines -= 1;
     }
+    if state.sessions.is_empty() {
+        return Err(TranscriptError {
+            source_name: source_name.to_owned(),
+            line: lines.max(1),
+            field: None,
+            reason: "the file holds no records".to_owned(),
+        });
+    }
     Ok(Transcript { sessions: state.sessions, lines })
 }
 
