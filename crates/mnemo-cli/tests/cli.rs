@@ -1,0 +1,160 @@
+//! The CLI as a process in a temp dir: exit codes, `--json` output, and the errors a user sees.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap()
+}
+
+fn stdout_json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn import_then_inspect_rebuild_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let import = mnemo(&store, &["import", SAMPLE, "--json"]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    assert_eq!(stdout_json(&import)[0]["records"], 23);
+
+    let sessions = mnemo(&store, &["sessions", "--json"]);
+    assert_eq!(code(&sessions), 0);
+    let sessions = stdout_json(&sessions);
+    assert_eq!(sessions[0]["session"], "sess-2026-01-05-auth");
+    assert_eq!(sessions[0]["turn_count"], 2);
+
+    let log = mnemo(&store, &["log", "--from", "2", "--limit", "3", "--json"]);
+    let log = stdout_json(&log);
+    assert_eq!(log.as_array().unwrap().len(), 3);
+    assert_eq!(log[0]["position"], 2);
+    assert_eq!(log[0]["kind"], "runtime_event");
+
+    let stats = stdout_json(&mnemo(&store, &["stats", "--json"]));
+    assert_eq!(stats["head"], 23);
+    assert_eq!(stats["events"], 20);
+
+    let rebuild = mnemo(&store, &["rebuild", "--json"]);
+    assert_eq!(code(&rebuild), 0, "{}", stderr(&rebuild));
+    assert_eq!(stdout_json(&rebuild)[0]["digest"], stats["stages"][0]["digest"]);
+
+    let verify = mnemo(&store, &["verify", "--json"]);
+    assert_eq!(code(&verify), 0, "{}", stderr(&verify));
+    assert_eq!(stdout_json(&verify)["envelopes"], 23);
+}
+
+#[test]
+fn a_bad_line_is_exit_2_names_the_line_and_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("bad.jsonl");
+    let mut text = std::fs::read_to_string(SAMPLE).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut bad: Vec<String> = lines[..6].iter().map(|l| l.to_string()).collect();
+    bad.push(r#"{"session":"sess-2026-01-05-auth","turn":"t1","role":"model","parts":[{"type":"tool_call","id":"c","name":"x"}]}"#.to_owned());
+    text = bad.join("\n");
+    std::fs::write(&file, text).unwrap();
+    let output = mnemo(&store, &["import", file.to_str().unwrap()]);
+    assert_eq!(code(&output), 2);
+    let message = stderr(&output);
+    assert!(message.contains("bad.jsonl:7: field `parts[0]`: missing field `args`"), "{message}");
+    assert_eq!(code(&mnemo(&store, &["sessions"])), 1, "no session was imported");
+
+    let missing = mnemo(&store, &["import", "/nonexistent/file.jsonl"]);
+    assert_eq!(code(&missing), 2);
+    assert!(stderr(&missing).contains("cannot read /nonexistent/file.jsonl"));
+    let usage = mnemo(&store, &["import"]);
+    assert_eq!(code(&usage), 2);
+}
+
+#[test]
+fn errors_in_json_mode_are_a_json_document_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = mnemo(&dir.path().join("s"), &["import", "/nonexistent.jsonl", "--json"]);
+    assert_eq!(code(&output), 2);
+    let error = stdout_json(&output);
+    assert_eq!(error["error"]["kind"], "input");
+    assert!(error["error"]["message"].as_str().unwrap().contains("/nonexistent.jsonl"));
+}
+
+/// Flips one byte of the stored envelope at `position` through the storage engine, as damage below
+/// its checksums or a hand edit would. The layout (`db/`, keyspace `log`, big-endian position keys)
+/// is the documented on-disk format.
+fn flip_envelope_byte(store: &Path, position: u64, at: usize) {
+    let db = fjall::Database::builder(store.join("db")).open().unwrap();
+    let log = db.keyspace("log", fjall::KeyspaceCreateOptions::default).unwrap();
+    let mut bytes = log.get(position.to_be_bytes()).unwrap().unwrap().to_vec();
+    bytes[at] ^= 0x04;
+    log.insert(position.to_be_bytes(), bytes).unwrap();
+    db.persist(fjall::PersistMode::SyncAll).unwrap();
+}
+
+#[test]
+fn a_flipped_byte_fails_verify_with_exit_1_naming_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    flip_envelope_byte(&store, 9, 60);
+    let verify = mnemo(&store, &["verify"]);
+    assert_eq!(code(&verify), 1, "{}", stderr(&verify));
+    let message = stderr(&verify);
+    assert!(message.contains("log is damaged at position 9"), "{message}");
+    // Any other command refuses the damaged log on open, naming the position too.
+    let stats = mnemo(&store, &["stats"]);
+    assert_ne!(code(&stats), 0);
+    assert!(stderr(&stats).contains("position 9"), "{}", stderr(&stats));
+}
+
+#[test]
+fn a_second_process_gets_store_is_locked() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    // Hold the store's lock the way a running process does, then ask the CLI in.
+    let lock = std::fs::File::options().write(true).open(store.join("mnemo.lock")).unwrap();
+    lock.try_lock().unwrap();
+    let output = mnemo(&store, &["stats"]);
+    assert_eq!(code(&output), 4);
+    assert!(stderr(&output).contains("store is locked by another process"), "{}", stderr(&output));
+    drop(lock);
+    assert_eq!(code(&mnemo(&store, &["stats"])), 0);
+}
+
+#[test]
+fn the_demo_runs_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["demo", "--json", "--dir"])
+        .arg(dir.path().join("demo"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let report = stdout_json(&output);
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 2);
+    assert_eq!(report["verification"]["envelopes"], 30);
+    let used = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .args(["demo", "--dir"])
+        .arg(dir.path().join("demo"))
+        .output()
+        .unwrap();
+    assert_eq!(code(&used), 2, "a used demo directory is refused");
+}
