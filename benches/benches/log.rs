@@ -43,7 +43,8 @@ fn durable_appends(c: &mut Criterion) {
     // folds whatever is queued into one batch and one fdatasync.
     group.bench_function(BenchmarkId::new("streams", 64), |b| {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap_or_else(|e| panic!("{e}")));
+        let log =
+            Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap_or_else(|e| panic!("{e}")));
         b.iter_custom(|iters| {
             let per_writer = iters.div_ceil(64);
             let started = Instant::now();
@@ -51,7 +52,8 @@ fn durable_appends(c: &mut Criterion) {
                 .map(|w| {
                     let log = Arc::clone(&log);
                     std::thread::spawn(move || {
-                        let stream = StreamId::new(format!("session/bench-{w}")).unwrap_or_else(|e| panic!("{e}"));
+                        let stream =
+                            StreamId::new(format!("session/bench-{w}")).unwrap_or_else(|e| panic!("{e}"));
                         for i in 0..per_writer {
                             append_one(&log, &stream, i);
                         }
@@ -79,7 +81,9 @@ fn rebuild(c: &mut Criterion) {
         let records: Vec<Record> = (0..EVENTS_PER_SESSION)
             .map(|_| Record::SessionArchived(SessionArchived { session: session.clone(), archived: true }))
             .collect();
-        mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &records).unwrap_or_else(|e| panic!("{e}"));
+        mnemo
+            .append(&StreamId::session(&session), ExpectedRevision::Any, &records)
+            .unwrap_or_else(|e| panic!("{e}"));
     }
     mnemo.catch_up().unwrap_or_else(|e| panic!("{e}"));
     let events = mnemo.log().head().0;
