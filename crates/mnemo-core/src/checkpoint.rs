@@ -163,6 +163,18 @@ pub struct CheckpointManifest {
     pub input_digest: Digest,
 }
 
+/// What a faithfulness check found: the claims a summary states (paths, commands, identifiers,
+/// numbers, quoted strings) that the covered events do not support. Mnemo goes beyond the
+/// reference system here, which only proves a summary's presence, not its faithfulness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaithfulnessReport {
+    /// How many distinct claims were looked up in the covered events.
+    pub checked: u64,
+    /// The claims not found there, in the order the summary states them.
+    pub unsupported: Vec<String>,
+}
+
 /// An accepted compaction checkpoint (compaction.md §1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -196,6 +208,9 @@ pub struct CheckpointRecord {
     pub body: CheckpointBody,
     /// Who produced it from what.
     pub manifest: CheckpointManifest,
+    /// The faithfulness check of a text summary against the covered events.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub faithfulness: Option<FaithfulnessReport>,
 }
 
 impl CheckpointRecord {
@@ -222,7 +237,14 @@ impl CheckpointRecord {
         self.validate_anchor()?;
         self.validate_body()?;
         non_empty("manifest.summarizer", &self.manifest.summarizer)?;
-        non_empty("manifest.prompt_version", &self.manifest.prompt_version)
+        non_empty("manifest.prompt_version", &self.manifest.prompt_version)?;
+        if let Some(report) = &self.faithfulness {
+            safe_integer("faithfulness.checked", report.checked)?;
+            if report.unsupported.len() as u64 > report.checked {
+                return fail("faithfulness.unsupported", "must not list more claims than were checked");
+            }
+        }
+        Ok(())
     }
 
     fn validate_coverage(&self) -> Result<(), ValidationError> {
@@ -307,6 +329,7 @@ pub(crate) mod tests {
                 prompt_version: "1".to_owned(),
                 input_digest: Digest::sha256(b"input"),
             },
+            faithfulness: None,
         }
     }
 

@@ -1,0 +1,48 @@
+//! Context budget, compaction selector, summarizer seam, checkpoint ledger (latest-checkpoint view,
+//! CAS, recovery), history assembly for the next provider request, conversation copy.
+//!
+//! "Compaction is a projection of the log, never a mutation of it": a checkpoint is a recorded fact
+//! that stands in for a prefix of a session's compactable projection, and every decision to use it
+//! is re-checked against the log it came from.
+//!
+//! It is not:
+//! - a model client: summarizers and provider compactors are traits a host implements (an
+//!   extractive summarizer is embedded), and their output is recorded so replay never calls a model;
+//! - the log or the pipeline: it reads the log through `mnemo_log::LogBackend` and registers the
+//!   `latest-checkpoint` stage with the pipeline, but appends only through the facade's recorder;
+//! - the visible transcript or history search (`mnemo-history`), nor memory (`mnemo-memory`).
+
+mod checkpoint;
+mod claims;
+mod extractive;
+mod faithfulness;
+mod policy;
+mod projection;
+mod summarizer;
+mod summary;
+#[doc(hidden)]
+pub mod testing;
+
+pub use checkpoint::{
+    BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection, EntryFacts, MatchMiss,
+    PROVIDER_LIMITATIONS, PROVIDER_PART_KIND, ProjectionView, SYNTHETIC_EVENT_PREFIX, TEXT_LIMITATIONS, build_checkpoint,
+    can_continue, can_replace, can_replay, checkpoint_id, is_synthetic, match_prefix, provider_message, render_block,
+    replay_token_estimate, stored_token_estimate, synthetic_event, validate_loadable, validate_provider_state,
+    validate_shape,
+};
+pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
+pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
+pub use policy::{CapacitySource, CompactMode, CompactionPolicy, MANUAL_HIGH_WATER_RATIO};
+pub use projection::{
+    CHARS_PER_TOKEN_DEFAULT, SOURCE_POLICY_VERSION, SourceDigester, estimate_events_tokens, estimate_tokens,
+    estimated_chars, is_compactable, source_digest, stable_event, stable_json, turn_groups, utf16_len,
+};
+pub use summarizer::{
+    BoxFuture, FinishReason, PROMPT_VERSION, ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer,
+    SummarizerIdentity, SummaryRequest, SummaryResponse, TOOL_OUTPUT_OMITTED, TextSummary, compact_provider, fit_input,
+    project_messages, summarize_text, summarizer_instructions,
+};
+pub use summary::{
+    REQUIRED_SUMMARY_SECTIONS, SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS, SUMMARY_FORMAT_TEMPLATE, SummaryChecks,
+    SummaryDefect, find_summary_defect,
+};

@@ -1,0 +1,460 @@
+//! The model seams of compaction: the text [`Summarizer`] (V2) and the [`ProviderCompactor`] (V3),
+//! the input they are given (compaction.md §2.2), and the checks run on what they return (§2.3,
+//! §3.10).
+//!
+//! Both traits are async and object-safe (boxed futures). Their output is recorded in the
+//! checkpoint, so replay never calls a model.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use mnemo_core::{
+    CheckpointBody, CheckpointRecord, Content, Digest, ModelVisibility, ProviderState, ProviderStateKind, Role,
+    RuntimeEvent,
+};
+use serde_json::{Value, json};
+
+use crate::checkpoint::{Connection, PROVIDER_PART_KIND, provider_message};
+use crate::projection::{estimate_events_tokens, stable_json, utf16_len};
+use crate::summary::{SUMMARY_FORMAT_TEMPLATE, SummaryChecks, SummaryDefect, find_summary_defect};
+
+/// A boxed, sendable future: what the model seams return, so the traits stay object-safe.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The marker an oversized tool output is replaced with when the input must shrink.
+pub const TOOL_OUTPUT_OMITTED: &str = "[Tool output omitted because it exceeded the compaction input budget.]";
+
+/// The version of [`summarizer_instructions`]; recorded in each checkpoint's manifest.
+pub const PROMPT_VERSION: &str = "mnemo.summary_prompt.v1";
+
+/// The system instructions a text summarizer is given. The template is the validator's own.
+pub fn summarizer_instructions() -> String {
+    format!(
+        "You are a context-summarisation assistant. Read the conversation between a user and an \
+         assistant and produce a structured summary that another model will use to continue the same \
+         task. Do not continue the conversation and do not answer questions in it: output only the \
+         summary. Use exactly this format:\n\n{SUMMARY_FORMAT_TEMPLATE}\n\nKeep each section concise, \
+         but preserve exact file paths, function names, commands and error messages."
+    )
+}
+
+/// Why a summarizer or compactor produced nothing usable. The codes are the reference system's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SummarizeError {
+    /// The model stopped at its output limit; partial text is never used.
+    #[error("the summary was cut off at the output limit")]
+    OutputLength,
+    /// The input does not fit the budget even with every tool output omitted; nothing was sent.
+    #[error("summarizer input of {estimate} tokens does not fit the budget of {budget}")]
+    InputTooLarge {
+        /// The estimate after shrinking, in tokens.
+        estimate: u64,
+        /// The budget, in tokens.
+        budget: u64,
+    },
+    /// The provider failed.
+    #[error("provider error: {0}")]
+    Provider(String),
+    /// V3 output did not carry exactly one valid compaction item.
+    #[error("invalid provider state: {0}")]
+    InvalidProviderState(String),
+    /// The summary breaks a rule of §2.3.
+    #[error("malformed summary: {}", .0.code())]
+    Malformed(SummaryDefect),
+    /// The caller aborted the compaction.
+    #[error("compaction aborted")]
+    Aborted,
+}
+
+impl SummarizeError {
+    /// The reason code a fail-open decision reports.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            SummarizeError::OutputLength => "output_length",
+            SummarizeError::InputTooLarge { .. } => "input_too_large",
+            SummarizeError::Provider(_) => "provider_error",
+            SummarizeError::InvalidProviderState(_) => "invalid_provider_state",
+            SummarizeError::Malformed(defect) => defect.code(),
+            SummarizeError::Aborted => "aborted",
+        }
+    }
+}
+
+/// Who a summarizer is, for the manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummarizerIdentity {
+    /// Its name (an embedded summarizer's, or a provider and model).
+    pub name: String,
+    /// The version of the prompt or algorithm.
+    pub prompt_version: String,
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FinishReason {
+    /// It finished.
+    Stop,
+    /// It hit the output limit.
+    Length,
+}
+
+/// What a text summarizer is given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SummaryRequest {
+    /// The system instructions.
+    pub instructions: String,
+    /// The conversation as provider messages (user / assistant / tool), fitted to the budget.
+    pub messages: Vec<Value>,
+    /// The previous summary when rolling forward (it is also the first message).
+    pub previous_summary: Option<String>,
+    /// The token estimate of the whole span the summary will replace.
+    pub span_tokens: u64,
+    /// Digest of the instructions and messages: the manifest's input digest.
+    pub input_digest: Digest,
+}
+
+/// What a text summarizer returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SummaryResponse {
+    /// The summary text.
+    pub text: String,
+    /// Why the model stopped.
+    pub finish: FinishReason,
+}
+
+/// A text summarizer (V2).
+pub trait Summarizer: Send + Sync + std::fmt::Debug {
+    /// Who it is.
+    fn identity(&self) -> SummarizerIdentity;
+    /// Summarizes the request's conversation.
+    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>>;
+}
+
+/// What a provider compactor is given.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderCompactionRequest {
+    /// The conversation, led by the previous compaction item when rolling forward.
+    pub messages: Vec<Value>,
+    /// Digest of the messages.
+    pub input_digest: Digest,
+}
+
+/// A provider-native compactor (V3), bound to one connection and model.
+pub trait ProviderCompactor: Send + Sync + std::fmt::Debug {
+    /// Who it is.
+    fn identity(&self) -> SummarizerIdentity;
+    /// The connection and model its state is bound to.
+    fn connection(&self) -> Connection;
+    /// Compacts the conversation; returns the output parts of the provider's response.
+    fn compact<'a>(&'a self, request: &'a ProviderCompactionRequest) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>>;
+}
+
+/// Projects events into provider messages for a summarizer (§2.2): partial, hidden, error and
+/// system events are dropped, thinking is skipped, a step's tool calls share one assistant message
+/// and its results follow it.
+pub fn project_messages(events: &[RuntimeEvent]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut step = OpenStep::default();
+    for event in events {
+        if event.partial || event.model_visibility == Some(ModelVisibility::Hidden) {
+            continue;
+        }
+        let step_id = event.refs.as_ref().and_then(|r| r.step_id.clone());
+        match (&event.content, event.role) {
+            (Some(Content::Text(text)), Role::User) if !text.text.is_empty() => {
+                step.flush(&mut out);
+                let body = if text.steering == Some(true) {
+                    format!("<steering>\n{}\n</steering>", text.text)
+                } else {
+                    text.text.clone()
+                };
+                out.push(json!({"role": "user", "content": [{"type": "text", "text": body}]}));
+            }
+            (Some(Content::Text(text)), Role::Model) if !text.text.is_empty() => {
+                step.join(step_id, &mut out);
+                step.parts.push(json!({"type": "text", "text": text.text}));
+            }
+            (Some(Content::FunctionCall(call)), _) => {
+                step.join(step_id, &mut out);
+                step.parts.push(json!({
+                    "type": "tool-call", "toolCallId": call.id.as_str(), "toolName": call.name, "input": call.args,
+                }));
+                step.open_calls.push(call.id.as_str().to_owned());
+                step.calls.push(call.id.as_str().to_owned());
+            }
+            (Some(Content::FunctionResponse(response)), _) => {
+                let output = tool_output(&response.result, response.is_error == Some(true));
+                let part = json!({
+                    "type": "tool-result", "toolCallId": response.id.as_str(), "toolName": response.name, "output": output,
+                });
+                if step.calls.iter().any(|c| c == response.id.as_str()) {
+                    step.open_calls.retain(|c| c != response.id.as_str());
+                    step.results.push(part);
+                } else {
+                    step.flush(&mut out);
+                    out.push(json!({"role": "tool", "content": [part]}));
+                }
+            }
+            _ => {}
+        }
+    }
+    step.flush(&mut out);
+    out
+}
+
+fn tool_output(result: &Value, is_error: bool) -> Value {
+    match (result, is_error) {
+        (Value::String(text), true) => json!({"type": "error-text", "value": text}),
+        (Value::String(text), false) => json!({"type": "text", "value": text}),
+        (other, true) => json!({"type": "error-json", "value": other}),
+        (other, false) => json!({"type": "json", "value": other}),
+    }
+}
+
+/// The assistant step being assembled.
+#[derive(Debug, Default)]
+struct OpenStep {
+    step_id: Option<String>,
+    parts: Vec<Value>,
+    calls: Vec<String>,
+    open_calls: Vec<String>,
+    results: Vec<Value>,
+}
+
+impl OpenStep {
+    /// Makes the open step the one an assistant item with `step_id` belongs to: the same step id
+    /// decides when both carry one; otherwise an item joins while calls are unsettled, or while
+    /// the step has no calls yet.
+    fn join(&mut self, step_id: Option<String>, out: &mut Vec<Value>) {
+        let same = match (&self.step_id, &step_id) {
+            (Some(open), Some(item)) => open == item,
+            _ => !self.open_calls.is_empty() || self.calls.is_empty(),
+        };
+        if !same || (!self.results.is_empty() && self.open_calls.is_empty()) {
+            self.flush(out);
+        }
+        if self.step_id.is_none() {
+            self.step_id = step_id;
+        }
+    }
+
+    fn flush(&mut self, out: &mut Vec<Value>) {
+        if !self.parts.is_empty() {
+            out.push(json!({"role": "assistant", "content": std::mem::take(&mut self.parts)}));
+        }
+        if !self.results.is_empty() {
+            out.push(json!({"role": "tool", "content": std::mem::take(&mut self.results)}));
+        }
+        *self = OpenStep::default();
+    }
+}
+
+/// Fits messages into `budget_tokens` (§2.2): if over, replace tool outputs oldest first with
+/// [`TOOL_OUTPUT_OMITTED`] (only where that shrinks them) until the input fits; if it never fits,
+/// fail before anything is sent. Call and result pairs are always kept.
+pub fn fit_input(
+    mut messages: Vec<Value>,
+    fixed_chars: u64,
+    budget_tokens: Option<u64>,
+    chars_per_token: u64,
+) -> Result<Vec<Value>, SummarizeError> {
+    let Some(budget) = budget_tokens.filter(|b| *b > 0) else {
+        return Ok(messages);
+    };
+    let limit = budget.saturating_mul(chars_per_token.max(1));
+    let size = |messages: &[Value]| fixed_chars + utf16_len(&serde_json::to_string(messages).unwrap_or_default());
+    let mut total = size(&messages);
+    'walk: for message_index in 0..messages.len() {
+        if total <= limit {
+            break;
+        }
+        let Some(parts) = messages[message_index].get_mut("content").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for part in parts.iter_mut() {
+            if total <= limit {
+                break 'walk;
+            }
+            if part.get("type") != Some(&json!("tool-result")) {
+                continue;
+            }
+            let is_error = part["output"]["type"].as_str().is_some_and(|t| t.starts_with("error"));
+            let marker = json!({"type": if is_error { "error-text" } else { "text" }, "value": TOOL_OUTPUT_OMITTED});
+            let before = utf16_len(&part["output"].to_string());
+            let after = utf16_len(&marker.to_string());
+            if after < before {
+                part["output"] = marker;
+                total = total - before + after;
+            }
+        }
+    }
+    let total = size(&messages);
+    if total > limit {
+        return Err(SummarizeError::InputTooLarge { estimate: total.div_ceil(chars_per_token.max(1)), budget });
+    }
+    Ok(messages)
+}
+
+/// The summary a text checkpoint may roll forward from: the previous checkpoint's, if it is text.
+pub fn previous_summary(previous: Option<&CheckpointRecord>) -> Option<&str> {
+    match previous.map(|p| &p.body) {
+        Some(CheckpointBody::Text { summary, .. }) => Some(summary),
+        _ => None,
+    }
+}
+
+/// What a successful text summarization produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextSummary {
+    /// The summary.
+    pub text: String,
+    /// Digest of the exact input.
+    pub input_digest: Digest,
+}
+
+/// Runs a text summarizer over a fold (§2.2) and checks its output (§2.3): rolling from a text
+/// predecessor sends its summary and the newly folded events only; a provider-state predecessor is
+/// ignored and the whole span re-summarised; an empty selection returns the previous summary (or
+/// nothing) without a call. A `length` finish is `output_length`; the output must pass every rule
+/// over the whole folded span.
+pub async fn summarize_text(
+    summarizer: &dyn Summarizer,
+    folded: &[RuntimeEvent],
+    previous: Option<&CheckpointRecord>,
+    newly_folded: &[RuntimeEvent],
+    budget_tokens: Option<u64>,
+    chars_per_token: u64,
+) -> Result<Option<TextSummary>, SummarizeError> {
+    let prior = previous_summary(previous);
+    let selected = if prior.is_some() { newly_folded } else { folded };
+    if selected.is_empty() {
+        return Ok(prior.map(|text| TextSummary { text: text.to_owned(), input_digest: Digest::sha256(text.as_bytes()) }));
+    }
+    let mut messages = Vec::new();
+    if let Some(summary) = prior {
+        messages.push(json!({"role": "user", "content": [{"type": "text", "text": format!(
+            "This is the previous continuation summary:\n\n{summary}\n\nUpdate it using the newer events that follow."
+        )}]}));
+    }
+    messages.extend(project_messages(selected));
+    let instructions = summarizer_instructions();
+    let messages = fit_input(messages, utf16_len(&instructions), budget_tokens, chars_per_token)?;
+    let span_tokens = estimate_events_tokens(folded, chars_per_token);
+    let input_digest = Digest::sha256(stable_json(&json!([instructions, messages])).as_bytes());
+    let request =
+        SummaryRequest { instructions, messages, previous_summary: prior.map(str::to_owned), span_tokens, input_digest };
+    let response = summarizer.summarize(&request).await?;
+    if response.finish == FinishReason::Length {
+        return Err(SummarizeError::OutputLength);
+    }
+    let text = response.text.trim().to_owned();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    if let Some(defect) = find_summary_defect(&text, SummaryChecks::full(span_tokens, chars_per_token)) {
+        return Err(SummarizeError::Malformed(defect));
+    }
+    Ok(Some(TextSummary { text, input_digest }))
+}
+
+/// Runs a provider compactor (§3.10): rolling from a V3 predecessor bound to the same connection
+/// sends its compaction item and the newly folded events; otherwise all folded events. The output
+/// must hold exactly one valid compaction item, which is bound to the compactor's connection.
+pub async fn compact_provider(
+    compactor: &dyn ProviderCompactor,
+    folded: &[RuntimeEvent],
+    previous: Option<&CheckpointRecord>,
+    newly_folded: &[RuntimeEvent],
+    budget_tokens: Option<u64>,
+    chars_per_token: u64,
+) -> Result<(ProviderState, Digest), SummarizeError> {
+    let connection = compactor.connection();
+    let rolling = match previous.map(|p| &p.body) {
+        Some(CheckpointBody::Provider { state }) if state.connection == connection.slug && state.model == connection.model => {
+            Some(state)
+        }
+        _ => None,
+    };
+    let mut messages = Vec::new();
+    let selected = match rolling {
+        Some(state) => {
+            messages.push(provider_message(state));
+            newly_folded
+        }
+        None => folded,
+    };
+    messages.extend(project_messages(selected));
+    let messages = fit_input(messages, 0, budget_tokens, chars_per_token)?;
+    let input_digest = Digest::sha256(stable_json(&Value::Array(messages.clone())).as_bytes());
+    let output = compactor.compact(&ProviderCompactionRequest { messages, input_digest }).await?;
+    let items: Vec<&Value> = output
+        .iter()
+        .filter(|part| part.get("type") == Some(&json!("custom")) && part.get("kind") == Some(&json!(PROVIDER_PART_KIND)))
+        .collect();
+    let [item] = items.as_slice() else {
+        return Err(SummarizeError::InvalidProviderState(format!("expected one compaction item, found {}", items.len())));
+    };
+    let field = |name: &str| item["providerMetadata"]["openai"][name].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    match (field("itemId"), field("encryptedContent")) {
+        (Some(item), Some(encrypted_content)) => Ok((
+            ProviderState {
+                kind: ProviderStateKind::OpenaiCodexRemoteV2,
+                connection: connection.slug,
+                model: connection.model,
+                item,
+                encrypted_content,
+            },
+            input_digest,
+        )),
+        _ => Err(SummarizeError::InvalidProviderState("the compaction item lacks its id or content".to_owned())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{call, result, text_event};
+
+    #[test]
+    fn a_step_keeps_its_calls_together_and_results_after_them() {
+        let events = vec![
+            text_event("e1", "t1", "user", "list and read"),
+            call("e2", "t1", "c1", "shell", json!({"cmd": "ls"})),
+            call("e3", "t1", "c2", "read", json!({"path": "a.rs"})),
+            result("e4", "t1", "c2", "read", json!("fn main() {}")),
+            result("e5", "t1", "c1", "shell", json!({"files": ["a.rs"]})),
+            text_event("e6", "t1", "model", "done"),
+        ];
+        let messages = project_messages(&events);
+        let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
+        assert_eq!(roles, vec!["user", "assistant", "tool", "assistant"]);
+        assert_eq!(messages[1]["content"].as_array().map(Vec::len), Some(2));
+        assert_eq!(messages[2]["content"][1]["output"], json!({"type": "json", "value": {"files": ["a.rs"]}}));
+        assert_eq!(messages[2]["content"][0]["output"]["type"], json!("text"));
+    }
+
+    #[test]
+    fn fitting_omits_oldest_tool_outputs_first_and_fails_before_dispatch() {
+        let events = vec![
+            call("e1", "t1", "c1", "shell", json!({})),
+            result("e2", "t1", "c1", "shell", json!("a".repeat(2_000))),
+            call("e3", "t1", "c2", "shell", json!({})),
+            result("e4", "t1", "c2", "shell", json!("b".repeat(2_000))),
+        ];
+        let messages = project_messages(&events);
+        let fitted = fit_input(messages.clone(), 0, Some(700), 4).unwrap_or_default();
+        let text = serde_json::to_string(&fitted).unwrap_or_default();
+        assert!(text.contains(TOOL_OUTPUT_OMITTED) && text.contains(&"b".repeat(2_000)));
+        assert_eq!(fit_input(messages.clone(), 0, None, 4).ok(), Some(messages.clone()));
+        assert!(matches!(fit_input(messages.clone(), 0, Some(10), 4), Err(SummarizeError::InputTooLarge { .. })));
+        let user = project_messages(&[text_event("e1", "t1", "user", &"x".repeat(5_000))]);
+        assert!(matches!(fit_input(user, 0, Some(100), 4), Err(SummarizeError::InputTooLarge { .. })));
+        // Instructions count against the budget.
+        let small = project_messages(&[text_event("e1", "t1", "user", "hi")]);
+        assert!(matches!(fit_input(small, 1_000, Some(100), 4), Err(SummarizeError::InputTooLarge { .. })));
+    }
+}
