@@ -12,17 +12,27 @@
 //!   `latest-checkpoint` stage with the pipeline, but appends only through the facade's recorder;
 //! - the visible transcript or history search (`mnemo-history`), nor memory (`mnemo-memory`).
 
+mod assembly;
 mod checkpoint;
 mod claims;
+mod coordinator;
+mod error;
 mod extractive;
 mod faithfulness;
+mod ledger;
 mod policy;
 mod projection;
+mod stage;
 mod summarizer;
 mod summary;
+mod writer;
 #[doc(hidden)]
 pub mod testing;
 
+pub use assembly::{
+    AssembledHistory, AssemblyOptions, Boundary, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, Decision, Diagnostics,
+    FoldPlan, HistoryItem, Note, assemble, has_oversized_turn, replay_fits, select_fold, trim_whole_turns,
+};
 pub use checkpoint::{
     BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection, EntryFacts, MatchMiss,
     PROVIDER_LIMITATIONS, PROVIDER_PART_KIND, ProjectionView, SYNTHETIC_EVENT_PREFIX, TEXT_LIMITATIONS, build_checkpoint,
@@ -30,12 +40,19 @@ pub use checkpoint::{
     replay_token_estimate, stored_token_estimate, synthetic_event, validate_loadable, validate_provider_state,
     validate_shape,
 };
+pub use coordinator::{CheckpointRecorder, Coordinator, TurnGuard};
+pub use error::CompactionError;
 pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
 pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
+pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use policy::{CapacitySource, CompactMode, CompactionPolicy, MANUAL_HIGH_WATER_RATIO};
 pub use projection::{
     CHARS_PER_TOKEN_DEFAULT, SOURCE_POLICY_VERSION, SourceDigester, estimate_events_tokens, estimate_tokens,
     estimated_chars, is_compactable, source_digest, stable_event, stable_json, turn_groups, utf16_len,
+};
+pub use stage::{
+    IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry, STAGE_NAME as LATEST_CHECKPOINT_STAGE,
+    factory as latest_checkpoint_factory, quarantined, select as select_checkpoint, view as latest_view,
 };
 pub use summarizer::{
     BoxFuture, FinishReason, PROMPT_VERSION, ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer,
@@ -46,3 +63,4 @@ pub use summary::{
     REQUIRED_SUMMARY_SECTIONS, SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS, SUMMARY_FORMAT_TEMPLATE, SummaryChecks,
     SummaryDefect, find_summary_defect,
 };
+pub use writer::{CompactionOutcome, ManualOptions, WriterSeams, compact_now, prepare_history};

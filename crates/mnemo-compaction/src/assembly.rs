@@ -1,0 +1,455 @@
+//! History assembly: what the next provider request receives (compaction.md §3.3, §3.7, §5).
+//!
+//! A loaded checkpoint is tried first: if it matches the projection's prefix and its replay fits the
+//! current policy, the history is `[V2 block | V3 provider part] + [mid-turn anchor] + successors`,
+//! and only the checkpoint and its successors are read. Otherwise the checkpoint is ignored with a
+//! reason, and the raw compactable events are selected and trimmed by whole turns.
+
+use std::collections::BTreeMap;
+
+use mnemo_core::{CheckpointBody, CheckpointId, CheckpointPhase, CheckpointRecord, Position, RuntimeEvent, SessionId, StreamRevision, TurnId};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::checkpoint::{Connection, ProjectionView, can_replay, match_prefix, provider_message, render_block, replay_token_estimate};
+use crate::error::CompactionError;
+use crate::ledger::{LoadPath, LoggedEvent, SessionLedger};
+use crate::policy::{CompactMode, CompactionPolicy};
+use crate::projection::{estimate_events_tokens, estimate_tokens, estimated_chars, turn_groups};
+use crate::stage::LoggedCheckpoint;
+
+/// Characters of each folded event the deterministic draft keeps (§3.3 step 8).
+pub const DRAFT_EVENT_CHARS_MAX: u64 = 220;
+/// Tokens the draft summary may take at most.
+pub const DRAFT_SUMMARY_TOKENS_MAX: u64 = 768;
+
+/// What a request is assembled for.
+#[derive(Debug, Clone, Default)]
+pub struct AssemblyOptions {
+    /// The policy.
+    pub policy: CompactionPolicy,
+    /// The provider connection and model the request goes to.
+    pub connection: Connection,
+    /// The turn being answered: never part of prior history.
+    pub current_turn: Option<TurnId>,
+}
+
+/// One item of the assembled history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum HistoryItem {
+    /// A V2 checkpoint's rendered block, sent as a user message.
+    Checkpoint {
+        /// The checkpoint.
+        checkpoint: CheckpointId,
+        /// The rendered block.
+        text: String,
+    },
+    /// A V3 checkpoint's opaque state, sent as an assistant custom part (never as text).
+    ProviderState {
+        /// The checkpoint.
+        checkpoint: CheckpointId,
+        /// The assistant message.
+        message: Value,
+    },
+    /// A raw event.
+    Event {
+        /// Its log position.
+        position: Position,
+        /// The event.
+        event: Box<RuntimeEvent>,
+    },
+}
+
+/// What assembly did with the history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Raw history (perhaps trimmed by whole turns).
+    Unchanged,
+    /// A checkpoint replaced the prefix it covers.
+    Replaced,
+    /// A compaction failed and history fell back.
+    FailedOpen,
+}
+
+/// The checkpoint a request stands on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Boundary {
+    /// The checkpoint.
+    pub checkpoint: CheckpointId,
+    /// 2 (text) or 3 (provider state).
+    pub version: u8,
+    /// Its phase.
+    pub phase: CheckpointPhase,
+    /// Events it covers.
+    pub covered_events: u64,
+    /// Its log position.
+    pub position: Position,
+}
+
+/// A note the turn shows the user about compaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Note {
+    /// `context_compacted` or `context_compaction_failed_open`.
+    pub kind: String,
+    /// What happened.
+    pub text: String,
+}
+
+/// Every decision assembly made and why (§6.1 decision diagnostics).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostics {
+    /// `prior_replay`.
+    pub stage: &'static str,
+    /// `runtime_events`.
+    pub source_kind: &'static str,
+    /// What happened.
+    pub decision: Decision,
+    /// The boundary's phase, when a checkpoint was used.
+    pub phase: Option<CheckpointPhase>,
+    /// `history_compact` when a checkpoint was used.
+    pub boundary_kind: Option<&'static str>,
+    /// The checkpoint ids used.
+    pub boundary_ids: Vec<String>,
+    /// Why history was left as it was (a skip reason), if it was.
+    pub reason: Option<String>,
+    /// Why a compaction failed open, if one did.
+    pub fail_open_reason: Option<String>,
+    /// Every reason something was skipped, counted.
+    pub skipped_reason_counts: BTreeMap<String, u64>,
+    /// Compactable prior history, in tokens (from the index when replaying).
+    pub tokens_before: u64,
+    /// The assembled history, in tokens.
+    pub tokens_after: u64,
+    /// The history budget.
+    pub max_history_tokens: u64,
+    /// The high-water mark.
+    pub high_water_tokens: u64,
+    /// The reserve.
+    pub reserve_tokens: u64,
+    /// Characters per token.
+    pub chars_per_token: u64,
+    /// Whether a writer would compact now (read-only assembly only reports it).
+    pub compaction_due: bool,
+    /// Whether a retained turn alone exceeds the budget (§3.5).
+    pub oversized_turn: bool,
+    /// How the latest checkpoint was found.
+    pub load_path: Option<LoadPath>,
+    /// RuntimeEvents assembly read from the log.
+    pub events_read: u64,
+}
+
+/// Diagnostics before any decision.
+pub(crate) fn empty_diagnostics(policy: &CompactionPolicy) -> Diagnostics {
+    Diagnostics::new(policy)
+}
+
+impl Diagnostics {
+    fn new(policy: &CompactionPolicy) -> Self {
+        Diagnostics {
+            stage: "prior_replay",
+            source_kind: "runtime_events",
+            decision: Decision::Unchanged,
+            phase: None,
+            boundary_kind: None,
+            boundary_ids: Vec::new(),
+            reason: None,
+            fail_open_reason: None,
+            skipped_reason_counts: BTreeMap::new(),
+            tokens_before: 0,
+            tokens_after: 0,
+            max_history_tokens: policy.max_history(),
+            high_water_tokens: policy.high_water(),
+            reserve_tokens: policy.reserve(),
+            chars_per_token: policy.chars_per_token,
+            compaction_due: false,
+            oversized_turn: false,
+            load_path: None,
+            events_read: 0,
+        }
+    }
+
+    /// Counts a skip reason and makes it the reason.
+    pub(crate) fn skip(&mut self, reason: &str) {
+        *self.skipped_reason_counts.entry(reason.to_owned()).or_insert(0) += 1;
+        self.reason = Some(reason.to_owned());
+    }
+}
+
+/// The history a request receives, with how it was made.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AssembledHistory {
+    /// The session.
+    pub session: SessionId,
+    /// The log position it was assembled at.
+    pub position: Position,
+    /// The items, in order.
+    pub items: Vec<HistoryItem>,
+    /// The checkpoint it stands on, if any (reported only when one was actually used).
+    pub boundary: Option<Boundary>,
+    /// Decisions and reasons.
+    pub diagnostics: Diagnostics,
+    /// Notes the turn shows.
+    pub notes: Vec<Note>,
+}
+
+impl AssembledHistory {
+    /// The raw events of the history, in order.
+    pub fn events(&self) -> impl Iterator<Item = &RuntimeEvent> {
+        self.items.iter().filter_map(|item| match item {
+            HistoryItem::Event { event, .. } => Some(event.as_ref()),
+            _ => None,
+        })
+    }
+}
+
+/// The tail and the replay a checkpoint gives, when it matches and fits.
+pub(crate) struct Replay {
+    pub items: Vec<HistoryItem>,
+    pub tokens: u64,
+    pub source_tokens: u64,
+    pub boundary: Boundary,
+}
+
+/// The replay fit gate (§3.7): the checkpoint plus its tail must fit the budget, and (when the
+/// replaced source is given) be strictly smaller than it.
+pub fn replay_fits(
+    checkpoint: &CheckpointRecord,
+    tail_tokens: u64,
+    source_tokens: Option<u64>,
+    policy: &CompactionPolicy,
+) -> Result<u64, &'static str> {
+    let replay = replay_token_estimate(checkpoint, policy.chars_per_token) + tail_tokens;
+    let max = policy.max_history();
+    if max > 0 && replay > max {
+        return Err("prefix_over_budget");
+    }
+    if source_tokens.is_some_and(|source| replay >= source) {
+        return Err("replacement_not_smaller");
+    }
+    Ok(replay)
+}
+
+/// The items a checkpoint replays as, before its tail.
+pub(crate) fn checkpoint_items(checkpoint: &CheckpointRecord) -> Vec<HistoryItem> {
+    match &checkpoint.body {
+        CheckpointBody::Text { .. } => render_block(checkpoint)
+            .map(|text| HistoryItem::Checkpoint { checkpoint: checkpoint.checkpoint.clone(), text })
+            .into_iter()
+            .collect(),
+        CheckpointBody::Provider { state } => {
+            vec![HistoryItem::ProviderState { checkpoint: checkpoint.checkpoint.clone(), message: provider_message(state) }]
+        }
+        _ => Vec::new(),
+    }
+}
+
+pub(crate) fn boundary_of(logged: &LoggedCheckpoint) -> Boundary {
+    Boundary {
+        checkpoint: logged.checkpoint.checkpoint.clone(),
+        version: logged.checkpoint.version(),
+        phase: logged.checkpoint.phase,
+        covered_events: logged.checkpoint.coverage.event_count,
+        position: logged.position,
+    }
+}
+
+/// Tries to replay a loaded checkpoint (§3.3 step 1): match, tail, fit. Reads only the tail.
+pub(crate) fn try_replay(
+    ledger: &SessionLedger<'_>,
+    logged: &LoggedCheckpoint,
+    options: &AssemblyOptions,
+    events_read: &mut u64,
+) -> Result<Result<Replay, &'static str>, CompactionError> {
+    let checkpoint = &logged.checkpoint;
+    let projection = ledger.projection()?;
+    let count = match match_prefix(checkpoint, &projection) {
+        Ok(count) => count,
+        Err(miss) => return Ok(Err(miss.code())),
+    };
+    let Some(last) = projection.entry(count - 1) else {
+        return Ok(Err("coverage_miss"));
+    };
+    let successors = ledger.compactable_from(StreamRevision(last.revision.0 + 1), options.current_turn.as_ref())?;
+    *events_read += successors.len() as u64;
+    let mut tail: Vec<LoggedEvent> = Vec::new();
+    if let (CheckpointPhase::MidTurn, Some(anchor)) = (checkpoint.phase, &checkpoint.head_anchor) {
+        let entry = projection.index_of(&anchor.event, count).and_then(|index| projection.entry(index));
+        let Some(entry) = entry else {
+            return Ok(Err("coverage_miss"));
+        };
+        let Some(event) = ledger.event_at(entry.position)? else {
+            return Ok(Err("coverage_miss"));
+        };
+        *events_read += 1;
+        tail.push(LoggedEvent { position: entry.position, revision: entry.revision, event });
+    }
+    tail.extend(successors.iter().cloned());
+    let cpt = options.policy.chars_per_token;
+    let tail_tokens = estimate_events_tokens(tail.iter().map(|e| &e.event), cpt);
+    let successor_chars: u64 = successors.iter().map(|e| estimated_chars(&e.event)).sum();
+    let source_tokens = (projection.chars_through(count) + successor_chars).div_ceil(cpt.max(1));
+    let tokens = match replay_fits(checkpoint, tail_tokens, Some(source_tokens), &options.policy) {
+        Ok(tokens) => tokens,
+        Err(reason) => return Ok(Err(reason)),
+    };
+    let mut items = checkpoint_items(checkpoint);
+    items.extend(tail.into_iter().map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event) }));
+    Ok(Ok(Replay { items, tokens, source_tokens, boundary: boundary_of(logged) }))
+}
+
+/// Which events a compaction would fold and which it keeps (§3.3 steps 2-8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldPlan {
+    /// Events `[0, folded)` are folded.
+    pub folded: usize,
+}
+
+/// The selector: given the compactable prior events, decides whether to fold and where, or why not.
+pub fn select_fold(events: &[RuntimeEvent], policy: &CompactionPolicy, min_recent_turns: u64) -> Result<FoldPlan, &'static str> {
+    let cpt = policy.chars_per_token;
+    if policy.max_history() == 0 {
+        return Err("max_history_tokens_missing");
+    }
+    if estimate_events_tokens(events, cpt) <= policy.high_water() {
+        return Err("below_high_water");
+    }
+    let groups = turn_groups(events);
+    if groups.len() <= 1 && min_recent_turns != 0 {
+        return Err("insufficient_turns");
+    }
+    // Under the V2 seam the tail is exactly the latest turn, whole; 0 folds everything.
+    let folded = if min_recent_turns == 0 { events.len() } else { groups.last().map_or(0, |g| g.1) };
+    if folded == 0 {
+        return Err("no_foldable_turns");
+    }
+    if policy.mode == CompactMode::Lookup {
+        return Err("lookup_miss");
+    }
+    let draft_chars: u64 = events[..folded].iter().map(|e| estimated_chars(e).min(DRAFT_EVENT_CHARS_MAX)).sum();
+    let draft_tokens = estimate_tokens(draft_chars.min((DRAFT_SUMMARY_TOKENS_MAX * cpt).max(80)), cpt);
+    if draft_tokens + estimate_events_tokens(&events[folded..], cpt) > policy.max_history() {
+        return Err("replay_over_budget");
+    }
+    Ok(FoldPlan { folded })
+}
+
+/// Whole-turn trimming (§3.3 step 9): newest turns first, always the policy's minimum, then while
+/// the next turn fits the budget and the turn limit allows.
+pub fn trim_whole_turns(events: &[LoggedEvent], policy: &CompactionPolicy) -> Vec<LoggedEvent> {
+    let plain: Vec<RuntimeEvent> = events.iter().map(|e| e.event.clone()).collect();
+    let groups = turn_groups(&plain);
+    let mut start = events.len();
+    let (mut kept, mut tokens) = (0u64, 0u64);
+    for (_, from, to) in groups.iter().rev() {
+        let group_tokens = estimate_events_tokens(&plain[*from..*to], policy.chars_per_token);
+        let limit_reached = policy.max_history_turns.is_some_and(|max| kept >= max);
+        let over = kept > 0 && tokens + group_tokens > policy.max_history();
+        if kept >= policy.budget_min_recent_turns && (limit_reached || over) {
+            break;
+        }
+        start = *from;
+        kept += 1;
+        tokens += group_tokens;
+    }
+    events[start..].to_vec()
+}
+
+/// Whether any turn of `events` alone exceeds the budget (§3.5).
+pub fn has_oversized_turn(events: &[LoggedEvent], policy: &CompactionPolicy) -> bool {
+    let plain: Vec<RuntimeEvent> = events.iter().map(|e| e.event.clone()).collect();
+    turn_groups(&plain)
+        .iter()
+        .any(|(_, from, to)| estimate_events_tokens(&plain[*from..*to], policy.chars_per_token) > policy.max_history())
+}
+
+pub(crate) fn event_items(events: &[LoggedEvent]) -> Vec<HistoryItem> {
+    events.iter().map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event.clone()) }).collect()
+}
+
+pub(crate) fn items_tokens(items: &[HistoryItem], cpt: u64) -> u64 {
+    items
+        .iter()
+        .map(|item| match item {
+            HistoryItem::Checkpoint { text, .. } => estimate_tokens(crate::projection::utf16_len(text), cpt),
+            HistoryItem::ProviderState { message, .. } => {
+                estimate_tokens(crate::projection::json_utf16_len(message), cpt)
+            }
+            HistoryItem::Event { event, .. } => estimate_events_tokens([event.as_ref()], cpt),
+        })
+        .sum()
+}
+
+/// Assembles the history the next request would receive, without writing anything. A compaction
+/// the selector would make is reported as `compaction_due`.
+pub fn assemble(ledger: &SessionLedger<'_>, options: &AssemblyOptions) -> Result<AssembledHistory, CompactionError> {
+    let policy = &options.policy;
+    let mut diagnostics = Diagnostics::new(policy);
+    let mut events_read = 0u64;
+    if policy.compaction_on() {
+        let (latest, path) = ledger.latest()?;
+        diagnostics.load_path = Some(path);
+        if let Some(logged) = latest {
+            if !can_replay(&logged.checkpoint, &options.connection) {
+                diagnostics.skip("provider_state_unreplayable");
+            } else {
+                match try_replay(ledger, &logged, options, &mut events_read)? {
+                    Ok(replay) => return Ok(replayed(ledger, replay, diagnostics, events_read, policy)),
+                    Err(reason) => diagnostics.skip(reason),
+                }
+            }
+        }
+    }
+    let prior = ledger.compactable_from(StreamRevision(0), options.current_turn.as_ref())?;
+    events_read += prior.len() as u64;
+    diagnostics.events_read = events_read;
+    let plain: Vec<RuntimeEvent> = prior.iter().map(|e| e.event.clone()).collect();
+    diagnostics.tokens_before = estimate_events_tokens(&plain, policy.chars_per_token);
+    if policy.enabled && policy.compaction_on() {
+        match select_fold(&plain, policy, policy.min_recent_turns) {
+            Ok(_) => diagnostics.compaction_due = true,
+            Err(reason) => diagnostics.skip(reason),
+        }
+    }
+    let kept = if policy.enabled { trim_whole_turns(&prior, policy) } else { prior.clone() };
+    diagnostics.oversized_turn = policy.enabled && has_oversized_turn(&kept, policy);
+    if diagnostics.oversized_turn && policy.compaction_on() {
+        diagnostics.compaction_due = true;
+    }
+    let items = event_items(&kept);
+    diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
+    Ok(AssembledHistory {
+        session: ledger.session().clone(),
+        position: ledger.position(),
+        items,
+        boundary: None,
+        diagnostics,
+        notes: Vec::new(),
+    })
+}
+
+fn replayed(
+    ledger: &SessionLedger<'_>,
+    replay: Replay,
+    mut diagnostics: Diagnostics,
+    events_read: u64,
+    policy: &CompactionPolicy,
+) -> AssembledHistory {
+    diagnostics.decision = Decision::Replaced;
+    diagnostics.phase = Some(replay.boundary.phase);
+    diagnostics.boundary_kind = Some("history_compact");
+    diagnostics.boundary_ids = vec![replay.boundary.checkpoint.to_string()];
+    diagnostics.tokens_before = replay.source_tokens;
+    diagnostics.tokens_after = replay.tokens;
+    diagnostics.events_read = events_read;
+    let _ = policy;
+    AssembledHistory {
+        session: ledger.session().clone(),
+        position: ledger.position(),
+        items: replay.items,
+        boundary: Some(replay.boundary),
+        diagnostics,
+        notes: Vec::new(),
+    }
+}

@@ -1,0 +1,34 @@
+//! The compaction crate's errors.
+
+use mnemo_core::SessionId;
+
+/// Errors of compaction, assembly and copy. Fail-open outcomes are not errors: they are reported
+/// in an assembly's diagnostics. These are the failures a caller must see.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactionError {
+    /// Reading the log failed.
+    #[error(transparent)]
+    Log(#[from] mnemo_log::LogError),
+    /// The stage's state could not be read, or a record did not decode.
+    #[error(transparent)]
+    Pipeline(#[from] mnemo_pipeline::PipelineError),
+    /// The session has no records (at the position asked about). Check the id.
+    #[error("no session {0}")]
+    UnknownSession(SessionId),
+    /// A turn is running on the session; manual compaction waits until it ends.
+    #[error("session {0} is busy")]
+    SessionBusy(SessionId),
+    /// Recording a checkpoint failed; the cache and the log are unchanged.
+    #[error("recording the checkpoint failed: {0}")]
+    Record(String),
+    /// A newer checkpoint was recorded first; this one may not replace it (compaction.md §4.2).
+    #[error("checkpoint {0} was superseded before persistence")]
+    Superseded(String),
+    /// A conversation copy cannot be made; nothing was appended.
+    #[error("cannot copy the conversation: {0}")]
+    Copy(String),
+    /// The caller's input is not valid.
+    #[error("{0}")]
+    InvalidInput(String),
+}

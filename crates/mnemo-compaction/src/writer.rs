@@ -1,0 +1,356 @@
+//! The pre-turn writer (compaction.md §3.4), the oversized-turn recovery (§3.5) and manual
+//! compaction (§3.9): when the selector folds, summarize, check, build, fit, record durably, and
+//! only then replace; on any failure, fall back without ever letting a checkpoint claim events it
+//! does not cover.
+
+use mnemo_core::{CheckpointManifest, CheckpointPhase, RuntimeEvent, StreamRevision, TimestampMs};
+
+use crate::assembly::{
+    AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of,
+    checkpoint_items, event_items, items_tokens, replay_fits, select_fold, trim_whole_turns,
+};
+use crate::checkpoint::{BodyInput, CODEX_PROVIDER_TYPE, CheckpointInput, build_checkpoint, can_continue, can_replay, match_prefix};
+use crate::coordinator::Coordinator;
+use crate::error::CompactionError;
+use crate::faithfulness::{check_faithfulness, exceeds};
+use crate::ledger::{LoggedEvent, SessionLedger};
+use crate::policy::{CompactionPolicy, MANUAL_HIGH_WATER_RATIO, MAX_HISTORY_TOKENS_DEFAULT};
+use crate::projection::estimate_events_tokens;
+use crate::stage::LoggedCheckpoint;
+use crate::summarizer::{ProviderCompactor, SummarizeError, Summarizer, compact_provider, summarize_text};
+
+/// The seams and the clock a write uses.
+#[derive(Debug, Clone, Copy)]
+pub struct WriterSeams<'a> {
+    /// The text summarizer.
+    pub summarizer: &'a dyn Summarizer,
+    /// The provider compactor, used for an `openai-codex` connection that matches it.
+    pub provider_compactor: Option<&'a dyn ProviderCompactor>,
+    /// Serializes and records checkpoint writes.
+    pub coordinator: &'a Coordinator,
+    /// The wall clock, for `created_at`.
+    pub now: TimestampMs,
+}
+
+/// How manual compaction may be tuned (§3.9).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ManualOptions {
+    /// Turns to keep raw (a non-negative override; else the policy's value).
+    pub min_recent_turns: Option<u64>,
+}
+
+/// What a compaction write did.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CompactionOutcome {
+    /// The history the next request receives after it.
+    pub history: AssembledHistory,
+    /// The checkpoint recorded, if one was.
+    pub recorded: Option<LoggedCheckpoint>,
+}
+
+/// Why a write did not replace history.
+struct Failed {
+    reason: String,
+    fallback: Option<LoggedCheckpoint>,
+}
+
+/// Prepares the history of the next request (§3.3 + §3.4 + §3.5): replay a fitting checkpoint, or
+/// compact when the selector folds, or fall back.
+pub async fn prepare_history(
+    ledger: &SessionLedger<'_>,
+    options: &AssemblyOptions,
+    seams: WriterSeams<'_>,
+) -> Result<CompactionOutcome, CompactionError> {
+    let assembled = assemble(ledger, options)?;
+    if assembled.diagnostics.decision == Decision::Replaced || !assembled.diagnostics.compaction_due {
+        return Ok(CompactionOutcome { history: assembled, recorded: None });
+    }
+    let min_recent = if assembled.diagnostics.oversized_turn { 0 } else { options.policy.min_recent_turns };
+    write(ledger, options, seams, min_recent, assembled.diagnostics).await
+}
+
+/// Compacts now (§3.9): almost any history folds, the latest turn stays raw unless told otherwise,
+/// and a loaded checkpoint is used only to roll forward from.
+pub async fn compact_now(
+    ledger: &SessionLedger<'_>,
+    options: &AssemblyOptions,
+    seams: WriterSeams<'_>,
+    manual: ManualOptions,
+) -> Result<CompactionOutcome, CompactionError> {
+    if seams.coordinator.is_busy(ledger.session()) {
+        return Err(CompactionError::SessionBusy(ledger.session().clone()));
+    }
+    let prior = ledger.compactable_from(StreamRevision(0), options.current_turn.as_ref())?;
+    let estimate = estimate_events_tokens(prior.iter().map(|e| &e.event), options.policy.chars_per_token);
+    let mut policy = options.policy.clone();
+    policy.high_water_ratio = MANUAL_HIGH_WATER_RATIO;
+    policy.mode = crate::policy::CompactMode::ReadWrite;
+    if policy.max_history_tokens.is_none() && policy.context_window.is_none() {
+        policy.max_history_tokens = Some(estimate.max(MAX_HISTORY_TOKENS_DEFAULT));
+    }
+    let min_recent = manual.min_recent_turns.unwrap_or(policy.min_recent_turns);
+    let manual_options = AssemblyOptions { policy, ..options.clone() };
+    let diagnostics = assemble_diagnostics(&manual_options.policy);
+    write(ledger, &manual_options, seams, min_recent, diagnostics).await
+}
+
+fn assemble_diagnostics(policy: &CompactionPolicy) -> Diagnostics {
+    let mut diagnostics = crate::assembly::empty_diagnostics(policy);
+    diagnostics.compaction_due = true;
+    diagnostics
+}
+
+async fn write(
+    ledger: &SessionLedger<'_>,
+    options: &AssemblyOptions,
+    seams: WriterSeams<'_>,
+    min_recent_turns: u64,
+    mut diagnostics: Diagnostics,
+) -> Result<CompactionOutcome, CompactionError> {
+    let policy = &options.policy;
+    let prior = ledger.compactable_from(StreamRevision(0), options.current_turn.as_ref())?;
+    diagnostics.events_read += prior.len() as u64;
+    let plain: Vec<RuntimeEvent> = prior.iter().map(|e| e.event.clone()).collect();
+    diagnostics.tokens_before = estimate_events_tokens(&plain, policy.chars_per_token);
+    let plan = match select_fold(&plain, policy, min_recent_turns) {
+        Ok(plan) => plan,
+        Err(reason) => {
+            diagnostics.skip(reason);
+            diagnostics.compaction_due = false;
+            return Ok(CompactionOutcome { history: raw(ledger, &prior, policy, diagnostics), recorded: None });
+        }
+    };
+    let (folded, retained) = prior.split_at(plan.folded);
+    let loaded = seams.coordinator.load(ledger.session()).await?;
+    let outcome = attempt(folded, retained, loaded.as_ref(), options, seams).await;
+    match outcome {
+        Ok(Written::Recorded(logged)) => {
+            let mut items = checkpoint_items(&logged.checkpoint);
+            items.extend(event_items(retained));
+            diagnostics.decision = Decision::Replaced;
+            diagnostics.phase = Some(logged.checkpoint.phase);
+            diagnostics.boundary_kind = Some("history_compact");
+            diagnostics.boundary_ids = vec![logged.checkpoint.checkpoint.to_string()];
+            diagnostics.reason = None;
+            diagnostics.compaction_due = false;
+            diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
+            let note = Note {
+                kind: "context_compacted".to_owned(),
+                text: format!(
+                    "Compacted {} earlier events into checkpoint {}.",
+                    logged.checkpoint.coverage.event_count, logged.checkpoint.checkpoint
+                ),
+            };
+            let history = AssembledHistory {
+                session: ledger.session().clone(),
+                position: logged.position,
+                items,
+                boundary: Some(boundary_of(&logged)),
+                diagnostics,
+                notes: vec![note],
+            };
+            Ok(CompactionOutcome { history, recorded: Some(logged) })
+        }
+        Ok(Written::AlreadyCompacted(logged)) => {
+            diagnostics.skip("already_compacted");
+            diagnostics.compaction_due = false;
+            let history = replay_with_retained(ledger, &logged, retained, policy, diagnostics);
+            Ok(CompactionOutcome { history, recorded: None })
+        }
+        Err(failed) => Ok(CompactionOutcome {
+            history: fail_open(ledger, failed, &prior, retained, options, diagnostics),
+            recorded: None,
+        }),
+    }
+}
+
+enum Written {
+    Recorded(LoggedCheckpoint),
+    AlreadyCompacted(LoggedCheckpoint),
+}
+
+/// One write attempt: every failure is a typed reason, and nothing is recorded on any of them.
+async fn attempt(
+    folded: &[LoggedEvent],
+    retained: &[LoggedEvent],
+    loaded: Option<&LoggedCheckpoint>,
+    options: &AssemblyOptions,
+    seams: WriterSeams<'_>,
+) -> Result<Written, Failed> {
+    let policy = &options.policy;
+    let cpt = policy.chars_per_token;
+    let folded_events: Vec<RuntimeEvent> = folded.iter().map(|e| e.event.clone()).collect();
+    let retained_events: Vec<RuntimeEvent> = retained.iter().map(|e| e.event.clone()).collect();
+    // The loaded checkpoint may be a fallback if it matches and replays; a predecessor to roll from
+    // only if, in addition, this connection's compactor may continue it.
+    let matching = loaded.filter(|l| {
+        can_replay(&l.checkpoint, &options.connection) && match_prefix(&l.checkpoint, folded_events.as_slice()).is_ok()
+    });
+    let previous = matching.filter(|l| can_continue(&l.checkpoint, &options.connection));
+    let fail = |reason: &str| Failed { reason: reason.to_owned(), fallback: matching.cloned() };
+    if folded_events.is_empty() {
+        return Err(fail("source_missing"));
+    }
+    let covered_before = previous.map_or(0, |p| p.checkpoint.coverage.event_count as usize);
+    let newly = &folded_events[covered_before.min(folded_events.len())..];
+    let source_tokens = estimate_events_tokens(folded_events.iter().chain(&retained_events), cpt);
+    let tail_tokens = estimate_events_tokens(&retained_events, cpt);
+    if let Some(previous) = previous {
+        if newly.is_empty() && replay_fits(&previous.checkpoint, tail_tokens, Some(source_tokens), policy).is_ok() {
+            return Ok(Written::AlreadyCompacted(previous.clone()));
+        }
+    }
+    let previous_record = previous.map(|p| &p.checkpoint);
+    let budget = Some(policy.max_history());
+    let use_provider = seams.provider_compactor.filter(|c| {
+        options.connection.provider_type == CODEX_PROVIDER_TYPE && c.connection() == options.connection
+    });
+    let (body, manifest, faithfulness) = match use_provider {
+        Some(compactor) => {
+            let (state, digest) = compact_provider(compactor, &folded_events, previous_record, newly, budget, cpt)
+                .await
+                .map_err(|e| fail(e.reason()))?;
+            let identity = compactor.identity();
+            let manifest = CheckpointManifest { summarizer: identity.name, prompt_version: identity.prompt_version, input_digest: digest };
+            (BodyInput::Provider(state), manifest, None)
+        }
+        None => {
+            let summary = summarize_text(seams.summarizer, &folded_events, previous_record, newly, budget, cpt)
+                .await
+                .map_err(|e: SummarizeError| fail(e.reason()))?
+                .ok_or_else(|| fail("empty_summary"))?;
+            let report = check_faithfulness(&summary.text, &folded_events);
+            if exceeds(&report, policy.faithfulness_max_unsupported_ratio) {
+                return Err(fail("faithfulness_rejected"));
+            }
+            let identity = seams.summarizer.identity();
+            let manifest = CheckpointManifest {
+                summarizer: identity.name,
+                prompt_version: identity.prompt_version,
+                input_digest: summary.input_digest,
+            };
+            (BodyInput::Text { summary: summary.text, legacy: false }, manifest, Some(report))
+        }
+    };
+    let checkpoint = build_checkpoint(CheckpointInput {
+        session: &folded_events[0].session_id,
+        covered: &folded_events,
+        body,
+        previous: previous.map(|p| p.checkpoint.checkpoint.clone()),
+        phase: CheckpointPhase::PreTurn,
+        head_anchor: None,
+        extraction_boundary: None,
+        now: Some(seams.now),
+        manifest,
+        faithfulness,
+        chars_per_token: cpt,
+    })
+    .map_err(|e| fail(e.reason()))?;
+    replay_fits(&checkpoint, tail_tokens, Some(source_tokens), policy).map_err(fail)?;
+    match seams.coordinator.record(&checkpoint).await {
+        Ok(logged) => Ok(Written::Recorded(logged)),
+        Err(_) => Err(fail("write_failed")),
+    }
+}
+
+fn raw(ledger: &SessionLedger<'_>, prior: &[LoggedEvent], policy: &CompactionPolicy, mut diagnostics: Diagnostics) -> AssembledHistory {
+    let kept = trim_whole_turns(prior, policy);
+    let items = event_items(&kept);
+    diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
+    AssembledHistory {
+        session: ledger.session().clone(),
+        position: ledger.position(),
+        items,
+        boundary: None,
+        diagnostics,
+        notes: Vec::new(),
+    }
+}
+
+fn replay_with_retained(
+    ledger: &SessionLedger<'_>,
+    logged: &LoggedCheckpoint,
+    retained: &[LoggedEvent],
+    policy: &CompactionPolicy,
+    mut diagnostics: Diagnostics,
+) -> AssembledHistory {
+    let mut items = checkpoint_items(&logged.checkpoint);
+    items.extend(event_items(retained));
+    diagnostics.decision = Decision::Replaced;
+    diagnostics.phase = Some(logged.checkpoint.phase);
+    diagnostics.boundary_kind = Some("history_compact");
+    diagnostics.boundary_ids = vec![logged.checkpoint.checkpoint.to_string()];
+    diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
+    AssembledHistory {
+        session: ledger.session().clone(),
+        position: ledger.position(),
+        items,
+        boundary: Some(boundary_of(logged)),
+        diagnostics,
+        notes: Vec::new(),
+    }
+}
+
+/// The fail-open context (§3.4): the old checkpoint, if one still matches, with the newest whole
+/// retained turns that fit; else the retained turn alone. Events folded in this round that the old
+/// checkpoint does not cover are not sent: no checkpoint ever claims them.
+fn fail_open(
+    ledger: &SessionLedger<'_>,
+    failed: Failed,
+    prior: &[LoggedEvent],
+    retained: &[LoggedEvent],
+    options: &AssemblyOptions,
+    mut diagnostics: Diagnostics,
+) -> AssembledHistory {
+    let policy = &options.policy;
+    let cpt = policy.chars_per_token;
+    diagnostics.decision = Decision::FailedOpen;
+    diagnostics.compaction_due = false;
+    diagnostics.fail_open_reason = Some(failed.reason.clone());
+    *diagnostics.skipped_reason_counts.entry(failed.reason.clone()).or_insert(0) += 1;
+    let note = Note {
+        kind: "context_compaction_failed_open".to_owned(),
+        text: format!("Compaction failed ({}); earlier history is omitted from this request.", failed.reason),
+    };
+    let mut items = Vec::new();
+    let mut boundary = None;
+    if let Some(old) = &failed.fallback {
+        let covered = old.checkpoint.coverage.event_count as usize;
+        let candidates: Vec<&LoggedEvent> = retained.iter().filter(|e| prior.iter().position(|p| p == *e).is_some_and(|i| i >= covered)).collect();
+        let plain: Vec<RuntimeEvent> = candidates.iter().map(|e| e.event.clone()).collect();
+        let groups = crate::projection::turn_groups(&plain);
+        let checkpoint_tokens = crate::checkpoint::replay_token_estimate(&old.checkpoint, cpt);
+        let mut start = plain.len();
+        let mut tokens = checkpoint_tokens;
+        for (_, from, to) in groups.iter().rev() {
+            let group_tokens = estimate_events_tokens(&plain[*from..*to], cpt);
+            if tokens + group_tokens > policy.max_history() {
+                break;
+            }
+            tokens += group_tokens;
+            start = *from;
+        }
+        let tail: Vec<LoggedEvent> = candidates[start..].iter().map(|e| (*e).clone()).collect();
+        let tail_tokens = estimate_events_tokens(tail.iter().map(|e| &e.event), cpt);
+        if replay_fits(&old.checkpoint, tail_tokens, None, policy).is_ok() {
+            items = checkpoint_items(&old.checkpoint);
+            items.extend(event_items(&tail));
+            boundary = Some(boundary_of(old));
+            diagnostics.boundary_kind = Some("history_compact");
+            diagnostics.boundary_ids = vec![old.checkpoint.checkpoint.to_string()];
+            diagnostics.phase = Some(old.checkpoint.phase);
+        }
+    }
+    if items.is_empty() {
+        items = event_items(retained);
+    }
+    diagnostics.tokens_after = items_tokens(&items, cpt);
+    AssembledHistory {
+        session: ledger.session().clone(),
+        position: ledger.position(),
+        items,
+        boundary,
+        diagnostics,
+        notes: vec![note],
+    }
+}
