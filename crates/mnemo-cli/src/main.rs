@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mnemo::{Config, Error, ErrorCategory, Mnemo, Position};
 use serde::Serialize;
 
+mod compaction_cmd;
 mod demo;
 
 #[derive(Debug, Parser)]
@@ -63,6 +64,12 @@ enum Command {
     },
     /// Check the hash chain and that every projection equals a fresh rebuild.
     Verify,
+    /// Run compaction now (the manual trigger): fold the session's history into a checkpoint.
+    Compact(compaction_cmd::CompactArgs),
+    /// The history the next provider request would receive, with the checkpoint used and diagnostics.
+    Context(compaction_cmd::ContextArgs),
+    /// Copy a conversation into a new session; prints the new session id.
+    Copy(compaction_cmd::CopyArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -127,6 +134,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Rebuild { stage } => rebuild(cli, stage.as_deref()),
         Command::Verify => verify(cli),
+        Command::Compact(args) => compaction_cmd::compact(cli, args),
+        Command::Context(args) => compaction_cmd::context(cli, args),
+        Command::Copy(args) => compaction_cmd::copy(cli, args),
     }
 }
 

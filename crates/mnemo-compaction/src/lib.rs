@@ -16,10 +16,12 @@ mod assembly;
 mod checkpoint;
 mod claims;
 mod coordinator;
+mod copy;
 mod error;
 mod extractive;
 mod faithfulness;
 mod ledger;
+mod midturn;
 mod policy;
 mod projection;
 mod stage;
@@ -41,10 +43,15 @@ pub use checkpoint::{
     validate_shape,
 };
 pub use coordinator::{CheckpointRecorder, Coordinator, TurnGuard};
+pub use copy::{CopyOptions, CopyPlan, default_target as default_copy_target, plan_copy};
 pub use error::CompactionError;
 pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
 pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
+pub use midturn::{
+    MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn, estimate_payload_tokens,
+    overflow_phase, select_safe_boundary,
+};
 pub use policy::{CapacitySource, CompactMode, CompactionPolicy, MANUAL_HIGH_WATER_RATIO};
 pub use projection::{
     CHARS_PER_TOKEN_DEFAULT, SOURCE_POLICY_VERSION, SourceDigester, estimate_events_tokens, estimate_tokens,

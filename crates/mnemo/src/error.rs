@@ -24,6 +24,9 @@ pub enum Error {
     /// An append met a stream at another revision than expected; nothing was appended.
     #[error("conflict on {stream}: {conflict}")]
     Conflict { stream: String, conflict: mnemo_log::RevisionConflict },
+    /// Compaction, assembly or conversation copy failed (fail-open outcomes are not errors).
+    #[error(transparent)]
+    Compaction(#[from] mnemo_compaction::CompactionError),
     /// The caller's input is not valid (what and why in the message).
     #[error("{0}")]
     InvalidInput(String),
@@ -63,10 +66,20 @@ impl Error {
             Error::Log(mnemo_log::LogError::InvalidAppend(_)) => ErrorCategory::Input,
             Error::Pipeline(mnemo_pipeline::PipelineError::InvalidSpec { .. }) => ErrorCategory::Input,
             Error::Conflict { .. } => ErrorCategory::Conflict,
+            Error::Compaction(error) => compaction_category(error),
             Error::Log(mnemo_log::LogError::Corrupt { .. }) | Error::DigestMismatch { .. } => {
                 ErrorCategory::Integrity
             }
             _ => ErrorCategory::Failure,
         }
+    }
+}
+
+fn compaction_category(error: &mnemo_compaction::CompactionError) -> ErrorCategory {
+    use mnemo_compaction::CompactionError as E;
+    match error {
+        E::UnknownSession(_) | E::InvalidInput(_) | E::Copy(_) => ErrorCategory::Input,
+        E::Superseded(_) | E::SessionBusy(_) => ErrorCategory::Conflict,
+        _ => ErrorCategory::Failure,
     }
 }

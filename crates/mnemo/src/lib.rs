@@ -5,12 +5,20 @@
 //! - a place for domain logic: that lives in the crates behind it, which hosts never name;
 //! - a command-line tool: `mnemo-cli` is a thin client of this crate.
 
+mod compaction;
 mod error;
 mod mnemo;
 mod stages;
 mod transcript;
 
+pub use compaction::{CompactOptions, ContextOptions, CopyReport};
 pub use error::{Error, ErrorCategory};
+pub use mnemo_compaction::{
+    AssembledHistory, Boundary, BoxFuture, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
+    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, Note, ProviderCompactionRequest,
+    ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
+};
+pub use mnemo_core::{CheckpointRecord, Content, CopyBoundary, EventId, RuntimeEvent, TurnId};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,

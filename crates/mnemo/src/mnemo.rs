@@ -155,6 +155,9 @@ pub struct Mnemo {
     spec: PipelineSpec,
     registry: StageRegistry,
     durability: Durability,
+    /// Serializes each session's checkpoint writes (see `compaction.rs`).
+    pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl Mnemo {
@@ -170,7 +173,16 @@ impl Mnemo {
             LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
         let log = Arc::new(FjallLog::open(dir, options)?);
         let pipeline = start_pipeline(&log, &spec, &registry)?;
-        Ok(Mnemo { log, pipeline: RwLock::new(pipeline), spec, registry, durability: config.durability })
+        let compaction = crate::compaction::coordinator(&log, config.durability);
+        Ok(Mnemo {
+            log,
+            pipeline: RwLock::new(pipeline),
+            spec,
+            registry,
+            durability: config.durability,
+            compaction,
+            clock: Arc::clone(&config.clock),
+        })
     }
 
     /// The log, for reads.
@@ -388,6 +400,11 @@ impl Mnemo {
         let pipeline = self.pipeline();
         pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT)?;
         Ok(pipeline.store(stage)?)
+    }
+
+    /// The pipeline spec the store runs.
+    pub(crate) fn spec(&self) -> &PipelineSpec {
+        &self.spec
     }
 
     /// The durability appends use.

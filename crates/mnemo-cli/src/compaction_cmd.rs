@@ -1,0 +1,231 @@
+//! `compact`, `context` and `copy`: compaction, the next request's history, and conversation copy.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use mnemo::{
+    AssembledHistory, CompactOptions, Content, ContextOptions, CopyBoundary, Decision, HistoryItem, Position, RuntimeEvent,
+    SessionId, TurnId,
+};
+use serde_json::Value;
+
+use crate::{Cli, open, output};
+
+/// Arguments of `compact`.
+#[derive(Debug, Args)]
+pub(crate) struct CompactArgs {
+    /// The session.
+    session: String,
+    /// The model's context window in tokens (default: the pipeline's policy).
+    #[arg(long)]
+    window: Option<u64>,
+    /// Turns to keep raw (default: the policy's; the latest turn always stays raw unless 0).
+    #[arg(long)]
+    keep_turns: Option<u64>,
+}
+
+/// Arguments of `context`.
+#[derive(Debug, Args)]
+pub(crate) struct ContextArgs {
+    /// The session.
+    session: String,
+    /// The model's context window in tokens (default: the pipeline's policy).
+    #[arg(long)]
+    window: Option<u64>,
+    /// Assemble as of this log position instead of now.
+    #[arg(long)]
+    as_of: Option<u64>,
+    /// The turn being answered (left out of prior history).
+    #[arg(long)]
+    turn: Option<String>,
+}
+
+/// Arguments of `copy`.
+#[derive(Debug, Args)]
+pub(crate) struct CopyArgs {
+    /// The session to copy.
+    session: String,
+    /// Copy turns up to and including this one (a branch).
+    #[arg(long, conflicts_with = "before_turn")]
+    through_turn: Option<String>,
+    /// Copy the turns strictly before this one (a revision).
+    #[arg(long)]
+    before_turn: Option<String>,
+    /// The new session's id (default: derived from the source).
+    #[arg(long)]
+    to: Option<String>,
+}
+
+fn session_id(text: &str) -> anyhow::Result<SessionId> {
+    SessionId::new(text).map_err(|e| mnemo::Error::InvalidInput(format!("session: {e}")).into())
+}
+
+fn turn_id(text: &str) -> anyhow::Result<TurnId> {
+    TurnId::new(text).map_err(|e| mnemo::Error::InvalidInput(format!("turn: {e}")).into())
+}
+
+pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    let session = session_id(&args.session)?;
+    let options = CompactOptions {
+        context: ContextOptions { window: args.window, ..ContextOptions::default() },
+        min_recent_turns: args.keep_turns,
+        ..CompactOptions::default()
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let outcome = runtime.block_on(mnemo.compact(&session, &options))?;
+    let history = &outcome.history;
+    output(cli, &redacted(&serde_json::to_value(&outcome)?), || {
+        match &outcome.recorded {
+            Some(recorded) => {
+                let checkpoint = &recorded.checkpoint;
+                println!(
+                    "recorded {} at position {}: {} events across {} turns, ~{} tokens",
+                    checkpoint.checkpoint,
+                    recorded.position,
+                    checkpoint.coverage.event_count,
+                    checkpoint.coverage.turn_count,
+                    checkpoint.estimated_tokens
+                );
+                if let Some(report) = &checkpoint.faithfulness {
+                    println!("faithfulness: {} claims checked, {} unsupported", report.checked, report.unsupported.len());
+                }
+            }
+            None => println!("nothing recorded: {}", reason(history)),
+        }
+        print_notes(history);
+    });
+    let kept = outcome.recorded.is_some() || history.diagnostics.reason.as_deref() == Some("already_compacted");
+    Ok(if kept { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn reason(history: &AssembledHistory) -> String {
+    let diagnostics = &history.diagnostics;
+    diagnostics.fail_open_reason.clone().or_else(|| diagnostics.reason.clone()).unwrap_or_else(|| "-".to_owned())
+}
+
+pub(crate) fn context(cli: &Cli, args: &ContextArgs) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    let session = session_id(&args.session)?;
+    let options = ContextOptions {
+        window: args.window,
+        as_of: args.as_of.map(Position),
+        current_turn: args.turn.as_deref().map(turn_id).transpose()?,
+        ..ContextOptions::default()
+    };
+    let history = mnemo.context(&session, &options)?;
+    output(cli, &redacted(&serde_json::to_value(&history)?), || print_history(&history));
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    let session = session_id(&args.session)?;
+    let up_to = match (&args.through_turn, &args.before_turn) {
+        (Some(turn), _) => Some(CopyBoundary::ThroughTurn(turn_id(turn)?)),
+        (None, Some(turn)) => Some(CopyBoundary::BeforeTurn(turn_id(turn)?)),
+        (None, None) => None,
+    };
+    let target = args.to.as_deref().map(session_id).transpose()?;
+    let report = mnemo.copy_conversation(&session, up_to, target)?;
+    output(cli, &report, || {
+        println!("{}", report.session);
+        eprintln!(
+            "copied {} events of {} ({} checkpoints rebuilt, {} dropped) at positions {}..={}",
+            report.events,
+            report.source,
+            report.checkpoints_rebuilt,
+            report.checkpoints_dropped,
+            report.positions.0,
+            report.positions.1
+        );
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Opaque provider state never leaves as text: its encrypted content is replaced by its length.
+fn redacted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, item)| match (key.as_str(), item) {
+                    ("encryptedContent" | "encrypted_content", Value::String(blob)) => {
+                        (key.clone(), Value::String(format!("[redacted: {} chars]", blob.len())))
+                    }
+                    _ => (key.clone(), redacted(item)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(redacted).collect()),
+        other => other.clone(),
+    }
+}
+
+fn print_history(history: &AssembledHistory) {
+    let diagnostics = &history.diagnostics;
+    println!("session {} at position {}", history.session, history.position);
+    match &history.boundary {
+        Some(boundary) => println!(
+            "checkpoint {} (v{}, {:?}) covering {} events, recorded at position {}",
+            boundary.checkpoint, boundary.version, boundary.phase, boundary.covered_events, boundary.position
+        ),
+        None => println!("checkpoint none"),
+    }
+    println!("--- history: {} items, ~{} tokens", history.items.len(), diagnostics.tokens_after);
+    for item in &history.items {
+        match item {
+            HistoryItem::Checkpoint { text, .. } => println!("[checkpoint]\n{text}"),
+            HistoryItem::ProviderState { checkpoint, .. } => {
+                println!("[provider state] {checkpoint} (opaque, replayed as an assistant custom part)")
+            }
+            HistoryItem::Event { event, position } => println!("{}", event_line(*position, event)),
+        }
+    }
+    println!("--- diagnostics");
+    let decision = match diagnostics.decision {
+        Decision::Unchanged => "unchanged",
+        Decision::Replaced => "replaced",
+        Decision::FailedOpen => "failed_open",
+    };
+    println!("decision        {decision}");
+    println!("reason          {}", reason(history));
+    let skipped: Vec<String> =
+        diagnostics.skipped_reason_counts.iter().map(|(reason, count)| format!("{reason}={count}")).collect();
+    println!("skipped         {}", if skipped.is_empty() { "-".to_owned() } else { skipped.join(", ") });
+    println!("tokens          {} before, {} after", diagnostics.tokens_before, diagnostics.tokens_after);
+    println!(
+        "budget          {} history, {} high water, {} reserve, {} chars/token",
+        diagnostics.max_history_tokens, diagnostics.high_water_tokens, diagnostics.reserve_tokens, diagnostics.chars_per_token
+    );
+    println!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
+    println!("events read     {}", diagnostics.events_read);
+    print_notes(history);
+}
+
+fn print_notes(history: &AssembledHistory) {
+    for note in &history.notes {
+        println!("note            {}: {}", note.kind, note.text);
+    }
+}
+
+fn event_line(position: Position, event: &RuntimeEvent) -> String {
+    let body = match &event.content {
+        Some(Content::Text(text)) => text.text.clone(),
+        Some(Content::Thinking(thinking)) => format!("(thinking) {}", thinking.text),
+        Some(Content::FunctionCall(call)) => format!("call {} {}", call.name, call.args),
+        Some(Content::FunctionResponse(response)) => match &response.result {
+            Value::String(text) => format!("result {} {text}", response.name),
+            other => format!("result {} {other}", response.name),
+        },
+        Some(Content::Error(error)) => format!("error {}", error.message),
+        _ => String::new(),
+    };
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let shown: String = flat.chars().take(EVENT_LINE_CHARS_MAX).collect();
+    let cut = if shown.len() < flat.len() { " [...]" } else { "" };
+    let role = serde_json::to_value(event.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    format!("[{position:>6} {} {role}] {shown}{cut}", event.turn_id)
+}
+
+/// Characters of an event shown on one line of `context`.
+const EVENT_LINE_CHARS_MAX: usize = 400;

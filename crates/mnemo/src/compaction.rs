@@ -1,0 +1,230 @@
+//! Compaction through the facade: the history the next provider request receives (now or as of any
+//! log position), manual and automatic compaction, and conversation copy.
+//!
+//! Checkpoints are recorded through one per-store [`Coordinator`], whose recorder appends the
+//! checkpoint record durably to the session stream before anything else sees it.
+
+use std::sync::Arc;
+
+use mnemo_compaction::{
+    AssembledHistory, AssemblyOptions, CheckpointRecorder, CompactionError, CompactionOutcome, CompactionPolicy,
+    Connection, Coordinator, CopyOptions, ExtractiveSummarizer, LATEST_CHECKPOINT_STAGE, LoggedCheckpoint,
+    ManualOptions, ProviderCompactor, SessionLedger, Summarizer, WriterSeams,
+};
+use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
+use mnemo_log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, FjallLog, LogBackend, NewRecord};
+use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
+
+use crate::error::Error;
+use crate::mnemo::Mnemo;
+
+/// What the next request is assembled for.
+#[derive(Debug, Clone, Default)]
+pub struct ContextOptions {
+    /// Override the policy's context window, in tokens.
+    pub window: Option<u64>,
+    /// Assemble as of this log position instead of now.
+    pub as_of: Option<Position>,
+    /// The turn being answered, which is never prior history.
+    pub current_turn: Option<TurnId>,
+    /// The provider connection and model (V3 checkpoints replay only to their own).
+    pub connection: Connection,
+}
+
+/// How to compact.
+#[derive(Debug, Clone, Default)]
+pub struct CompactOptions {
+    /// What the compaction's history is for (window, connection, current turn).
+    pub context: ContextOptions,
+    /// Turns to keep raw; the policy's value when absent.
+    pub min_recent_turns: Option<u64>,
+    /// The text summarizer; the embedded extractive one when absent.
+    pub summarizer: Option<Arc<dyn Summarizer>>,
+    /// The provider compactor for V3 checkpoints, if the host has one.
+    pub provider_compactor: Option<Arc<dyn ProviderCompactor>>,
+}
+
+/// What a conversation copy made.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct CopyReport {
+    /// The session copied.
+    pub source: SessionId,
+    /// The new session.
+    pub session: SessionId,
+    /// Events copied.
+    pub events: u64,
+    /// Text checkpoints rebuilt over the copied events.
+    pub checkpoints_rebuilt: u64,
+    /// Provider-state checkpoints dropped.
+    pub checkpoints_dropped: u64,
+    /// Where the new stream's records landed.
+    pub positions: (Position, Position),
+}
+
+/// The recorder the facade's coordinator uses: loads by scanning the session stream (the result is
+/// cached by the coordinator), appends at the store's durability.
+#[derive(Debug)]
+struct LogRecorder {
+    log: Arc<FjallLog>,
+    durability: Durability,
+}
+
+impl CheckpointRecorder for LogRecorder {
+    fn load<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> mnemo_compaction::BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>> {
+        Box::pin(async move {
+            let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+            match SessionLedger::at_head(self.log.as_ref(), store, session) {
+                Ok(ledger) => Ok(ledger.latest()?.0),
+                Err(CompactionError::UnknownSession(_)) => Ok(None),
+                Err(error) => Err(error),
+            }
+        })
+    }
+
+    fn append<'a>(
+        &'a self,
+        checkpoint: &'a mnemo_core::CheckpointRecord,
+    ) -> mnemo_compaction::BoxFuture<'a, Result<LoggedCheckpoint, CompactionError>> {
+        Box::pin(async move {
+            let record = Record::CheckpointRecorded(checkpoint.clone());
+            let kind = record.kind();
+            let bytes = record.encode().map_err(|e| CompactionError::Record(e.to_string()))?;
+            let new = NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes };
+            let mut request = AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
+            request.durability = self.durability;
+            match self.log.append(request)? {
+                AppendOutcome::Appended(appended) => {
+                    let timestamp = self
+                        .log
+                        .read(appended.last_position)?
+                        .map_or(TimestampMs(0), |envelope| envelope.timestamp);
+                    Ok(LoggedCheckpoint { position: appended.last_position, timestamp, checkpoint: checkpoint.clone() })
+                }
+                AppendOutcome::Conflict(conflict) => Err(CompactionError::Record(conflict.to_string())),
+            }
+        })
+    }
+}
+
+/// The coordinator a newly opened store uses.
+pub(crate) fn coordinator(log: &Arc<FjallLog>, durability: Durability) -> Arc<Coordinator> {
+    Arc::new(Coordinator::new(Arc::new(LogRecorder { log: Arc::clone(log), durability })))
+}
+
+impl Mnemo {
+    /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
+    /// the defaults when the pipeline does not run that stage.
+    pub fn compaction_policy(&self) -> Result<CompactionPolicy, Error> {
+        match self.spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
+            Some(stage) => CompactionPolicy::from_table(&stage.config).map_err(Error::InvalidInput),
+            None => Ok(CompactionPolicy::default()),
+        }
+    }
+
+    fn ledger(&self, session: &SessionId, as_of: Option<Position>) -> Result<SessionLedger<'_>, Error> {
+        if let Some(position) = as_of {
+            return Ok(SessionLedger::as_of(self.log.as_ref(), session, position)?);
+        }
+        let store = match self.caught_up_store(LATEST_CHECKPOINT_STAGE) {
+            Ok(store) => store,
+            // A pipeline without the stage still assembles: the ledger recovers by scanning.
+            Err(Error::Pipeline(PipelineError::UnknownStage(_))) => Arc::new(MemoryStore::new()),
+            Err(error) => return Err(error),
+        };
+        Ok(SessionLedger::at_head(self.log.as_ref(), store, session)?)
+    }
+
+    fn assembly_options(&self, options: &ContextOptions) -> Result<AssemblyOptions, Error> {
+        Ok(AssemblyOptions {
+            policy: self.compaction_policy()?.with_window(options.window),
+            connection: options.connection.clone(),
+            current_turn: options.current_turn.clone(),
+        })
+    }
+
+    /// The history the next provider request of `session` would receive, with the checkpoint it
+    /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
+    /// would make shows as `compaction_due`.
+    pub fn context(&self, session: &SessionId, options: &ContextOptions) -> Result<AssembledHistory, Error> {
+        let ledger = self.ledger(session, options.as_of)?;
+        Ok(mnemo_compaction::assemble(&ledger, &self.assembly_options(options)?)?)
+    }
+
+    fn seams<'a>(
+        &'a self,
+        summarizer: &'a dyn Summarizer,
+        provider_compactor: Option<&'a dyn ProviderCompactor>,
+    ) -> WriterSeams<'a> {
+        WriterSeams {
+            summarizer,
+            provider_compactor,
+            coordinator: self.compaction.as_ref(),
+            now: self.clock.now(),
+        }
+    }
+
+    /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
+    /// record is not an error: the outcome's history says how it failed open.
+    pub async fn compact(&self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome, Error> {
+        let ledger = self.ledger(session, None)?;
+        let assembly = self.assembly_options(&options.context)?;
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        let seams = self.seams(summarizer, options.provider_compactor.as_deref());
+        let manual = ManualOptions { min_recent_turns: options.min_recent_turns };
+        let outcome = mnemo_compaction::compact_now(&ledger, &assembly, seams, manual).await?;
+        if let Some(recorded) = &outcome.recorded {
+            self.catch_up_to(recorded.position)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Prepares the next request's history the way a runtime does before each turn (§3.3-§3.5):
+    /// replays a fitting checkpoint, or compacts when the policy says so, or falls back.
+    pub async fn prepare_history(&self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome, Error> {
+        let ledger = self.ledger(session, None)?;
+        let assembly = self.assembly_options(&options.context)?;
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        let seams = self.seams(summarizer, options.provider_compactor.as_deref());
+        let outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
+        if let Some(recorded) = &outcome.recorded {
+            self.catch_up_to(recorded.position)?;
+        }
+        Ok(outcome)
+    }
+
+    /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
+    /// meanwhile (`session_busy`). `None` if a turn already runs.
+    pub fn begin_turn(&self, session: &SessionId) -> Option<mnemo_compaction::TurnGuard<'_>> {
+        self.compaction.begin_turn(session)
+    }
+
+    /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
+    /// text checkpoints rebuilt: one atomic append of a new stream.
+    pub fn copy_conversation(
+        &self,
+        session: &SessionId,
+        up_to: Option<CopyBoundary>,
+        target: Option<SessionId>,
+    ) -> Result<CopyReport, Error> {
+        let ledger = self.ledger(session, None)?;
+        let policy = self.compaction_policy()?;
+        let options = CopyOptions { up_to, target, chars_per_token: policy.chars_per_token };
+        let plan = mnemo_compaction::plan_copy(&ledger, &options)?;
+        let stream = StreamId::session(&plan.target);
+        let appended = self.append(&stream, ExpectedRevision::NoStream, &plan.records)?;
+        self.catch_up_to(appended.last_position)?;
+        Ok(CopyReport {
+            source: session.clone(),
+            session: plan.target,
+            events: plan.events,
+            checkpoints_rebuilt: plan.checkpoints_rebuilt,
+            checkpoints_dropped: plan.checkpoints_dropped,
+            positions: (appended.first_position, appended.last_position),
+        })
+    }
+}
