@@ -134,6 +134,9 @@ pub struct Diagnostics {
     pub compaction_due: bool,
     /// Whether a retained turn alone exceeds the budget (§3.5).
     pub oversized_turn: bool,
+    /// Set when the turn must end with `context_budget_exhausted`: `no_safe_completed_span`,
+    /// `summarizer_failed` or `head_anchor_exceeds_capacity`.
+    pub context_budget_exhausted: Option<&'static str>,
     /// How the latest checkpoint was found.
     pub load_path: Option<LoadPath>,
     /// RuntimeEvents assembly read from the log.
@@ -165,6 +168,7 @@ impl Diagnostics {
             chars_per_token: policy.chars_per_token,
             compaction_due: false,
             oversized_turn: false,
+            context_budget_exhausted: None,
             load_path: None,
             events_read: 0,
         }
@@ -413,9 +417,13 @@ pub fn assemble(ledger: &SessionLedger<'_>, options: &AssemblyOptions) -> Result
         }
     }
     let kept = if policy.enabled { trim_whole_turns(&prior, policy) } else { prior.clone() };
-    diagnostics.oversized_turn = policy.enabled && has_oversized_turn(&kept, policy);
-    if diagnostics.oversized_turn && policy.compaction_on() {
-        diagnostics.compaction_due = true;
+    diagnostics.oversized_turn = policy.enabled && policy.max_history() > 0 && has_oversized_turn(&kept, policy);
+    if diagnostics.oversized_turn {
+        if policy.compaction_on() {
+            diagnostics.compaction_due = true;
+        } else {
+            diagnostics.context_budget_exhausted = Some("no_safe_completed_span");
+        }
     }
     let items = event_items(&kept);
     diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);

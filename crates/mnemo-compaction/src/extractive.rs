@@ -34,6 +34,11 @@ impl Summarizer for ExtractiveSummarizer {
         }
     }
 
+    fn limits_input(&self) -> bool {
+        // Extraction reads the input; no model context bounds it.
+        false
+    }
+
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
         Box::pin(async move { Ok(SummaryResponse { text: summarize(request), finish: FinishReason::Stop }) })
     }

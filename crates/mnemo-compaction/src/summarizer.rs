@@ -128,6 +128,11 @@ pub struct SummaryResponse {
 pub trait Summarizer: Send + Sync + std::fmt::Debug {
     /// Who it is.
     fn identity(&self) -> SummarizerIdentity;
+    /// Whether its input must fit the history budget (a model's context is bounded). An embedded,
+    /// non-model summarizer may take any input.
+    fn limits_input(&self) -> bool {
+        true
+    }
     /// Summarizes the request's conversation.
     fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>>;
 }
@@ -340,6 +345,7 @@ pub async fn summarize_text(
     }
     messages.extend(project_messages(selected));
     let instructions = summarizer_instructions();
+    let budget_tokens = budget_tokens.filter(|_| summarizer.limits_input());
     let messages = fit_input(messages, utf16_len(&instructions), budget_tokens, chars_per_token)?;
     let span_tokens = estimate_events_tokens(folded, chars_per_token);
     let input_digest = Digest::sha256(stable_json(&json!([instructions, messages])).as_bytes());

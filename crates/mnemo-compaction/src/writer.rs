@@ -65,8 +65,17 @@ pub async fn prepare_history(
     if assembled.diagnostics.decision == Decision::Replaced || !assembled.diagnostics.compaction_due {
         return Ok(CompactionOutcome { history: assembled, recorded: None });
     }
-    let min_recent = if assembled.diagnostics.oversized_turn { 0 } else { options.policy.min_recent_turns };
-    write(ledger, options, seams, min_recent, assembled.diagnostics).await
+    let oversized = assembled.diagnostics.oversized_turn;
+    let min_recent = if oversized { 0 } else { options.policy.min_recent_turns };
+    let mut outcome = write(ledger, options, seams, min_recent, assembled.diagnostics).await?;
+    // §3.5: an oversized retained turn that could not be folded ends the turn.
+    let diagnostics = &mut outcome.history.diagnostics;
+    if oversized && diagnostics.decision == Decision::FailedOpen && outcome.history.boundary.is_none() {
+        diagnostics.context_budget_exhausted = Some("summarizer_failed");
+    } else if oversized && diagnostics.tokens_after > options.policy.max_history() {
+        diagnostics.context_budget_exhausted = Some("no_safe_completed_span");
+    }
+    Ok(outcome)
 }
 
 /// Compacts now (§3.9): almost any history folds, the latest turn stays raw unless told otherwise,

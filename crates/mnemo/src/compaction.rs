@@ -228,3 +228,54 @@ impl Mnemo {
         })
     }
 }
+
+/// What a mid-turn compaction is asked to do (compaction.md §3.6, §3.8).
+#[derive(Debug, Clone)]
+pub struct MidTurnOptions {
+    /// The turn being answered.
+    pub turn: TurnId,
+    /// Its user event, already durable.
+    pub anchor: mnemo_core::EventId,
+    /// `mid_turn`, or `pre_turn` for an overflow at step 0.
+    pub phase: mnemo_core::CheckpointPhase,
+    /// The payload the replacement must be strictly smaller than, in tokens.
+    pub reference_tokens: u64,
+}
+
+impl Mnemo {
+    /// Compacts inside a running turn: folds a safe prefix of prior history and the turn so far
+    /// (never splitting a tool call from its result), records it, and returns what later steps send.
+    /// Every failure is a fail-open outcome; the turn keeps its raw projection.
+    pub async fn compact_mid_turn(
+        &self,
+        session: &SessionId,
+        mid_turn: &MidTurnOptions,
+        options: &CompactOptions,
+    ) -> Result<mnemo_compaction::MidTurnOutcome, Error> {
+        let ledger = self.ledger(session, None)?;
+        let assembly = self.assembly_options(&options.context)?;
+        let prior = ledger.compactable_from(mnemo_core::StreamRevision(0), Some(&mid_turn.turn))?;
+        let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
+        let current: Vec<_> = all.into_iter().filter(|e| e.event.turn_id == mid_turn.turn).map(|e| e.event).collect();
+        let prior: Vec<_> = prior.into_iter().map(|e| e.event).collect();
+        let previous = self.compaction.load(session).await?;
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        let request = mnemo_compaction::MidTurnRequest {
+            prior: &prior,
+            current: &current,
+            anchor: &mid_turn.anchor,
+            phase: mid_turn.phase,
+            previous: previous.as_ref(),
+            reference_tokens: mid_turn.reference_tokens,
+            connection: &assembly.connection,
+            policy: &assembly.policy,
+            now: self.clock.now(),
+        };
+        let outcome = mnemo_compaction::compact_mid_turn(request, summarizer, self.compaction.as_ref()).await;
+        if let mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
+            self.catch_up_to(checkpoint.position)?;
+        }
+        Ok(outcome)
+    }
+}

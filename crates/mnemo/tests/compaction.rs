@@ -1,0 +1,556 @@
+//! Compaction through the facade: checkpoints, the latest-checkpoint stage, assembly, every
+//! fail-open row of compaction.md §6.1, the invariants of §6.3, and conversation copy.
+#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use mnemo::{
+    AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection, ContextOptions,
+    CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, Mnemo, MidTurnOptions, MidTurnOutcome, Position,
+    ProviderCompactionRequest, ProviderCompactor, Record, RuntimeEvent, SessionId, StreamId, SummarizeError, Summarizer,
+    SummarizerIdentity, SummaryRequest, SummaryResponse, TurnId,
+};
+use serde_json::{Value, json};
+
+const SESSION: &str = "s-long";
+
+/// `turns` turns of session `SESSION` from `first`: a request, a tool call and its result, a reply.
+fn turns_jsonl(first: usize, turns: usize, with_session_line: bool) -> String {
+    let mut out = String::new();
+    if with_session_line {
+        out.push_str(&format!("{{\"kind\":\"session\",\"session\":\"{SESSION}\",\"title\":\"long\"}}\n"));
+    }
+    for i in first..first + turns {
+        let t = format!("t{i:03}");
+        let padding = "the module keeps its state in a map and the tests cover every branch ".repeat(4);
+        out.push_str(&format!(
+            "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"Turn {i}: update src/module_{i}.rs and run the tests\"}}]}}\n"
+        ));
+        out.push_str(&format!(
+            "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"model\",\"parts\":[{{\"type\":\"tool_call\",\"id\":\"c{i}\",\"name\":\"shell\",\"args\":{{\"cmd\":\"cargo test -p crate_{i}\"}}}}]}}\n"
+        ));
+        out.push_str(&format!(
+            "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"tool\",\"parts\":[{{\"type\":\"tool_result\",\"id\":\"c{i}\",\"name\":\"shell\",\"result\":\"ok: {i} passed; {padding}\"}}]}}\n"
+        ));
+        out.push_str(&format!(
+            "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"model\",\"parts\":[{{\"type\":\"text\",\"text\":\"Updated src/module_{i}.rs; the tests pass.\"}}]}}\n"
+        ));
+        out.push_str(&format!("{{\"kind\":\"turn_end\",\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"status\":\"completed\"}}\n"));
+    }
+    out
+}
+
+fn spec(dir: &Path, config: &str) -> std::path::PathBuf {
+    let path = dir.join("pipeline.toml");
+    let text = format!("[[stage]]\nname = \"session-catalog\"\n\n[[stage]]\nname = \"latest-checkpoint\"\n\n[stage.config]\n{config}\n");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A store with `turns` turns imported, under a policy given as TOML keys.
+fn store(turns: usize, config: &str) -> (tempfile::TempDir, Mnemo) {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = spec(dir.path(), config);
+    let mnemo = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(pipeline), ..Config::default() }).unwrap();
+    mnemo.import_transcript(turns_jsonl(0, turns, true).as_bytes(), "gen").unwrap();
+    (dir, mnemo)
+}
+
+/// Appends more turns to the session.
+fn append_turns(mnemo: &Mnemo, first: usize, turns: usize) {
+    let transcript = mnemo::parse_transcript(turns_jsonl(first, turns, false).as_bytes(), "more").unwrap();
+    let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
+    let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+}
+
+fn sid() -> SessionId {
+    SessionId::new(SESSION).unwrap()
+}
+
+fn block_on<F: std::future::Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
+}
+
+fn context(mnemo: &Mnemo) -> AssembledHistory {
+    mnemo.context(&sid(), &ContextOptions::default()).unwrap()
+}
+
+fn checkpoint_records(mnemo: &Mnemo) -> Vec<CheckpointRecord> {
+    mnemo
+        .log_entries(Position(1), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "checkpoint_recorded")
+        .map(|e| serde_json::from_value(e.record).unwrap())
+        .collect()
+}
+
+fn compact_with(mnemo: &Mnemo, summarizer: Arc<dyn Summarizer>) -> mnemo::CompactionOutcome {
+    let options = CompactOptions { summarizer: Some(summarizer), ..CompactOptions::default() };
+    block_on(mnemo.compact(&sid(), &options)).unwrap()
+}
+
+fn compact(mnemo: &Mnemo) -> mnemo::CompactionOutcome {
+    block_on(mnemo.compact(&sid(), &CompactOptions::default())).unwrap()
+}
+
+/// A summarizer that answers with a fixed text (and finish reason), or an error, and records what it
+/// was asked.
+#[derive(Debug)]
+struct Scripted {
+    answer: Result<(String, FinishReason), SummarizeError>,
+    seen: Mutex<Vec<SummaryRequest>>,
+    unlimited: bool,
+}
+
+impl Scripted {
+    fn text(text: &str) -> Arc<Scripted> {
+        Arc::new(Scripted { answer: Ok((text.to_owned(), FinishReason::Stop)), seen: Mutex::default(), unlimited: false })
+    }
+    fn finish(text: &str, finish: FinishReason) -> Arc<Scripted> {
+        Arc::new(Scripted { answer: Ok((text.to_owned(), finish)), seen: Mutex::default(), unlimited: false })
+    }
+    fn unlimited(text: &str) -> Arc<Scripted> {
+        Arc::new(Scripted { answer: Ok((text.to_owned(), FinishReason::Stop)), seen: Mutex::default(), unlimited: true })
+    }
+    fn error(error: SummarizeError) -> Arc<Scripted> {
+        Arc::new(Scripted { answer: Err(error), seen: Mutex::default(), unlimited: false })
+    }
+}
+
+impl Summarizer for Scripted {
+    fn identity(&self) -> SummarizerIdentity {
+        SummarizerIdentity { name: "scripted".to_owned(), prompt_version: "1".to_owned() }
+    }
+    fn limits_input(&self) -> bool {
+        !self.unlimited
+    }
+    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+        self.seen.lock().unwrap().push(request.clone());
+        let answer = self.answer.clone().map(|(text, finish)| SummaryResponse { text, finish });
+        Box::pin(async move { answer })
+    }
+}
+
+const GOOD: &str = "## Goal\nUpdate src/module_1.rs and run the tests.\n\n## Progress\n### Done\n- Ran `cargo test -p crate_1`.\n\n## Next Steps\n1. Continue with the next module.\n\n## Critical Context\n- src/module_1.rs";
+
+fn items_event_ids(history: &AssembledHistory) -> Vec<String> {
+    history.events().map(|e| e.id.to_string()).collect()
+}
+
+#[test]
+fn a_long_session_compacts_and_assembly_reads_only_the_checkpoint_and_the_tail() {
+    let (_dir, mnemo) = store(40, "max_history_tokens = 2000");
+    let before = context(&mnemo);
+    assert!(before.diagnostics.compaction_due, "{:?}", before.diagnostics);
+    let outcome = block_on(mnemo.prepare_history(&sid(), &CompactOptions::default())).unwrap();
+    let recorded = outcome.recorded.expect("the writer records a checkpoint");
+    assert_eq!(recorded.checkpoint.coverage.event_count, 39 * 4, "everything but the latest turn is folded");
+    assert_eq!(outcome.history.notes[0].kind, "context_compacted");
+    let report = recorded.checkpoint.faithfulness.clone().unwrap();
+    assert!(report.checked > 0 && report.unsupported.is_empty(), "{report:?}");
+    assert_eq!(recorded.checkpoint.manifest.summarizer, "mnemo.extractive");
+
+    let history = context(&mnemo);
+    assert_eq!(history.diagnostics.decision, Decision::Replaced);
+    assert_eq!(history.boundary.as_ref().unwrap().checkpoint, recorded.checkpoint.checkpoint);
+    assert!(matches!(&history.items[0], HistoryItem::Checkpoint { text, .. } if text.starts_with("<maka_history_compact_checkpoint")));
+    assert_eq!(history.items.len(), 1 + 4);
+    assert_eq!(history.diagnostics.events_read, 4, "only the tail is read");
+    assert!(history.diagnostics.tokens_after < history.diagnostics.tokens_before);
+}
+
+#[test]
+fn rolling_sends_the_previous_summary_and_only_newly_folded_events() {
+    let (_dir, mnemo) = store(12, "max_history_tokens = 4000");
+    let first = compact(&mnemo).recorded.unwrap();
+    append_turns(&mnemo, 12, 3);
+    let scripted = Scripted::text(GOOD);
+    let second = compact_with(&mnemo, scripted.clone()).recorded.unwrap();
+    assert_eq!(second.checkpoint.previous.as_ref(), Some(&first.checkpoint.checkpoint));
+    assert!(second.checkpoint.coverage.event_count > first.checkpoint.coverage.event_count);
+    let seen = scripted.seen.lock().unwrap();
+    let request = &seen[0];
+    assert!(request.previous_summary.is_some());
+    let sent = serde_json::to_string(&request.messages).unwrap();
+    assert!(sent.contains("previous continuation summary"));
+    assert!(sent.contains("Turn 12:") && !sent.contains("Turn 3:"), "only new events after the summary");
+    assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, second.checkpoint.checkpoint);
+}
+
+#[test]
+fn manual_compaction_twice_is_already_compacted_and_writes_nothing() {
+    let (_dir, mnemo) = store(8, "");
+    assert!(compact(&mnemo).recorded.is_some());
+    let again = compact(&mnemo);
+    assert!(again.recorded.is_none());
+    assert_eq!(again.history.diagnostics.reason.as_deref(), Some("already_compacted"));
+    assert_eq!(again.history.diagnostics.decision, Decision::Replaced);
+    assert_eq!(checkpoint_records(&mnemo).len(), 1);
+}
+
+#[test]
+fn rebuilding_the_stage_after_deleting_its_keyspaces_recovers_the_same_checkpoint() {
+    let (_dir, mnemo) = store(10, "");
+    let recorded = compact(&mnemo).recorded.unwrap();
+    append_turns(&mnemo, 10, 2);
+    let digest_before = mnemo.stats().unwrap().stages.into_iter().find(|s| s.name == "latest-checkpoint").unwrap();
+    let rebuilt = mnemo.rebuild(Some("latest-checkpoint")).unwrap();
+    assert_eq!(rebuilt[0].digest, digest_before.digest);
+    let history = context(&mnemo);
+    assert_eq!(history.boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
+    assert!(mnemo.verify(&mut |_| {}).unwrap().ok());
+}
+
+#[test]
+fn assembly_as_of_an_earlier_position_sees_the_log_as_it_was() {
+    let (_dir, mnemo) = store(10, "");
+    let head_before = mnemo.log().head();
+    let recorded = compact(&mnemo).recorded.unwrap();
+    let then = mnemo.context(&sid(), &ContextOptions { as_of: Some(head_before), ..ContextOptions::default() }).unwrap();
+    assert!(then.boundary.is_none());
+    assert_eq!(then.position, head_before);
+    let now = mnemo.context(&sid(), &ContextOptions { as_of: Some(recorded.position), ..ContextOptions::default() }).unwrap();
+    assert_eq!(now.boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
+    let early = mnemo.context(&sid(), &ContextOptions { as_of: Some(Position(8)), ..ContextOptions::default() }).unwrap();
+    assert_eq!(early.events().count(), 6, "the events at positions 2-5, 7 and 8");
+}
+
+/// A summarizer that never finishes: the process "crashes" (the future is dropped) between
+/// summarizing and the durable append.
+#[derive(Debug)]
+struct Hanging;
+
+impl Summarizer for Hanging {
+    fn identity(&self) -> SummarizerIdentity {
+        SummarizerIdentity { name: "hanging".to_owned(), prompt_version: "1".to_owned() }
+    }
+    fn summarize<'a>(&'a self, _: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[test]
+fn a_crash_between_summarizing_and_the_durable_append_leaves_no_checkpoint() {
+    let (_dir, mnemo) = store(10, "");
+    let options = CompactOptions { summarizer: Some(Arc::new(Hanging)), ..CompactOptions::default() };
+    let cut = block_on(async { tokio::time::timeout(std::time::Duration::from_millis(200), mnemo.compact(&sid(), &options)).await });
+    assert!(cut.is_err(), "the compaction was cut off");
+    assert!(checkpoint_records(&mnemo).is_empty());
+    let history = context(&mnemo);
+    assert!(history.boundary.is_none());
+    assert_eq!(history.diagnostics.decision, Decision::Unchanged);
+    assert_eq!(history.events().count(), 40, "raw history, nothing lost");
+    // The next compaction is not poisoned.
+    assert!(compact(&mnemo).recorded.is_some());
+}
+
+/// Each writer fail-open row: its reason, its visible note, nothing persisted.
+#[test]
+fn every_writer_fail_open_row_records_nothing_and_says_why() {
+    let huge = format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(4_000));
+    let invented = GOOD.replace("src/module_1.rs", "src/invented.rs").replace("crate_1", "crate_zzz");
+    let cases: Vec<(Arc<Scripted>, &str, &str)> = vec![
+        (Scripted::text("   "), "empty_summary", ""),
+        (Scripted::finish(GOOD, FinishReason::Length), "output_length", ""),
+        (Scripted::error(SummarizeError::Provider("boom".to_owned())), "provider_error", ""),
+        (Scripted::text("Just prose."), "malformed_summary_missing_section", ""),
+        (Scripted::text(&format!("{GOOD} and then:")), "malformed_summary_truncated", ""),
+        (Scripted::text(&huge), "replacement_not_smaller", ""),
+        (Scripted::text(&invented), "faithfulness_rejected", "faithfulness_max_unsupported_ratio = 0.2"),
+        (Scripted::text(&huge), "prefix_over_budget", "max_history_tokens = 6000"),
+    ];
+    for (summarizer, reason, config) in cases {
+        let (_dir, mnemo) = store(10, config);
+        let outcome = compact_with(&mnemo, summarizer);
+        assert!(outcome.recorded.is_none(), "{reason}");
+        let diagnostics = &outcome.history.diagnostics;
+        assert_eq!(diagnostics.decision, Decision::FailedOpen, "{reason}");
+        assert_eq!(diagnostics.fail_open_reason.as_deref(), Some(reason));
+        assert_eq!(outcome.history.notes[0].kind, "context_compaction_failed_open", "{reason}");
+        assert!(checkpoint_records(&mnemo).is_empty(), "{reason}: nothing persisted");
+        assert_eq!(outcome.history.events().count(), 4, "{reason}: only the latest turn is sent");
+    }
+}
+
+#[test]
+fn the_size_floor_and_input_budget_rows() {
+    // A span over 10,000 tokens may not be replaced by a summary under 200.
+    let (_dir, mnemo) = store(200, "max_history_tokens = 100000");
+    let outcome = compact_with(&mnemo, Scripted::text(GOOD));
+    assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("malformed_summary_too_small_for_fold"));
+    // An input that cannot fit even with every tool output omitted is refused before dispatch.
+    let (_dir, mnemo) = store(200, "max_history_tokens = 1000");
+    let scripted = Scripted::text(GOOD);
+    let outcome = compact_with(&mnemo, scripted.clone());
+    assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("input_too_large"));
+    assert!(scripted.seen.lock().unwrap().is_empty(), "the model was never called");
+}
+
+#[test]
+fn a_rolling_failure_never_lets_the_old_checkpoint_claim_new_events() {
+    let (_dir, mnemo) = store(10, "");
+    let old = compact(&mnemo).recorded.unwrap();
+    append_turns(&mnemo, 10, 3);
+    let outcome = compact_with(&mnemo, Scripted::error(SummarizeError::Provider("down".to_owned())));
+    let history = &outcome.history;
+    assert_eq!(history.diagnostics.decision, Decision::FailedOpen);
+    let boundary = history.boundary.as_ref().expect("the old checkpoint is the fallback");
+    assert_eq!(boundary.checkpoint, old.checkpoint.checkpoint);
+    assert_eq!(boundary.covered_events, old.checkpoint.coverage.event_count, "coverage unchanged");
+    let sent = items_event_ids(history);
+    let turns: Vec<String> = history.events().map(|e| e.turn_id.to_string()).collect();
+    assert!(turns.iter().all(|t| t == "t012"), "only the retained latest turn: {turns:?}");
+    assert_eq!(sent.len(), 4);
+    // The events folded in this round that the old checkpoint does not cover (turns 10 and 11)
+    // are absent, not claimed.
+    assert!(history.events().all(|e| e.turn_id.as_str() != "t010" && e.turn_id.as_str() != "t011"));
+    assert_eq!(checkpoint_records(&mnemo).len(), 1);
+    // Assembly afterwards still stands on the old checkpoint with every uncovered event raw.
+    let after = context(&mnemo);
+    assert_eq!(after.boundary.as_ref().unwrap().checkpoint, old.checkpoint.checkpoint);
+    assert_eq!(after.events().count(), 4 + 3 * 4);
+}
+
+/// Appends a checkpoint record straight to the log (bypassing the writer).
+fn append_checkpoint(mnemo: &Mnemo, checkpoint: CheckpointRecord) {
+    let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &[Record::CheckpointRecorded(checkpoint)]).unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+}
+
+fn session_events(mnemo: &Mnemo) -> Vec<RuntimeEvent> {
+    mnemo
+        .log_entries(Position(1), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "runtime_event")
+        .map(|e| serde_json::from_value(e.record).unwrap())
+        .collect()
+}
+
+fn build(events: &[RuntimeEvent], summary: &str) -> CheckpointRecord {
+    mnemo_compaction::testing::build_text(events, summary, None)
+}
+
+#[test]
+fn every_replay_fail_open_row_ignores_the_checkpoint_and_falls_back_to_raw_history() {
+    let cases = ["coverage_miss", "source_hash_mismatch", "prefix_over_budget", "replacement_not_smaller", "invalid_checkpoint"];
+    for reason in cases {
+        let (_dir, mnemo) = store(6, "");
+        let events = session_events(&mnemo);
+        let checkpoint = match reason {
+            "coverage_miss" => {
+                let mut skipping = events[..7].to_vec();
+                skipping.push(events[8].clone());
+                build(&skipping, GOOD)
+            }
+            "source_hash_mismatch" => {
+                let mut changed = events[..8].to_vec();
+                changed[3].ts = mnemo_core::TimestampMs(changed[3].ts.0 + 1);
+                build(&changed, GOOD)
+            }
+            "replacement_not_smaller" => build(&events[..2], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(200))),
+            "prefix_over_budget" => build(&events[..20], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(9_000))),
+            _ => {
+                let mut invalid = build(&events[..8], GOOD);
+                invalid.source_policy_version = "maka.compactable_runtime_event_projection.v0".to_owned();
+                invalid
+            }
+        };
+        append_checkpoint(&mnemo, checkpoint);
+        let history = context(&mnemo);
+        assert_eq!(history.diagnostics.decision, Decision::Unchanged, "{reason}");
+        assert!(history.boundary.is_none(), "{reason}: a checkpoint that failed is not reported");
+        assert_eq!(history.events().count(), 24, "{reason}: raw history");
+        if reason == "invalid_checkpoint" {
+            // The stage quarantines it at fold time: it is never even a candidate.
+            assert_eq!(history.diagnostics.reason.as_deref(), Some("below_high_water"));
+        } else {
+            assert_eq!(history.diagnostics.skipped_reason_counts.get(reason), Some(&1), "{reason}: {:?}", history.diagnostics);
+        }
+    }
+}
+
+#[test]
+fn every_selector_skip_row_leaves_raw_history() {
+    let cases = [
+        ("below_high_water", "", 6),
+        ("max_history_tokens_missing", "max_history_tokens = 0", 6),
+        ("insufficient_turns", "max_history_tokens = 10", 1),
+        ("lookup_miss", "max_history_tokens = 500\nmode = \"lookup\"", 6),
+        ("replay_over_budget", "max_history_tokens = 150", 6),
+    ];
+    for (reason, config, turns) in cases {
+        let (_dir, mnemo) = store(turns, config);
+        let history = context(&mnemo);
+        assert_eq!(history.diagnostics.reason.as_deref(), Some(reason), "{config}: {:?}", history.diagnostics);
+        if reason == "below_high_water" || reason == "lookup_miss" {
+            assert!(!history.diagnostics.compaction_due, "{reason}");
+        }
+        assert!(history.boundary.is_none());
+        assert!(checkpoint_records(&mnemo).is_empty());
+    }
+}
+
+#[test]
+fn an_oversized_latest_turn_folds_everything_or_ends_the_turn() {
+    let (_dir, mnemo) = store(6, "max_history_tokens = 900");
+    let huge = format!("{{\"session\":\"{SESSION}\",\"turn\":\"t900\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}\n", "word ".repeat(1000));
+    let transcript = mnemo::parse_transcript(huge.as_bytes(), "huge").unwrap();
+    let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
+    let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+    let history = context(&mnemo);
+    assert!(history.diagnostics.oversized_turn, "{:?}", history.diagnostics);
+    let options = CompactOptions { summarizer: Some(Scripted::unlimited(GOOD)), ..CompactOptions::default() };
+    let outcome = block_on(mnemo.prepare_history(&sid(), &options)).unwrap();
+    let recorded = outcome.recorded.clone().unwrap_or_else(|| panic!("{:?}", outcome.history.diagnostics));
+    assert_eq!(recorded.checkpoint.coverage.event_count, 25);
+    assert_eq!(outcome.history.diagnostics.context_budget_exhausted, None);
+    // The same, with a summarizer that fails: the turn ends with `summarizer_failed`.
+    let (_dir, mnemo) = store(6, "max_history_tokens = 900");
+    let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+    let options = CompactOptions { summarizer: Some(Scripted::error(SummarizeError::Provider("x".to_owned()))), ..CompactOptions::default() };
+    let outcome = block_on(mnemo.prepare_history(&sid(), &options)).unwrap();
+    assert_eq!(outcome.history.diagnostics.context_budget_exhausted, Some("summarizer_failed"));
+}
+
+/// A provider compactor bound to `codex` / `gpt-5`, answering with `items` custom parts.
+#[derive(Debug)]
+struct Codex {
+    items: usize,
+}
+
+impl ProviderCompactor for Codex {
+    fn identity(&self) -> SummarizerIdentity {
+        SummarizerIdentity { name: "codex".to_owned(), prompt_version: "remote-v2".to_owned() }
+    }
+    fn connection(&self) -> Connection {
+        Connection { provider_type: "openai-codex".to_owned(), slug: "codex".to_owned(), model: "gpt-5".to_owned() }
+    }
+    fn compact<'a>(&'a self, _: &'a ProviderCompactionRequest) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>> {
+        let part = json!({"type": "custom", "kind": "openai.compaction", "providerMetadata": {"openai": {"itemId": "it-1", "encryptedContent": "c2VjcmV0"}}});
+        let parts = vec![part; self.items];
+        Box::pin(async move { Ok(parts) })
+    }
+}
+
+#[test]
+fn provider_state_replays_only_to_its_own_connection_and_never_as_text() {
+    let (_dir, mnemo) = store(8, "");
+    let codex = Codex { items: 1 }.connection();
+    let options = CompactOptions {
+        context: ContextOptions { connection: codex.clone(), ..ContextOptions::default() },
+        provider_compactor: Some(Arc::new(Codex { items: 1 })),
+        ..CompactOptions::default()
+    };
+    let recorded = block_on(mnemo.compact(&sid(), &options)).unwrap().recorded.unwrap();
+    assert_eq!(recorded.checkpoint.version(), 3);
+    let history = mnemo.context(&sid(), &ContextOptions { connection: codex.clone(), ..ContextOptions::default() }).unwrap();
+    assert!(matches!(&history.items[0], HistoryItem::ProviderState { message, .. } if message["content"][0]["kind"] == "openai.compaction"));
+    assert!(!history.items.iter().any(|i| matches!(i, HistoryItem::Checkpoint { .. })));
+    let other = Connection { model: "gpt-4".to_owned(), ..codex };
+    let history = mnemo.context(&sid(), &ContextOptions { connection: other, ..ContextOptions::default() }).unwrap();
+    assert!(history.boundary.is_none());
+    assert_eq!(history.diagnostics.skipped_reason_counts.get("provider_state_unreplayable"), Some(&1));
+    // Two compaction items are invalid provider state.
+    let (_dir, mnemo) = store(8, "");
+    let options = CompactOptions {
+        context: ContextOptions { connection: Codex { items: 2 }.connection(), ..ContextOptions::default() },
+        provider_compactor: Some(Arc::new(Codex { items: 2 })),
+        ..CompactOptions::default()
+    };
+    let outcome = block_on(mnemo.compact(&sid(), &options)).unwrap();
+    assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("invalid_provider_state"));
+}
+
+#[test]
+fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
+    let (_dir, mnemo) = store(30, "");
+    let events = session_events(&mnemo);
+    let current = TurnId::new("t029").unwrap();
+    let anchor = events.iter().find(|e| e.turn_id == current).unwrap().id.clone();
+    let request = MidTurnOptions { turn: current.clone(), anchor: anchor.clone(), phase: CheckpointPhase::MidTurn, reference_tokens: 100_000 };
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    let MidTurnOutcome::Replaced { checkpoint, items } = outcome else { panic!("{outcome:?}") };
+    assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::MidTurn);
+    assert_eq!(checkpoint.checkpoint.head_anchor.as_ref().unwrap().event, anchor);
+    assert!(matches!(&items[1], HistoryItem::Event { event, .. } if event.id == anchor), "block, then the anchor");
+    let history = context(&mnemo);
+    assert_eq!(history.boundary.unwrap().phase, CheckpointPhase::MidTurn);
+    // An anchor that is not durable fails open.
+    let missing = MidTurnOptions { anchor: mnemo::EventId::new("nope").unwrap(), ..request };
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &missing, &CompactOptions::default())).unwrap();
+    assert_eq!(outcome, MidTurnOutcome::FailOpen { detail: "no_safe_completed_span", reason: "head_anchor_not_durable".to_owned() });
+}
+
+#[test]
+fn copy_rebuilds_text_checkpoints_under_new_identities() {
+    let (_dir, mnemo) = store(8, "");
+    let recorded = compact(&mnemo).recorded.unwrap();
+    let report = mnemo.copy_conversation(&sid(), None, None).unwrap();
+    assert_eq!(report.events, 32);
+    assert_eq!(report.checkpoints_rebuilt, 1);
+    let copy = mnemo.context(&report.session, &ContextOptions::default()).unwrap();
+    let boundary = copy.boundary.clone().unwrap();
+    assert_ne!(boundary.checkpoint, recorded.checkpoint.checkpoint);
+    assert_eq!(boundary.covered_events, recorded.checkpoint.coverage.event_count);
+    let original: Vec<String> = context(&mnemo).events().map(|e| e.id.to_string()).collect();
+    let copied: Vec<&RuntimeEvent> = copy.events().collect();
+    assert!(copied.iter().all(|e| e.session_id == report.session && !original.contains(&e.id.to_string())));
+    assert!(copied.iter().all(|e| e.turn_id.as_str() == "t007"), "turn ids are kept");
+    // Through a turn: a branch holds that turn's prefix and the checkpoint is left out with it.
+    let branch = mnemo.copy_conversation(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None).unwrap();
+    assert_eq!((branch.events, branch.checkpoints_rebuilt), (12, 0));
+    // The same target again is a conflict: nothing is appended twice.
+    assert!(mnemo.copy_conversation(&sid(), None, Some(report.session.clone())).is_err());
+}
+
+#[test]
+fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
+    let (_dir, mnemo) = store(6, "");
+    let events = session_events(&mnemo);
+    let mut provider = build(&events[..8], GOOD);
+    provider.body = mnemo_core::CheckpointBody::Provider { state: mnemo_compaction::testing::provider_state() };
+    append_checkpoint(&mnemo, provider);
+    let report = mnemo.copy_conversation(&sid(), None, None).unwrap();
+    assert_eq!((report.checkpoints_rebuilt, report.checkpoints_dropped), (0, 1));
+
+    let mut superseded = build(&events[..12], GOOD);
+    superseded.source_policy_version = "maka.compactable_runtime_event_projection.v0".to_owned();
+    append_checkpoint(&mnemo, superseded);
+    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    assert!(error.contains("invalid history compact checkpoint") && error.contains("source policy"), "{error}");
+
+    let (_dir, mnemo) = store(6, "");
+    let events = session_events(&mnemo);
+    let mut skipping = events[..7].to_vec();
+    skipping.push(events[8].clone());
+    append_checkpoint(&mnemo, build(&skipping, GOOD));
+    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    assert!(error.contains("unmatched") && error.contains("coverage_miss"), "{error}");
+
+    let (_dir, mnemo) = store(200, "");
+    let events = session_events(&mnemo);
+    let mut small = mnemo_compaction::build_checkpoint(mnemo_compaction::CheckpointInput {
+        session: &sid(),
+        covered: &events[..600],
+        body: mnemo_compaction::BodyInput::Text { summary: GOOD.to_owned(), legacy: true },
+        previous: None,
+        phase: CheckpointPhase::PreTurn,
+        head_anchor: None,
+        extraction_boundary: None,
+        now: None,
+        manifest: mnemo_compaction::testing::manifest(),
+        faithfulness: None,
+        chars_per_token: 4,
+    })
+    .unwrap();
+    small.body = mnemo_core::CheckpointBody::Text { summary: GOOD.to_owned(), summary_format: mnemo_core::SummaryFormat::SectionsV1 };
+    append_checkpoint(&mnemo, small);
+    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    assert!(error.contains("malformed_summary_too_small_for_fold"), "{error}");
+}
