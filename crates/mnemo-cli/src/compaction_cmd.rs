@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use clap::Args;
 use mnemo::{
-    AssembledHistory, CompactOptions, Content, ContextOptions, CopyBoundary, Decision, HistoryItem, Position, RuntimeEvent,
-    SessionId, TurnId,
+    AssembledHistory, CompactOptions, Content, ContextOptions, CopyBoundary, Decision, HistoryItem, Position,
+    RuntimeEvent, SessionId, TurnId,
 };
 use serde_json::Value;
 
@@ -88,20 +88,29 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
                     checkpoint.estimated_tokens
                 );
                 if let Some(report) = &checkpoint.faithfulness {
-                    println!("faithfulness: {} claims checked, {} unsupported", report.checked, report.unsupported.len());
+                    println!(
+                        "faithfulness: {} claims checked, {} unsupported",
+                        report.checked,
+                        report.unsupported.len()
+                    );
                 }
             }
             None => println!("nothing recorded: {}", reason(history)),
         }
         print_notes(history);
     });
-    let kept = outcome.recorded.is_some() || history.diagnostics.reason.as_deref() == Some("already_compacted");
+    let kept =
+        outcome.recorded.is_some() || history.diagnostics.reason.as_deref() == Some("already_compacted");
     Ok(if kept { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn reason(history: &AssembledHistory) -> String {
     let diagnostics = &history.diagnostics;
-    diagnostics.fail_open_reason.clone().or_else(|| diagnostics.reason.clone()).unwrap_or_else(|| "-".to_owned())
+    diagnostics
+        .fail_open_reason
+        .clone()
+        .or_else(|| diagnostics.reason.clone())
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 pub(crate) fn context(cli: &Cli, args: &ContextArgs) -> anyhow::Result<ExitCode> {
@@ -195,7 +204,10 @@ fn print_history(history: &AssembledHistory) {
     println!("tokens          {} before, {} after", diagnostics.tokens_before, diagnostics.tokens_after);
     println!(
         "budget          {} history, {} high water, {} reserve, {} chars/token",
-        diagnostics.max_history_tokens, diagnostics.high_water_tokens, diagnostics.reserve_tokens, diagnostics.chars_per_token
+        diagnostics.max_history_tokens,
+        diagnostics.high_water_tokens,
+        diagnostics.reserve_tokens,
+        diagnostics.chars_per_token
     );
     println!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
     println!("events read     {}", diagnostics.events_read);
@@ -223,7 +235,8 @@ fn event_line(position: Position, event: &RuntimeEvent) -> String {
     let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
     let shown: String = flat.chars().take(EVENT_LINE_CHARS_MAX).collect();
     let cut = if shown.len() < flat.len() { " [...]" } else { "" };
-    let role = serde_json::to_value(event.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let role =
+        serde_json::to_value(event.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
     format!("[{position:>6} {} {role}] {shown}{cut}", event.turn_id)
 }
 

@@ -7,11 +7,17 @@
 
 use std::collections::BTreeMap;
 
-use mnemo_core::{CheckpointBody, CheckpointId, CheckpointPhase, CheckpointRecord, Position, RuntimeEvent, SessionId, StreamRevision, TurnId};
+use mnemo_core::{
+    CheckpointBody, CheckpointId, CheckpointPhase, CheckpointRecord, Position, RuntimeEvent, SessionId,
+    StreamRevision, TurnId,
+};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::checkpoint::{Connection, ProjectionView, can_replay, match_prefix, provider_message, render_block, replay_token_estimate};
+use crate::checkpoint::{
+    Connection, ProjectionView, can_replay, match_prefix, provider_message, render_block,
+    replay_token_estimate,
+};
 use crate::error::CompactionError;
 use crate::ledger::{LoadPath, LoggedEvent, SessionLedger};
 use crate::policy::{CompactMode, CompactionPolicy};
@@ -243,7 +249,10 @@ pub(crate) fn checkpoint_items(checkpoint: &CheckpointRecord) -> Vec<HistoryItem
             .into_iter()
             .collect(),
         CheckpointBody::Provider { state } => {
-            vec![HistoryItem::ProviderState { checkpoint: checkpoint.checkpoint.clone(), message: provider_message(state) }]
+            vec![HistoryItem::ProviderState {
+                checkpoint: checkpoint.checkpoint.clone(),
+                message: provider_message(state),
+            }]
         }
         _ => Vec::new(),
     }
@@ -275,7 +284,8 @@ pub(crate) fn try_replay(
     let Some(last) = projection.entry(count - 1) else {
         return Ok(Err("coverage_miss"));
     };
-    let successors = ledger.compactable_from(StreamRevision(last.revision.0 + 1), options.current_turn.as_ref())?;
+    let successors =
+        ledger.compactable_from(StreamRevision(last.revision.0 + 1), options.current_turn.as_ref())?;
     *events_read += successors.len() as u64;
     let mut tail: Vec<LoggedEvent> = Vec::new();
     if let (CheckpointPhase::MidTurn, Some(anchor)) = (checkpoint.phase, &checkpoint.head_anchor) {
@@ -299,7 +309,9 @@ pub(crate) fn try_replay(
         Err(reason) => return Ok(Err(reason)),
     };
     let mut items = checkpoint_items(checkpoint);
-    items.extend(tail.into_iter().map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event) }));
+    items.extend(
+        tail.into_iter().map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event) }),
+    );
     Ok(Ok(Replay { items, tokens, source_tokens, boundary: boundary_of(logged) }))
 }
 
@@ -311,7 +323,11 @@ pub struct FoldPlan {
 }
 
 /// The selector: given the compactable prior events, decides whether to fold and where, or why not.
-pub fn select_fold(events: &[RuntimeEvent], policy: &CompactionPolicy, min_recent_turns: u64) -> Result<FoldPlan, &'static str> {
+pub fn select_fold(
+    events: &[RuntimeEvent],
+    policy: &CompactionPolicy,
+    min_recent_turns: u64,
+) -> Result<FoldPlan, &'static str> {
     let cpt = policy.chars_per_token;
     if policy.max_history() == 0 {
         return Err("max_history_tokens_missing");
@@ -331,7 +347,8 @@ pub fn select_fold(events: &[RuntimeEvent], policy: &CompactionPolicy, min_recen
     if policy.mode == CompactMode::Lookup {
         return Err("lookup_miss");
     }
-    let draft_chars: u64 = events[..folded].iter().map(|e| estimated_chars(e).min(DRAFT_EVENT_CHARS_MAX)).sum();
+    let draft_chars: u64 =
+        events[..folded].iter().map(|e| estimated_chars(e).min(DRAFT_EVENT_CHARS_MAX)).sum();
     let draft_tokens = estimate_tokens(draft_chars.min((DRAFT_SUMMARY_TOKENS_MAX * cpt).max(80)), cpt);
     if draft_tokens + estimate_events_tokens(&events[folded..], cpt) > policy.max_history() {
         return Err("replay_over_budget");
@@ -363,13 +380,16 @@ pub fn trim_whole_turns(events: &[LoggedEvent], policy: &CompactionPolicy) -> Ve
 /// Whether any turn of `events` alone exceeds the budget (§3.5).
 pub fn has_oversized_turn(events: &[LoggedEvent], policy: &CompactionPolicy) -> bool {
     let plain: Vec<RuntimeEvent> = events.iter().map(|e| e.event.clone()).collect();
-    turn_groups(&plain)
-        .iter()
-        .any(|(_, from, to)| estimate_events_tokens(&plain[*from..*to], policy.chars_per_token) > policy.max_history())
+    turn_groups(&plain).iter().any(|(_, from, to)| {
+        estimate_events_tokens(&plain[*from..*to], policy.chars_per_token) > policy.max_history()
+    })
 }
 
 pub(crate) fn event_items(events: &[LoggedEvent]) -> Vec<HistoryItem> {
-    events.iter().map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event.clone()) }).collect()
+    events
+        .iter()
+        .map(|e| HistoryItem::Event { position: e.position, event: Box::new(e.event.clone()) })
+        .collect()
 }
 
 pub(crate) fn items_tokens(items: &[HistoryItem], cpt: u64) -> u64 {
@@ -387,7 +407,10 @@ pub(crate) fn items_tokens(items: &[HistoryItem], cpt: u64) -> u64 {
 
 /// Assembles the history the next request would receive, without writing anything. A compaction
 /// the selector would make is reported as `compaction_due`.
-pub fn assemble(ledger: &SessionLedger<'_>, options: &AssemblyOptions) -> Result<AssembledHistory, CompactionError> {
+pub fn assemble(
+    ledger: &SessionLedger<'_>,
+    options: &AssemblyOptions,
+) -> Result<AssembledHistory, CompactionError> {
     let policy = &options.policy;
     let mut diagnostics = Diagnostics::new(policy);
     let mut events_read = 0u64;
@@ -417,7 +440,8 @@ pub fn assemble(ledger: &SessionLedger<'_>, options: &AssemblyOptions) -> Result
         }
     }
     let kept = if policy.enabled { trim_whole_turns(&prior, policy) } else { prior.clone() };
-    diagnostics.oversized_turn = policy.enabled && policy.max_history() > 0 && has_oversized_turn(&kept, policy);
+    diagnostics.oversized_turn =
+        policy.enabled && policy.max_history() > 0 && has_oversized_turn(&kept, policy);
     if diagnostics.oversized_turn {
         if policy.compaction_on() {
             diagnostics.compaction_due = true;

@@ -11,7 +11,9 @@ use mnemo_core::{
 };
 use serde_json::{Value, json};
 
-use crate::projection::{SOURCE_POLICY_VERSION, estimate_events_tokens, estimate_tokens, stable_json, utf16_len};
+use crate::projection::{
+    SOURCE_POLICY_VERSION, estimate_events_tokens, estimate_tokens, stable_json, utf16_len,
+};
 use crate::summary::{SummaryChecks, SummaryDefect, find_summary_defect};
 
 /// The prefix of every checkpoint id.
@@ -128,7 +130,10 @@ pub fn build_checkpoint(input: CheckpointInput<'_>) -> Result<CheckpointRecord, 
     };
     for event in input.covered {
         if &event.session_id != input.session {
-            return Err(BuildError::CrossSession { event: event.id.clone(), session: event.session_id.clone() });
+            return Err(BuildError::CrossSession {
+                event: event.id.clone(),
+                session: event.session_id.clone(),
+            });
         }
         if event.partial {
             return Err(BuildError::Partial(event.id.clone()));
@@ -184,11 +189,14 @@ fn build_body(input: &CheckpointInput<'_>) -> Result<CheckpointBody, BuildError>
             }
             if !legacy {
                 let span = estimate_events_tokens(input.covered, input.chars_per_token);
-                if let Some(defect) = find_summary_defect(summary, SummaryChecks::full(span, input.chars_per_token)) {
+                if let Some(defect) =
+                    find_summary_defect(summary, SummaryChecks::full(span, input.chars_per_token))
+                {
                     return Err(BuildError::Defect(defect));
                 }
             }
-            let summary_format = if *legacy { SummaryFormat::LegacyFreeform } else { SummaryFormat::SectionsV1 };
+            let summary_format =
+                if *legacy { SummaryFormat::LegacyFreeform } else { SummaryFormat::SectionsV1 };
             Ok(CheckpointBody::Text { summary: summary.to_owned(), summary_format })
         }
         BodyInput::Provider(state) => {
@@ -230,7 +238,9 @@ fn check_anchor(input: &CheckpointInput<'_>, last: &RuntimeEvent) -> Result<Opti
         return Err(BuildError::HeadAnchor("the anchor must be in the last covered event's turn".to_owned()));
     }
     if anchor.role != Role::User || anchor.author != Author::User {
-        return Err(BuildError::HeadAnchor("the anchor must be a user event authored by the user".to_owned()));
+        return Err(BuildError::HeadAnchor(
+            "the anchor must be a user event authored by the user".to_owned(),
+        ));
     }
     Ok(Some(HeadAnchor { event: anchor.id.clone(), turn: anchor.turn_id.clone() }))
 }
@@ -255,15 +265,21 @@ pub fn checkpoint_id(record: &CheckpointRecord) -> CheckpointId {
             identity.insert("body".to_owned(), serde_json::to_value(other).unwrap_or(Value::Null));
         }
     }
-    let previous = record.previous.as_ref().map_or_else(|| "[undefined]".to_owned(), |p| p.as_str().to_owned());
+    let previous =
+        record.previous.as_ref().map_or_else(|| "[undefined]".to_owned(), |p| p.as_str().to_owned());
     identity.insert("previousCheckpointId".to_owned(), json!(previous));
     if record.phase == CheckpointPhase::MidTurn {
         identity.insert("phase".to_owned(), json!("mid_turn"));
-        identity.insert("headAnchor".to_owned(), serde_json::to_value(&record.head_anchor).unwrap_or(Value::Null));
+        identity.insert(
+            "headAnchor".to_owned(),
+            serde_json::to_value(&record.head_anchor).unwrap_or(Value::Null),
+        );
     }
     if let Some(boundary) = &record.extraction_boundary {
-        identity
-            .insert("memoryExtractionBoundary".to_owned(), serde_json::to_value(boundary).unwrap_or(Value::Null));
+        identity.insert(
+            "memoryExtractionBoundary".to_owned(),
+            serde_json::to_value(boundary).unwrap_or(Value::Null),
+        );
     }
     let digest = Digest::sha256(stable_json(&Value::Object(identity)).as_bytes());
     let text = format!("{CHECKPOINT_ID_PREFIX}{}", &digest.to_hex()[..32]);
@@ -439,7 +455,9 @@ pub fn can_replace(current: Option<&CheckpointRecord>, candidate: &CheckpointRec
     let Some(current) = current else {
         return true;
     };
-    if current.source_policy_version != candidate.source_policy_version || current.session != candidate.session {
+    if current.source_policy_version != candidate.source_policy_version
+        || current.session != candidate.session
+    {
         return false;
     }
     let (cur, cand) = (&current.coverage, &candidate.coverage);
@@ -555,7 +573,10 @@ impl ProjectionView for [RuntimeEvent] {
 /// Matches a checkpoint against a projection (§4.5), checking in order: shape, count and the last
 /// covered event, the first covered event, the mid-turn anchor, and finally the digest. On success
 /// returns how many events it covers; the rest are its successors.
-pub fn match_prefix<P: ProjectionView + ?Sized>(record: &CheckpointRecord, projection: &P) -> Result<u64, MatchMiss> {
+pub fn match_prefix<P: ProjectionView + ?Sized>(
+    record: &CheckpointRecord,
+    projection: &P,
+) -> Result<u64, MatchMiss> {
     if validate_shape(record, None).is_err() {
         return Err(MatchMiss::InvalidCheckpoint);
     }
@@ -565,7 +586,10 @@ pub fn match_prefix<P: ProjectionView + ?Sized>(record: &CheckpointRecord, proje
         return Err(MatchMiss::CoverageMiss);
     }
     let last = projection.facts(count - 1).ok_or(MatchMiss::CoverageMiss)?;
-    if last.run != coverage.through.run || last.turn != coverage.through.turn || last.event != coverage.through.event {
+    if last.run != coverage.through.run
+        || last.turn != coverage.through.turn
+        || last.event != coverage.through.event
+    {
         return Err(MatchMiss::CoverageMiss);
     }
     let first = projection.facts(0).ok_or(MatchMiss::CoverageMiss)?;
@@ -709,10 +733,22 @@ mod tests {
         let pre = build(None, &events[..4], CheckpointPhase::PreTurn);
         assert!(mid.is_ok());
         assert_ne!(mid.map(|r| r.checkpoint).ok(), pre.map(|r| r.checkpoint).ok());
-        assert!(matches!(build(None, &events[..4], CheckpointPhase::MidTurn), Err(BuildError::HeadAnchor(_))));
-        assert!(matches!(build(Some("e9"), &events[..4], CheckpointPhase::MidTurn), Err(BuildError::HeadAnchor(_))));
-        assert!(matches!(build(Some("e4"), &events[..4], CheckpointPhase::MidTurn), Err(BuildError::HeadAnchor(_))));
-        assert!(matches!(build(Some("e1"), &events[..5], CheckpointPhase::MidTurn), Err(BuildError::HeadAnchor(_))));
+        assert!(matches!(
+            build(None, &events[..4], CheckpointPhase::MidTurn),
+            Err(BuildError::HeadAnchor(_))
+        ));
+        assert!(matches!(
+            build(Some("e9"), &events[..4], CheckpointPhase::MidTurn),
+            Err(BuildError::HeadAnchor(_))
+        ));
+        assert!(matches!(
+            build(Some("e4"), &events[..4], CheckpointPhase::MidTurn),
+            Err(BuildError::HeadAnchor(_))
+        ));
+        assert!(matches!(
+            build(Some("e1"), &events[..5], CheckpointPhase::MidTurn),
+            Err(BuildError::HeadAnchor(_))
+        ));
     }
 
     #[test]
@@ -755,7 +791,11 @@ mod tests {
         let Ok(record) = record else { panic!("a valid V3 checkpoint builds") };
         assert_eq!(record.version(), 3);
         assert_eq!(render_block(&record), None);
-        let codex = Connection { provider_type: CODEX_PROVIDER_TYPE.to_owned(), slug: "codex".to_owned(), model: "gpt-5".to_owned() };
+        let codex = Connection {
+            provider_type: CODEX_PROVIDER_TYPE.to_owned(),
+            slug: "codex".to_owned(),
+            model: "gpt-5".to_owned(),
+        };
         assert!(can_replay(&record, &codex));
         assert!(can_continue(&record, &codex));
         let other_model = Connection { model: "gpt-4".to_owned(), ..codex.clone() };

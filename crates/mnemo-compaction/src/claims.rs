@@ -27,10 +27,29 @@ pub enum ClaimKind {
 }
 
 fn trim_token(token: &str) -> &str {
-    token.trim_matches(|c: char| {
-        matches!(c, '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>' | '"' | '\'' | ',' | ';' | ':' | '!' | '?' | '*' | '`')
-    })
-    .trim_end_matches('.')
+    token
+        .trim_matches(|c: char| {
+            matches!(
+                c,
+                '(' | ')'
+                    | '['
+                    | ']'
+                    | '{'
+                    | '}'
+                    | '<'
+                    | '>'
+                    | '"'
+                    | '\''
+                    | ','
+                    | ';'
+                    | ':'
+                    | '!'
+                    | '?'
+                    | '*'
+                    | '`'
+            )
+        })
+        .trim_end_matches('.')
 }
 
 /// Whether a token is a file path (or URL).
@@ -57,7 +76,9 @@ fn is_identifier(token: &str) -> bool {
     if token.len() < 3 || token.len() > CLAIM_BYTES_MAX {
         return false;
     }
-    if !token.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':') || !token.chars().any(char::is_alphabetic) {
+    if !token.chars().all(|c| c.is_alphanumeric() || c == '_' || c == ':')
+        || !token.chars().any(char::is_alphabetic)
+    {
         return false;
     }
     let snake = token.contains('_') && !token.starts_with('_');
@@ -139,9 +160,12 @@ mod tests {
 
     #[test]
     fn spots_paths_code_identifiers_numbers_and_quotes() {
-        let found = claims("1. Edit src/lib.rs and Cargo.toml, run `cargo test` for parse_line (E0308) on 42 \"exact words\"");
+        let found = claims(
+            "1. Edit src/lib.rs and Cargo.toml, run `cargo test` for parse_line (E0308) on 42 \"exact words\"",
+        );
         let values: Vec<&str> = found.iter().map(|(_, v)| v.as_str()).collect();
-        for expected in ["src/lib.rs", "Cargo.toml", "cargo test", "parse_line", "E0308", "42", "exact words"] {
+        for expected in ["src/lib.rs", "Cargo.toml", "cargo test", "parse_line", "E0308", "42", "exact words"]
+        {
             assert!(values.contains(&expected), "{expected} in {values:?}");
         }
         assert!(!values.contains(&"1"), "a list marker is not a claim");

@@ -19,9 +19,15 @@ use crate::summarizer::BoxFuture;
 /// Where checkpoints are durably recorded and read back: the facade implements it over the log.
 pub trait CheckpointRecorder: Send + Sync + std::fmt::Debug {
     /// The latest durable checkpoint of `session` (§4.4), or none.
-    fn load<'a>(&'a self, session: &'a SessionId) -> BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>>;
+    fn load<'a>(
+        &'a self,
+        session: &'a SessionId,
+    ) -> BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>>;
     /// Appends the checkpoint durably to its session stream and returns it as logged.
-    fn append<'a>(&'a self, checkpoint: &'a CheckpointRecord) -> BoxFuture<'a, Result<LoggedCheckpoint, CompactionError>>;
+    fn append<'a>(
+        &'a self,
+        checkpoint: &'a CheckpointRecord,
+    ) -> BoxFuture<'a, Result<LoggedCheckpoint, CompactionError>>;
 }
 
 #[derive(Debug, Default)]
@@ -70,7 +76,11 @@ impl Coordinator {
         self.load_locked(&mut slot, session).await
     }
 
-    async fn load_locked(&self, slot: &mut Slot, session: &SessionId) -> Result<Option<LoggedCheckpoint>, CompactionError> {
+    async fn load_locked(
+        &self,
+        slot: &mut Slot,
+        session: &SessionId,
+    ) -> Result<Option<LoggedCheckpoint>, CompactionError> {
         if let Some(cached) = &slot.cached {
             return Ok(cached.clone());
         }

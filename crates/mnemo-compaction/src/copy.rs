@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_core::{
-    CheckpointBody, CheckpointId, ConversationCopied, CopyBoundary, EventId, InvocationId, Position, Record, RunId,
-    RuntimeEvent, SessionId, SessionOpened, StorageRef, SummaryFormat, TurnId, TurnEnded,
+    CheckpointBody, CheckpointId, ConversationCopied, CopyBoundary, EventId, InvocationId, Position, Record,
+    RunId, RuntimeEvent, SessionId, SessionOpened, StorageRef, SummaryFormat, TurnEnded, TurnId,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -103,10 +103,13 @@ pub fn plan_copy(ledger: &SessionLedger<'_>, options: &CopyOptions) -> Result<Co
         match &logged.record {
             Record::SessionOpened(open) => {
                 opened = true;
-                plan_records.push(Record::SessionOpened(SessionOpened { session: target.clone(), ..open.clone() }));
+                plan_records
+                    .push(Record::SessionOpened(SessionOpened { session: target.clone(), ..open.clone() }));
                 plan_records.push(copied_marker(&source, &target, options));
             }
-            Record::RuntimeEvent(event) => plan_records.push(Record::RuntimeEvent(copier.clone_event(event)?)),
+            Record::RuntimeEvent(event) => {
+                plan_records.push(Record::RuntimeEvent(copier.clone_event(event)?))
+            }
             Record::TurnEnded(end) => plan_records.push(Record::TurnEnded(TurnEnded {
                 session: target.clone(),
                 turn: end.turn.clone(),
@@ -114,7 +117,11 @@ pub fn plan_copy(ledger: &SessionLedger<'_>, options: &CopyOptions) -> Result<Co
                 status: end.status,
             })),
             Record::CheckpointRecorded(checkpoint) => {
-                match copier.rebuild_checkpoint(checkpoint, &source_projection, options.chars_per_token.max(1))? {
+                match copier.rebuild_checkpoint(
+                    checkpoint,
+                    &source_projection,
+                    options.chars_per_token.max(1),
+                )? {
                     Some(rebuilt) => {
                         checkpoints_rebuilt += 1;
                         plan_records.push(Record::CheckpointRecorded(rebuilt));
@@ -157,7 +164,10 @@ fn placeholder_event() -> EventId {
 /// The first log position not copied: `through` a turn keeps turns up to and including it, `before`
 /// a turn keeps the turns strictly before it (turn order is first appearance), an event keeps
 /// everything up to and including it.
-fn cut_position(records: &[mnemo_pipeline::LoggedRecord], up_to: Option<&CopyBoundary>) -> Result<Position, CompactionError> {
+fn cut_position(
+    records: &[mnemo_pipeline::LoggedRecord],
+    up_to: Option<&CopyBoundary>,
+) -> Result<Position, CompactionError> {
     let Some(up_to) = up_to else {
         return Ok(Position(u64::MAX));
     };
@@ -177,12 +187,19 @@ fn cut_position(records: &[mnemo_pipeline::LoggedRecord], up_to: Option<&CopyBou
     let first_of = |turn: &TurnId| events.iter().find(|(_, e)| &e.turn_id == turn).map(|(p, _)| *p);
     match up_to {
         CopyBoundary::ThroughTurn(turn) | CopyBoundary::BeforeTurn(turn) => {
-            let index = order.iter().position(|t| *t == turn).ok_or_else(|| copy_error("source turn does not exist"))?;
-            let first_excluded = if matches!(up_to, CopyBoundary::ThroughTurn(_)) { index + 1 } else { index };
+            let index = order
+                .iter()
+                .position(|t| *t == turn)
+                .ok_or_else(|| copy_error("source turn does not exist"))?;
+            let first_excluded =
+                if matches!(up_to, CopyBoundary::ThroughTurn(_)) { index + 1 } else { index };
             Ok(order.get(first_excluded).and_then(|t| first_of(t)).unwrap_or(Position(u64::MAX)))
         }
         CopyBoundary::ThroughEvent(event) => {
-            let (position, _) = events.iter().find(|(_, e)| &e.id == event).ok_or_else(|| copy_error("source event does not exist"))?;
+            let (position, _) = events
+                .iter()
+                .find(|(_, e)| &e.id == event)
+                .ok_or_else(|| copy_error("source event does not exist"))?;
             Ok(Position(position.0 + 1))
         }
         _ => Err(copy_error("unsupported copy boundary")),
@@ -211,7 +228,8 @@ impl<'a> Copier<'a> {
         clone.id = new_id(derived("evt-", self.target, event.id.as_str()))?;
         clone.session_id = self.target.clone();
         clone.run_id = self.run(&event.run_id)?;
-        clone.invocation_id = new_id::<InvocationId>(derived("inv-", self.target, event.invocation_id.as_str()))?;
+        clone.invocation_id =
+            new_id::<InvocationId>(derived("inv-", self.target, event.invocation_id.as_str()))?;
         if let Some(refs) = &mut clone.refs {
             refs.trace_event_id = None;
             if let Some(run) = &refs.source_run_id {
@@ -223,10 +241,10 @@ impl<'a> Copier<'a> {
         }
         if let Some(mnemo_core::Content::Text(text)) = &mut clone.content {
             for attachment in text.attachments.iter_mut().flatten() {
-                if let StorageRef::SessionFile { session_id, .. } = &mut attachment.location {
-                    if session_id == self.source.as_str() {
-                        *session_id = self.target.to_string();
-                    }
+                if let StorageRef::SessionFile { session_id, .. } = &mut attachment.location
+                    && session_id == self.source.as_str()
+                {
+                    *session_id = self.target.to_string();
                 }
             }
         }
@@ -243,27 +261,43 @@ impl<'a> Copier<'a> {
         projection: &[RuntimeEvent],
         chars_per_token: u64,
     ) -> Result<Option<mnemo_core::CheckpointRecord>, CompactionError> {
-        validate_shape(checkpoint, Some(self.source))
-            .map_err(|reason| copy_error(format!("cannot copy invalid history compact checkpoint {}: {reason}", checkpoint.checkpoint)))?;
+        validate_shape(checkpoint, Some(self.source)).map_err(|reason| {
+            copy_error(format!(
+                "cannot copy invalid history compact checkpoint {}: {reason}",
+                checkpoint.checkpoint
+            ))
+        })?;
         let CheckpointBody::Text { summary, summary_format } = &checkpoint.body else {
             return Ok(None);
         };
         let count = match_prefix(checkpoint, projection).map_err(|miss| {
-            copy_error(format!("cannot copy unmatched history compact checkpoint {}: {}", checkpoint.checkpoint, miss.code()))
+            copy_error(format!(
+                "cannot copy unmatched history compact checkpoint {}: {}",
+                checkpoint.checkpoint,
+                miss.code()
+            ))
         })?;
         let covered = &projection[..count as usize];
         let legacy = *summary_format == SummaryFormat::LegacyFreeform;
         if !legacy {
             let span = estimate_events_tokens(covered, chars_per_token);
             if let Some(defect) = find_summary_defect(summary, SummaryChecks::full(span, chars_per_token)) {
-                return Err(copy_error(format!("checkpoint {} has a defective summary: {}", checkpoint.checkpoint, defect.code())));
+                return Err(copy_error(format!(
+                    "checkpoint {} has a defective summary: {}",
+                    checkpoint.checkpoint,
+                    defect.code()
+                )));
             }
         }
-        let clones: Vec<RuntimeEvent> = covered
-            .iter()
-            .map(|e| self.clones.get(&e.id).cloned())
-            .collect::<Option<_>>()
-            .ok_or_else(|| copy_error(format!("checkpoint {} crosses the conversation copy boundary", checkpoint.checkpoint)))?;
+        let clones: Vec<RuntimeEvent> =
+            covered.iter().map(|e| self.clones.get(&e.id).cloned()).collect::<Option<_>>().ok_or_else(
+                || {
+                    copy_error(format!(
+                        "checkpoint {} crosses the conversation copy boundary",
+                        checkpoint.checkpoint
+                    ))
+                },
+            )?;
         let anchor = match &checkpoint.head_anchor {
             Some(anchor) => Some(self.clones.get(&anchor.event).map(|c| c.id.clone()).ok_or_else(|| {
                 copy_error(format!("checkpoint {} anchors outside the copy", checkpoint.checkpoint))

@@ -7,7 +7,9 @@
 use serde_json::Value;
 
 use crate::claims::paths;
-use crate::summarizer::{BoxFuture, FinishReason, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse};
+use crate::summarizer::{
+    BoxFuture, FinishReason, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
+};
 use crate::summary::{SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS};
 
 /// The embedded summarizer's name in manifests.
@@ -39,7 +41,10 @@ impl Summarizer for ExtractiveSummarizer {
         false
     }
 
-    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
         Box::pin(async move { Ok(SummaryResponse { text: summarize(request), finish: FinishReason::Stop }) })
     }
 }
@@ -60,8 +65,12 @@ fn items(request: &SummaryRequest) -> Vec<Item> {
         let role = message["role"].as_str().unwrap_or_default();
         for part in message["content"].as_array().into_iter().flatten() {
             match (role, part["type"].as_str().unwrap_or_default()) {
-                ("user", "text") => out.push(Item::User(part["text"].as_str().unwrap_or_default().to_owned())),
-                ("assistant", "text") => out.push(Item::Reply(part["text"].as_str().unwrap_or_default().to_owned())),
+                ("user", "text") => {
+                    out.push(Item::User(part["text"].as_str().unwrap_or_default().to_owned()))
+                }
+                ("assistant", "text") => {
+                    out.push(Item::Reply(part["text"].as_str().unwrap_or_default().to_owned()))
+                }
                 ("assistant", "tool-call") => out.push(Item::Call {
                     id: part["toolCallId"].as_str().unwrap_or_default().to_owned(),
                     name: part["toolName"].as_str().unwrap_or_default().to_owned(),
@@ -117,7 +126,8 @@ fn command_of(input: &Value) -> Option<String> {
         Value::String(cmd) if !cmd.contains('`') && !cmd.trim().is_empty() => Some(clean(cmd, 160)),
         Value::Array(parts) => {
             let words: Vec<&str> = parts.iter().filter_map(Value::as_str).collect();
-            (!words.is_empty() && words.iter().all(|w| !w.contains('`'))).then(|| clean(&words.join(" "), 160))
+            (!words.is_empty() && words.iter().all(|w| !w.contains('`')))
+                .then(|| clean(&words.join(" "), 160))
         }
         _ => None,
     })
@@ -151,12 +161,15 @@ fn push_unique(lines: &mut Vec<String>, line: String) {
 fn summarize(request: &SummaryRequest) -> String {
     let items = items(request);
     let prior = request.previous_summary.as_deref();
-    let users: Vec<&String> = items.iter().filter_map(|i| if let Item::User(t) = i { Some(t) } else { None }).collect();
+    let users: Vec<&String> =
+        items.iter().filter_map(|i| if let Item::User(t) = i { Some(t) } else { None }).collect();
 
     let mut goal = previous_section(prior, "## Goal");
     match (goal.is_empty(), users.first(), users.last()) {
         (true, Some(first), _) => goal.push(clean(first, LINE_CHARS_MAX)),
-        (false, _, Some(last)) => push_unique(&mut goal, format!("- Latest request: {}", clean(last, LINE_CHARS_MAX))),
+        (false, _, Some(last)) => {
+            push_unique(&mut goal, format!("- Latest request: {}", clean(last, LINE_CHARS_MAX)))
+        }
         _ => {}
     }
     if goal.iter().all(|l| l.trim().is_empty()) {
@@ -178,13 +191,18 @@ fn summarize(request: &SummaryRequest) -> String {
                 });
                 let what = call.map_or_else(|| format!("`{name}`"), |cmd| format!("`{name}` `{cmd}`"));
                 let outcome = if *error { "failed" } else { "returned" };
-                push_unique(&mut done, format!("- Ran {what}; it {outcome} {}", clean(first_line(value), 160)));
+                push_unique(
+                    &mut done,
+                    format!("- Ran {what}; it {outcome} {}", clean(first_line(value), 160)),
+                );
                 last_error = error.then(|| (name.clone(), clean(first_line(value), 200)));
                 if !error {
                     last_error = None;
                 }
             }
-            Item::Reply(text) => push_unique(&mut done, format!("- Replied: {}", clean(first_line(text), 200))),
+            Item::Reply(text) => {
+                push_unique(&mut done, format!("- Replied: {}", clean(first_line(text), 200)))
+            }
             Item::User(_) => {}
         }
     }
@@ -195,7 +213,8 @@ fn summarize(request: &SummaryRequest) -> String {
         done.push("- Nothing completed yet.".to_owned());
     }
 
-    let mut in_progress: Vec<String> = open_calls.iter().map(|(_, name)| format!("- Waiting on `{name}`")).collect();
+    let mut in_progress: Vec<String> =
+        open_calls.iter().map(|(_, name)| format!("- Waiting on `{name}`")).collect();
     if let Some(Item::User(text)) = items.last() {
         in_progress.push(format!("- Working on: {}", clean(text, LINE_CHARS_MAX)));
     }
@@ -224,7 +243,10 @@ fn summarize(request: &SummaryRequest) -> String {
             }
             Item::Result { value, error, name, .. } => {
                 if *error {
-                    push_unique(&mut context, format!("- Error from `{name}`: {}", clean(first_line(value), 200)));
+                    push_unique(
+                        &mut context,
+                        format!("- Error from `{name}`: {}", clean(first_line(value), 200)),
+                    );
                 }
                 value.clone()
             }
@@ -247,7 +269,13 @@ fn summarize(request: &SummaryRequest) -> String {
     summary
 }
 
-fn render(goal: &[String], done: &[String], in_progress: &[String], next: &[String], context: &[String]) -> String {
+fn render(
+    goal: &[String],
+    done: &[String],
+    in_progress: &[String],
+    next: &[String],
+    context: &[String],
+) -> String {
     let mut out = String::from("## Goal\n");
     out.push_str(&goal.join("\n"));
     out.push_str("\n\n## Progress\n### Done\n");
@@ -301,7 +329,10 @@ mod tests {
     use crate::testing::{build_text, call, result, text_event};
 
     fn block_on<F: std::future::Future>(future: F) -> F::Output {
-        tokio::runtime::Builder::new_current_thread().build().map(|rt| rt.block_on(future)).unwrap_or_else(|e| panic!("{e}"))
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map(|rt| rt.block_on(future))
+            .unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn session() -> Vec<mnemo_core::RuntimeEvent> {
@@ -331,14 +362,18 @@ mod tests {
     #[test]
     fn rolls_forward_from_the_previous_summary_and_reaches_the_floor() {
         let events = session();
-        let first = block_on(summarize_text(&ExtractiveSummarizer, &events[..4], None, &events[..4], None, 4));
+        let first =
+            block_on(summarize_text(&ExtractiveSummarizer, &events[..4], None, &events[..4], None, 4));
         let first_text = first.ok().flatten().map(|s| s.text).unwrap_or_default();
         let previous = build_text(&events[..4], &first_text, None);
-        let rolled = block_on(summarize_text(&ExtractiveSummarizer, &events, Some(&previous), &events[4..], None, 4));
+        let rolled =
+            block_on(summarize_text(&ExtractiveSummarizer, &events, Some(&previous), &events[4..], None, 4));
         let rolled = rolled.ok().flatten().map(|s| s.text).unwrap_or_default();
         assert!(rolled.contains("Fix the failing build"), "{rolled}");
         assert!(rolled.contains("Latest request: Now run the tests"), "{rolled}");
-        let big: Vec<_> = (0..6).map(|i| text_event(&format!("e{i}"), "t1", "user", &format!("{i} {}", "word ".repeat(1_800)))).collect();
+        let big: Vec<_> = (0..6)
+            .map(|i| text_event(&format!("e{i}"), "t1", "user", &format!("{i} {}", "word ".repeat(1_800))))
+            .collect();
         let summary = block_on(summarize_text(&ExtractiveSummarizer, &big, None, &big, None, 4));
         let text = summary.ok().flatten().map(|s| s.text).unwrap_or_default();
         assert!(text.encode_utf16().count() >= 800, "{text}");

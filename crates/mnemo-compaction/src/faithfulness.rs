@@ -65,7 +65,11 @@ fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
 pub fn check_faithfulness(summary: &str, covered: &[RuntimeEvent]) -> FaithfulnessReport {
     let evidence = evidence_text(covered);
     let found = claims(summary);
-    let unsupported = found.iter().filter(|(_, claim)| !evidence.contains(claim.as_str())).map(|(_, c)| c.clone()).collect();
+    let unsupported = found
+        .iter()
+        .filter(|(_, claim)| !evidence.contains(claim.as_str()))
+        .map(|(_, c)| c.clone())
+        .collect();
     FaithfulnessReport { checked: found.len() as u64, unsupported }
 }
 

@@ -69,7 +69,11 @@ impl<'a> SessionLedger<'a> {
 
     /// The ledger of `session` as it stood at `position`: the stage is folded afresh, in memory,
     /// over the session's records up to that position, by the same projector that runs live.
-    pub fn as_of(log: &'a dyn LogBackend, session: &SessionId, position: Position) -> Result<Self, CompactionError> {
+    pub fn as_of(
+        log: &'a dyn LogBackend,
+        session: &SessionId,
+        position: Position,
+    ) -> Result<Self, CompactionError> {
         let position = position.min(log.head());
         let mut ledger = SessionLedger {
             log,
@@ -126,7 +130,9 @@ impl<'a> SessionLedger<'a> {
     pub fn latest(&self) -> Result<(Option<LoggedCheckpoint>, LoadPath), CompactionError> {
         match view(self.store.as_ref(), &self.session)? {
             LatestView::Empty => return Ok((None, LoadPath::Empty)),
-            LatestView::Checkpoint(logged) if validate_loadable(&logged.checkpoint, Some(&self.session)).is_ok() => {
+            LatestView::Checkpoint(logged)
+                if validate_loadable(&logged.checkpoint, Some(&self.session)).is_ok() =>
+            {
                 return Ok((Some(*logged), LoadPath::View));
             }
             _ => {}
@@ -143,7 +149,11 @@ impl<'a> SessionLedger<'a> {
             if let Record::CheckpointRecorded(checkpoint) = logged.record {
                 let duplicate = out.iter().any(|c| c.checkpoint.checkpoint == checkpoint.checkpoint);
                 if !duplicate && validate_loadable(&checkpoint, Some(&self.session)).is_ok() {
-                    out.push(LoggedCheckpoint { position: logged.position, timestamp: logged.timestamp, checkpoint });
+                    out.push(LoggedCheckpoint {
+                        position: logged.position,
+                        timestamp: logged.timestamp,
+                        checkpoint,
+                    });
                 }
             }
         }
@@ -180,7 +190,9 @@ impl<'a> SessionLedger<'a> {
             .records(revision)?
             .into_iter()
             .filter_map(|logged| match logged.record {
-                Record::RuntimeEvent(event) => Some(LoggedEvent { position: logged.position, revision: logged.revision, event }),
+                Record::RuntimeEvent(event) => {
+                    Some(LoggedEvent { position: logged.position, revision: logged.revision, event })
+                }
                 _ => None,
             })
             .filter(|e| is_compactable(&e.event) && !is_synthetic(&e.event))

@@ -27,20 +27,21 @@ mod projection;
 mod stage;
 mod summarizer;
 mod summary;
-mod writer;
 #[doc(hidden)]
 pub mod testing;
+mod writer;
 
 pub use assembly::{
-    AssembledHistory, AssemblyOptions, Boundary, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, Decision, Diagnostics,
-    FoldPlan, HistoryItem, Note, assemble, has_oversized_turn, replay_fits, select_fold, trim_whole_turns,
+    AssembledHistory, AssemblyOptions, Boundary, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, Decision,
+    Diagnostics, FoldPlan, HistoryItem, Note, assemble, has_oversized_turn, replay_fits, select_fold,
+    trim_whole_turns,
 };
 pub use checkpoint::{
-    BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection, EntryFacts, MatchMiss,
-    PROVIDER_LIMITATIONS, PROVIDER_PART_KIND, ProjectionView, SYNTHETIC_EVENT_PREFIX, TEXT_LIMITATIONS, build_checkpoint,
-    can_continue, can_replace, can_replay, checkpoint_id, is_synthetic, match_prefix, provider_message, render_block,
-    replay_token_estimate, stored_token_estimate, synthetic_event, validate_loadable, validate_provider_state,
-    validate_shape,
+    BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection,
+    EntryFacts, MatchMiss, PROVIDER_LIMITATIONS, PROVIDER_PART_KIND, ProjectionView, SYNTHETIC_EVENT_PREFIX,
+    TEXT_LIMITATIONS, build_checkpoint, can_continue, can_replace, can_replay, checkpoint_id, is_synthetic,
+    match_prefix, provider_message, render_block, replay_token_estimate, stored_token_estimate,
+    synthetic_event, validate_loadable, validate_provider_state, validate_shape,
 };
 pub use coordinator::{CheckpointRecorder, Coordinator, TurnGuard};
 pub use copy::{CopyOptions, CopyPlan, default_target as default_copy_target, plan_copy};
@@ -49,8 +50,8 @@ pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, 
 pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{
-    MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn, estimate_payload_tokens,
-    overflow_phase, select_safe_boundary,
+    MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,
+    estimate_payload_tokens, overflow_phase, select_safe_boundary,
 };
 pub use policy::{CapacitySource, CompactMode, CompactionPolicy, MANUAL_HIGH_WATER_RATIO};
 pub use projection::{
@@ -58,16 +59,17 @@ pub use projection::{
     estimated_chars, is_compactable, source_digest, stable_event, stable_json, turn_groups, utf16_len,
 };
 pub use stage::{
-    IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry, STAGE_NAME as LATEST_CHECKPOINT_STAGE,
-    factory as latest_checkpoint_factory, quarantined, select as select_checkpoint, view as latest_view,
+    IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry,
+    STAGE_NAME as LATEST_CHECKPOINT_STAGE, factory as latest_checkpoint_factory, quarantined,
+    select as select_checkpoint, view as latest_view,
 };
 pub use summarizer::{
-    BoxFuture, FinishReason, PROMPT_VERSION, ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer,
-    SummarizerIdentity, SummaryRequest, SummaryResponse, TOOL_OUTPUT_OMITTED, TextSummary, compact_provider, fit_input,
-    project_messages, summarize_text, summarizer_instructions,
+    BoxFuture, FinishReason, PROMPT_VERSION, ProviderCompactionRequest, ProviderCompactor, SummarizeError,
+    Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TOOL_OUTPUT_OMITTED, TextSummary,
+    compact_provider, fit_input, project_messages, summarize_text, summarizer_instructions,
 };
 pub use summary::{
-    REQUIRED_SUMMARY_SECTIONS, SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS, SUMMARY_FORMAT_TEMPLATE, SummaryChecks,
-    SummaryDefect, find_summary_defect,
+    REQUIRED_SUMMARY_SECTIONS, SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS, SUMMARY_FORMAT_TEMPLATE,
+    SummaryChecks, SummaryDefect, find_summary_defect,
 };
 pub use writer::{CompactionOutcome, ManualOptions, WriterSeams, compact_now, prepare_history};

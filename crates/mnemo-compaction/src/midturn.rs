@@ -13,7 +13,9 @@ use mnemo_core::{
 };
 
 use crate::assembly::{HistoryItem, checkpoint_items, items_tokens, replay_fits};
-use crate::checkpoint::{BodyInput, CheckpointInput, Connection, build_checkpoint, can_continue, match_prefix};
+use crate::checkpoint::{
+    BodyInput, CheckpointInput, Connection, build_checkpoint, can_continue, match_prefix,
+};
 use crate::coordinator::Coordinator;
 use crate::faithfulness::check_faithfulness;
 use crate::policy::CompactionPolicy;
@@ -50,7 +52,11 @@ pub fn capacity_exceeded(estimate: u64, window: u64, reserve: u64) -> bool {
 /// (§3.6): at most `len - reserve_tail`, never past the first partial or pinned event, never past an
 /// open call, never between a call and its response. A response whose call lies before the pool is
 /// ignored. `None` means no safe cut (`no_safe_completed_span`).
-pub fn select_safe_boundary(events: &[RuntimeEvent], reserve_tail: usize, pinned: &[EventId]) -> Option<usize> {
+pub fn select_safe_boundary(
+    events: &[RuntimeEvent],
+    reserve_tail: usize,
+    pinned: &[EventId],
+) -> Option<usize> {
     let mut max_cut = events.len().saturating_sub(reserve_tail);
     if let Some(first_partial) = events.iter().position(|e| e.partial) {
         max_cut = max_cut.min(first_partial);
@@ -185,7 +191,16 @@ pub async fn compact_mid_turn(
     let newly = &covered[previous.map_or(0, |p| p.checkpoint.coverage.event_count as usize).min(cut)..];
     let (capacity, _) = policy.capacity();
     let budget = Some(capacity.saturating_sub(policy.reserve()).max(1));
-    let summary = match summarize_text(summarizer, covered, previous.map(|p| &p.checkpoint), newly, budget, cpt).await {
+    let summary = match summarize_text(
+        summarizer,
+        covered,
+        previous.map(|p| &p.checkpoint),
+        newly,
+        budget,
+        cpt,
+    )
+    .await
+    {
         Ok(Some(summary)) => summary,
         Ok(None) => return fail("summarizer_failed", "empty_summary"),
         Err(error) => return fail("summarizer_failed", error.reason()),
@@ -218,13 +233,19 @@ pub async fn compact_mid_turn(
     }
     tail.extend(ordered[cut..].iter().cloned());
     let mut items = checkpoint_items(&checkpoint);
-    items.extend(tail.iter().map(|e| HistoryItem::Event { position: mnemo_core::Position::ZERO, event: Box::new(e.clone()) }));
+    items.extend(
+        tail.iter()
+            .map(|e| HistoryItem::Event { position: mnemo_core::Position::ZERO, event: Box::new(e.clone()) }),
+    );
     if items_tokens(&items, cpt) >= request.reference_tokens {
         return fail("summarizer_failed", "replacement_not_smaller");
     }
     let tail_tokens = crate::projection::estimate_events_tokens(&tail, cpt);
     if let Err(reason) = replay_fits(&checkpoint, tail_tokens, None, policy) {
-        return MidTurnOutcome::FailOpen { detail: "head_anchor_exceeds_capacity", reason: format!("replay_rejected_{reason}") };
+        return MidTurnOutcome::FailOpen {
+            detail: "head_anchor_exceeds_capacity",
+            reason: format!("replay_rejected_{reason}"),
+        };
     }
     match coordinator.record(&checkpoint).await {
         Ok(logged) => MidTurnOutcome::Replaced { checkpoint: Box::new(logged), items },
@@ -241,7 +262,12 @@ pub struct OverflowLatch {
 impl OverflowLatch {
     /// Whether a provider error may be recovered from: a context-length error, before any output,
     /// with steps left, once per turn. Claims the latch when it says yes.
-    pub fn try_claim(&mut self, context_length_error: bool, produced_output: bool, steps_remaining: bool) -> bool {
+    pub fn try_claim(
+        &mut self,
+        context_length_error: bool,
+        produced_output: bool,
+        steps_remaining: bool,
+    ) -> bool {
         if self.used || !context_length_error || produced_output || !steps_remaining {
             return false;
         }

@@ -102,10 +102,10 @@ impl CompactionPolicy {
         if !(self.high_water_ratio.is_finite() && self.high_water_ratio > 0.0) {
             return Err("high_water_ratio must be a positive number".to_owned());
         }
-        if let Some(ratio) = self.faithfulness_max_unsupported_ratio {
-            if !(0.0..=1.0).contains(&ratio) {
-                return Err("faithfulness_max_unsupported_ratio must be between 0 and 1".to_owned());
-            }
+        if let Some(ratio) = self.faithfulness_max_unsupported_ratio
+            && !(0.0..=1.0).contains(&ratio)
+        {
+            return Err("faithfulness_max_unsupported_ratio must be between 0 and 1".to_owned());
         }
         Ok(())
     }
@@ -183,7 +183,8 @@ mod tests {
 
     #[test]
     fn a_table_overrides_and_unknown_keys_fail() {
-        let table: toml::Table = "max_history_tokens = 900\nhigh_water_ratio = 0.5".parse().unwrap_or_default();
+        let table: toml::Table =
+            "max_history_tokens = 900\nhigh_water_ratio = 0.5".parse().unwrap_or_default();
         let policy = CompactionPolicy::from_table(&table);
         assert_eq!(policy.as_ref().map(CompactionPolicy::high_water).ok(), Some(450));
         let bad: toml::Table = "bogus = 1".parse().unwrap_or_default();

@@ -281,7 +281,8 @@ mod tests {
 
     #[test]
     fn stable_json_sorts_keys_by_utf16_and_required_arrays() {
-        let value = json!({"b": 1, "a": {"z": [3, 1], "required": ["y", "x"]}, "\u{e000}": 0, "\u{1f600}": 0});
+        let value =
+            json!({"b": 1, "a": {"z": [3, 1], "required": ["y", "x"]}, "\u{e000}": 0, "\u{1f600}": 0});
         assert_eq!(
             stable_json(&value),
             "{\"a\":{\"required\":[\"x\",\"y\"],\"z\":[3,1]},\"b\":1,\"\u{1f600}\":0,\"\u{e000}\":0}"

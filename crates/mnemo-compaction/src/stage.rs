@@ -18,8 +18,8 @@
 //! the log all select the same checkpoint.
 
 use mnemo_core::{
-    Author, CheckpointRecord, EventId, Position, Record, Role, RunId, RuntimeEvent, SessionId, StreamRevision,
-    TimestampMs, TurnId,
+    Author, CheckpointRecord, EventId, Position, Record, Role, RunId, RuntimeEvent, SessionId,
+    StreamRevision, TimestampMs, TurnId,
 };
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
 use serde::{Deserialize, Serialize};
@@ -66,7 +66,7 @@ pub enum LatestView {
 #[serde(tag = "state", rename_all = "snake_case")]
 enum StoredView {
     Empty,
-    Checkpoint(LoggedCheckpoint),
+    Checkpoint(Box<LoggedCheckpoint>),
 }
 
 /// The projection head of one session.
@@ -153,7 +153,9 @@ impl Projector for LatestCheckpointStage {
             state.put(view_key, encode(&StoredView::Empty)?);
         }
         match &logged.record {
-            Record::RuntimeEvent(event) if is_compactable(event) => index_event(state, &session, event, logged),
+            Record::RuntimeEvent(event) if is_compactable(event) => {
+                index_event(state, &session, event, logged)
+            }
             Record::CheckpointRecorded(checkpoint) => fold_checkpoint(state, &session, checkpoint, logged),
             _ => Ok(()),
         }
@@ -171,11 +173,7 @@ fn index_event(
         Some(bytes) => decode(&bytes)?,
         None => Head::default(),
     };
-    let mut digester = if head.count == 0 {
-        SourceDigester::new()
-    } else {
-        restore(&head.digester)?
-    };
+    let mut digester = if head.count == 0 { SourceDigester::new() } else { restore(&head.digester)? };
     digester.feed_event(event);
     let chars = estimated_chars(event);
     head.chars += chars;
@@ -235,13 +233,16 @@ fn fold_checkpoint(
         }
         candidates.clear();
     }
-    let logged_checkpoint =
-        LoggedCheckpoint { position: logged.position, timestamp: logged.timestamp, checkpoint: checkpoint.clone() };
+    let logged_checkpoint = LoggedCheckpoint {
+        position: logged.position,
+        timestamp: logged.timestamp,
+        checkpoint: checkpoint.clone(),
+    };
     state.put(sub_key(CANDIDATE, session, &position_key), encode(&logged_checkpoint)?);
     candidates.push(logged_checkpoint);
     let selected = select(&candidates).cloned();
     let view = match selected {
-        Some(selected) => StoredView::Checkpoint(selected),
+        Some(selected) => StoredView::Checkpoint(Box::new(selected)),
         None => StoredView::Empty,
     };
     state.put(key(VIEW, session), encode(&view)?);
@@ -273,13 +274,16 @@ pub fn view(store: &dyn StateStore, session: &SessionId) -> Result<LatestView, P
         None => Ok(LatestView::Uninitialised),
         Some(bytes) => Ok(match decode::<StoredView>(&bytes)? {
             StoredView::Empty => LatestView::Empty,
-            StoredView::Checkpoint(checkpoint) => LatestView::Checkpoint(Box::new(checkpoint)),
+            StoredView::Checkpoint(checkpoint) => LatestView::Checkpoint(checkpoint),
         }),
     }
 }
 
 /// Every quarantined checkpoint record of `session`: its position and why.
-pub fn quarantined(store: &dyn StateStore, session: &SessionId) -> Result<Vec<(Position, String)>, PipelineError> {
+pub fn quarantined(
+    store: &dyn StateStore,
+    session: &SessionId,
+) -> Result<Vec<(Position, String)>, PipelineError> {
     let prefix = sub_key(QUARANTINE, session, b"");
     let mut out = Vec::new();
     store.scan_prefix(&prefix, &mut |key, value| {
@@ -396,15 +400,17 @@ mod tests {
             let mut txn = mnemo_pipeline::StateTxn::new(store.as_ref(), &mut changes);
             stage.apply(&mut txn, &logged).unwrap_or_else(|e| panic!("{e}"));
         }
-        let meta = StageMeta { watermark: Position(records.len() as u64), version: VERSION, config_hash: [0; 32] };
+        let meta =
+            StageMeta { watermark: Position(records.len() as u64), version: VERSION, config_hash: [0; 32] };
         store.commit(&changes, &meta).unwrap_or_else(|e| panic!("{e}"));
         store
     }
 
     #[test]
     fn indexes_the_projection_and_selects_the_furthest_then_the_chain_tip() {
-        let events: Vec<RuntimeEvent> =
-            (1..=6u64).map(|i| text_event(&format!("e{i}"), &format!("t{}", i.div_ceil(2)), "user", "hello")).collect();
+        let events: Vec<RuntimeEvent> = (1..=6u64)
+            .map(|i| text_event(&format!("e{i}"), &format!("t{}", i.div_ceil(2)), "user", "hello"))
+            .collect();
         let first = build_text(&events[..2], GOOD_SUMMARY, None);
         let further = build_text(&events[..4], GOOD_SUMMARY, Some(&first));
         let successor = build_text(&events[..4], &GOOD_SUMMARY.replace("build", "docs"), Some(&further));
@@ -413,10 +419,14 @@ mod tests {
         records.push(Record::CheckpointRecorded(further.clone()));
         records.push(Record::CheckpointRecorded(first.clone()));
         let store = fold(&records);
-        let LatestView::Checkpoint(selected) = view(store.as_ref(), &sid()).unwrap_or(LatestView::Empty) else {
+        let LatestView::Checkpoint(selected) = view(store.as_ref(), &sid()).unwrap_or(LatestView::Empty)
+        else {
             panic!("a checkpoint is selected");
         };
-        assert_eq!(selected.checkpoint.checkpoint, successor.checkpoint, "the chain tip wins whatever the order");
+        assert_eq!(
+            selected.checkpoint.checkpoint, successor.checkpoint,
+            "the chain tip wins whatever the order"
+        );
         let projection = IndexedProjection::open(store.as_ref(), &sid()).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(projection.len(), 6);
         assert_eq!(match_prefix(&successor, &projection), Ok(4));
@@ -427,7 +437,8 @@ mod tests {
 
     #[test]
     fn an_invalid_checkpoint_is_quarantined_and_never_selected() {
-        let events: Vec<RuntimeEvent> = (1..=2).map(|i| text_event(&format!("e{i}"), "t1", "user", "hi")).collect();
+        let events: Vec<RuntimeEvent> =
+            (1..=2).map(|i| text_event(&format!("e{i}"), "t1", "user", "hi")).collect();
         let mut bad = build_text(&events, GOOD_SUMMARY, None);
         bad.body = mnemo_core::CheckpointBody::Text {
             summary: "## Goal\nx".to_owned(),

@@ -9,8 +9,8 @@ use std::future::Future;
 use std::pin::Pin;
 
 use mnemo_core::{
-    CheckpointBody, CheckpointRecord, Content, Digest, ModelVisibility, ProviderState, ProviderStateKind, Role,
-    RuntimeEvent,
+    CheckpointBody, CheckpointRecord, Content, Digest, ModelVisibility, ProviderState, ProviderStateKind,
+    Role, RuntimeEvent,
 };
 use serde_json::{Value, json};
 
@@ -22,7 +22,8 @@ use crate::summary::{SUMMARY_FORMAT_TEMPLATE, SummaryChecks, SummaryDefect, find
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The marker an oversized tool output is replaced with when the input must shrink.
-pub const TOOL_OUTPUT_OMITTED: &str = "[Tool output omitted because it exceeded the compaction input budget.]";
+pub const TOOL_OUTPUT_OMITTED: &str =
+    "[Tool output omitted because it exceeded the compaction input budget.]";
 
 /// The version of [`summarizer_instructions`]; recorded in each checkpoint's manifest.
 pub const PROMPT_VERSION: &str = "mnemo.summary_prompt.v1";
@@ -134,7 +135,10 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
         true
     }
     /// Summarizes the request's conversation.
-    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>>;
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>>;
 }
 
 /// What a provider compactor is given.
@@ -153,7 +157,10 @@ pub trait ProviderCompactor: Send + Sync + std::fmt::Debug {
     /// The connection and model its state is bound to.
     fn connection(&self) -> Connection;
     /// Compacts the conversation; returns the output parts of the provider's response.
-    fn compact<'a>(&'a self, request: &'a ProviderCompactionRequest) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>>;
+    fn compact<'a>(
+        &'a self,
+        request: &'a ProviderCompactionRequest,
+    ) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>>;
 }
 
 /// Projects events into provider messages for a summarizer (§2.2): partial, hidden, error and
@@ -269,13 +276,14 @@ pub fn fit_input(
         return Ok(messages);
     };
     let limit = budget.saturating_mul(chars_per_token.max(1));
-    let size = |messages: &[Value]| fixed_chars + utf16_len(&serde_json::to_string(messages).unwrap_or_default());
+    let size =
+        |messages: &[Value]| fixed_chars + utf16_len(&serde_json::to_string(messages).unwrap_or_default());
     let mut total = size(&messages);
-    'walk: for message_index in 0..messages.len() {
+    'walk: for message in messages.iter_mut() {
         if total <= limit {
             break;
         }
-        let Some(parts) = messages[message_index].get_mut("content").and_then(Value::as_array_mut) else {
+        let Some(parts) = message.get_mut("content").and_then(Value::as_array_mut) else {
             continue;
         };
         for part in parts.iter_mut() {
@@ -286,7 +294,8 @@ pub fn fit_input(
                 continue;
             }
             let is_error = part["output"]["type"].as_str().is_some_and(|t| t.starts_with("error"));
-            let marker = json!({"type": if is_error { "error-text" } else { "text" }, "value": TOOL_OUTPUT_OMITTED});
+            let marker =
+                json!({"type": if is_error { "error-text" } else { "text" }, "value": TOOL_OUTPUT_OMITTED});
             let before = utf16_len(&part["output"].to_string());
             let after = utf16_len(&marker.to_string());
             if after < before {
@@ -297,7 +306,10 @@ pub fn fit_input(
     }
     let total = size(&messages);
     if total > limit {
-        return Err(SummarizeError::InputTooLarge { estimate: total.div_ceil(chars_per_token.max(1)), budget });
+        return Err(SummarizeError::InputTooLarge {
+            estimate: total.div_ceil(chars_per_token.max(1)),
+            budget,
+        });
     }
     Ok(messages)
 }
@@ -335,7 +347,10 @@ pub async fn summarize_text(
     let prior = previous_summary(previous);
     let selected = if prior.is_some() { newly_folded } else { folded };
     if selected.is_empty() {
-        return Ok(prior.map(|text| TextSummary { text: text.to_owned(), input_digest: Digest::sha256(text.as_bytes()) }));
+        return Ok(prior.map(|text| TextSummary {
+            text: text.to_owned(),
+            input_digest: Digest::sha256(text.as_bytes()),
+        }));
     }
     let mut messages = Vec::new();
     if let Some(summary) = prior {
@@ -349,8 +364,13 @@ pub async fn summarize_text(
     let messages = fit_input(messages, utf16_len(&instructions), budget_tokens, chars_per_token)?;
     let span_tokens = estimate_events_tokens(folded, chars_per_token);
     let input_digest = Digest::sha256(stable_json(&json!([instructions, messages])).as_bytes());
-    let request =
-        SummaryRequest { instructions, messages, previous_summary: prior.map(str::to_owned), span_tokens, input_digest };
+    let request = SummaryRequest {
+        instructions,
+        messages,
+        previous_summary: prior.map(str::to_owned),
+        span_tokens,
+        input_digest,
+    };
     let response = summarizer.summarize(&request).await?;
     if response.finish == FinishReason::Length {
         return Err(SummarizeError::OutputLength);
@@ -378,7 +398,9 @@ pub async fn compact_provider(
 ) -> Result<(ProviderState, Digest), SummarizeError> {
     let connection = compactor.connection();
     let rolling = match previous.map(|p| &p.body) {
-        Some(CheckpointBody::Provider { state }) if state.connection == connection.slug && state.model == connection.model => {
+        Some(CheckpointBody::Provider { state })
+            if state.connection == connection.slug && state.model == connection.model =>
+        {
             Some(state)
         }
         _ => None,
@@ -397,12 +419,19 @@ pub async fn compact_provider(
     let output = compactor.compact(&ProviderCompactionRequest { messages, input_digest }).await?;
     let items: Vec<&Value> = output
         .iter()
-        .filter(|part| part.get("type") == Some(&json!("custom")) && part.get("kind") == Some(&json!(PROVIDER_PART_KIND)))
+        .filter(|part| {
+            part.get("type") == Some(&json!("custom")) && part.get("kind") == Some(&json!(PROVIDER_PART_KIND))
+        })
         .collect();
     let [item] = items.as_slice() else {
-        return Err(SummarizeError::InvalidProviderState(format!("expected one compaction item, found {}", items.len())));
+        return Err(SummarizeError::InvalidProviderState(format!(
+            "expected one compaction item, found {}",
+            items.len()
+        )));
     };
-    let field = |name: &str| item["providerMetadata"]["openai"][name].as_str().filter(|s| !s.is_empty()).map(str::to_owned);
+    let field = |name: &str| {
+        item["providerMetadata"]["openai"][name].as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+    };
     match (field("itemId"), field("encryptedContent")) {
         (Some(item), Some(encrypted_content)) => Ok((
             ProviderState {
@@ -414,7 +443,9 @@ pub async fn compact_provider(
             },
             input_digest,
         )),
-        _ => Err(SummarizeError::InvalidProviderState("the compaction item lacks its id or content".to_owned())),
+        _ => Err(SummarizeError::InvalidProviderState(
+            "the compaction item lacks its id or content".to_owned(),
+        )),
     }
 }
 
@@ -439,7 +470,10 @@ mod tests {
         let roles: Vec<&str> = messages.iter().filter_map(|m| m["role"].as_str()).collect();
         assert_eq!(roles, vec!["user", "assistant", "tool", "assistant"]);
         assert_eq!(messages[1]["content"].as_array().map(Vec::len), Some(2));
-        assert_eq!(messages[2]["content"][1]["output"], json!({"type": "json", "value": {"files": ["a.rs"]}}));
+        assert_eq!(
+            messages[2]["content"][1]["output"],
+            json!({"type": "json", "value": {"files": ["a.rs"]}})
+        );
         assert_eq!(messages[2]["content"][0]["output"]["type"], json!("text"));
     }
 
@@ -456,7 +490,10 @@ mod tests {
         let text = serde_json::to_string(&fitted).unwrap_or_default();
         assert!(text.contains(TOOL_OUTPUT_OMITTED) && text.contains(&"b".repeat(2_000)));
         assert_eq!(fit_input(messages.clone(), 0, None, 4).ok(), Some(messages.clone()));
-        assert!(matches!(fit_input(messages.clone(), 0, Some(10), 4), Err(SummarizeError::InputTooLarge { .. })));
+        assert!(matches!(
+            fit_input(messages.clone(), 0, Some(10), 4),
+            Err(SummarizeError::InputTooLarge { .. })
+        ));
         let user = project_messages(&[text_event("e1", "t1", "user", &"x".repeat(5_000))]);
         assert!(matches!(fit_input(user, 0, Some(100), 4), Err(SummarizeError::InputTooLarge { .. })));
         // Instructions count against the budget.

@@ -32,7 +32,8 @@ pub const SUMMARY_FORMAT_TEMPLATE: &str = "## Goal
 [Exact file paths, commands and their results, identifiers and error messages, or (none)]";
 
 /// The headings that must appear, in this order. `## Key Decisions` is optional.
-pub const REQUIRED_SUMMARY_SECTIONS: [&str; 4] = ["## Goal", "## Progress", "## Next Steps", "## Critical Context"];
+pub const REQUIRED_SUMMARY_SECTIONS: [&str; 4] =
+    ["## Goal", "## Progress", "## Next Steps", "## Critical Context"];
 
 /// A summary at or under this many tokens ...
 pub const SUMMARY_FLOOR_TOKENS: u64 = 200;
@@ -81,7 +82,12 @@ pub struct SummaryChecks {
 impl SummaryChecks {
     /// Every rule, for a summary about to replace a span of `span_tokens`.
     pub fn full(span_tokens: u64, chars_per_token: u64) -> Self {
-        SummaryChecks { structure: true, truncation: true, floor_span_tokens: Some(span_tokens), chars_per_token }
+        SummaryChecks {
+            structure: true,
+            truncation: true,
+            floor_span_tokens: Some(span_tokens),
+            chars_per_token,
+        }
     }
 
     /// Structure and truncation: what loading a sectioned summary applies.
@@ -241,7 +247,8 @@ mod tests {
     const GOOD: &str = "## Goal\nFix the build.\n\n## Progress\n### Done\n- ran `cargo test`\n\n## Next Steps\n1. Ship it.\n\n## Critical Context\n- src/lib.rs";
 
     fn check(summary: &str, expect: Option<SummaryDefect>) {
-        let checks = SummaryChecks { structure: true, truncation: true, floor_span_tokens: None, chars_per_token: 4 };
+        let checks =
+            SummaryChecks { structure: true, truncation: true, floor_span_tokens: None, chars_per_token: 4 };
         assert_eq!(find_summary_defect(summary, checks), expect, "{summary}");
     }
 

@@ -4,8 +4,9 @@
 #![allow(clippy::expect_used, reason = "test builders take literal, valid ids")]
 
 use mnemo_core::{
-    Author, CheckpointId, CheckpointManifest, CheckpointPhase, CheckpointRecord, Content, Digest, FunctionCall,
-    FunctionResponse, ProviderState, ProviderStateKind, Role, RuntimeEvent, SessionId, TextContent, TimestampMs,
+    Author, CheckpointId, CheckpointManifest, CheckpointPhase, CheckpointRecord, Content, Digest,
+    FunctionCall, FunctionResponse, ProviderState, ProviderStateKind, Role, RuntimeEvent, SessionId,
+    TextContent, TimestampMs,
 };
 use serde_json::Value;
 
@@ -82,7 +83,11 @@ pub fn provider_state() -> ProviderState {
 }
 
 /// A pre-turn text checkpoint over `covered` of session `s1`.
-pub fn build_text(covered: &[RuntimeEvent], summary: &str, previous: Option<&CheckpointRecord>) -> CheckpointRecord {
+pub fn build_text(
+    covered: &[RuntimeEvent],
+    summary: &str,
+    previous: Option<&CheckpointRecord>,
+) -> CheckpointRecord {
     let session = covered.first().map_or_else(sid, |e| e.session_id.clone());
     build_checkpoint(CheckpointInput {
         session: &session,

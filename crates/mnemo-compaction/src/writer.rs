@@ -6,10 +6,12 @@
 use mnemo_core::{CheckpointManifest, CheckpointPhase, RuntimeEvent, StreamRevision, TimestampMs};
 
 use crate::assembly::{
-    AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of,
-    checkpoint_items, event_items, items_tokens, replay_fits, select_fold, trim_whole_turns,
+    AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of, checkpoint_items,
+    event_items, items_tokens, replay_fits, select_fold, trim_whole_turns,
 };
-use crate::checkpoint::{BodyInput, CODEX_PROVIDER_TYPE, CheckpointInput, build_checkpoint, can_continue, can_replay, match_prefix};
+use crate::checkpoint::{
+    BodyInput, CODEX_PROVIDER_TYPE, CheckpointInput, build_checkpoint, can_continue, can_replay, match_prefix,
+};
 use crate::coordinator::Coordinator;
 use crate::error::CompactionError;
 use crate::faithfulness::{check_faithfulness, exceeds};
@@ -126,7 +128,10 @@ async fn write(
         Err(reason) => {
             diagnostics.skip(reason);
             diagnostics.compaction_due = false;
-            return Ok(CompactionOutcome { history: raw(ledger, &prior, policy, diagnostics), recorded: None });
+            return Ok(CompactionOutcome {
+                history: raw(ledger, &prior, policy, diagnostics),
+                recorded: None,
+            });
         }
     };
     let (folded, retained) = prior.split_at(plan.folded);
@@ -193,7 +198,8 @@ async fn attempt(
     // The loaded checkpoint may be a fallback if it matches and replays; a predecessor to roll from
     // only if, in addition, this connection's compactor may continue it.
     let matching = loaded.filter(|l| {
-        can_replay(&l.checkpoint, &options.connection) && match_prefix(&l.checkpoint, folded_events.as_slice()).is_ok()
+        can_replay(&l.checkpoint, &options.connection)
+            && match_prefix(&l.checkpoint, folded_events.as_slice()).is_ok()
     });
     let previous = matching.filter(|l| can_continue(&l.checkpoint, &options.connection));
     let fail = |reason: &str| Failed { reason: reason.to_owned(), fallback: matching.cloned() };
@@ -204,10 +210,11 @@ async fn attempt(
     let newly = &folded_events[covered_before.min(folded_events.len())..];
     let source_tokens = estimate_events_tokens(folded_events.iter().chain(&retained_events), cpt);
     let tail_tokens = estimate_events_tokens(&retained_events, cpt);
-    if let Some(previous) = previous {
-        if newly.is_empty() && replay_fits(&previous.checkpoint, tail_tokens, Some(source_tokens), policy).is_ok() {
-            return Ok(Written::AlreadyCompacted(previous.clone()));
-        }
+    if let Some(previous) = previous
+        && newly.is_empty()
+        && replay_fits(&previous.checkpoint, tail_tokens, Some(source_tokens), policy).is_ok()
+    {
+        return Ok(Written::AlreadyCompacted(previous.clone()));
     }
     let previous_record = previous.map(|p| &p.checkpoint);
     let budget = Some(policy.max_history());
@@ -216,18 +223,24 @@ async fn attempt(
     });
     let (body, manifest, faithfulness) = match use_provider {
         Some(compactor) => {
-            let (state, digest) = compact_provider(compactor, &folded_events, previous_record, newly, budget, cpt)
-                .await
-                .map_err(|e| fail(e.reason()))?;
+            let (state, digest) =
+                compact_provider(compactor, &folded_events, previous_record, newly, budget, cpt)
+                    .await
+                    .map_err(|e| fail(e.reason()))?;
             let identity = compactor.identity();
-            let manifest = CheckpointManifest { summarizer: identity.name, prompt_version: identity.prompt_version, input_digest: digest };
+            let manifest = CheckpointManifest {
+                summarizer: identity.name,
+                prompt_version: identity.prompt_version,
+                input_digest: digest,
+            };
             (BodyInput::Provider(state), manifest, None)
         }
         None => {
-            let summary = summarize_text(seams.summarizer, &folded_events, previous_record, newly, budget, cpt)
-                .await
-                .map_err(|e: SummarizeError| fail(e.reason()))?
-                .ok_or_else(|| fail("empty_summary"))?;
+            let summary =
+                summarize_text(seams.summarizer, &folded_events, previous_record, newly, budget, cpt)
+                    .await
+                    .map_err(|e: SummarizeError| fail(e.reason()))?
+                    .ok_or_else(|| fail("empty_summary"))?;
             let report = check_faithfulness(&summary.text, &folded_events);
             if exceeds(&report, policy.faithfulness_max_unsupported_ratio) {
                 return Err(fail("faithfulness_rejected"));
@@ -262,7 +275,12 @@ async fn attempt(
     }
 }
 
-fn raw(ledger: &SessionLedger<'_>, prior: &[LoggedEvent], policy: &CompactionPolicy, mut diagnostics: Diagnostics) -> AssembledHistory {
+fn raw(
+    ledger: &SessionLedger<'_>,
+    prior: &[LoggedEvent],
+    policy: &CompactionPolicy,
+    mut diagnostics: Diagnostics,
+) -> AssembledHistory {
     let kept = trim_whole_turns(prior, policy);
     let items = event_items(&kept);
     diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
@@ -325,7 +343,10 @@ fn fail_open(
     let mut boundary = None;
     if let Some(old) = &failed.fallback {
         let covered = old.checkpoint.coverage.event_count as usize;
-        let candidates: Vec<&LoggedEvent> = retained.iter().filter(|e| prior.iter().position(|p| p == *e).is_some_and(|i| i >= covered)).collect();
+        let candidates: Vec<&LoggedEvent> = retained
+            .iter()
+            .filter(|e| prior.iter().position(|p| p == *e).is_some_and(|i| i >= covered))
+            .collect();
         let plain: Vec<RuntimeEvent> = candidates.iter().map(|e| e.event.clone()).collect();
         let groups = crate::projection::turn_groups(&plain);
         let checkpoint_tokens = crate::checkpoint::replay_token_estimate(&old.checkpoint, cpt);

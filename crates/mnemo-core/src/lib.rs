@@ -19,8 +19,8 @@ mod validation;
 
 pub use checkpoint::{
     BoundaryDisposition, CheckpointBody, CheckpointCoverage, CheckpointManifest, CheckpointPhase,
-    CheckpointRecord, EventPoint, ExtractionBoundary, FaithfulnessReport, HeadAnchor, ProviderState, ProviderStateKind,
-    SOURCE_POLICY_VERSION_V1, SummaryFormat,
+    CheckpointRecord, EventPoint, ExtractionBoundary, FaithfulnessReport, HeadAnchor, ProviderState,
+    ProviderStateKind, SOURCE_POLICY_VERSION_V1, SummaryFormat,
 };
 pub use digest::{Digest, DigestParseError, EncodeError, canonical_json};
 pub use event::{

@@ -7,12 +7,14 @@
 use std::sync::Arc;
 
 use mnemo_compaction::{
-    AssembledHistory, AssemblyOptions, CheckpointRecorder, CompactionError, CompactionOutcome, CompactionPolicy,
-    Connection, Coordinator, CopyOptions, ExtractiveSummarizer, LATEST_CHECKPOINT_STAGE, LoggedCheckpoint,
-    ManualOptions, ProviderCompactor, SessionLedger, Summarizer, WriterSeams,
+    AssembledHistory, AssemblyOptions, CheckpointRecorder, CompactionError, CompactionOutcome,
+    CompactionPolicy, Connection, Coordinator, CopyOptions, ExtractiveSummarizer, LATEST_CHECKPOINT_STAGE,
+    LoggedCheckpoint, ManualOptions, ProviderCompactor, SessionLedger, Summarizer, WriterSeams,
 };
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
-use mnemo_log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, FjallLog, LogBackend, NewRecord};
+use mnemo_log::{
+    AppendOutcome, AppendRequest, Durability, ExpectedRevision, FjallLog, LogBackend, NewRecord,
+};
 use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
 
 use crate::error::Error;
@@ -93,7 +95,8 @@ impl CheckpointRecorder for LogRecorder {
             let kind = record.kind();
             let bytes = record.encode().map_err(|e| CompactionError::Record(e.to_string()))?;
             let new = NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes };
-            let mut request = AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
+            let mut request =
+                AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
             request.durability = self.durability;
             match self.log.append(request)? {
                 AppendOutcome::Appended(appended) => {
@@ -101,7 +104,11 @@ impl CheckpointRecorder for LogRecorder {
                         .log
                         .read(appended.last_position)?
                         .map_or(TimestampMs(0), |envelope| envelope.timestamp);
-                    Ok(LoggedCheckpoint { position: appended.last_position, timestamp, checkpoint: checkpoint.clone() })
+                    Ok(LoggedCheckpoint {
+                        position: appended.last_position,
+                        timestamp,
+                        checkpoint: checkpoint.clone(),
+                    })
                 }
                 AppendOutcome::Conflict(conflict) => Err(CompactionError::Record(conflict.to_string())),
             }
@@ -168,7 +175,11 @@ impl Mnemo {
 
     /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
     /// record is not an error: the outcome's history says how it failed open.
-    pub async fn compact(&self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome, Error> {
+    pub async fn compact(
+        &self,
+        session: &SessionId,
+        options: &CompactOptions,
+    ) -> Result<CompactionOutcome, Error> {
         let ledger = self.ledger(session, None)?;
         let assembly = self.assembly_options(&options.context)?;
         let extractive = ExtractiveSummarizer;
@@ -184,7 +195,11 @@ impl Mnemo {
 
     /// Prepares the next request's history the way a runtime does before each turn (§3.3-§3.5):
     /// replays a fitting checkpoint, or compacts when the policy says so, or falls back.
-    pub async fn prepare_history(&self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome, Error> {
+    pub async fn prepare_history(
+        &self,
+        session: &SessionId,
+        options: &CompactOptions,
+    ) -> Result<CompactionOutcome, Error> {
         let ledger = self.ledger(session, None)?;
         let assembly = self.assembly_options(&options.context)?;
         let extractive = ExtractiveSummarizer;
@@ -256,7 +271,8 @@ impl Mnemo {
         let assembly = self.assembly_options(&options.context)?;
         let prior = ledger.compactable_from(mnemo_core::StreamRevision(0), Some(&mid_turn.turn))?;
         let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
-        let current: Vec<_> = all.into_iter().filter(|e| e.event.turn_id == mid_turn.turn).map(|e| e.event).collect();
+        let current: Vec<_> =
+            all.into_iter().filter(|e| e.event.turn_id == mid_turn.turn).map(|e| e.event).collect();
         let prior: Vec<_> = prior.into_iter().map(|e| e.event).collect();
         let previous = self.compaction.load(session).await?;
         let extractive = ExtractiveSummarizer;

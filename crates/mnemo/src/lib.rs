@@ -13,15 +13,18 @@ mod transcript;
 
 pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
 pub use error::{Error, ErrorCategory};
-pub use mnemo_compaction::{
-    AssembledHistory, Boundary, BoxFuture, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
-    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, ProviderCompactionRequest,
-    ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
-};
-pub use mnemo_core::{CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, RuntimeEvent, TurnId};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,
+};
+pub use mnemo_compaction::{
+    AssembledHistory, Boundary, BoxFuture, CompactionOutcome, CompactionPolicy, Connection, Decision,
+    Diagnostics, ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note,
+    ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
+    SummaryRequest, SummaryResponse, TurnGuard,
+};
+pub use mnemo_core::{
+    CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, RuntimeEvent, TurnId,
 };
 pub use mnemo_core::{Position, Record, SessionId, StreamId};
 pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};

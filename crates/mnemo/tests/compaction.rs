@@ -1,15 +1,20 @@
 //! Compaction through the facade: checkpoints, the latest-checkpoint stage, assembly, every
 //! fail-open row of compaction.md §6.1, the invariants of §6.3, and conversation copy.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test fails loudly on the first unexpected error")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly on the first unexpected error"
+)]
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use mnemo::{
-    AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection, ContextOptions,
-    CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, Mnemo, MidTurnOptions, MidTurnOutcome, Position,
-    ProviderCompactionRequest, ProviderCompactor, Record, RuntimeEvent, SessionId, StreamId, SummarizeError, Summarizer,
-    SummarizerIdentity, SummaryRequest, SummaryResponse, TurnId,
+    AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection,
+    ContextOptions, CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, MidTurnOptions,
+    MidTurnOutcome, Mnemo, Position, ProviderCompactionRequest, ProviderCompactor, Record, RuntimeEvent,
+    SessionId, StreamId, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
+    TurnId,
 };
 use serde_json::{Value, json};
 
@@ -36,14 +41,18 @@ fn turns_jsonl(first: usize, turns: usize, with_session_line: bool) -> String {
         out.push_str(&format!(
             "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"model\",\"parts\":[{{\"type\":\"text\",\"text\":\"Updated src/module_{i}.rs; the tests pass.\"}}]}}\n"
         ));
-        out.push_str(&format!("{{\"kind\":\"turn_end\",\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"status\":\"completed\"}}\n"));
+        out.push_str(&format!(
+            "{{\"kind\":\"turn_end\",\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"status\":\"completed\"}}\n"
+        ));
     }
     out
 }
 
 fn spec(dir: &Path, config: &str) -> std::path::PathBuf {
     let path = dir.join("pipeline.toml");
-    let text = format!("[[stage]]\nname = \"session-catalog\"\n\n[[stage]]\nname = \"latest-checkpoint\"\n\n[stage.config]\n{config}\n");
+    let text = format!(
+        "[[stage]]\nname = \"session-catalog\"\n\n[[stage]]\nname = \"latest-checkpoint\"\n\n[stage.config]\n{config}\n"
+    );
     std::fs::write(&path, text).unwrap();
     path
 }
@@ -52,7 +61,9 @@ fn spec(dir: &Path, config: &str) -> std::path::PathBuf {
 fn store(turns: usize, config: &str) -> (tempfile::TempDir, Mnemo) {
     let dir = tempfile::tempdir().unwrap();
     let pipeline = spec(dir.path(), config);
-    let mnemo = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(pipeline), ..Config::default() }).unwrap();
+    let mnemo =
+        Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(pipeline), ..Config::default() })
+            .unwrap();
     mnemo.import_transcript(turns_jsonl(0, turns, true).as_bytes(), "gen").unwrap();
     (dir, mnemo)
 }
@@ -107,13 +118,21 @@ struct Scripted {
 
 impl Scripted {
     fn text(text: &str) -> Arc<Scripted> {
-        Arc::new(Scripted { answer: Ok((text.to_owned(), FinishReason::Stop)), seen: Mutex::default(), unlimited: false })
+        Arc::new(Scripted {
+            answer: Ok((text.to_owned(), FinishReason::Stop)),
+            seen: Mutex::default(),
+            unlimited: false,
+        })
     }
     fn finish(text: &str, finish: FinishReason) -> Arc<Scripted> {
         Arc::new(Scripted { answer: Ok((text.to_owned(), finish)), seen: Mutex::default(), unlimited: false })
     }
     fn unlimited(text: &str) -> Arc<Scripted> {
-        Arc::new(Scripted { answer: Ok((text.to_owned(), FinishReason::Stop)), seen: Mutex::default(), unlimited: true })
+        Arc::new(Scripted {
+            answer: Ok((text.to_owned(), FinishReason::Stop)),
+            seen: Mutex::default(),
+            unlimited: true,
+        })
     }
     fn error(error: SummarizeError) -> Arc<Scripted> {
         Arc::new(Scripted { answer: Err(error), seen: Mutex::default(), unlimited: false })
@@ -127,7 +146,10 @@ impl Summarizer for Scripted {
     fn limits_input(&self) -> bool {
         !self.unlimited
     }
-    fn summarize<'a>(&'a self, request: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+    fn summarize<'a>(
+        &'a self,
+        request: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
         self.seen.lock().unwrap().push(request.clone());
         let answer = self.answer.clone().map(|(text, finish)| SummaryResponse { text, finish });
         Box::pin(async move { answer })
@@ -156,7 +178,9 @@ fn a_long_session_compacts_and_assembly_reads_only_the_checkpoint_and_the_tail()
     let history = context(&mnemo);
     assert_eq!(history.diagnostics.decision, Decision::Replaced);
     assert_eq!(history.boundary.as_ref().unwrap().checkpoint, recorded.checkpoint.checkpoint);
-    assert!(matches!(&history.items[0], HistoryItem::Checkpoint { text, .. } if text.starts_with("<maka_history_compact_checkpoint")));
+    assert!(
+        matches!(&history.items[0], HistoryItem::Checkpoint { text, .. } if text.starts_with("<maka_history_compact_checkpoint"))
+    );
     assert_eq!(history.items.len(), 1 + 4);
     assert_eq!(history.diagnostics.events_read, 4, "only the tail is read");
     assert!(history.diagnostics.tokens_after < history.diagnostics.tokens_before);
@@ -196,7 +220,8 @@ fn rebuilding_the_stage_after_deleting_its_keyspaces_recovers_the_same_checkpoin
     let (_dir, mnemo) = store(10, "");
     let recorded = compact(&mnemo).recorded.unwrap();
     append_turns(&mnemo, 10, 2);
-    let digest_before = mnemo.stats().unwrap().stages.into_iter().find(|s| s.name == "latest-checkpoint").unwrap();
+    let digest_before =
+        mnemo.stats().unwrap().stages.into_iter().find(|s| s.name == "latest-checkpoint").unwrap();
     let rebuilt = mnemo.rebuild(Some("latest-checkpoint")).unwrap();
     assert_eq!(rebuilt[0].digest, digest_before.digest);
     let history = context(&mnemo);
@@ -209,12 +234,18 @@ fn assembly_as_of_an_earlier_position_sees_the_log_as_it_was() {
     let (_dir, mnemo) = store(10, "");
     let head_before = mnemo.log().head();
     let recorded = compact(&mnemo).recorded.unwrap();
-    let then = mnemo.context(&sid(), &ContextOptions { as_of: Some(head_before), ..ContextOptions::default() }).unwrap();
+    let then = mnemo
+        .context(&sid(), &ContextOptions { as_of: Some(head_before), ..ContextOptions::default() })
+        .unwrap();
     assert!(then.boundary.is_none());
     assert_eq!(then.position, head_before);
-    let now = mnemo.context(&sid(), &ContextOptions { as_of: Some(recorded.position), ..ContextOptions::default() }).unwrap();
+    let now = mnemo
+        .context(&sid(), &ContextOptions { as_of: Some(recorded.position), ..ContextOptions::default() })
+        .unwrap();
     assert_eq!(now.boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
-    let early = mnemo.context(&sid(), &ContextOptions { as_of: Some(Position(8)), ..ContextOptions::default() }).unwrap();
+    let early = mnemo
+        .context(&sid(), &ContextOptions { as_of: Some(Position(8)), ..ContextOptions::default() })
+        .unwrap();
     assert_eq!(early.events().count(), 6, "the events at positions 2-5, 7 and 8");
 }
 
@@ -227,7 +258,10 @@ impl Summarizer for Hanging {
     fn identity(&self) -> SummarizerIdentity {
         SummarizerIdentity { name: "hanging".to_owned(), prompt_version: "1".to_owned() }
     }
-    fn summarize<'a>(&'a self, _: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+    fn summarize<'a>(
+        &'a self,
+        _: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
         Box::pin(std::future::pending())
     }
 }
@@ -236,7 +270,9 @@ impl Summarizer for Hanging {
 fn a_crash_between_summarizing_and_the_durable_append_leaves_no_checkpoint() {
     let (_dir, mnemo) = store(10, "");
     let options = CompactOptions { summarizer: Some(Arc::new(Hanging)), ..CompactOptions::default() };
-    let cut = block_on(async { tokio::time::timeout(std::time::Duration::from_millis(200), mnemo.compact(&sid(), &options)).await });
+    let cut = block_on(async {
+        tokio::time::timeout(std::time::Duration::from_millis(200), mnemo.compact(&sid(), &options)).await
+    });
     assert!(cut.is_err(), "the compaction was cut off");
     assert!(checkpoint_records(&mnemo).is_empty());
     let history = context(&mnemo);
@@ -280,7 +316,10 @@ fn the_size_floor_and_input_budget_rows() {
     // A span over 10,000 tokens may not be replaced by a summary under 200.
     let (_dir, mnemo) = store(200, "max_history_tokens = 100000");
     let outcome = compact_with(&mnemo, Scripted::text(GOOD));
-    assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("malformed_summary_too_small_for_fold"));
+    assert_eq!(
+        outcome.history.diagnostics.fail_open_reason.as_deref(),
+        Some("malformed_summary_too_small_for_fold")
+    );
     // An input that cannot fit even with every tool output omitted is refused before dispatch.
     let (_dir, mnemo) = store(200, "max_history_tokens = 1000");
     let scripted = Scripted::text(GOOD);
@@ -316,7 +355,9 @@ fn a_rolling_failure_never_lets_the_old_checkpoint_claim_new_events() {
 
 /// Appends a checkpoint record straight to the log (bypassing the writer).
 fn append_checkpoint(mnemo: &Mnemo, checkpoint: CheckpointRecord) {
-    let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &[Record::CheckpointRecorded(checkpoint)]).unwrap();
+    let appended = mnemo
+        .append(&StreamId::session(&sid()), ExpectedRevision::Any, &[Record::CheckpointRecorded(checkpoint)])
+        .unwrap();
     mnemo.catch_up_to(appended.last_position).unwrap();
 }
 
@@ -336,7 +377,13 @@ fn build(events: &[RuntimeEvent], summary: &str) -> CheckpointRecord {
 
 #[test]
 fn every_replay_fail_open_row_ignores_the_checkpoint_and_falls_back_to_raw_history() {
-    let cases = ["coverage_miss", "source_hash_mismatch", "prefix_over_budget", "replacement_not_smaller", "invalid_checkpoint"];
+    let cases = [
+        "coverage_miss",
+        "source_hash_mismatch",
+        "prefix_over_budget",
+        "replacement_not_smaller",
+        "invalid_checkpoint",
+    ];
     for reason in cases {
         let (_dir, mnemo) = store(6, "");
         let events = session_events(&mnemo);
@@ -351,8 +398,12 @@ fn every_replay_fail_open_row_ignores_the_checkpoint_and_falls_back_to_raw_histo
                 changed[3].ts = mnemo_core::TimestampMs(changed[3].ts.0 + 1);
                 build(&changed, GOOD)
             }
-            "replacement_not_smaller" => build(&events[..2], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(200))),
-            "prefix_over_budget" => build(&events[..20], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(9_000))),
+            "replacement_not_smaller" => {
+                build(&events[..2], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(200)))
+            }
+            "prefix_over_budget" => {
+                build(&events[..20], &format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(9_000)))
+            }
             _ => {
                 let mut invalid = build(&events[..8], GOOD);
                 invalid.source_policy_version = "maka.compactable_runtime_event_projection.v0".to_owned();
@@ -368,7 +419,12 @@ fn every_replay_fail_open_row_ignores_the_checkpoint_and_falls_back_to_raw_histo
             // The stage quarantines it at fold time: it is never even a candidate.
             assert_eq!(history.diagnostics.reason.as_deref(), Some("below_high_water"));
         } else {
-            assert_eq!(history.diagnostics.skipped_reason_counts.get(reason), Some(&1), "{reason}: {:?}", history.diagnostics);
+            assert_eq!(
+                history.diagnostics.skipped_reason_counts.get(reason),
+                Some(&1),
+                "{reason}: {:?}",
+                history.diagnostics
+            );
         }
     }
 }
@@ -385,7 +441,12 @@ fn every_selector_skip_row_leaves_raw_history() {
     for (reason, config, turns) in cases {
         let (_dir, mnemo) = store(turns, config);
         let history = context(&mnemo);
-        assert_eq!(history.diagnostics.reason.as_deref(), Some(reason), "{config}: {:?}", history.diagnostics);
+        assert_eq!(
+            history.diagnostics.reason.as_deref(),
+            Some(reason),
+            "{config}: {:?}",
+            history.diagnostics
+        );
         if reason == "below_high_water" || reason == "lookup_miss" {
             assert!(!history.diagnostics.compaction_due, "{reason}");
         }
@@ -397,7 +458,10 @@ fn every_selector_skip_row_leaves_raw_history() {
 #[test]
 fn an_oversized_latest_turn_folds_everything_or_ends_the_turn() {
     let (_dir, mnemo) = store(6, "max_history_tokens = 900");
-    let huge = format!("{{\"session\":\"{SESSION}\",\"turn\":\"t900\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}\n", "word ".repeat(1000));
+    let huge = format!(
+        "{{\"session\":\"{SESSION}\",\"turn\":\"t900\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}\n",
+        "word ".repeat(1000)
+    );
     let transcript = mnemo::parse_transcript(huge.as_bytes(), "huge").unwrap();
     let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
     let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
@@ -413,7 +477,10 @@ fn an_oversized_latest_turn_folds_everything_or_ends_the_turn() {
     let (_dir, mnemo) = store(6, "max_history_tokens = 900");
     let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
     mnemo.catch_up_to(appended.last_position).unwrap();
-    let options = CompactOptions { summarizer: Some(Scripted::error(SummarizeError::Provider("x".to_owned()))), ..CompactOptions::default() };
+    let options = CompactOptions {
+        summarizer: Some(Scripted::error(SummarizeError::Provider("x".to_owned()))),
+        ..CompactOptions::default()
+    };
     let outcome = block_on(mnemo.prepare_history(&sid(), &options)).unwrap();
     assert_eq!(outcome.history.diagnostics.context_budget_exhausted, Some("summarizer_failed"));
 }
@@ -429,9 +496,16 @@ impl ProviderCompactor for Codex {
         SummarizerIdentity { name: "codex".to_owned(), prompt_version: "remote-v2".to_owned() }
     }
     fn connection(&self) -> Connection {
-        Connection { provider_type: "openai-codex".to_owned(), slug: "codex".to_owned(), model: "gpt-5".to_owned() }
+        Connection {
+            provider_type: "openai-codex".to_owned(),
+            slug: "codex".to_owned(),
+            model: "gpt-5".to_owned(),
+        }
     }
-    fn compact<'a>(&'a self, _: &'a ProviderCompactionRequest) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>> {
+    fn compact<'a>(
+        &'a self,
+        _: &'a ProviderCompactionRequest,
+    ) -> BoxFuture<'a, Result<Vec<Value>, SummarizeError>> {
         let part = json!({"type": "custom", "kind": "openai.compaction", "providerMetadata": {"openai": {"itemId": "it-1", "encryptedContent": "c2VjcmV0"}}});
         let parts = vec![part; self.items];
         Box::pin(async move { Ok(parts) })
@@ -449,11 +523,16 @@ fn provider_state_replays_only_to_its_own_connection_and_never_as_text() {
     };
     let recorded = block_on(mnemo.compact(&sid(), &options)).unwrap().recorded.unwrap();
     assert_eq!(recorded.checkpoint.version(), 3);
-    let history = mnemo.context(&sid(), &ContextOptions { connection: codex.clone(), ..ContextOptions::default() }).unwrap();
-    assert!(matches!(&history.items[0], HistoryItem::ProviderState { message, .. } if message["content"][0]["kind"] == "openai.compaction"));
+    let history = mnemo
+        .context(&sid(), &ContextOptions { connection: codex.clone(), ..ContextOptions::default() })
+        .unwrap();
+    assert!(
+        matches!(&history.items[0], HistoryItem::ProviderState { message, .. } if message["content"][0]["kind"] == "openai.compaction")
+    );
     assert!(!history.items.iter().any(|i| matches!(i, HistoryItem::Checkpoint { .. })));
     let other = Connection { model: "gpt-4".to_owned(), ..codex };
-    let history = mnemo.context(&sid(), &ContextOptions { connection: other, ..ContextOptions::default() }).unwrap();
+    let history =
+        mnemo.context(&sid(), &ContextOptions { connection: other, ..ContextOptions::default() }).unwrap();
     assert!(history.boundary.is_none());
     assert_eq!(history.diagnostics.skipped_reason_counts.get("provider_state_unreplayable"), Some(&1));
     // Two compaction items are invalid provider state.
@@ -473,18 +552,32 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
     let events = session_events(&mnemo);
     let current = TurnId::new("t029").unwrap();
     let anchor = events.iter().find(|e| e.turn_id == current).unwrap().id.clone();
-    let request = MidTurnOptions { turn: current.clone(), anchor: anchor.clone(), phase: CheckpointPhase::MidTurn, reference_tokens: 100_000 };
+    let request = MidTurnOptions {
+        turn: current.clone(),
+        anchor: anchor.clone(),
+        phase: CheckpointPhase::MidTurn,
+        reference_tokens: 100_000,
+    };
     let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     let MidTurnOutcome::Replaced { checkpoint, items } = outcome else { panic!("{outcome:?}") };
     assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::MidTurn);
     assert_eq!(checkpoint.checkpoint.head_anchor.as_ref().unwrap().event, anchor);
-    assert!(matches!(&items[1], HistoryItem::Event { event, .. } if event.id == anchor), "block, then the anchor");
+    assert!(
+        matches!(&items[1], HistoryItem::Event { event, .. } if event.id == anchor),
+        "block, then the anchor"
+    );
     let history = context(&mnemo);
     assert_eq!(history.boundary.unwrap().phase, CheckpointPhase::MidTurn);
     // An anchor that is not durable fails open.
     let missing = MidTurnOptions { anchor: mnemo::EventId::new("nope").unwrap(), ..request };
     let outcome = block_on(mnemo.compact_mid_turn(&sid(), &missing, &CompactOptions::default())).unwrap();
-    assert_eq!(outcome, MidTurnOutcome::FailOpen { detail: "no_safe_completed_span", reason: "head_anchor_not_durable".to_owned() });
+    assert_eq!(
+        outcome,
+        MidTurnOutcome::FailOpen {
+            detail: "no_safe_completed_span",
+            reason: "head_anchor_not_durable".to_owned()
+        }
+    );
 }
 
 #[test]
@@ -503,7 +596,9 @@ fn copy_rebuilds_text_checkpoints_under_new_identities() {
     assert!(copied.iter().all(|e| e.session_id == report.session && !original.contains(&e.id.to_string())));
     assert!(copied.iter().all(|e| e.turn_id.as_str() == "t007"), "turn ids are kept");
     // Through a turn: a branch holds that turn's prefix and the checkpoint is left out with it.
-    let branch = mnemo.copy_conversation(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None).unwrap();
+    let branch = mnemo
+        .copy_conversation(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None)
+        .unwrap();
     assert_eq!((branch.events, branch.checkpoints_rebuilt), (12, 0));
     // The same target again is a conflict: nothing is appended twice.
     assert!(mnemo.copy_conversation(&sid(), None, Some(report.session.clone())).is_err());
@@ -514,7 +609,8 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     let (_dir, mnemo) = store(6, "");
     let events = session_events(&mnemo);
     let mut provider = build(&events[..8], GOOD);
-    provider.body = mnemo_core::CheckpointBody::Provider { state: mnemo_compaction::testing::provider_state() };
+    provider.body =
+        mnemo_core::CheckpointBody::Provider { state: mnemo_compaction::testing::provider_state() };
     append_checkpoint(&mnemo, provider);
     let report = mnemo.copy_conversation(&sid(), None, None).unwrap();
     assert_eq!((report.checkpoints_rebuilt, report.checkpoints_dropped), (0, 1));
@@ -523,7 +619,10 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     superseded.source_policy_version = "maka.compactable_runtime_event_projection.v0".to_owned();
     append_checkpoint(&mnemo, superseded);
     let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
-    assert!(error.contains("invalid history compact checkpoint") && error.contains("source policy"), "{error}");
+    assert!(
+        error.contains("invalid history compact checkpoint") && error.contains("source policy"),
+        "{error}"
+    );
 
     let (_dir, mnemo) = store(6, "");
     let events = session_events(&mnemo);
@@ -549,7 +648,10 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
         chars_per_token: 4,
     })
     .unwrap();
-    small.body = mnemo_core::CheckpointBody::Text { summary: GOOD.to_owned(), summary_format: mnemo_core::SummaryFormat::SectionsV1 };
+    small.body = mnemo_core::CheckpointBody::Text {
+        summary: GOOD.to_owned(),
+        summary_format: mnemo_core::SummaryFormat::SectionsV1,
+    };
     append_checkpoint(&mnemo, small);
     let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
     assert!(error.contains("malformed_summary_too_small_for_fold"), "{error}");
