@@ -123,3 +123,145 @@ impl Coordinator {
         self.busy.lock().unwrap_or_else(PoisonError::into_inner).contains(session)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use mnemo_core::{Position, TimestampMs};
+
+    use super::*;
+    use crate::testing::{GOOD_SUMMARY, build_text, sid, text_event};
+
+    /// A recorder over a vector, whose appends can be made to fail and whose loads are counted.
+    #[derive(Debug, Default)]
+    struct Fake {
+        log: Mutex<Vec<LoggedCheckpoint>>,
+        fail: AtomicBool,
+        loads: AtomicUsize,
+    }
+
+    impl CheckpointRecorder for Fake {
+        fn load<'a>(
+            &'a self,
+            _: &'a SessionId,
+        ) -> BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>> {
+            self.loads.fetch_add(1, Ordering::SeqCst);
+            let candidates = self.log.lock().unwrap_or_else(PoisonError::into_inner).clone();
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                Ok(crate::stage::select(&candidates).cloned())
+            })
+        }
+
+        fn append<'a>(
+            &'a self,
+            checkpoint: &'a CheckpointRecord,
+        ) -> BoxFuture<'a, Result<LoggedCheckpoint, CompactionError>> {
+            Box::pin(async move {
+                tokio::task::yield_now().await;
+                if self.fail.load(Ordering::SeqCst) {
+                    return Err(CompactionError::Record("store unavailable".to_owned()));
+                }
+                let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+                let logged = LoggedCheckpoint {
+                    position: Position(log.len() as u64 + 1),
+                    timestamp: TimestampMs(log.len() as u64),
+                    checkpoint: checkpoint.clone(),
+                };
+                log.push(logged.clone());
+                Ok(logged)
+            })
+        }
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn events(n: usize) -> Vec<mnemo_core::RuntimeEvent> {
+        (1..=n).map(|i| text_event(&format!("e{i}"), &format!("t{i}"), "user", "hello")).collect()
+    }
+
+    #[test]
+    fn a_failed_append_leaves_the_cache_and_the_log_unchanged_and_does_not_block_later_writes() {
+        let fake = Arc::new(Fake::default());
+        let coordinator = Coordinator::new(fake.clone());
+        let events = events(4);
+        let first = build_text(&events[..2], GOOD_SUMMARY, None);
+        runtime().block_on(async {
+            fake.fail.store(true, Ordering::SeqCst);
+            assert!(matches!(coordinator.record(&first).await, Err(CompactionError::Record(_))));
+            assert_eq!(coordinator.load(&sid()).await.ok(), Some(None), "the cache is unchanged");
+            fake.fail.store(false, Ordering::SeqCst);
+            assert!(coordinator.record(&first).await.is_ok(), "a failed write does not block the next");
+        });
+        assert_eq!(fake.log.lock().map(|l| l.len()).unwrap_or_default(), 1);
+    }
+
+    #[test]
+    fn a_stale_candidate_is_superseded_before_persistence() {
+        let fake = Arc::new(Fake::default());
+        let coordinator = Coordinator::new(fake.clone());
+        let events = events(4);
+        let further = build_text(&events[..3], GOOD_SUMMARY, None);
+        let stale = build_text(&events[..2], GOOD_SUMMARY, None);
+        let sibling = build_text(&events[..3], &GOOD_SUMMARY.replace("build", "docs"), None);
+        let successor = build_text(&events[..3], &GOOD_SUMMARY.replace("build", "docs"), Some(&further));
+        runtime().block_on(async {
+            assert!(coordinator.record(&further).await.is_ok());
+            assert!(matches!(coordinator.record(&stale).await, Err(CompactionError::Superseded(_))));
+            assert!(matches!(coordinator.record(&sibling).await, Err(CompactionError::Superseded(_))));
+            assert!(coordinator.record(&successor).await.is_ok(), "an explicit equal-coverage successor");
+            let durable = coordinator.load(&sid()).await.ok().flatten().map(|l| l.checkpoint.checkpoint);
+            assert_eq!(durable, Some(successor.checkpoint.clone()));
+        });
+        assert_eq!(fake.log.lock().map(|l| l.len()).unwrap_or_default(), 2);
+    }
+
+    #[test]
+    fn concurrent_writes_are_serialized_and_loads_deduplicated() {
+        let fake = Arc::new(Fake::default());
+        let coordinator = Arc::new(Coordinator::new(fake.clone()));
+        let events = events(6);
+        let candidates: Vec<_> = (1..=6).map(|n| build_text(&events[..n], GOOD_SUMMARY, None)).collect();
+        let (loaded, written) = runtime().block_on(async {
+            let mut loads = Vec::new();
+            for _ in 0..5 {
+                let coordinator = Arc::clone(&coordinator);
+                loads.push(tokio::spawn(async move { coordinator.load(&sid()).await.is_ok() }));
+            }
+            let mut writes = Vec::new();
+            for candidate in candidates.into_iter().rev() {
+                let coordinator = Arc::clone(&coordinator);
+                writes.push(tokio::spawn(async move { coordinator.record(&candidate).await.is_ok() }));
+            }
+            let mut loaded = Vec::new();
+            for load in loads {
+                loaded.push(load.await.unwrap_or(false));
+            }
+            let mut written = Vec::new();
+            for write in writes {
+                written.push(write.await.unwrap_or(false));
+            }
+            (loaded, written)
+        });
+        assert!(loaded.iter().all(|ok| *ok));
+        // Serialized in arrival order, newest coverage first: it wins and every smaller one is superseded.
+        assert_eq!(written.iter().filter(|ok| **ok).count(), 1);
+        assert_eq!(fake.loads.load(Ordering::SeqCst), 1, "one load for every caller");
+        let log = fake.log.lock().map(|l| l.clone()).unwrap_or_default();
+        assert_eq!(log.len(), 1);
+        assert_eq!(log[0].checkpoint.coverage.event_count, 6);
+    }
+
+    #[test]
+    fn a_running_turn_blocks_manual_compaction() {
+        let coordinator = Coordinator::new(Arc::new(Fake::default()));
+        let guard = coordinator.begin_turn(&sid());
+        assert!(guard.is_some() && coordinator.is_busy(&sid()));
+        assert!(coordinator.begin_turn(&sid()).is_none());
+        drop(guard);
+        assert!(!coordinator.is_busy(&sid()));
+    }
+}
