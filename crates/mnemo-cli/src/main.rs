@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mnemo::{Config, Error, ErrorCategory, Mnemo, Position};
 use serde::Serialize;
 
+mod bench_cmd;
 mod demo;
 
 #[derive(Debug, Parser)]
@@ -63,6 +64,8 @@ enum Command {
     },
     /// Check the hash chain and that every projection equals a fresh rebuild.
     Verify,
+    /// Run the benchmark harness: Mnemo beside a SQLite baseline, report.json and SVG charts.
+    Bench(bench_cmd::BenchArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -127,6 +130,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Rebuild { stage } => rebuild(cli, stage.as_deref()),
         Command::Verify => verify(cli),
+        Command::Bench(args) => bench_cmd::run(cli, args),
     }
 }
 
