@@ -8,17 +8,18 @@
 use std::collections::BTreeMap;
 
 use mnemo_core::{
-    Digest, ExtractionFailure, ExtractionTrigger, FailureOutcome, ItemId, LifecycleState,
-    MemoryCommit, MemoryItem, MemoryMutation, Mutation, PolicyDenial, Record, ReceiptStatus,
+    Digest, ExtractionFailure, ExtractionTrigger, FailureOutcome, ItemId, LifecycleState, MemoryCommit,
+    MemoryItem, MemoryMutation, Mutation, PolicyDenial, ReceiptStatus, Record,
 };
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateTxn};
 use serde_json::json;
 
 use crate::error::{Conflict, ConflictReason};
 use crate::state::{
-    self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv, MutationOutcome,
-    MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind, OperationType, PENDING_TAG,
-    PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, RequestedItem, SCOPE_TAG, STAGE_NAME, encode, key,
+    self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
+    MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
+    OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, RequestedItem, SCOPE_TAG,
+    STAGE_NAME, encode, key,
 };
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
@@ -167,9 +168,10 @@ pub(crate) fn run_batch(
         };
         let current = changes.current(kv, id)?;
         let step = match (mutation, current) {
-            (Mutation::Create { item, fields }, None) => {
-                Ok((MemoryItem::created(item.clone(), fields.clone(), committed_at), MutationOutcome::Created))
-            }
+            (Mutation::Create { item, fields }, None) => Ok((
+                MemoryItem::created(item.clone(), fields.clone(), committed_at),
+                MutationOutcome::Created,
+            )),
             (Mutation::Create { item, .. }, Some(_)) => {
                 Err(Conflict::new(ConflictReason::OperationReused, "a new item", "an existing item").on(item))
             }
@@ -187,16 +189,30 @@ pub(crate) fn run_batch(
                     }
                 })
             }
-            (Mutation::Archive { expected_version, .. }, Some(mut item)) => version_check(&item, *expected_version)
-                .and_then(|()| {
-                    lifecycle_change(&mut item, LifecycleState::Active, LifecycleState::Archived, committed_at)
-                })
-                .map(|()| (item, MutationOutcome::Archived)),
-            (Mutation::Restore { expected_version, .. }, Some(mut item)) => version_check(&item, *expected_version)
-                .and_then(|()| {
-                    lifecycle_change(&mut item, LifecycleState::Archived, LifecycleState::Active, committed_at)
-                })
-                .map(|()| (item, MutationOutcome::Restored)),
+            (Mutation::Archive { expected_version, .. }, Some(mut item)) => {
+                version_check(&item, *expected_version)
+                    .and_then(|()| {
+                        lifecycle_change(
+                            &mut item,
+                            LifecycleState::Active,
+                            LifecycleState::Archived,
+                            committed_at,
+                        )
+                    })
+                    .map(|()| (item, MutationOutcome::Archived))
+            }
+            (Mutation::Restore { expected_version, .. }, Some(mut item)) => {
+                version_check(&item, *expected_version)
+                    .and_then(|()| {
+                        lifecycle_change(
+                            &mut item,
+                            LifecycleState::Archived,
+                            LifecycleState::Active,
+                            committed_at,
+                        )
+                    })
+                    .map(|()| (item, MutationOutcome::Restored))
+            }
             _ => return Err(state::damaged("unknown memory mutation type")),
         };
         let (item, outcome) = match step {
@@ -286,7 +302,10 @@ pub(crate) fn discard_request_hash(record: &ExtractionFailure) -> Result<Digest,
     }))
 }
 
-fn apply_mutation(txn: &mut StateTxn<'_>, record: &MemoryMutation) -> Result<Result<(), String>, PipelineError> {
+fn apply_mutation(
+    txn: &mut StateTxn<'_>,
+    record: &MemoryMutation,
+) -> Result<Result<(), String>, PipelineError> {
     if state::operation(&*txn, &record.operation)?.is_some() {
         return Ok(Err(format!("operation {} was already used", record.operation)));
     }
@@ -309,7 +328,10 @@ fn apply_mutation(txn: &mut StateTxn<'_>, record: &MemoryMutation) -> Result<Res
 
 /// Checks an extraction commit against the cursor and the pending failure (memory.md §2.7
 /// transaction steps 2–3). The caller has already ruled out a replay.
-pub(crate) fn check_commit(kv: &(impl Kv + ?Sized), record: &MemoryCommit) -> Result<Result<(), Conflict>, PipelineError> {
+pub(crate) fn check_commit(
+    kv: &(impl Kv + ?Sized),
+    record: &MemoryCommit,
+) -> Result<Result<(), Conflict>, PipelineError> {
     let current = state::cursor(kv, &record.session)?.map_or(0, |c| c.processed_ordinal);
     if current != record.cursor.expected {
         return Ok(Err(Conflict::new(ConflictReason::CursorConflict, record.cursor.expected, current)));
@@ -319,7 +341,9 @@ pub(crate) fn check_commit(kv: &(impl Kv + ?Sized), record: &MemoryCommit) -> Re
     };
     let starts = pending.from == record.cursor.expected.saturating_add(1);
     let fits = if record.receipt.skip_reason.is_some() {
-        pending.first_trigger == ExtractionTrigger::Compaction && starts && pending.through <= record.cursor.next
+        pending.first_trigger == ExtractionTrigger::Compaction
+            && starts
+            && pending.through <= record.cursor.next
     } else {
         pending.first_operation != record.operation
             && starts
@@ -490,7 +514,10 @@ fn discard_receipt(pending: &PendingFailure, record: &ExtractionFailure) -> Rece
     }
 }
 
-fn apply_failure(txn: &mut StateTxn<'_>, record: &ExtractionFailure) -> Result<Result<(), String>, PipelineError> {
+fn apply_failure(
+    txn: &mut StateTxn<'_>,
+    record: &ExtractionFailure,
+) -> Result<Result<(), String>, PipelineError> {
     let decision = match settle_decision(&*txn, record)? {
         Ok(decision) => decision,
         Err(conflict) => return Ok(Err(conflict.to_string())),

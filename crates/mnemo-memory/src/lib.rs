@@ -13,8 +13,11 @@
 //! failures and denials, and can be rebuilt from the log.
 
 mod error;
+mod extract;
 mod index;
+mod lane;
 mod ops;
+mod recall;
 mod secrets;
 mod state;
 pub mod testing;
@@ -22,16 +25,31 @@ mod text;
 mod write;
 
 pub use error::{Conflict, ConflictReason, MemoryError};
+pub use extract::{
+    BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
+    ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView, ExtractionHost, ExtractionOutcome,
+    ExtractionReport, GateReason, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
+    MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models, Proposal, ProposalPrompt,
+    RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization, SessionEvent, Trigger,
+    check_faithful, execute, parse_canonicalization, parse_proposal,
+};
 pub use index::{MemoryIndex, factory};
+pub use lane::{LaneGuard, Priority, SessionLanes};
 pub use ops::{
-    CommitRequest, CommitResult, MatchMode, MemoryLedger, MutationInput, MutationRequest, SEARCH_RESULTS_DEFAULT,
-    SEARCH_RESULTS_MAX, SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult, apply_mutations,
-    commit_extraction, item_id_for, record_denial, search, settle_failure,
+    CommitRequest, CommitResult, MatchMode, MemoryLedger, MutationInput, MutationRequest,
+    SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult,
+    apply_mutations, commit_extraction, item_id_for, record_denial, search, settle_failure,
+};
+pub use recall::{
+    RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX,
+    RECALL_SCAN_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem, recall, recall_block,
 };
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{
-    Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType, OperationResult,
-    OperationType, PendingFailure, Receipt, RequestedItem, STAGE_NAME,
+    Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType,
+    OperationResult, OperationType, PendingFailure, Receipt, RequestedItem, STAGE_NAME,
 };
-pub use text::{IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key};
+pub use text::{
+    IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,
+};
 pub use write::{ItemInput, KeyInput, key_priority, normalize_keys, normalize_sources};

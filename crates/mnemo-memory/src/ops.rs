@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use mnemo_core::limits::MEMORY_MUTATIONS_MAX;
 use mnemo_core::{
-    CheckpointId, CursorAdvance, DenialReason, Digest, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
-    ExtractionTrigger, FailureOutcome, ItemId, MemoryCommit, MemoryItem, MemoryItemFields, MemoryMutation,
-    MemoryScope, Mutation, NewMemoryItem, NoOpReason, OperationId, PolicyDenial, ReceiptStatus, Record, SessionId,
-    SkipReason, TimestampMs, WorkspaceId,
+    CheckpointId, CursorAdvance, DenialReason, Digest, ExtractionFailure, ExtractionFailureClass,
+    ExtractionReceipt, ExtractionTrigger, FailureOutcome, ItemId, MemoryCommit, MemoryItem, MemoryItemFields,
+    MemoryMutation, MemoryScope, Mutation, NewMemoryItem, NoOpReason, OperationId, PolicyDenial,
+    ReceiptStatus, Record, SessionId, SkipReason, TimestampMs, WorkspaceId,
 };
 use mnemo_pipeline::StateStore;
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,10 @@ use crate::error::{Conflict, ConflictReason, MemoryError, invalid};
 use crate::index::{
     SettleDecision, check_commit, commit_request_hash, mutation_request_hash, run_batch, settle_decision,
 };
-use crate::state::{self, Cursor, Denial, KEY_TAG, KeyEntry, MemoryView, OperationKind, OperationResult, PendingFailure, Receipt};
+use crate::state::{
+    self, Cursor, Denial, KEY_TAG, KeyEntry, MemoryView, OperationKind, OperationResult, PendingFailure,
+    Receipt,
+};
 use crate::text::{check_identifier, visible_key};
 use crate::write::ItemInput;
 
@@ -103,7 +106,8 @@ fn normalize_mutations(request: &MutationRequest) -> Result<Vec<Mutation>, Memor
     }
     let mut out = Vec::with_capacity(request.mutations.len());
     for (index, mutation) in request.mutations.iter().enumerate() {
-        let at = |e: mnemo_core::ValidationError| MemoryError::Invalid(e.within(&format!("mutations[{index}]")));
+        let at =
+            |e: mnemo_core::ValidationError| MemoryError::Invalid(e.within(&format!("mutations[{index}]")));
         let version = |v: u64| match v {
             0 => Err(at(mnemo_core::ValidationError::new("expected_version", "must be at least 1"))),
             v => Ok(v),
@@ -171,7 +175,10 @@ fn batch_scope(store: &dyn StateStore, mutations: &[Mutation]) -> Result<MemoryS
 /// Applies a batch of mutations (memory.md §2.6). Same operation id and same request: the
 /// stored result with `replayed: true` and nothing appended; same id, other request:
 /// `operation_reused`.
-pub fn apply_mutations(ledger: &dyn MemoryLedger, request: &MutationRequest) -> Result<OperationResult, MemoryError> {
+pub fn apply_mutations(
+    ledger: &dyn MemoryLedger,
+    request: &MutationRequest,
+) -> Result<OperationResult, MemoryError> {
     let mutations = normalize_mutations(request)?;
     let mut replay = None;
     ledger.write(&mut |store, now| {
@@ -188,7 +195,12 @@ pub fn apply_mutations(ledger: &dyn MemoryLedger, request: &MutationRequest) -> 
                 replay = Some(entry.result(true));
                 return Ok(None);
             }
-            return Err(Conflict::new(ConflictReason::OperationReused, hash.to_hex(), entry.request_hash.to_hex()).into());
+            return Err(Conflict::new(
+                ConflictReason::OperationReused,
+                hash.to_hex(),
+                entry.request_hash.to_hex(),
+            )
+            .into());
         }
         record.validate()?;
         run_batch(store, &record.mutations, now)?.map_err(MemoryError::Conflict)?;
@@ -198,9 +210,9 @@ pub fn apply_mutations(ledger: &dyn MemoryLedger, request: &MutationRequest) -> 
         return Ok(result);
     }
     let store = ledger.state()?;
-    MemoryView::new(store.as_ref())
-        .operation(&request.operation)?
-        .ok_or_else(|| MemoryError::Host(format!("operation {} is not in the index after its append", request.operation)))
+    MemoryView::new(store.as_ref()).operation(&request.operation)?.ok_or_else(|| {
+        MemoryError::Host(format!("operation {} is not in the index after its append", request.operation))
+    })
 }
 
 /// How search terms match keys.
@@ -286,7 +298,9 @@ pub fn search(store: &dyn StateStore, request: &SearchRequest) -> Result<Vec<Mem
             let visible = entry.scope == "global" || Some(&entry.scope) == workspace_scope.as_ref();
             let live = request.include_archived || entry.lifecycle == mnemo_core::LifecycleState::Active;
             if visible && live {
-                let slot = hits.entry(item.to_owned()).or_insert((Hit { terms: 0, updated_at: entry.updated_at }, usize::MAX));
+                let slot = hits
+                    .entry(item.to_owned())
+                    .or_insert((Hit { terms: 0, updated_at: entry.updated_at }, usize::MAX));
                 if slot.1 != term_index {
                     slot.0.terms += 1;
                     slot.1 = term_index;
@@ -299,7 +313,9 @@ pub fn search(store: &dyn StateStore, request: &SearchRequest) -> Result<Vec<Mem
         }
     }
     let mut ranked: Vec<(String, Hit)> = hits.into_iter().map(|(id, (hit, _))| (id, hit)).collect();
-    ranked.sort_by(|a, b| b.1.terms.cmp(&a.1.terms).then(b.1.updated_at.cmp(&a.1.updated_at)).then(a.0.cmp(&b.0)));
+    ranked.sort_by(|a, b| {
+        b.1.terms.cmp(&a.1.terms).then(b.1.updated_at.cmp(&a.1.updated_at)).then(a.0.cmp(&b.0))
+    });
     let mut out = Vec::new();
     for (id, _) in ranked.into_iter().take(limit as usize) {
         let id = ItemId::new(id).map_err(|e| MemoryError::State(state::damaged(e.to_string())))?;
@@ -376,7 +392,10 @@ fn commit_record(request: &CommitRequest, now: TimestampMs) -> MemoryCommit {
             .items
             .iter()
             .enumerate()
-            .map(|(index, fields)| NewMemoryItem { item: item_id_for(&request.operation, index), fields: fields.clone() })
+            .map(|(index, fields)| NewMemoryItem {
+                item: item_id_for(&request.operation, index),
+                fields: fields.clone(),
+            })
             .collect(),
         receipt: ExtractionReceipt {
             status,
@@ -389,7 +408,10 @@ fn commit_record(request: &CommitRequest, now: TimestampMs) -> MemoryCommit {
 }
 
 /// Commits items, cursor and receipt as one record (memory.md §2.7).
-pub fn commit_extraction(ledger: &dyn MemoryLedger, request: &CommitRequest) -> Result<CommitResult, MemoryError> {
+pub fn commit_extraction(
+    ledger: &dyn MemoryLedger,
+    request: &CommitRequest,
+) -> Result<CommitResult, MemoryError> {
     check_identifier("operation", request.operation.as_str())?;
     check_identifier("session", request.session.as_str())?;
     if request.next_cursor <= request.expected_cursor {
@@ -403,11 +425,17 @@ pub fn commit_extraction(ledger: &dyn MemoryLedger, request: &CommitRequest) -> 
             let receipt = state::receipt(store, &request.operation)?;
             return match receipt {
                 Some(receipt) if entry.kind == OperationKind::Extraction && entry.request_hash == hash => {
-                    let cursor = Cursor { processed_ordinal: request.next_cursor, updated_at: receipt.committed_at };
+                    let cursor =
+                        Cursor { processed_ordinal: request.next_cursor, updated_at: receipt.committed_at };
                     replay = Some(CommitResult { receipt, cursor, replayed: true });
                     Ok(None)
                 }
-                _ => Err(Conflict::new(ConflictReason::OperationReused, hash.to_hex(), entry.request_hash.to_hex()).into()),
+                _ => Err(Conflict::new(
+                    ConflictReason::OperationReused,
+                    hash.to_hex(),
+                    entry.request_hash.to_hex(),
+                )
+                .into()),
             };
         }
         record.validate()?;
@@ -423,7 +451,10 @@ pub fn commit_extraction(ledger: &dyn MemoryLedger, request: &CommitRequest) -> 
     let cursor = view.cursor(&request.session)?;
     match (receipt, cursor) {
         (Some(receipt), Some(cursor)) => Ok(CommitResult { receipt, cursor, replayed: false }),
-        _ => Err(MemoryError::Host(format!("commit {} is not in the index after its append", request.operation))),
+        _ => Err(MemoryError::Host(format!(
+            "commit {} is not in the index after its append",
+            request.operation
+        ))),
     }
 }
 
@@ -474,7 +505,10 @@ pub enum SettleResult {
 }
 
 /// Settles a failed range: first failure → pending, retry failure → discard.
-pub fn settle_failure(ledger: &dyn MemoryLedger, request: &SettleRequest) -> Result<SettleResult, MemoryError> {
+pub fn settle_failure(
+    ledger: &dyn MemoryLedger,
+    request: &SettleRequest,
+) -> Result<SettleResult, MemoryError> {
     check_identifier("operation", request.operation.as_str())?;
     let mut outcome = None;
     ledger.write(&mut |store, now| {
@@ -539,6 +573,7 @@ pub fn record_denial(
         })))
     })?;
     let store = ledger.state()?;
-    state::denial(store.as_ref(), session, checkpoint)?
-        .ok_or_else(|| MemoryError::Host(format!("denial of {checkpoint} is not in the index after its append")))
+    state::denial(store.as_ref(), session, checkpoint)?.ok_or_else(|| {
+        MemoryError::Host(format!("denial of {checkpoint} is not in the index after its append"))
+    })
 }

@@ -106,8 +106,8 @@ pub fn is_sensitive_key(name: &str) -> bool {
 fn json_is_sensitive(value: &serde_json::Value) -> bool {
     match value {
         serde_json::Value::Object(map) => map.iter().any(|(key, value)| {
-            let present = !matches!(value, serde_json::Value::Null)
-                && value.as_str().is_none_or(|s| !s.is_empty());
+            let present =
+                !matches!(value, serde_json::Value::Null) && value.as_str().is_none_or(|s| !s.is_empty());
             (is_sensitive_key(key) && present) || json_is_sensitive(value)
         }),
         serde_json::Value::Array(values) => values.iter().any(json_is_sensitive),
@@ -122,7 +122,8 @@ fn text_is_sensitive(text: &str) -> bool {
         // the safe direction for a secret filter.
         return true;
     };
-    let keyed = |re: &Regex| re.captures_iter(text).any(|c| c.get(1).is_some_and(|k| is_sensitive_key(k.as_str())));
+    let keyed =
+        |re: &Regex| re.captures_iter(text).any(|c| c.get(1).is_some_and(|k| is_sensitive_key(k.as_str())));
     if keyed(&rules.query) || keyed(&rules.quoted_pair) {
         return true;
     }
@@ -142,9 +143,11 @@ fn text_is_sensitive(text: &str) -> bool {
 /// Whether `text` holds a secret by the rules of memory.md §3.8.
 pub fn is_sensitive(text: &str) -> bool {
     match serde_json::from_str::<serde_json::Value>(text) {
-        Ok(value @ (serde_json::Value::Object(_) | serde_json::Value::Array(_) | serde_json::Value::String(_))) => {
-            json_is_sensitive(&value)
-        }
+        Ok(
+            value @ (serde_json::Value::Object(_)
+            | serde_json::Value::Array(_)
+            | serde_json::Value::String(_)),
+        ) => json_is_sensitive(&value),
         _ => text_is_sensitive(text),
     }
 }
@@ -155,7 +158,16 @@ mod tests {
 
     #[test]
     fn key_names() {
-        for name in ["password", "apiKey", "api_key", "secret_access_key", "SSH-KEY", "key", "authToken", "service_account_key"] {
+        for name in [
+            "password",
+            "apiKey",
+            "api_key",
+            "secret_access_key",
+            "SSH-KEY",
+            "key",
+            "authToken",
+            "service_account_key",
+        ] {
             assert!(is_sensitive_key(name), "{name}");
         }
         for name in ["cache_key", "public_key", "issue_key", "tokenCount", "monkey", "name"] {
@@ -183,7 +195,13 @@ mod tests {
         ] {
             assert!(is_sensitive(text), "{text}");
         }
-        for text in ["I prefer tabs over spaces", "cache_key = 12", "the token count is 3", "sk-short", "auth: basic flow"] {
+        for text in [
+            "I prefer tabs over spaces",
+            "cache_key = 12",
+            "the token count is 3",
+            "sk-short",
+            "auth: basic flow",
+        ] {
             assert!(!is_sensitive(text), "{text}");
         }
     }

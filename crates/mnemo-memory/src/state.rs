@@ -268,29 +268,17 @@ pub(crate) struct KeyEntry {
 /// Reads over either a committed store or a stage transaction.
 pub(crate) trait Kv {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError>;
-    fn scan(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), PipelineError>;
 }
 
 impl Kv for dyn StateStore + '_ {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError> {
         self.get(key)
     }
-    fn scan(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), PipelineError> {
-        self.scan_prefix(prefix, visit)
-    }
 }
 
 impl Kv for StateTxn<'_> {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError> {
         self.get(key)
-    }
-    fn scan(&self, prefix: &[u8], visit: &mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), PipelineError> {
-        for (k, v) in self.scan_prefix(prefix)? {
-            if !visit(&k, &v) {
-                break;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -306,7 +294,10 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, PipelineErr
     serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))
 }
 
-pub(crate) fn get<T: DeserializeOwned>(kv: &(impl Kv + ?Sized), key: &[u8]) -> Result<Option<T>, PipelineError> {
+pub(crate) fn get<T: DeserializeOwned>(
+    kv: &(impl Kv + ?Sized),
+    key: &[u8],
+) -> Result<Option<T>, PipelineError> {
     kv.get_bytes(key)?.map(|bytes| decode(&bytes)).transpose()
 }
 
@@ -322,7 +313,10 @@ pub(crate) fn item(kv: &(impl Kv + ?Sized), id: &ItemId) -> Result<Option<Memory
     Ok(Some(item))
 }
 
-pub(crate) fn operation(kv: &(impl Kv + ?Sized), id: &OperationId) -> Result<Option<OperationEntry>, PipelineError> {
+pub(crate) fn operation(
+    kv: &(impl Kv + ?Sized),
+    id: &OperationId,
+) -> Result<Option<OperationEntry>, PipelineError> {
     get(kv, &key(OPERATION_TAG, &[id.as_str()]))
 }
 
@@ -334,7 +328,10 @@ pub(crate) fn cursor(kv: &(impl Kv + ?Sized), session: &SessionId) -> Result<Opt
     get(kv, &key(CURSOR_TAG, &[session.as_str()]))
 }
 
-pub(crate) fn pending(kv: &(impl Kv + ?Sized), session: &SessionId) -> Result<Option<PendingFailure>, PipelineError> {
+pub(crate) fn pending(
+    kv: &(impl Kv + ?Sized),
+    session: &SessionId,
+) -> Result<Option<PendingFailure>, PipelineError> {
     get(kv, &key(PENDING_TAG, &[session.as_str()]))
 }
 
@@ -356,10 +353,6 @@ impl<'a> MemoryView<'a> {
     /// A view of a `memory-index` store.
     pub fn new(store: &'a dyn StateStore) -> Self {
         MemoryView { store }
-    }
-
-    pub(crate) fn kv(&self) -> &'a dyn StateStore {
-        self.store
     }
 
     /// One item, re-validated; `None` when absent.

@@ -26,7 +26,10 @@ pub struct VecLedger {
 impl VecLedger {
     /// An empty ledger whose clock starts at `start_ms`.
     pub fn new(start_ms: u64) -> Self {
-        VecLedger { inner: Mutex::new(Inner { records: Vec::new(), now: start_ms }), store: Arc::new(MemoryStore::new()) }
+        VecLedger {
+            inner: Mutex::new(Inner { records: Vec::new(), now: start_ms }),
+            store: Arc::new(MemoryStore::new()),
+        }
     }
 
     /// Every record appended so far.
@@ -63,7 +66,8 @@ fn apply(store: &MemoryStore, position: u64, record: &Record) -> Result<(), Memo
     let mut changes = Changes::new();
     let mut txn = StateTxn::new(store, &mut changes);
     MemoryIndex.apply(&mut txn, &logged)?;
-    let meta = StageMeta { watermark: Position(position), version: MemoryIndex.version(), config_hash: [0; 32] };
+    let meta =
+        StageMeta { watermark: Position(position), version: MemoryIndex.version(), config_hash: [0; 32] };
     store.commit(&changes, &meta)?;
     Ok(())
 }

@@ -39,7 +39,10 @@ pub fn normalize_content(input: &str) -> Result<String, ValidationError> {
     }
     let len = code_points(&normalized);
     if len > MEMORY_CONTENT_CODE_POINTS_MAX {
-        return fail("content", format!("is {len} code points, the limit is {MEMORY_CONTENT_CODE_POINTS_MAX}"));
+        return fail(
+            "content",
+            format!("is {len} code points, the limit is {MEMORY_CONTENT_CODE_POINTS_MAX}"),
+        );
     }
     Ok(normalized)
 }

@@ -187,14 +187,19 @@ mod tests {
         assert_eq!(keys.len(), 2);
         assert_eq!(keys[0].key, "Chinese answer");
         assert_eq!(keys[0].normalized_key, "chinese answer");
-        assert_eq!((keys[1].key.as_str(), keys[1].key_type, keys[1].key_origin), ("偏好", KeyType::Exact, KeyOrigin::User));
+        assert_eq!(
+            (keys[1].key.as_str(), keys[1].key_type, keys[1].key_origin),
+            ("偏好", KeyType::Exact, KeyOrigin::User)
+        );
     }
 
     #[test]
     fn key_ties_go_to_the_first_display_text() {
-        let keys =
-            normalize_keys(&[key("Tabs", KeyType::Concept, KeyOrigin::Llm), key("TABS", KeyType::Concept, KeyOrigin::Llm)])
-                .unwrap_or_default();
+        let keys = normalize_keys(&[
+            key("Tabs", KeyType::Concept, KeyOrigin::Llm),
+            key("TABS", KeyType::Concept, KeyOrigin::Llm),
+        ])
+        .unwrap_or_default();
         assert_eq!(keys.len(), 1);
         assert_eq!(keys[0].key, "TABS");
     }
