@@ -259,10 +259,10 @@ pub(crate) fn mutation_request_hash(record: &MemoryMutation) -> Result<Digest, P
     let mut mutations = to_value(&record.mutations)?;
     if let Some(list) = mutations.as_array_mut() {
         for entry in list {
-            if entry.get("type").and_then(|t| t.as_str()) == Some("create") {
-                if let Some(map) = entry.as_object_mut() {
-                    map.remove("item");
-                }
+            if entry.get("type").and_then(|t| t.as_str()) == Some("create")
+                && let Some(map) = entry.as_object_mut()
+            {
+                map.remove("item");
             }
         }
     }

@@ -36,7 +36,7 @@ pub use extract::{
 pub use index::{MemoryIndex, factory};
 pub use lane::{LaneGuard, Priority, SessionLanes};
 pub use ops::{
-    CommitRequest, CommitResult, MatchMode, MemoryLedger, MutationInput, MutationRequest,
+    CommitRequest, CommitResult, Decide, MatchMode, MemoryLedger, MutationInput, MutationRequest,
     SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult,
     apply_mutations, commit_extraction, item_id_for, record_denial, search, settle_failure,
 };

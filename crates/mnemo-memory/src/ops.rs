@@ -32,6 +32,10 @@ pub const SEARCH_RESULTS_MAX: u64 = 100;
 /// Results of a key search when no limit is given.
 pub const SEARCH_RESULTS_DEFAULT: u64 = 20;
 
+/// The decision a [`MemoryLedger::write`] runs: given the caught-up state and the commit time,
+/// the record to append, if any.
+pub type Decide<'a> = dyn FnMut(&dyn StateStore, TimestampMs) -> Result<Option<Record>, MemoryError> + 'a;
+
 /// Where memory records go and where the memory-index state comes from: the host's log and
 /// pipeline behind one writer.
 pub trait MemoryLedger: Send + Sync {
@@ -41,10 +45,7 @@ pub trait MemoryLedger: Send + Sync {
     /// Runs `decide` under the single memory writer with the caught-up state and the commit
     /// time; appends the record it returns, if any, and returns once `memory-index` has folded
     /// it. Nothing else appends memory records meanwhile, so the decision holds at append time.
-    fn write(
-        &self,
-        decide: &mut dyn FnMut(&dyn StateStore, TimestampMs) -> Result<Option<Record>, MemoryError>,
-    ) -> Result<(), MemoryError>;
+    fn write(&self, decide: &mut Decide<'_>) -> Result<(), MemoryError>;
 }
 
 /// The id of the `index`-th item an operation creates: derived from the operation, so a retry

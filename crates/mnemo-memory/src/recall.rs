@@ -135,10 +135,10 @@ fn candidates(
         let mut seen = 0;
         store.scan_prefix(&prefix, &mut |key, value| {
             seen += 1;
-            if value == b"active" {
-                if let Ok(id) = std::str::from_utf8(&key[prefix.len()..]) {
-                    ids.insert(id.to_owned());
-                }
+            if value == b"active"
+                && let Ok(id) = std::str::from_utf8(&key[prefix.len()..])
+            {
+                ids.insert(id.to_owned());
             }
             seen < RECALL_SCAN_ITEMS_MAX
         })?;

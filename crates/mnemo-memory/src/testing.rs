@@ -77,10 +77,7 @@ impl MemoryLedger for VecLedger {
         Ok(Arc::clone(&self.store) as Arc<dyn StateStore>)
     }
 
-    fn write(
-        &self,
-        decide: &mut dyn FnMut(&dyn StateStore, TimestampMs) -> Result<Option<Record>, MemoryError>,
-    ) -> Result<(), MemoryError> {
+    fn write(&self, decide: &mut crate::ops::Decide<'_>) -> Result<(), MemoryError> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner.now += 1;
         let now = TimestampMs(inner.now);

@@ -3,15 +3,15 @@
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use mnemo_core::{
-    Digest, ExtractionFailureClass, ExtractionTrigger, ItemId, KeyOrigin, KeyType, LifecycleState, MemoryKind,
-    MemoryOrigin, MemoryScope, OperationId, ReceiptStatus, SessionId, SourcePointer, StatementType, TemporalType,
-    WorkspaceId,
+    Digest, ExtractionFailureClass, ExtractionTrigger, ItemId, KeyOrigin, KeyType, LifecycleState,
+    MemoryKind, MemoryOrigin, MemoryScope, OperationId, ReceiptStatus, SessionId, SourcePointer,
+    StatementType, TemporalType, WorkspaceId,
 };
 use mnemo_memory::testing::VecLedger;
 use mnemo_memory::{
     CommitRequest, ConflictReason, ItemInput, KeyInput, MatchMode, MemoryError, MemoryLedger, MemoryView,
-    MutationInput, MutationOutcome, MutationRequest, OperationType, SearchRequest, SettleRequest, SettleResult,
-    apply_mutations, commit_extraction, search, settle_failure,
+    MutationInput, MutationOutcome, MutationRequest, OperationType, SearchRequest, SettleRequest,
+    SettleResult, apply_mutations, commit_extraction, search, settle_failure,
 };
 use mnemo_pipeline::projection_digest;
 use proptest::prelude::*;
@@ -31,7 +31,14 @@ fn input(content: &str, keys: &[&str], scope: MemoryScope) -> ItemInput {
         event_ended_at: None,
         observed_at: 0,
         origin: MemoryOrigin::UserRequested,
-        keys: keys.iter().map(|k| KeyInput { key: (*k).to_owned(), key_type: KeyType::Concept, key_origin: KeyOrigin::User }).collect(),
+        keys: keys
+            .iter()
+            .map(|k| KeyInput {
+                key: (*k).to_owned(),
+                key_type: KeyType::Concept,
+                key_origin: KeyOrigin::User,
+            })
+            .collect(),
         sources: vec![SourcePointer {
             session: SessionId::new("s1").unwrap(),
             run: mnemo_core::RunId::new("r1").unwrap(),
@@ -56,7 +63,13 @@ fn conflict(result: Result<impl std::fmt::Debug, MemoryError>) -> mnemo_memory::
     }
 }
 
-fn find(ledger: &VecLedger, terms: &[&str], mode: MatchMode, workspace: Option<&str>, archived: bool) -> Vec<ItemId> {
+fn find(
+    ledger: &VecLedger,
+    terms: &[&str],
+    mode: MatchMode,
+    workspace: Option<&str>,
+    archived: bool,
+) -> Vec<ItemId> {
     let request = SearchRequest {
         terms: terms.iter().map(|t| (*t).to_owned()).collect(),
         match_mode: mode,
@@ -72,7 +85,9 @@ fn same_operation_replays_and_a_different_payload_is_operation_reused() {
     let ledger = VecLedger::new(1_000);
     let request = MutationRequest {
         operation: op("op-1"),
-        mutations: vec![MutationInput::Create { item: input("Prefers tabs", &["tabs"], MemoryScope::Global) }],
+        mutations: vec![MutationInput::Create {
+            item: input("Prefers tabs", &["tabs"], MemoryScope::Global),
+        }],
     };
     let first = apply_mutations(&ledger, &request).unwrap();
     assert!(!first.replayed);
@@ -83,7 +98,8 @@ fn same_operation_replays_and_a_different_payload_is_operation_reused() {
     assert_eq!((again.committed_at, &again.results), (first.committed_at, &first.results));
     assert_eq!(ledger.records().len(), 1, "a replay appends nothing");
     let mut other = request.clone();
-    other.mutations = vec![MutationInput::Create { item: input("Prefers spaces", &["spaces"], MemoryScope::Global) }];
+    other.mutations =
+        vec![MutationInput::Create { item: input("Prefers spaces", &["spaces"], MemoryScope::Global) }];
     assert_eq!(conflict(apply_mutations(&ledger, &other)).reason, ConflictReason::OperationReused);
     assert_eq!(ledger.records().len(), 1);
 }
@@ -103,7 +119,10 @@ fn stale_expected_version_is_a_conflict_with_expected_and_actual() {
     let updated = apply_mutations(&ledger, &update("op-2", 1, "Prefers tabs strongly")).unwrap();
     assert_eq!((updated.results[0].version, updated.results[0].outcome), (2, MutationOutcome::Updated));
     let stale = conflict(apply_mutations(&ledger, &update("op-3", 1, "Prefers tabs again")));
-    assert_eq!((stale.reason, stale.expected.as_str(), stale.actual.as_str()), (ConflictReason::VersionConflict, "1", "2"));
+    assert_eq!(
+        (stale.reason, stale.expected.as_str(), stale.actual.as_str()),
+        (ConflictReason::VersionConflict, "1", "2")
+    );
     assert_eq!(stale.item, Some(id.clone()));
     let noop = apply_mutations(&ledger, &update("op-4", 2, "Prefers tabs strongly")).unwrap();
     assert_eq!((noop.results[0].version, noop.results[0].outcome), (2, MutationOutcome::Noop));
@@ -202,7 +221,8 @@ fn invalid_requests_write_nothing() {
     assert!(matches!(apply_mutations(&ledger, &bad_op), Err(MemoryError::Invalid(_))));
     let mut late = input("x", &["k"], MemoryScope::Global);
     late.observed_at = 1_000_000;
-    let late = MutationRequest { operation: op("op2"), mutations: vec![MutationInput::Create { item: late }] };
+    let late =
+        MutationRequest { operation: op("op2"), mutations: vec![MutationInput::Create { item: late }] };
     assert!(matches!(apply_mutations(&ledger, &late), Err(MemoryError::Invalid(_))));
     assert!(ledger.records().is_empty());
 }
@@ -228,15 +248,24 @@ fn commit(session: &str, operation: &str, expected: u64, next: u64) -> CommitReq
 fn extraction_commits_move_the_cursor_once_and_replay() {
     let ledger = VecLedger::new(1_000);
     let first = commit_extraction(&ledger, &commit("s1", "memory_a", 0, 5)).unwrap();
-    assert_eq!((first.receipt.status, first.cursor.processed_ordinal, first.replayed), (ReceiptStatus::Extracted, 5, false));
+    assert_eq!(
+        (first.receipt.status, first.cursor.processed_ordinal, first.replayed),
+        (ReceiptStatus::Extracted, 5, false)
+    );
     let replay = commit_extraction(&ledger, &commit("s1", "memory_a", 0, 5)).unwrap();
     assert!(replay.replayed);
     assert_eq!(replay.receipt, first.receipt);
     let stale = conflict(commit_extraction(&ledger, &commit("s1", "memory_b", 0, 7)));
-    assert_eq!((stale.reason, stale.expected.as_str(), stale.actual.as_str()), (ConflictReason::CursorConflict, "0", "5"));
+    assert_eq!(
+        (stale.reason, stale.expected.as_str(), stale.actual.as_str()),
+        (ConflictReason::CursorConflict, "0", "5")
+    );
     let reused = conflict(commit_extraction(&ledger, &commit("s1", "memory_a", 5, 7)));
     assert_eq!(reused.reason, ConflictReason::OperationReused);
-    assert!(matches!(commit_extraction(&ledger, &commit("s1", "memory_c", 5, 5)), Err(MemoryError::Invalid(_))));
+    assert!(matches!(
+        commit_extraction(&ledger, &commit("s1", "memory_c", 5, 5)),
+        Err(MemoryError::Invalid(_))
+    ));
     assert_eq!(ledger.records().len(), 1);
 }
 
@@ -257,35 +286,57 @@ fn settle(operation: &str, expected: u64, through: u64, class: ExtractionFailure
 #[test]
 fn a_failed_range_is_retried_once_then_discarded() {
     let ledger = VecLedger::new(1_000);
-    let first = settle_failure(&ledger, &settle("memory_first", 0, 4, ExtractionFailureClass::Schema)).unwrap();
+    let first =
+        settle_failure(&ledger, &settle("memory_first", 0, 4, ExtractionFailureClass::Schema)).unwrap();
     let SettleResult::RetryLater { pending, replayed: false } = first else { panic!("{first:?}") };
     assert_eq!((pending.from, pending.through), (1, 4));
-    let again = settle_failure(&ledger, &settle("memory_first", 0, 4, ExtractionFailureClass::Schema)).unwrap();
+    let again =
+        settle_failure(&ledger, &settle("memory_first", 0, 4, ExtractionFailureClass::Schema)).unwrap();
     assert!(matches!(again, SettleResult::RetryLater { replayed: true, .. }));
     let mut moved = settle("memory_retry", 0, 5, ExtractionFailureClass::Provider);
     assert_eq!(conflict(settle_failure(&ledger, &moved)).reason, ConflictReason::CursorConflict);
     moved.failed_through = 4;
     let discarded = settle_failure(&ledger, &moved).unwrap();
-    let SettleResult::Discarded { receipt, cursor, replayed: false } = discarded else { panic!("{discarded:?}") };
+    let SettleResult::Discarded { receipt, cursor, replayed: false } = discarded else {
+        panic!("{discarded:?}")
+    };
     let range = receipt.discarded_range.unwrap();
-    assert_eq!((range.first_failure_class, range.final_failure_class), (ExtractionFailureClass::Schema, ExtractionFailureClass::Provider));
+    assert_eq!(
+        (range.first_failure_class, range.final_failure_class),
+        (ExtractionFailureClass::Schema, ExtractionFailureClass::Provider)
+    );
     assert_eq!(cursor.unwrap().processed_ordinal, 4);
-    assert!(matches!(settle_failure(&ledger, &moved).unwrap(), SettleResult::Discarded { replayed: true, .. }));
+    assert!(matches!(
+        settle_failure(&ledger, &moved).unwrap(),
+        SettleResult::Discarded { replayed: true, .. }
+    ));
     let view_state = ledger.state().unwrap();
     let view = MemoryView::new(view_state.as_ref());
     assert!(view.pending_failure(&SessionId::new("s1").unwrap()).unwrap().is_none());
     // A commit over the pending range must match it exactly.
     let ledger = VecLedger::new(1_000);
     settle_failure(&ledger, &settle("memory_first", 0, 4, ExtractionFailureClass::Schema)).unwrap();
-    assert_eq!(conflict(commit_extraction(&ledger, &commit("s1", "memory_x", 0, 4))).reason, ConflictReason::CursorConflict);
+    assert_eq!(
+        conflict(commit_extraction(&ledger, &commit("s1", "memory_x", 0, 4))).reason,
+        ConflictReason::CursorConflict
+    );
 }
 
 #[test]
 fn rebuilding_the_index_from_the_records_gives_the_same_digest() {
     let ledger = VecLedger::new(1_000);
     let id = create(&ledger, "op-1", "Prefers tabs", &["tabs"], MemoryScope::Global);
-    create(&ledger, "op-2", "Uses fjall", &["fjall"], MemoryScope::Workspace(WorkspaceId::new("w1").unwrap()));
-    let archive = MutationRequest { operation: op("op-3"), mutations: vec![MutationInput::Archive { item_id: id, expected_version: 1 }] };
+    create(
+        &ledger,
+        "op-2",
+        "Uses fjall",
+        &["fjall"],
+        MemoryScope::Workspace(WorkspaceId::new("w1").unwrap()),
+    );
+    let archive = MutationRequest {
+        operation: op("op-3"),
+        mutations: vec![MutationInput::Archive { item_id: id, expected_version: 1 }],
+    };
     apply_mutations(&ledger, &archive).unwrap();
     commit_extraction(&ledger, &commit("s1", "memory_a", 0, 5)).unwrap();
     settle_failure(&ledger, &settle("memory_f", 5, 9, ExtractionFailureClass::Schema)).unwrap();

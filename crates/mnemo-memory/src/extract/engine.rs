@@ -213,11 +213,11 @@ impl Run<'_> {
         if let Some(receipt) = view.receipt(&range.operation)? {
             return Ok((op, None, ExtractionOutcome::Committed { receipt, replayed: true }));
         }
-        if let Some(checkpoint) = &range.checkpoint {
-            if self.checkpoint_denied(checkpoint, &view)? {
-                self.policy_skip(checkpoint, None)?;
-                return Ok((op, None, unavailable("the checkpoint is policy-denied")));
-            }
+        if let Some(checkpoint) = &range.checkpoint
+            && self.checkpoint_denied(checkpoint, &view)?
+        {
+            self.policy_skip(checkpoint, None)?;
+            return Ok((op, None, unavailable("the checkpoint is policy-denied")));
         }
         range.expected = view.cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
         let pending = view.pending_failure(&self.session)?;
