@@ -25,10 +25,18 @@ use crate::state::{
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 const VERSION: u32 = 1;
 
-/// Builds the stage; it takes no configuration.
+/// Builds the stage.
+///
+/// Its one configuration key, `recall_budget_tokens` (a positive integer), is read by recall,
+/// not by the projector; it lives here so that pipelines configure memory in one place.
 pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
-    if let Some(name) = config.keys().next() {
-        return Err(format!("{STAGE_NAME} takes no configuration, found key {name:?}"));
+    for (name, value) in config {
+        let valid = name == "recall_budget_tokens" && value.as_integer().is_some_and(|v| v > 0);
+        if !valid {
+            return Err(format!(
+                "{STAGE_NAME} takes only recall_budget_tokens (a positive integer), found {name:?} = {value}"
+            ));
+        }
     }
     Ok(Box::new(MemoryIndex))
 }

@@ -155,6 +155,7 @@ pub struct Mnemo {
     spec: PipelineSpec,
     registry: StageRegistry,
     durability: Durability,
+    pub(crate) memory: crate::memory::MemoryRuntime,
 }
 
 impl Mnemo {
@@ -168,9 +169,17 @@ impl Mnemo {
         let registry = crate::stages::registry();
         let options =
             LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
+        let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
         let log = Arc::new(FjallLog::open(dir, options)?);
         let pipeline = start_pipeline(&log, &spec, &registry)?;
-        Ok(Mnemo { log, pipeline: RwLock::new(pipeline), spec, registry, durability: config.durability })
+        Ok(Mnemo {
+            log,
+            pipeline: RwLock::new(pipeline),
+            spec,
+            registry,
+            durability: config.durability,
+            memory,
+        })
     }
 
     /// The log, for reads.
@@ -388,6 +397,11 @@ impl Mnemo {
         let pipeline = self.pipeline();
         pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT)?;
         Ok(pipeline.store(stage)?)
+    }
+
+    /// The pipeline spec the store runs.
+    pub(crate) fn pipeline_spec(&self) -> &PipelineSpec {
+        &self.spec
     }
 
     /// The durability appends use.

@@ -5,5 +5,7 @@ use mnemo_pipeline::StageRegistry;
 /// The registry `Mnemo::open` builds its pipeline from.
 pub(crate) fn registry() -> StageRegistry {
     // The pipeline crate's own stages (session-catalog); domain crates add theirs below.
-    StageRegistry::with_builtin()
+    let mut registry = StageRegistry::with_builtin();
+    registry.register(mnemo_memory::STAGE_NAME, mnemo_memory::factory);
+    registry
 }
