@@ -14,6 +14,7 @@ use serde::Serialize;
 
 mod bench_cmd;
 mod demo;
+mod memory_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version, about = "A replayable context and memory ledger for AI agent runtimes")]
@@ -66,6 +67,13 @@ enum Command {
     Verify,
     /// Run the benchmark harness: Mnemo beside a SQLite baseline, report.json and SVG charts.
     Bench(bench_cmd::BenchArgs),
+    /// Long-term memory: remember, extract, get, search, update, archive, restore.
+    Memory {
+        #[command(subcommand)]
+        command: memory_cmd::MemoryCommand,
+    },
+    /// The memory items recall would give a session (`--query` for the pull route).
+    Recall(memory_cmd::RecallArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -131,6 +139,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Rebuild { stage } => rebuild(cli, stage.as_deref()),
         Command::Verify => verify(cli),
         Command::Bench(args) => bench_cmd::run(cli, args),
+        Command::Memory { command } => memory_cmd::run(cli, command),
+        Command::Recall(args) => memory_cmd::recall(cli, args),
     }
 }
 

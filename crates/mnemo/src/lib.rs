@@ -17,7 +17,10 @@ pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,
 };
-pub use mnemo_core::{Position, Record, SessionId, StreamId};
+pub use mnemo_core::{
+    EventId, ItemId, KeyOrigin, KeyType, MemoryItem, MemoryScope, OperationId, Position, Record, SessionId,
+    StreamId, ToolCallId, WorkspaceId,
+};
 pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};
 pub use mnemo_memory::{
     BoxFuture, CanonicalizePrompt, Canonicalizer, Conflict, ConflictReason, EmbeddedCanonicalizer,

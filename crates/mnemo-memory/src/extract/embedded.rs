@@ -47,9 +47,9 @@ fn patterns() -> Option<&'static Patterns> {
 const STOPWORDS: &[&str] = &[
     "the", "and", "that", "this", "with", "from", "over", "into", "about", "when", "then", "than", "they",
     "them", "their", "there", "what", "your", "yours", "have", "been", "were", "will", "would", "should",
-    "could", "always", "never", "prefer", "prefers", "like", "likes", "love", "loves", "hate", "hates",
-    "dislike", "dislikes", "uses", "using", "work", "works", "live", "lives", "want", "wants", "user",
-    "name", "call", "project", "please",
+    "could", "always", "never", "our", "for", "not", "all", "any", "its", "are", "was", "you", "prefer",
+    "prefers", "like", "likes", "love", "loves", "hate", "hates", "dislike", "dislikes", "uses", "using",
+    "work", "works", "live", "lives", "want", "wants", "user", "name", "call", "project", "please",
 ];
 
 /// Sentences of `text`, each a verbatim substring, trimmed.
