@@ -16,7 +16,7 @@ use crate::txn::StateTxn;
 pub const STAGE_NAME: &str = "session-catalog";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 const SUMMARY_TAG: &[u8] = b"s\0";
 const TURN_TAG: &[u8] = b"t\0";
@@ -145,8 +145,10 @@ fn turn_key(session: &SessionId, turn: &str) -> Vec<u8> {
     [TURN_TAG, session.as_str().as_bytes(), b"\0", turn.as_bytes()].concat()
 }
 
+/// Summaries are JSON in the struct's field order: deterministic (serde writes fields in
+/// declaration order) and much cheaper than canonical JSON, which this hot path does not need.
 fn encode(summary: &SessionSummary) -> Result<Vec<u8>, PipelineError> {
-    mnemo_core::canonical_json(summary).map_err(|e| damaged(e.to_string()))
+    serde_json::to_vec(summary).map_err(|e| damaged(e.to_string()))
 }
 
 fn decode(bytes: &[u8]) -> Result<SessionSummary, PipelineError> {
