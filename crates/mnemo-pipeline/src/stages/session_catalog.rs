@@ -4,7 +4,7 @@
 //! Keys: `s` 0x00 session -> the summary as canonical JSON; `t` 0x00 session 0x00 turn -> empty,
 //! one per turn seen, so that turns are counted once however many events they hold.
 
-use mnemo_core::{MemoryMode, Record, SessionId, TimestampMs, WorkspaceId};
+use mnemo_core::{MemoryMode, Record, SessionId, TimestampMs, TurnId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::PipelineError;
@@ -16,7 +16,7 @@ use crate::txn::StateTxn;
 pub const STAGE_NAME: &str = "session-catalog";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 const SUMMARY_TAG: &[u8] = b"s\0";
 const TURN_TAG: &[u8] = b"t\0";
@@ -42,6 +42,8 @@ pub struct SessionSummary {
     pub event_count: u64,
     /// Distinct turns seen.
     pub turn_count: u64,
+    /// The turn of the latest event.
+    pub last_turn: Option<TurnId>,
     /// Append time of its first record.
     pub first_timestamp: TimestampMs,
     /// Append time of its last record.
@@ -62,6 +64,7 @@ impl SessionSummary {
             title: None,
             event_count: 0,
             turn_count: 0,
+            last_turn: None,
             first_timestamp: at,
             last_timestamp: at,
             archived: false,
@@ -124,10 +127,15 @@ impl Projector for SessionCatalog {
             Record::SessionArchived(archived) => summary.archived = archived.archived,
             Record::RuntimeEvent(event) => {
                 summary.event_count += 1;
-                let turn_key = turn_key(&session, event.turn_id.as_str());
-                if state.get(&turn_key)?.is_none() {
-                    state.put(turn_key, Vec::new());
-                    summary.turn_count += 1;
+                // Events of one turn mostly arrive together: only a change of turn needs the
+                // turn index, which keeps the common case to one read per event.
+                if summary.last_turn.as_ref() != Some(&event.turn_id) {
+                    let turn_key = turn_key(&session, event.turn_id.as_str());
+                    if state.get(&turn_key)?.is_none() {
+                        state.put(turn_key, Vec::new());
+                        summary.turn_count += 1;
+                    }
+                    summary.last_turn = Some(event.turn_id.clone());
                 }
             }
             _ => {}
