@@ -4,6 +4,9 @@
 //! Keys: `s` 0x00 session -> the summary as canonical JSON; `t` 0x00 session 0x00 turn -> empty,
 //! one per turn seen, so that turns are counted once however many events they hold.
 
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
 use mnemo_core::{MemoryMode, Record, SessionId, TimestampMs, TurnId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
@@ -77,12 +80,15 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     if let Some(key) = config.keys().next() {
         return Err(format!("session-catalog takes no configuration, found key {key:?}"));
     }
-    Ok(Box::new(SessionCatalog))
+    Ok(Box::new(SessionCatalog::default()))
 }
 
-/// The projector.
+/// The projector. It keeps the summaries it changed since the last commit decoded, and writes
+/// them just before the commit.
 #[derive(Debug, Default)]
-pub struct SessionCatalog;
+pub struct SessionCatalog {
+    changed: BTreeMap<SessionId, SessionSummary>,
+}
 
 impl Projector for SessionCatalog {
     fn name(&self) -> &str {
@@ -98,10 +104,16 @@ impl Projector for SessionCatalog {
         let Some(session) = logged.stream.session_id() else {
             return Ok(());
         };
-        let key = summary_key(&session);
-        let mut summary = match state.get(&key)? {
-            Some(bytes) => decode(&bytes)?,
-            None => SessionSummary::new(session.clone(), logged.timestamp),
+        let summary = match self.changed.entry(session.clone()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let stored = state.get(&summary_key(&session))?;
+                let summary = match stored {
+                    Some(bytes) => decode(&bytes)?,
+                    None => SessionSummary::new(session.clone(), logged.timestamp),
+                };
+                entry.insert(summary)
+            }
         };
         summary.last_timestamp = logged.timestamp;
         match &logged.record {
@@ -140,7 +152,13 @@ impl Projector for SessionCatalog {
             }
             _ => {}
         }
-        state.put(key, encode(&summary)?);
+        Ok(())
+    }
+
+    fn before_commit(&mut self, state: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        for (session, summary) in std::mem::take(&mut self.changed) {
+            state.put(summary_key(&session), encode(&summary)?);
+        }
         Ok(())
     }
 }
