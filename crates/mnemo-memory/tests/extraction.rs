@@ -6,9 +6,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use mnemo_core::{
-    Author, CheckpointRecord, Content, EventId, ExtractionFailureClass, FunctionCall, InvocationId,
-    MemoryScope, ReceiptStatus, Record, Role, RunId, RuntimeEvent, SessionId, TextContent, TimestampMs,
-    ToolCallId, TurnId, WorkspaceId,
+    Author, BoundaryDisposition, CheckpointBody, CheckpointCoverage, CheckpointId, CheckpointManifest,
+    CheckpointPhase, CheckpointRecord, Content, Digest, EventId, EventPoint, ExtractionBoundary,
+    ExtractionFailureClass, FunctionCall, InvocationId, MemoryScope, ReceiptStatus, Record, Role, RunId,
+    RuntimeEvent, SOURCE_POLICY_VERSION_V1, SessionId, SummaryFormat, TextContent, TimestampMs, ToolCallId,
+    TurnId, WorkspaceId,
 };
 use mnemo_memory::testing::VecLedger;
 use mnemo_memory::{
@@ -23,6 +25,7 @@ struct Host {
     ledger: VecLedger,
     events: Mutex<Vec<SessionEvent>>,
     gate: Mutex<Option<GateReason>>,
+    checkpoints: Mutex<Vec<CheckpointRecord>>,
 }
 
 impl Host {
@@ -31,6 +34,7 @@ impl Host {
             ledger: VecLedger::new(1_767_225_600_000),
             events: Mutex::new(Vec::new()),
             gate: Mutex::new(None),
+            checkpoints: Mutex::new(Vec::new()),
         }
     }
 
@@ -107,7 +111,7 @@ impl ExtractionHost for Host {
         Ok(self.events.lock().unwrap().clone())
     }
     fn checkpoints(&self, _: &SessionId) -> Result<Vec<CheckpointRecord>, MemoryError> {
-        Ok(Vec::new())
+        Ok(self.checkpoints.lock().unwrap().clone())
     }
     fn session_scope(&self, _: &SessionId) -> Result<MemoryScope, MemoryError> {
         Ok(MemoryScope::Workspace(WorkspaceId::new("w1").unwrap()))
@@ -380,4 +384,97 @@ async fn a_run_killed_between_proposal_and_commit_leaves_nothing_and_the_retry_c
     assert_eq!(first.remember_result().status, RememberStatus::Remembered);
     assert_eq!(first.remember_result(), second.remember_result());
     assert_eq!(host.records().len(), 1, "exactly one commit");
+}
+
+fn checkpoint(
+    host: &Host,
+    id: &str,
+    turn: &str,
+    event: &EventId,
+    disposition: BoundaryDisposition,
+) -> CheckpointId {
+    let checkpoint = CheckpointId::new(id).unwrap();
+    let point = |e: &EventId| EventPoint {
+        run: RunId::new(format!("run-{turn}")).unwrap(),
+        turn: TurnId::new(turn).unwrap(),
+        event: e.clone(),
+    };
+    host.checkpoints.lock().unwrap().push(CheckpointRecord {
+        checkpoint: checkpoint.clone(),
+        session: session(),
+        created_at: TimestampMs(1_767_225_600_000),
+        phase: CheckpointPhase::PreTurn,
+        coverage: CheckpointCoverage {
+            event_count: 1,
+            turn_count: 1,
+            first_event: EventId::new("e1").unwrap(),
+            through: point(event),
+            source_digest: Digest::sha256(b"events"),
+        },
+        source_policy_version: SOURCE_POLICY_VERSION_V1.to_owned(),
+        limitations: Vec::new(),
+        estimated_tokens: 10,
+        previous: None,
+        head_anchor: None,
+        extraction_boundary: Some(ExtractionBoundary {
+            run: RunId::new(format!("run-{turn}")).unwrap(),
+            turn: TurnId::new(turn).unwrap(),
+            event: event.clone(),
+            disposition,
+        }),
+        body: CheckpointBody::Text {
+            summary: "## Goal\nx".to_owned(),
+            summary_format: SummaryFormat::SectionsV1,
+        },
+        manifest: CheckpointManifest {
+            summarizer: "test".to_owned(),
+            prompt_version: "1".to_owned(),
+            input_digest: Digest::sha256(b"input"),
+        },
+    });
+    checkpoint
+}
+
+#[tokio::test]
+async fn compaction_extracts_its_range_and_closed_gates_skip_durably() {
+    let host = Host::new();
+    host.user("t1", "I prefer tabs over spaces.");
+    let first = host.agent("t1", "Noted.");
+    let c1 = checkpoint(&host, "c1", "t1", &first, BoundaryDisposition::Eligible);
+    let report = run(&host, &EmbeddedProposer, Trigger::Compaction { checkpoint: c1.clone() }).await;
+    let ExtractionOutcome::Committed { receipt, .. } = &report.outcome else { panic!("{report:?}") };
+    assert_eq!(receipt.status, ReceiptStatus::Extracted);
+    assert_eq!(host.view_items(), 1);
+
+    host.user("t2", "I use neovim daily.");
+    let second = host.agent("t2", "Great.");
+    let c2 = checkpoint(&host, "c2", "t2", &second, BoundaryDisposition::Eligible);
+    *host.gate.lock().unwrap() = Some(GateReason::Incognito);
+    let denied = run(&host, &EmbeddedProposer, Trigger::Compaction { checkpoint: c2.clone() }).await;
+    assert!(matches!(denied.outcome, ExtractionOutcome::Unavailable { .. }));
+    assert_eq!(denied.model_calls, 0);
+    let state = host.ledger.state().unwrap();
+    let view = MemoryView::new(state.as_ref());
+    assert_eq!(view.denials(&session()).unwrap().len(), 1);
+    assert_eq!(view.cursor(&session()).unwrap().unwrap().processed_ordinal, 4, "the denied range is skipped");
+    assert_eq!(host.view_items(), 1, "nothing from the denied range is stored");
+
+    *host.gate.lock().unwrap() = None;
+    host.user("t3", "Remember what I said about neovim.");
+    let call = host.remember_call("t3", "call-3");
+    let report = run(&host, &EmbeddedProposer, remember(&call)).await;
+    assert_ne!(
+        report.remember_result().status,
+        RememberStatus::Remembered,
+        "localization never crosses a denial: {report:?}"
+    );
+
+    let host = Host::new();
+    host.user("t1", "I prefer tabs over spaces.");
+    let boundary = host.agent("t1", "Noted.");
+    let frozen = checkpoint(&host, "c9", "t1", &boundary, BoundaryDisposition::PolicyDenied);
+    run(&host, &EmbeddedProposer, Trigger::Compaction { checkpoint: frozen }).await;
+    assert_eq!(host.view_items(), 0);
+    let state = host.ledger.state().unwrap();
+    assert_eq!(MemoryView::new(state.as_ref()).cursor(&session()).unwrap().unwrap().processed_ordinal, 2);
 }
