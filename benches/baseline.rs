@@ -25,6 +25,16 @@ use std::path::Path;
 use mnemo_core::RuntimeEvent;
 use rusqlite::{Connection, params};
 
+/// How many times an append whose `busy_timeout` ran out is retried before it fails.
+pub const BUSY_RETRIES_MAX: u32 = 100;
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy) | Some(rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// The file name of the baseline's database.
 pub const DATABASE_FILE: &str = "baseline.sqlite";
 
@@ -82,7 +92,19 @@ impl Baseline {
     }
 
     /// Appends one event in its own transaction, as the reference's `appendRuntimeEvent` does.
+    /// Under heavy write contention `busy_timeout` can run out; the append is then retried, as a
+    /// host would, so the baseline measures throughput rather than failing.
     pub fn append(&mut self, event: &RuntimeEvent, payload: &str) -> rusqlite::Result<()> {
+        let mut attempts = 0;
+        loop {
+            match self.try_append(event, payload) {
+                Err(error) if is_busy(&error) && attempts < BUSY_RETRIES_MAX => attempts += 1,
+                result => return result,
+            }
+        }
+    }
+
+    fn try_append(&mut self, event: &RuntimeEvent, payload: &str) -> rusqlite::Result<()> {
         let tx = self.connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         insert(&tx, event, payload)?;
         tx.commit()
