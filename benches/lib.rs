@@ -1,1 +1,13 @@
-//! Criterion benchmarks for Mnemo; see `benches/`.
+//! The benchmark harness behind `mnemo bench`: seeded workloads run on Mnemo and on a SQLite baseline
+//! that stores events the way the reference runtime does, side by side in one run, with a JSON report
+//! and SVG charts. Criterion micro-benchmarks live in `benches/`.
+//!
+//! It is not:
+//! - part of the library hosts embed: only the CLI and the benches use it;
+//! - a pass/fail gate: targets are reported, never asserted in tests.
+
+pub mod baseline;
+pub mod harness;
+pub mod probe;
+pub mod report;
+pub mod workload;

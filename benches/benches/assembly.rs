@@ -27,7 +27,9 @@ fn compacted_store(events: usize) -> (tempfile::TempDir, Mnemo) {
     mnemo.import_transcript(transcript(events).as_bytes(), "bench").unwrap_or_else(|e| panic!("{e}"));
     let session = SessionId::new("bench").unwrap_or_else(|e| panic!("{e}"));
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
-    let outcome = runtime.block_on(mnemo.compact(&session, &CompactOptions::default())).unwrap_or_else(|e| panic!("{e}"));
+    let outcome = runtime
+        .block_on(mnemo.compact(&session, &CompactOptions::default()))
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(outcome.recorded.is_some(), "{:?}", outcome.history.diagnostics);
     (dir, mnemo)
 }

@@ -12,8 +12,10 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mnemo::{Config, Error, ErrorCategory, Mnemo, Position};
 use serde::Serialize;
 
+mod bench_cmd;
 mod compaction_cmd;
 mod demo;
+mod memory_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version, about = "A replayable context and memory ledger for AI agent runtimes")]
@@ -70,6 +72,15 @@ enum Command {
     Context(compaction_cmd::ContextArgs),
     /// Copy a conversation into a new session; prints the new session id.
     Copy(compaction_cmd::CopyArgs),
+    /// Run the benchmark harness: Mnemo beside a SQLite baseline, report.json and SVG charts.
+    Bench(bench_cmd::BenchArgs),
+    /// Long-term memory: remember, extract, get, search, update, archive, restore.
+    Memory {
+        #[command(subcommand)]
+        command: memory_cmd::MemoryCommand,
+    },
+    /// The memory items recall would give a session (`--query` for the pull route).
+    Recall(memory_cmd::RecallArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -137,6 +148,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Compact(args) => compaction_cmd::compact(cli, args),
         Command::Context(args) => compaction_cmd::context(cli, args),
         Command::Copy(args) => compaction_cmd::copy(cli, args),
+        Command::Bench(args) => bench_cmd::run(cli, args),
+        Command::Memory { command } => memory_cmd::run(cli, command),
+        Command::Recall(args) => memory_cmd::recall(cli, args),
     }
 }
 

@@ -19,7 +19,10 @@ use crate::clock::{Clock, SystemClock};
 use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
 use crate::error::{CorruptionKind, LogError};
 use crate::keys;
-use crate::limits::{READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, WRITER_QUEUE_DEPTH_MAX};
+use crate::limits::{
+    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
+    RECOVERY_VERIFY_ENVELOPES_MAX, WRITER_QUEUE_DEPTH_MAX,
+};
 use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
@@ -125,12 +128,16 @@ impl FjallLog {
         let _span = debug_span!("open_log", dir = %dir.display()).entered();
         create_private_dir(dir)?;
         let lock = acquire_lock(dir)?;
-        let db = Database::builder(dir.join(DATABASE_DIR_NAME)).open().map_err(|error| match error {
-            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-            other => LogError::Storage(other),
-        })?;
-        let log = db.keyspace(LOG_KEYSPACE, KeyspaceCreateOptions::default)?;
-        let streams = db.keyspace(STREAMS_KEYSPACE, KeyspaceCreateOptions::default)?;
+        let db = Database::builder(dir.join(DATABASE_DIR_NAME))
+            .cache_size(BLOCK_CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES_MAX)
+            .open()
+            .map_err(|error| match error {
+                fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
+                other => LogError::Storage(other),
+            })?;
+        let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
+        let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
         let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
         check_format(&meta)?;
 
@@ -286,6 +293,11 @@ impl Drop for FjallLog {
             let _ = writer.join();
         }
     }
+}
+
+/// Options for every keyspace of a store, the projections' included: a bounded memtable.
+pub fn keyspace_options() -> KeyspaceCreateOptions {
+    KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES_MAX)
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), LogError> {

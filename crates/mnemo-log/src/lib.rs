@@ -25,5 +25,6 @@ pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
 pub use error::{CorruptionKind, LogError};
 pub use fjall_log::{
     DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE,
+    keyspace_options,
 };
 pub use verify::ChainVerifier;

@@ -56,6 +56,14 @@ pub trait Projector: Send + std::fmt::Debug {
     fn version(&self) -> u32;
     /// Folds one record into the state.
     fn apply(&mut self, state: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError>;
+
+    /// Called before every commit: a projector that keeps decoded state between records (to avoid
+    /// decoding and encoding the same value for every record) writes it to `state` here and forgets
+    /// it. What it writes must not depend on where commits fall, so that every replay agrees.
+    fn before_commit(&mut self, state: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        let _ = state;
+        Ok(())
+    }
 }
 
 /// Folds envelopes into one stage's store and commits them with the watermark.
@@ -101,6 +109,8 @@ impl StageWorker {
         if self.pending == 0 {
             return Ok(());
         }
+        let mut txn = StateTxn::new(self.store.as_ref(), &mut self.changes);
+        self.projector.before_commit(&mut txn)?;
         let meta = StageMeta {
             watermark: self.watermark,
             version: self.projector.version(),

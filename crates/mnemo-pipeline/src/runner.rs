@@ -99,7 +99,7 @@ impl Pipeline {
             progress.publish(watermark);
             let worker =
                 StageWorker::new(stage.projector, Arc::clone(&stage.store), stage.config_hash, watermark);
-            let (sender, receiver) = crossbeam_channel::bounded(STAGE_QUEUE_DEPTH_MAX);
+            let (sender, receiver) = crossbeam_channel::bounded::<StageInput>(STAGE_QUEUE_DEPTH_MAX);
             let thread_progress = Arc::clone(&progress);
             threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
                 run_stage(worker, receiver, &thread_progress)
@@ -232,15 +232,27 @@ fn prepare(stage: &Stage, log_head: Position) -> Result<Position, PipelineError>
     Ok(Position::ZERO)
 }
 
+/// What the feeder sends a stage.
+#[derive(Debug)]
+enum StageInput {
+    /// The next record to fold.
+    Record(Arc<LoggedRecord>),
+    /// The feeder has handed over everything the log held: commit now. Stages otherwise commit
+    /// only every `COMMIT_ENVELOPES_MAX` records, so a long replay commits in large pieces while
+    /// a live append is visible as soon as it is folded.
+    CaughtUp,
+}
+
 /// Reads the log from `from`, decodes each envelope once and hands it to every stage, then follows
 /// the tail until told to stop.
 fn feed(
     log: &dyn LogBackend,
     mut from: Position,
-    stages: &[(Sender<Arc<LoggedRecord>>, Arc<Progress>)],
+    stages: &[(Sender<StageInput>, Arc<Progress>)],
     stop: &AtomicBool,
 ) {
     while !stop.load(Ordering::Acquire) {
+        let before = from;
         for envelope in log.scan(from) {
             let logged = match envelope.map_err(PipelineError::from).and_then(LoggedRecord::decode) {
                 Ok(logged) => Arc::new(logged),
@@ -255,44 +267,50 @@ fn feed(
             from = logged.position.next();
             for (sender, _) in stages {
                 // A stage that stopped has dropped its receiver; the others go on.
-                let _ = sender.send(Arc::clone(&logged));
+                let _ = sender.send(StageInput::Record(Arc::clone(&logged)));
             }
             if stop.load(Ordering::Acquire) {
                 return;
+            }
+        }
+        if from > before {
+            for (sender, _) in stages {
+                let _ = sender.send(StageInput::CaughtUp);
             }
         }
         log.wait_for(from, FOLLOW_POLL);
     }
 }
 
-/// A stage thread: folds what arrives and commits whenever its queue runs dry (or a piece is full).
-fn run_stage(mut worker: StageWorker, queue: Receiver<Arc<LoggedRecord>>, progress: &Progress) {
+/// A stage thread: folds what arrives, commits when the feeder is caught up or a piece is full.
+fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Progress) {
     let name = worker.projector.name().to_owned();
-    while let Ok(first) = queue.recv() {
-        let _span = debug_span!("project", stage = %name).entered();
-        let mut next = Some(first);
-        while let Some(logged) = next {
-            if let Err(failure) = worker.apply(&logged) {
-                error!(stage = %name, %failure, "stage stopped");
-                progress.fail(failure.to_string());
-                return;
+    let fail = |failure: PipelineError| {
+        error!(stage = %name, %failure, "stage stopped");
+        progress.fail(failure.to_string());
+    };
+    while let Ok(input) = queue.recv() {
+        let commit_now = match input {
+            StageInput::Record(logged) => {
+                let _span = debug_span!("project", stage = %name, position = logged.position.0).entered();
+                if let Err(failure) = worker.apply(&logged) {
+                    return fail(failure);
+                }
+                worker.should_commit()
             }
-            if worker.should_commit() {
-                break;
+            StageInput::CaughtUp => true,
+        };
+        if commit_now {
+            if let Err(failure) = worker.commit() {
+                return fail(failure);
             }
-            next = queue.try_recv().ok();
+            progress.publish(worker.watermark);
         }
-        if let Err(failure) = worker.commit() {
-            error!(stage = %name, %failure, "stage stopped");
-            progress.fail(failure.to_string());
-            return;
-        }
-        progress.publish(worker.watermark);
     }
     // The feeder is gone: commit what is folded so a clean shutdown loses no work.
     match worker.commit() {
         Ok(()) => progress.publish(worker.watermark),
-        Err(failure) => progress.fail(failure.to_string()),
+        Err(failure) => fail(failure),
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{PoisonError, RwLock};
 
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{Database, Keyspace};
 use mnemo_core::{Digest, Position};
 use sha2::{Digest as _, Sha256};
 
@@ -168,8 +168,8 @@ impl FjallStore {
     /// loader to be valid keyspace names.
     pub fn open(db: &Database, stage: &str) -> Result<FjallStore, PipelineError> {
         let error = |source| PipelineError::Store { stage: stage.to_owned(), source };
-        let state = db.keyspace(&format!("stage.{stage}"), KeyspaceCreateOptions::default).map_err(error)?;
-        let meta = db.keyspace(STAGE_META_KEYSPACE, KeyspaceCreateOptions::default).map_err(error)?;
+        let state = db.keyspace(&format!("stage.{stage}"), mnemo_log::keyspace_options).map_err(error)?;
+        let meta = db.keyspace(STAGE_META_KEYSPACE, mnemo_log::keyspace_options).map_err(error)?;
         Ok(FjallStore { stage: stage.to_owned(), db: db.clone(), state, meta })
     }
 

@@ -125,7 +125,7 @@ impl Mnemo {
     /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
     /// the defaults when the pipeline does not run that stage.
     pub fn compaction_policy(&self) -> Result<CompactionPolicy, Error> {
-        match self.spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
+        match self.pipeline_spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
             Some(stage) => CompactionPolicy::from_table(&stage.config).map_err(Error::InvalidInput),
             None => Ok(CompactionPolicy::default()),
         }

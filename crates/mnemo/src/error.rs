@@ -18,6 +18,9 @@ pub enum Error {
     /// A transcript line is not valid; nothing from that file was appended.
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
+    /// A memory operation failed: invalid input, a conflict (with expected and actual), or state.
+    #[error(transparent)]
+    Memory(#[from] mnemo_memory::MemoryError),
     /// A record failed to encode.
     #[error("record does not encode: {0}")]
     Encode(#[from] mnemo_core::EncodeError),
@@ -67,6 +70,8 @@ impl Error {
             Error::Pipeline(mnemo_pipeline::PipelineError::InvalidSpec { .. }) => ErrorCategory::Input,
             Error::Conflict { .. } => ErrorCategory::Conflict,
             Error::Compaction(error) => compaction_category(error),
+            Error::Memory(mnemo_memory::MemoryError::Invalid(_)) => ErrorCategory::Input,
+            Error::Memory(mnemo_memory::MemoryError::Conflict(_)) => ErrorCategory::Conflict,
             Error::Log(mnemo_log::LogError::Corrupt { .. }) | Error::DigestMismatch { .. } => {
                 ErrorCategory::Integrity
             }

@@ -7,26 +7,37 @@
 
 mod compaction;
 mod error;
+mod memory;
 mod mnemo;
 mod stages;
 mod transcript;
 
 pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
 pub use error::{Error, ErrorCategory};
+pub use memory::MemoryModels;
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,
 };
 pub use mnemo_compaction::{
-    AssembledHistory, Boundary, BoxFuture, CompactionOutcome, CompactionPolicy, Connection, Decision,
-    Diagnostics, ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note,
+    AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
+    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note,
     ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
     SummaryRequest, SummaryResponse, TurnGuard,
 };
 pub use mnemo_core::{
-    CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, RuntimeEvent, TurnId,
+    CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, ItemId, KeyOrigin, KeyType,
+    MemoryItem, MemoryScope, OperationId, Position, Record, RuntimeEvent, SessionId, StreamId, ToolCallId,
+    TurnId, WorkspaceId,
 };
-pub use mnemo_core::{Position, Record, SessionId, StreamId};
 pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};
+pub use mnemo_memory::{
+    BoxFuture, CanonicalizePrompt, Canonicalizer, Conflict, ConflictReason, EmbeddedCanonicalizer,
+    EmbeddedProposer, ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, LocalizationQuery,
+    LocalizationSearch, MatchMode, MemoryError, MemoryProposer, ModelError, MutationInput, MutationOutcome,
+    MutationRequest, MutationResult, OperationResult, ProposalPrompt, RecallBlock, RecallMemory,
+    RecalledItem, Receipt, RememberResult, RememberStatus, RequestedItem, ScanLocalization, SearchRequest,
+    SessionEvent,
+};
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};

@@ -158,6 +158,7 @@ pub struct Mnemo {
     /// Serializes each session's checkpoint writes (see `compaction.rs`).
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) memory: crate::memory::MemoryRuntime,
 }
 
 impl Mnemo {
@@ -171,6 +172,7 @@ impl Mnemo {
         let registry = crate::stages::registry();
         let options =
             LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
+        let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
         let log = Arc::new(FjallLog::open(dir, options)?);
         let pipeline = start_pipeline(&log, &spec, &registry)?;
         let compaction = crate::compaction::coordinator(&log, config.durability);
@@ -182,6 +184,7 @@ impl Mnemo {
             durability: config.durability,
             compaction,
             clock: Arc::clone(&config.clock),
+            memory,
         })
     }
 
@@ -403,7 +406,7 @@ impl Mnemo {
     }
 
     /// The pipeline spec the store runs.
-    pub(crate) fn spec(&self) -> &PipelineSpec {
+    pub(crate) fn pipeline_spec(&self) -> &PipelineSpec {
         &self.spec
     }
 

@@ -7,5 +7,6 @@ pub(crate) fn registry() -> StageRegistry {
     // The pipeline crate's own stages (session-catalog); domain crates add theirs below.
     let mut registry = StageRegistry::with_builtin();
     registry.register(mnemo_compaction::LATEST_CHECKPOINT_STAGE, mnemo_compaction::latest_checkpoint_factory);
+    registry.register(mnemo_memory::STAGE_NAME, mnemo_memory::factory);
     registry
 }

@@ -4,7 +4,10 @@
 //! Keys: `s` 0x00 session -> the summary as canonical JSON; `t` 0x00 session 0x00 turn -> empty,
 //! one per turn seen, so that turns are counted once however many events they hold.
 
-use mnemo_core::{MemoryMode, Record, SessionId, TimestampMs, WorkspaceId};
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use mnemo_core::{MemoryMode, Record, SessionId, TimestampMs, TurnId, WorkspaceId};
 use serde::{Deserialize, Serialize};
 
 use crate::error::PipelineError;
@@ -16,7 +19,7 @@ use crate::txn::StateTxn;
 pub const STAGE_NAME: &str = "session-catalog";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+const VERSION: u32 = 3;
 
 const SUMMARY_TAG: &[u8] = b"s\0";
 const TURN_TAG: &[u8] = b"t\0";
@@ -42,6 +45,8 @@ pub struct SessionSummary {
     pub event_count: u64,
     /// Distinct turns seen.
     pub turn_count: u64,
+    /// The turn of the latest event.
+    pub last_turn: Option<TurnId>,
     /// Append time of its first record.
     pub first_timestamp: TimestampMs,
     /// Append time of its last record.
@@ -62,6 +67,7 @@ impl SessionSummary {
             title: None,
             event_count: 0,
             turn_count: 0,
+            last_turn: None,
             first_timestamp: at,
             last_timestamp: at,
             archived: false,
@@ -74,12 +80,15 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     if let Some(key) = config.keys().next() {
         return Err(format!("session-catalog takes no configuration, found key {key:?}"));
     }
-    Ok(Box::new(SessionCatalog))
+    Ok(Box::new(SessionCatalog::default()))
 }
 
-/// The projector.
+/// The projector. It keeps the summaries it changed since the last commit decoded, and writes
+/// them just before the commit.
 #[derive(Debug, Default)]
-pub struct SessionCatalog;
+pub struct SessionCatalog {
+    changed: BTreeMap<SessionId, SessionSummary>,
+}
 
 impl Projector for SessionCatalog {
     fn name(&self) -> &str {
@@ -95,10 +104,16 @@ impl Projector for SessionCatalog {
         let Some(session) = logged.stream.session_id() else {
             return Ok(());
         };
-        let key = summary_key(&session);
-        let mut summary = match state.get(&key)? {
-            Some(bytes) => decode(&bytes)?,
-            None => SessionSummary::new(session.clone(), logged.timestamp),
+        let summary = match self.changed.entry(session.clone()) {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => {
+                let stored = state.get(&summary_key(&session))?;
+                let summary = match stored {
+                    Some(bytes) => decode(&bytes)?,
+                    None => SessionSummary::new(session.clone(), logged.timestamp),
+                };
+                entry.insert(summary)
+            }
         };
         summary.last_timestamp = logged.timestamp;
         match &logged.record {
@@ -124,15 +139,26 @@ impl Projector for SessionCatalog {
             Record::SessionArchived(archived) => summary.archived = archived.archived,
             Record::RuntimeEvent(event) => {
                 summary.event_count += 1;
-                let turn_key = turn_key(&session, event.turn_id.as_str());
-                if state.get(&turn_key)?.is_none() {
-                    state.put(turn_key, Vec::new());
-                    summary.turn_count += 1;
+                // Events of one turn mostly arrive together: only a change of turn needs the
+                // turn index, which keeps the common case to one read per event.
+                if summary.last_turn.as_ref() != Some(&event.turn_id) {
+                    let turn_key = turn_key(&session, event.turn_id.as_str());
+                    if state.get(&turn_key)?.is_none() {
+                        state.put(turn_key, Vec::new());
+                        summary.turn_count += 1;
+                    }
+                    summary.last_turn = Some(event.turn_id.clone());
                 }
             }
             _ => {}
         }
-        state.put(key, encode(&summary)?);
+        Ok(())
+    }
+
+    fn before_commit(&mut self, state: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        for (session, summary) in std::mem::take(&mut self.changed) {
+            state.put(summary_key(&session), encode(&summary)?);
+        }
         Ok(())
     }
 }
@@ -145,8 +171,10 @@ fn turn_key(session: &SessionId, turn: &str) -> Vec<u8> {
     [TURN_TAG, session.as_str().as_bytes(), b"\0", turn.as_bytes()].concat()
 }
 
+/// Summaries are JSON in the struct's field order: deterministic (serde writes fields in
+/// declaration order) and much cheaper than canonical JSON, which this hot path does not need.
 fn encode(summary: &SessionSummary) -> Result<Vec<u8>, PipelineError> {
-    mnemo_core::canonical_json(summary).map_err(|e| damaged(e.to_string()))
+    serde_json::to_vec(summary).map_err(|e| damaged(e.to_string()))
 }
 
 fn decode(bytes: &[u8]) -> Result<SessionSummary, PipelineError> {

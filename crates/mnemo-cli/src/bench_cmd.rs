@@ -1,0 +1,69 @@
+//! `mnemo bench`: the benchmark harness, Mnemo beside the SQLite baseline in one run.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use mnemo_benches::harness::{self, BenchOptions};
+use mnemo_benches::report;
+
+use crate::{Cli, output, progress};
+
+/// Options of `mnemo bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Where the stores, report.json and charts/ go.
+    #[arg(long, default_value = "bench-out")]
+    out: PathBuf,
+    /// A smoke run with tiny sizes: checks the harness works, not the targets.
+    #[arg(long)]
+    quick: bool,
+    /// Events in the generated corpus (bulk import, rebuild, disk use); default 1,000,000.
+    #[arg(long)]
+    events: Option<u64>,
+    /// Events the single durable writer appends, one append each.
+    #[arg(long)]
+    single_writer_events: Option<u64>,
+    /// Events each of the 64 concurrent sessions appends.
+    #[arg(long)]
+    events_per_session: Option<u64>,
+    /// Alternating rounds of the append workloads (the median counts).
+    #[arg(long)]
+    rounds: Option<usize>,
+    /// Seed of the workload generator.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let mut options =
+        if args.quick { BenchOptions::quick(args.out.clone()) } else { BenchOptions::full(args.out.clone()) };
+    if let Some(events) = args.events {
+        options.corpus_events = events.max(1);
+    }
+    if let Some(events) = args.single_writer_events {
+        options.single_writer_events = events.max(1);
+    }
+    if let Some(events) = args.events_per_session {
+        options.events_per_concurrent_session = events.max(1);
+    }
+    if let Some(rounds) = args.rounds {
+        options.rounds = rounds.max(1);
+    }
+    if let Some(seed) = args.seed {
+        options.seed = seed;
+    }
+    let spinner = progress(0, "bench");
+    let result = harness::run(&options, &mut |step| spinner.set_message(step.to_owned()));
+    spinner.finish_and_clear();
+    let bench_report = result?;
+    let written = report::write(&bench_report)?;
+    output(cli, &bench_report, || {
+        print!("{}", report::table(&bench_report));
+        println!();
+        for path in &written {
+            println!("wrote {}", path.display());
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}

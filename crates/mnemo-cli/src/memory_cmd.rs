@@ -1,0 +1,277 @@
+//! `mnemo memory ...` and `mnemo recall`: long-term memory from the command line.
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use mnemo::{
+    EventId, ItemId, ItemInput, KeyInput, KeyOrigin, KeyType, MatchMode, MemoryItem, Mnemo, OperationId,
+    OperationResult, RecallMemory, RememberStatus, SearchRequest, SessionId, ToolCallId, WorkspaceId,
+};
+
+use crate::{Cli, open, output};
+
+/// Memory commands.
+#[derive(Debug, Subcommand)]
+pub(crate) enum MemoryCommand {
+    /// Store what the user explicitly asked to remember in a session (foreground extraction).
+    Remember {
+        session: String,
+        /// The `memory_remember` tool call; without it the range ends at the session's last event.
+        #[arg(long)]
+        tool_call: Option<String>,
+    },
+    /// Extract incidental facts from a session's new events (background extraction).
+    Extract {
+        session: String,
+        /// The last event to consider (default: the session's last event).
+        #[arg(long)]
+        through: Option<String>,
+    },
+    /// Print one item.
+    Get { id: String },
+    /// Find items by keys.
+    Search {
+        #[arg(required = true)]
+        keys: Vec<String>,
+        /// Match keys that start with the terms.
+        #[arg(long)]
+        prefix: bool,
+        /// Also return this workspace's items (global items always are candidates).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Also return archived items.
+        #[arg(long)]
+        include_archived: bool,
+        /// 1 to 100 (default 20).
+        #[arg(long)]
+        limit: Option<u64>,
+    },
+    /// Replace an item's content and/or keys at its current version.
+    Update {
+        id: String,
+        #[arg(long)]
+        expected_version: u64,
+        /// New content.
+        #[arg(long)]
+        content: Option<String>,
+        /// New keys (repeatable); they replace all keys.
+        #[arg(long = "key")]
+        keys: Vec<String>,
+        /// Operation id (generated if absent); reuse it to retry safely.
+        #[arg(long)]
+        op: Option<String>,
+    },
+    /// Archive an active item.
+    Archive {
+        id: String,
+        #[arg(long)]
+        expected_version: u64,
+        #[arg(long)]
+        op: Option<String>,
+    },
+    /// Restore an archived item.
+    Restore {
+        id: String,
+        #[arg(long)]
+        expected_version: u64,
+        #[arg(long)]
+        op: Option<String>,
+    },
+}
+
+/// `mnemo recall SESSION [--query Q] [--limit N]`.
+#[derive(Debug, Args)]
+pub(crate) struct RecallArgs {
+    session: String,
+    /// What to look for (default: the session's recent turns, as the push route does).
+    #[arg(long)]
+    query: Option<String>,
+    /// With a query: 1 to 50 results (default 10).
+    #[arg(long)]
+    limit: Option<u64>,
+}
+
+fn input(error: impl std::fmt::Display) -> anyhow::Error {
+    mnemo::Error::InvalidInput(error.to_string()).into()
+}
+
+fn session(text: &str) -> anyhow::Result<SessionId> {
+    SessionId::new(text).map_err(input)
+}
+
+fn item_id(text: &str) -> anyhow::Result<ItemId> {
+    ItemId::new(text).map_err(input)
+}
+
+fn operation(op: Option<&String>) -> anyhow::Result<OperationId> {
+    let text = match op {
+        Some(op) => op.clone(),
+        None => {
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("cli-{}-{stamp}", std::process::id())
+        }
+    };
+    OperationId::new(text).map_err(input)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread().enable_time().build()?)
+}
+
+fn found(any: bool) -> ExitCode {
+    if any { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+fn print_item(item: &MemoryItem) {
+    let keys: Vec<&str> = item.fields.keys.iter().map(|k| k.key.as_str()).collect();
+    println!(
+        "{}  v{}  {:?}  {}  [{}]\n    {}",
+        item.item,
+        item.version,
+        item.lifecycle,
+        item.fields.scope,
+        keys.join(", "),
+        item.fields.content
+    );
+}
+
+fn print_operation(result: &OperationResult) {
+    for r in &result.results {
+        println!(
+            "{}  v{}  {:?}  {:?}{}",
+            r.item,
+            r.version,
+            r.lifecycle,
+            r.outcome,
+            if result.replayed { "  (replayed)" } else { "" }
+        );
+    }
+}
+
+/// Runs a memory command.
+pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    match command {
+        MemoryCommand::Remember { session: s, tool_call } => {
+            let call = tool_call.as_deref().map(ToolCallId::new).transpose().map_err(input)?;
+            let result = runtime()?.block_on(mnemo.remember(&session(s)?, call))?;
+            output(cli, &result, || {
+                println!(
+                    "{:?}{}",
+                    result.status,
+                    result.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                );
+                for item in &result.requested_items {
+                    println!("  {}  {}", item.item, item.content);
+                }
+            });
+            Ok(found(result.status == RememberStatus::Remembered))
+        }
+        MemoryCommand::Extract { session: s, through } => {
+            let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
+            let report = runtime()?.block_on(mnemo.extract(&session(s)?, through))?;
+            output(cli, &report, || {
+                println!("{}", serde_json::to_string(&report.outcome).unwrap_or_default())
+            });
+            Ok(ExitCode::SUCCESS)
+        }
+        MemoryCommand::Get { id } => {
+            let item = mnemo.memory_get(&item_id(id)?)?;
+            output(cli, &item, || item.iter().for_each(print_item));
+            Ok(found(item.is_some()))
+        }
+        MemoryCommand::Search { keys, prefix, workspace, include_archived, limit } => {
+            let request = SearchRequest {
+                terms: keys.clone(),
+                match_mode: if *prefix { MatchMode::Prefix } else { MatchMode::Exact },
+                workspace: workspace.as_deref().map(WorkspaceId::new).transpose().map_err(input)?,
+                include_archived: *include_archived,
+                limit: *limit,
+            };
+            let items = mnemo.memory_search(&request)?;
+            output(cli, &items, || items.iter().for_each(print_item));
+            Ok(found(!items.is_empty()))
+        }
+        MemoryCommand::Update { id, expected_version, content, keys, op } => {
+            update(cli, &mnemo, id, *expected_version, content.as_deref(), keys, op.as_ref())
+        }
+        MemoryCommand::Archive { id, expected_version, op } => {
+            let result = mnemo.memory_archive(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
+            output(cli, &result, || print_operation(&result));
+            Ok(ExitCode::SUCCESS)
+        }
+        MemoryCommand::Restore { id, expected_version, op } => {
+            let result = mnemo.memory_restore(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
+            output(cli, &result, || print_operation(&result));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn update(
+    cli: &Cli,
+    mnemo: &Mnemo,
+    id: &str,
+    expected_version: u64,
+    content: Option<&str>,
+    keys: &[String],
+    op: Option<&String>,
+) -> anyhow::Result<ExitCode> {
+    let id = item_id(id)?;
+    let Some(current) = mnemo.memory_get(&id)? else {
+        return Err(input(format!("no memory item {id}")));
+    };
+    let fields = current.fields;
+    let keys = if keys.is_empty() {
+        fields
+            .keys
+            .iter()
+            .map(|k| KeyInput { key: k.key.clone(), key_type: k.key_type, key_origin: k.key_origin })
+            .collect()
+    } else {
+        keys.iter()
+            .map(|k| KeyInput { key: k.clone(), key_type: KeyType::Exact, key_origin: KeyOrigin::User })
+            .collect()
+    };
+    let item = ItemInput {
+        content: content.map_or(fields.content, str::to_owned),
+        kind: fields.kind,
+        statement_type: fields.statement_type,
+        temporal_type: fields.temporal_type,
+        scope: fields.scope,
+        event_started_at: fields.event_started_at.map(|t| t.0),
+        event_ended_at: fields.event_ended_at.map(|t| t.0),
+        observed_at: fields.observed_at.0,
+        origin: fields.origin,
+        keys,
+        sources: fields.sources,
+    };
+    let result = mnemo.memory_update(operation(op)?, id, expected_version, item)?;
+    output(cli, &result, || print_operation(&result));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `recall`: with a query, the pull route; without, the push block for the session.
+pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    let session = session(&args.session)?;
+    match &args.query {
+        Some(query) => {
+            let items =
+                mnemo.recall_memory(&session, &RecallMemory { query: query.clone(), limit: args.limit })?;
+            output(cli, &items, || {
+                for item in &items {
+                    println!("{}  score {}  {}", item.item, item.score, item.content);
+                }
+            });
+            Ok(found(!items.is_empty()))
+        }
+        None => {
+            let block = mnemo.recall_block(&session, None)?;
+            output(cli, &block, || print!("{}", block.text));
+            Ok(found(!block.items.is_empty()))
+        }
+    }
+}

@@ -1,0 +1,757 @@
+//! The extraction engine (memory.md §3.4–3.9): resolve the boundary, replay a receipt, retry a
+//! pending range once, then process the trigger's range through proposal, localization,
+//! admission, canonicalization and recheck, and commit items, cursor and receipt as one record.
+
+use std::time::Duration;
+
+use mnemo_core::{
+    BoundaryDisposition, CheckpointId, Content, DenialReason, Digest, ExtractionFailureClass,
+    ExtractionTrigger, MemoryItemFields, NoOpReason, OperationId, SessionId, SkipReason, TurnId,
+};
+use serde_json::json;
+
+use crate::error::MemoryError;
+use crate::extract::admission::{Admitted, Rejection, admit, carries_secret, to_fields};
+use crate::extract::evidence::{self, Evidence, LocalizationQuery, SessionEvent};
+use crate::extract::proposal::{
+    CanonicalStatus, Proposal, ProposalStatus, ProposedItem, RequestedStatus, SearchRole,
+    parse_canonicalization, parse_proposal,
+};
+use crate::extract::seams::{
+    CanonicalCandidate, CanonicalizePrompt, CitationView, ModelError, ProposalPrompt,
+};
+use crate::extract::{
+    ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, Models, RejectedCandidate, Trigger,
+};
+use crate::ops::{
+    CommitRequest, SettleRequest, SettleResult, commit_extraction, record_denial, settle_failure,
+};
+use crate::secrets::is_sensitive;
+use crate::state::MemoryView;
+
+/// Most model calls for one range, shared by proposal, localized and canonicalization calls.
+pub const MODEL_CALLS_PER_RANGE_MAX: u32 = 3;
+/// Longest a model call may take.
+pub const MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn hashed_id(prefix: &str, value: &serde_json::Value) -> Result<OperationId, MemoryError> {
+    let bytes = mnemo_core::canonical_json(value).map_err(|e| MemoryError::Host(e.to_string()))?;
+    OperationId::new(format!("{prefix}{}", Digest::sha256(&bytes).to_hex()))
+        .map_err(|e| MemoryError::Host(e.to_string()))
+}
+
+/// The trigger's range once its boundary is resolved.
+#[derive(Debug, Clone)]
+struct Range {
+    operation: OperationId,
+    trigger: ExtractionTrigger,
+    checkpoint: Option<CheckpointId>,
+    expected: u64,
+    through: u64,
+    requested_turn: Option<TurnId>,
+    expected_coverage: Option<Digest>,
+}
+
+/// How one range ended, before settlement.
+enum RangeEnd {
+    Committed(crate::ops::CommitResult),
+    Failed(ExtractionFailureClass),
+    Blocked(String),
+}
+
+/// How one attempt ended.
+enum Attempt {
+    End(RangeEnd),
+    Failed(ExtractionFailureClass),
+}
+
+struct Run<'a> {
+    host: &'a dyn ExtractionHost,
+    models: Models<'a>,
+    session: SessionId,
+    events: Vec<SessionEvent>,
+    calls: u32,
+    rejections: Vec<RejectedCandidate>,
+}
+
+fn is_memory_tool(event: &mnemo_core::RuntimeEvent) -> bool {
+    match &event.content {
+        Some(Content::FunctionCall(call)) => call.name.starts_with("memory_"),
+        Some(Content::FunctionResponse(response)) => response.name.starts_with("memory_"),
+        _ => false,
+    }
+}
+
+/// Resolves the trigger's boundary (memory.md §3.4 step 6): its ordinal, the requested turn,
+/// the operation id and the checkpoint; `Err` carries why it is unavailable.
+fn resolve(
+    session: &SessionId,
+    trigger: &Trigger,
+    events: &[SessionEvent],
+    host: &dyn ExtractionHost,
+) -> Result<Result<Range, String>, MemoryError> {
+    let position = |id: &mnemo_core::EventId| events.iter().position(|e| &e.event.id == id);
+    let (kind, stable, at, requested, checkpoint) = match trigger {
+        Trigger::Remember { tool_call: Some(call), .. } => {
+            let found = events.iter().position(|e| {
+                matches!(&e.event.content, Some(Content::FunctionCall(c)) if &c.id == call && c.name == "memory_remember")
+            });
+            let Some(index) = found else { return Ok(Err(format!("no memory_remember call {call}"))) };
+            let turn = events[index].event.turn_id.clone();
+            let boundary =
+                events[..index].iter().rposition(|e| !e.event.partial && !is_memory_tool(&e.event));
+            let Some(boundary) = boundary else {
+                return Ok(Err("the remember call is the first event".to_owned()));
+            };
+            (ExtractionTrigger::Remember, call.as_str().to_owned(), boundary, Some(turn), None)
+        }
+        Trigger::Remember { through, .. } => {
+            let index = match through {
+                Some(id) => position(id),
+                None => events.len().checked_sub(1),
+            };
+            let Some(index) = index else { return Ok(Err("no such event in the session".to_owned())) };
+            let event = &events[index].event;
+            (
+                ExtractionTrigger::Remember,
+                event.id.as_str().to_owned(),
+                index,
+                Some(event.turn_id.clone()),
+                None,
+            )
+        }
+        Trigger::Extract { terminal_event } => {
+            let index = match terminal_event {
+                Some(id) => position(id),
+                None => events.len().checked_sub(1),
+            };
+            let Some(index) = index else { return Ok(Err("no such event in the session".to_owned())) };
+            (ExtractionTrigger::Extract, events[index].event.id.as_str().to_owned(), index, None, None)
+        }
+        Trigger::Compaction { checkpoint } => {
+            let record = host.checkpoints(session)?.into_iter().find(|c| &c.checkpoint == checkpoint);
+            let Some(boundary) = record.and_then(|c| c.extraction_boundary) else {
+                return Ok(Err(format!("checkpoint {checkpoint} has no extraction boundary")));
+            };
+            let index = events.iter().position(|e| {
+                e.event.id == boundary.event
+                    && e.event.run_id == boundary.run
+                    && e.event.turn_id == boundary.turn
+            });
+            let Some(index) = index else {
+                return Ok(Err("the checkpoint boundary event does not match".to_owned()));
+            };
+            (
+                ExtractionTrigger::Compaction,
+                checkpoint.as_str().to_owned(),
+                index,
+                None,
+                Some(checkpoint.clone()),
+            )
+        }
+    };
+    let event = &events[at].event;
+    let identity = if kind == ExtractionTrigger::Compaction {
+        json!({"sessionId": session, "trigger": kind, "stableBoundary": stable})
+    } else {
+        json!({"sessionId": session, "trigger": kind, "stableBoundary": stable, "runId": event.run_id, "turnId": event.turn_id})
+    };
+    Ok(Ok(Range {
+        operation: hashed_id("memory_", &identity)?,
+        trigger: kind,
+        checkpoint,
+        expected: 0,
+        through: events[at].ordinal,
+        requested_turn: requested,
+        expected_coverage: None,
+    }))
+}
+
+/// Runs one extraction for `session` (memory.md §3.4).
+pub async fn execute(
+    host: &dyn ExtractionHost,
+    models: Models<'_>,
+    session: &SessionId,
+    trigger: &Trigger,
+) -> Result<ExtractionReport, MemoryError> {
+    let mut run =
+        Run { host, models, session: session.clone(), events: Vec::new(), calls: 0, rejections: Vec::new() };
+    let (operation, retried, outcome) = run.top(trigger).await?;
+    Ok(ExtractionReport {
+        operation: operation.map(|o| o.as_str().to_owned()),
+        retried,
+        outcome,
+        model_calls: run.calls,
+        rejections: run.rejections,
+    })
+}
+
+type TopResult = (Option<OperationId>, Option<ExtractionOutcome>, ExtractionOutcome);
+
+fn unavailable(reason: impl Into<String>) -> ExtractionOutcome {
+    ExtractionOutcome::Unavailable { reason: reason.into() }
+}
+
+impl Run<'_> {
+    async fn top(&mut self, trigger: &Trigger) -> Result<TopResult, MemoryError> {
+        if let Some(reason) = self.host.gate(&self.session)? {
+            if let (Trigger::Compaction { checkpoint }, false) = (trigger, reason == GateReason::Unavailable)
+            {
+                self.events = self.host.session_events(&self.session)?;
+                self.policy_skip(checkpoint, Some(reason))?;
+            }
+            return Ok((None, None, unavailable(reason.name())));
+        }
+        self.events = self.host.session_events(&self.session)?;
+        let mut range = match resolve(&self.session, trigger, &self.events, self.host)? {
+            Ok(range) => range,
+            Err(reason) => return Ok((None, None, unavailable(reason))),
+        };
+        let op = Some(range.operation.clone());
+        let store = self.host.state()?;
+        let view = MemoryView::new(store.as_ref());
+        if let Some(receipt) = view.receipt(&range.operation)? {
+            return Ok((op, None, ExtractionOutcome::Committed { receipt, replayed: true }));
+        }
+        if let Some(checkpoint) = &range.checkpoint
+            && self.checkpoint_denied(checkpoint, &view)?
+        {
+            self.policy_skip(checkpoint, None)?;
+            return Ok((op, None, unavailable("the checkpoint is policy-denied")));
+        }
+        range.expected = view.cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
+        let pending = view.pending_failure(&self.session)?;
+        drop(store);
+        let mut retried = None;
+        if let Some(pending) = pending {
+            if pending.first_operation == range.operation {
+                return Ok((op, None, unavailable("the failed range waits for another trigger")));
+            }
+            if pending.from != range.expected + 1 || pending.through > range.through {
+                return Ok((op, None, unavailable("the pending range does not start at the cursor")));
+            }
+            let retry = Range {
+                operation: hashed_id(
+                    "memory_retry_",
+                    &json!({"triggerOperationId": range.operation, "firstOperationId": pending.first_operation, "coverageHash": pending.coverage_hash}),
+                )?,
+                trigger: pending.first_trigger,
+                checkpoint: pending.checkpoint.clone(),
+                expected: range.expected,
+                through: pending.through,
+                requested_turn: self
+                    .turn_at(pending.through)
+                    .filter(|_| pending.first_trigger == ExtractionTrigger::Remember),
+                expected_coverage: Some(pending.coverage_hash),
+            };
+            let outcome = self.settled(&retry).await?;
+            let blocked = matches!(outcome, ExtractionOutcome::Blocked { .. });
+            retried = Some(outcome);
+            if blocked {
+                return Ok((op, retried, unavailable("the pending range's retry was blocked")));
+            }
+            range.expected = pending.through;
+        }
+        if range.expected >= range.through {
+            let outcome = if range.trigger == ExtractionTrigger::Remember {
+                ExtractionOutcome::NothingToProcess
+            } else {
+                unavailable("nothing new to process")
+            };
+            return Ok((op, retried, outcome));
+        }
+        let outcome = self.settled(&range).await?;
+        Ok((op, retried, outcome))
+    }
+
+    fn turn_at(&self, ordinal: u64) -> Option<TurnId> {
+        self.events.iter().find(|e| e.ordinal == ordinal).map(|e| e.event.turn_id.clone())
+    }
+
+    fn checkpoint_denied(
+        &self,
+        checkpoint: &CheckpointId,
+        view: &MemoryView<'_>,
+    ) -> Result<bool, MemoryError> {
+        let frozen = self.host.checkpoints(&self.session)?.into_iter().any(|c| {
+            &c.checkpoint == checkpoint
+                && c.extraction_boundary.is_some_and(|b| b.disposition == BoundaryDisposition::PolicyDenied)
+        });
+        Ok(frozen || view.denials(&self.session)?.iter().any(|d| &d.checkpoint == checkpoint))
+    }
+
+    /// The ordinal of the latest policy-denied checkpoint boundary at or before `through`:
+    /// localization never searches across it.
+    fn denial_barrier(&self, through: u64) -> Result<u64, MemoryError> {
+        let store = self.host.state()?;
+        let view = MemoryView::new(store.as_ref());
+        let mut barrier = 0;
+        for checkpoint in self.host.checkpoints(&self.session)? {
+            let Some(boundary) = &checkpoint.extraction_boundary else { continue };
+            let Some(ordinal) = self.events.iter().find(|e| e.event.id == boundary.event).map(|e| e.ordinal)
+            else {
+                continue;
+            };
+            if ordinal <= through && self.checkpoint_denied(&checkpoint.checkpoint, &view)? {
+                barrier = barrier.max(ordinal);
+            }
+        }
+        Ok(barrier)
+    }
+
+    /// Settles a compaction checkpoint as policy-denied: a denial record (incognito or
+    /// disabled), then a policy-skip commit over the checkpoint's range. A pending remember or
+    /// extract range cannot be absorbed: that commit conflicts and the range stays for its retry.
+    fn policy_skip(
+        &mut self,
+        checkpoint: &CheckpointId,
+        reason: Option<GateReason>,
+    ) -> Result<(), MemoryError> {
+        let scope = self.host.session_scope(&self.session)?;
+        let denial = match reason {
+            Some(GateReason::Incognito) => Some(DenialReason::Incognito),
+            Some(GateReason::Disabled) => Some(DenialReason::MemoryDisabled),
+            _ => None,
+        };
+        if let Some(denial) = denial {
+            record_denial(self.host, &self.session, &scope, checkpoint, denial)?;
+        }
+        let Ok(mut range) = resolve(
+            &self.session,
+            &Trigger::Compaction { checkpoint: checkpoint.clone() },
+            &self.events,
+            self.host,
+        )?
+        else {
+            return Ok(());
+        };
+        let store = self.host.state()?;
+        range.expected =
+            MemoryView::new(store.as_ref()).cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
+        if range.through <= range.expected {
+            return Ok(());
+        }
+        let entries = self.entries(range.expected, range.through);
+        let request = CommitRequest {
+            operation: hashed_id(
+                "memory_policy_skip_",
+                &json!({"sessionId": self.session, "checkpointId": checkpoint}),
+            )?,
+            session: self.session.clone(),
+            scope,
+            trigger: ExtractionTrigger::Compaction,
+            checkpoint: Some(checkpoint.clone()),
+            expected_cursor: range.expected,
+            next_cursor: range.through,
+            coverage_hash: evidence::coverage_hash(&entries)?,
+            items: Vec::new(),
+            requested: Vec::new(),
+            no_op_reason: None,
+            skip_reason: Some(SkipReason::PolicyDenied),
+        };
+        match commit_extraction(self.host, &request) {
+            Ok(_) | Err(MemoryError::Conflict(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn entries(&self, after: u64, through: u64) -> Vec<&SessionEvent> {
+        self.events.iter().filter(|e| e.ordinal > after && e.ordinal <= through).collect()
+    }
+
+    /// Processes a range and settles a counted failure.
+    async fn settled(&mut self, range: &Range) -> Result<ExtractionOutcome, MemoryError> {
+        match self.process(range).await? {
+            RangeEnd::Committed(result) => {
+                Ok(ExtractionOutcome::Committed { receipt: result.receipt, replayed: result.replayed })
+            }
+            RangeEnd::Blocked(reason) => Ok(ExtractionOutcome::Blocked { reason }),
+            RangeEnd::Failed(class) => {
+                if let Some(reason) = self.host.gate(&self.session)? {
+                    return Ok(ExtractionOutcome::Blocked { reason: reason.name().to_owned() });
+                }
+                let entries = self.entries(range.expected, range.through);
+                let request = SettleRequest {
+                    operation: range.operation.clone(),
+                    session: self.session.clone(),
+                    scope: self.host.session_scope(&self.session)?,
+                    expected_cursor: range.expected,
+                    failed_through: range.through,
+                    coverage_hash: evidence::coverage_hash(&entries)?,
+                    failure_class: class,
+                    trigger: range.trigger,
+                    checkpoint: range.checkpoint.clone(),
+                };
+                Ok(match settle_failure(self.host, &request)? {
+                    SettleResult::RetryLater { pending, .. } => {
+                        ExtractionOutcome::RetryLater { class, pending }
+                    }
+                    SettleResult::Discarded { receipt, .. } => {
+                        ExtractionOutcome::Discarded { class, receipt }
+                    }
+                })
+            }
+        }
+    }
+
+    fn commit(
+        &self,
+        range: &Range,
+        coverage: Digest,
+        items: Vec<MemoryItemFields>,
+        requested: Vec<u32>,
+        no_op: Option<NoOpReason>,
+    ) -> Result<RangeEnd, MemoryError> {
+        if let Some(reason) = self.host.gate(&self.session)? {
+            return Ok(RangeEnd::Blocked(reason.name().to_owned()));
+        }
+        let request = CommitRequest {
+            operation: range.operation.clone(),
+            session: self.session.clone(),
+            scope: self.host.session_scope(&self.session)?,
+            trigger: range.trigger,
+            checkpoint: range.checkpoint.clone(),
+            expected_cursor: range.expected,
+            next_cursor: range.through,
+            coverage_hash: coverage,
+            items,
+            requested,
+            no_op_reason: no_op,
+            skip_reason: None,
+        };
+        Ok(RangeEnd::Committed(commit_extraction(self.host, &request)?))
+    }
+
+    async fn process(&mut self, range: &Range) -> Result<RangeEnd, MemoryError> {
+        let entries = self.entries(range.expected, range.through);
+        let coverage = evidence::coverage_hash(&entries)?;
+        if range.expected_coverage.is_some_and(|h| h != coverage) {
+            return Ok(RangeEnd::Blocked("the range's events changed since it failed".to_owned()));
+        }
+        let mut evidence = evidence::collect(&entries, range.requested_turn.as_ref(), None);
+        let remember = range.trigger == ExtractionTrigger::Remember;
+        if remember && evidence.iter().any(|e| e.requested_turn && is_sensitive(&e.full)) {
+            return self.commit(
+                range,
+                coverage,
+                Vec::new(),
+                Vec::new(),
+                Some(NoOpReason::SensitiveInformation),
+            );
+        }
+        if evidence.is_empty() && !remember {
+            return self.commit(range, coverage, Vec::new(), Vec::new(), None);
+        }
+        if !evidence::fit(&mut evidence) {
+            return Ok(RangeEnd::Failed(ExtractionFailureClass::Evidence));
+        }
+        let mut budget = MODEL_CALLS_PER_RANGE_MAX;
+        let mut last = ExtractionFailureClass::Provider;
+        while budget > 0 {
+            match self.attempt(range, coverage, &evidence, &mut budget).await? {
+                Attempt::End(end) => return Ok(end),
+                Attempt::Failed(class) => last = class,
+            }
+        }
+        Ok(RangeEnd::Failed(last))
+    }
+
+    async fn call_model(
+        &mut self,
+        budget: &mut u32,
+        prompt: Prompt<'_>,
+    ) -> Result<Result<String, Attempt>, MemoryError> {
+        if *budget == 0 {
+            return Ok(Err(Attempt::Failed(ExtractionFailureClass::Provider)));
+        }
+        if let Some(reason) = self.host.gate(&self.session)? {
+            return Ok(Err(Attempt::End(RangeEnd::Blocked(reason.name().to_owned()))));
+        }
+        *budget -= 1;
+        self.calls += 1;
+        let call = async {
+            match prompt {
+                Prompt::Proposal(p) => self.models.proposer.propose(p).await,
+                Prompt::Canonical(p) => self.models.canonicalizer.canonicalize(p).await,
+            }
+        };
+        let answer = tokio::time::timeout(MODEL_CALL_TIMEOUT, call).await.unwrap_or(Err(ModelError::Timeout));
+        Ok(match answer {
+            Ok(text) => Ok(text),
+            Err(ModelError::Provider(_) | ModelError::Timeout) => {
+                Err(Attempt::Failed(ExtractionFailureClass::Provider))
+            }
+            Err(other) => Err(Attempt::End(RangeEnd::Blocked(other.to_string()))),
+        })
+    }
+
+    async fn attempt(
+        &mut self,
+        range: &Range,
+        coverage: Digest,
+        evidence: &[Evidence],
+        budget: &mut u32,
+    ) -> Result<Attempt, MemoryError> {
+        let entries = self.entries(range.expected, range.through);
+        let prompt = ProposalPrompt {
+            trigger: range.trigger,
+            requested_turn: range.requested_turn.clone(),
+            evidence: evidence::views(evidence),
+            context: evidence::context(&entries),
+            localized_terms: None,
+        };
+        let text = match self.call_model(budget, Prompt::Proposal(&prompt)).await? {
+            Ok(text) => text,
+            Err(attempt) => return Ok(attempt),
+        };
+        let Ok(proposal) = parse_proposal(&text, range.trigger) else {
+            return Ok(Attempt::Failed(ExtractionFailureClass::Schema));
+        };
+        let mut incidental = proposal.incidental_items.clone();
+        let (requested, requested_evidence) = match proposal.status {
+            ProposalStatus::CannotResolve => {
+                return Ok(Attempt::Failed(ExtractionFailureClass::Localization));
+            }
+            ProposalStatus::SearchRequired => {
+                match self.localize(range, coverage, &proposal, budget).await? {
+                    Ok((second, localized)) => {
+                        incidental.extend(second.incidental_items);
+                        (second.requested_items, localized)
+                    }
+                    Err(attempt) => return Ok(attempt),
+                }
+            }
+            ProposalStatus::Complete => (proposal.requested_items.clone(), evidence.to_vec()),
+        };
+        self.admit_all(range, coverage, evidence, &requested, &requested_evidence, &incidental, budget).await
+    }
+
+    /// The one localization pass (memory.md §3.9 stage 1b): search, localized evidence, the
+    /// localized call. `Ok(Err(_))` ends the attempt.
+    async fn localize(
+        &mut self,
+        range: &Range,
+        coverage: Digest,
+        first: &Proposal,
+        budget: &mut u32,
+    ) -> Result<Result<(Proposal, Vec<Evidence>), Attempt>, MemoryError> {
+        let fail = |class| Ok(Err(Attempt::Failed(class)));
+        if let Some(reason) = self.host.gate(&self.session)? {
+            return Ok(Err(Attempt::End(RangeEnd::Blocked(reason.name().to_owned()))));
+        }
+        let Some(ask) = &first.search else { return fail(ExtractionFailureClass::Schema) };
+        let roles = ask.roles.clone().unwrap_or_else(|| vec![SearchRole::User, SearchRole::Assistant]);
+        let query = LocalizationQuery {
+            terms: ask.terms.iter().map(|t| crate::text::normalize_evidence(t).to_lowercase()).collect(),
+            user: roles.contains(&SearchRole::User),
+            assistant: roles.contains(&SearchRole::Assistant),
+            after_ordinal: self.denial_barrier(range.through)?,
+            through_ordinal: range.through,
+        };
+        let ordinals = self.models.localization.localize(&self.session, &self.events, &query)?;
+        let localized: Vec<&SessionEvent> =
+            self.events.iter().filter(|e| ordinals.contains(&e.ordinal)).collect();
+        let context = evidence::context(&localized);
+        if context.is_empty() {
+            return fail(ExtractionFailureClass::Localization);
+        }
+        let mut found = evidence::collect(&localized, range.requested_turn.as_ref(), Some(&query.terms));
+        if range.trigger == ExtractionTrigger::Remember && found.iter().any(|e| is_sensitive(&e.full)) {
+            let end =
+                self.commit(range, coverage, Vec::new(), Vec::new(), Some(NoOpReason::SensitiveInformation))?;
+            return Ok(Err(Attempt::End(end)));
+        }
+        if !evidence::fit(&mut found) {
+            return fail(ExtractionFailureClass::Evidence);
+        }
+        if *budget == 0 {
+            return fail(ExtractionFailureClass::Localization);
+        }
+        let prompt = ProposalPrompt {
+            trigger: range.trigger,
+            requested_turn: range.requested_turn.clone(),
+            evidence: evidence::views(&found),
+            context,
+            localized_terms: Some(query.terms.clone()),
+        };
+        let text = match self.call_model(budget, Prompt::Proposal(&prompt)).await? {
+            Ok(text) => text,
+            Err(attempt) => return Ok(Err(attempt)),
+        };
+        let Ok(second) = parse_proposal(&text, range.trigger) else {
+            return fail(ExtractionFailureClass::Schema);
+        };
+        match second.status {
+            ProposalStatus::CannotResolve => fail(ExtractionFailureClass::Localization),
+            ProposalStatus::SearchRequired => fail(ExtractionFailureClass::Schema),
+            ProposalStatus::Complete
+                if range.trigger == ExtractionTrigger::Remember
+                    && second.requested_status == RequestedStatus::Unresolved =>
+            {
+                fail(ExtractionFailureClass::Localization)
+            }
+            ProposalStatus::Complete => Ok(Ok((second, found))),
+        }
+    }
+
+    fn reject(&mut self, requested: bool, item: &ProposedItem, rejection: Rejection) {
+        self.rejections.push(RejectedCandidate { requested, content: item.content.clone(), rejection });
+    }
+
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the admission stage needs both evidence sets and the range"
+    )]
+    async fn admit_all(
+        &mut self,
+        range: &Range,
+        coverage: Digest,
+        evidence: &[Evidence],
+        requested: &[ProposedItem],
+        requested_evidence: &[Evidence],
+        incidental: &[ProposedItem],
+        budget: &mut u32,
+    ) -> Result<Attempt, MemoryError> {
+        let sensitive_no_op = |this: &Self| -> Result<Attempt, MemoryError> {
+            Ok(Attempt::End(this.commit(
+                range,
+                coverage,
+                Vec::new(),
+                Vec::new(),
+                Some(NoOpReason::SensitiveInformation),
+            )?))
+        };
+        let remember = range.trigger == ExtractionTrigger::Remember;
+        let mut candidates: Vec<(bool, Admitted)> = Vec::new();
+        for item in requested {
+            match admit(item, requested_evidence, &item.evidence, None) {
+                Ok(admitted) => candidates.push((true, admitted)),
+                Err(Rejection::Sensitive) if remember => return sensitive_no_op(self),
+                Err(rejection) => {
+                    let class = match rejection {
+                        Rejection::Admission(_) => ExtractionFailureClass::RequestedAdmission,
+                        _ => ExtractionFailureClass::Evidence,
+                    };
+                    self.reject(true, item, rejection);
+                    return Ok(Attempt::Failed(class));
+                }
+            }
+        }
+        let covered = Some((range.expected + 1, range.through));
+        for item in incidental {
+            match admit(item, evidence, &item.evidence, covered) {
+                Ok(admitted) => candidates.push((false, admitted)),
+                Err(rejection) => self.reject(false, item, rejection),
+            }
+        }
+        let canonical = match self.canonicalize(&candidates, budget).await? {
+            Ok(canonical) => canonical,
+            Err(attempt) => return Ok(attempt),
+        };
+        let scope = self.host.session_scope(&self.session)?;
+        let (mut items, mut indexes) = (Vec::new(), Vec::new());
+        for ((was_requested, admitted), verdict) in candidates.iter().zip(canonical) {
+            let pool = if *was_requested { requested_evidence } else { evidence };
+            let recheck = match verdict {
+                None => Err(Rejection::CanonicalizerRejected),
+                Some(item) if carries_secret(&item) && *was_requested && remember => {
+                    return sensitive_no_op(self);
+                }
+                Some(item) => {
+                    admit(&item, pool, &admitted.item.evidence, if *was_requested { None } else { covered })
+                }
+            };
+            let fields = recheck.and_then(|a| {
+                to_fields(&a, pool, *was_requested, &scope).map_err(|e| Rejection::Admission(e.to_string()))
+            });
+            match fields {
+                Ok(fields) => {
+                    if *was_requested {
+                        indexes.push(items.len() as u32);
+                    }
+                    items.push(fields);
+                }
+                Err(rejection) if *was_requested => {
+                    self.reject(true, &admitted.item, rejection);
+                    return Ok(Attempt::Failed(ExtractionFailureClass::RequestedAdmission));
+                }
+                Err(rejection) => self.reject(false, &admitted.item, rejection),
+            }
+        }
+        items.truncate(mnemo_core::limits::MEMORY_MUTATIONS_MAX);
+        indexes.retain(|i| (*i as usize) < items.len());
+        Ok(Attempt::End(self.commit(range, coverage, items, indexes, None)?))
+    }
+
+    /// Canonicalization with retries while budget remains (memory.md §3.9 stage 3): each
+    /// candidate's canonical item, or `None` when rejected.
+    async fn canonicalize(
+        &mut self,
+        candidates: &[(bool, Admitted)],
+        budget: &mut u32,
+    ) -> Result<Result<Vec<Option<ProposedItem>>, Attempt>, MemoryError> {
+        if candidates.is_empty() {
+            return Ok(Ok(Vec::new()));
+        }
+        let prompt = canonical_prompt(candidates);
+        let ids: Vec<String> = prompt.candidates.iter().map(|c| c.candidate_id.clone()).collect();
+        loop {
+            let text = match self.call_model(budget, Prompt::Canonical(&prompt)).await? {
+                Ok(text) => text,
+                Err(attempt) => return Ok(Err(attempt)),
+            };
+            match parse_canonicalization(&text, &ids) {
+                Ok(answer) => {
+                    let verdicts = ids
+                        .iter()
+                        .map(|id| {
+                            answer.results.iter().find(|r| &r.candidate_id == id).and_then(|r| {
+                                match r.status {
+                                    CanonicalStatus::Accepted => r.item.clone(),
+                                    CanonicalStatus::Rejected => None,
+                                }
+                            })
+                        })
+                        .collect();
+                    return Ok(Ok(verdicts));
+                }
+                Err(_) if *budget > 0 => continue,
+                Err(_) => return Ok(Err(Attempt::Failed(ExtractionFailureClass::Schema))),
+            }
+        }
+    }
+}
+
+enum Prompt<'p> {
+    Proposal(&'p ProposalPrompt),
+    Canonical(&'p CanonicalizePrompt),
+}
+
+fn canonical_prompt(candidates: &[(bool, Admitted)]) -> CanonicalizePrompt {
+    CanonicalizePrompt {
+        candidates: candidates
+            .iter()
+            .enumerate()
+            .map(|(index, (requested, admitted))| {
+                let mut item = admitted.item.clone();
+                item.evidence.clear();
+                CanonicalCandidate {
+                    candidate_id: format!("candidate_{}", index + 1),
+                    requested: *requested,
+                    item: serde_json::to_value(&item).unwrap_or(serde_json::Value::Null),
+                    evidence: admitted
+                        .item
+                        .evidence
+                        .iter()
+                        .zip(&admitted.quotes)
+                        .map(|(c, quote)| CitationView {
+                            source_ref: c.source_ref.clone(),
+                            quote: quote.clone(),
+                            observed_at: 0,
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,570 @@
+//! The `memory-index` projector, and the state transitions it shares with the writer.
+//!
+//! Architecture invariant: the writer decides a record with the same functions the projector
+//! replays it with ([`run_batch`], [`check_commit`], [`settle_decision`]), against the same
+//! state, under the single memory writer. So a record that was appended always applies, and a
+//! conflict is found before anything is appended.
+
+use std::collections::BTreeMap;
+
+use mnemo_core::{
+    Digest, ExtractionFailure, ExtractionTrigger, FailureOutcome, ItemId, LifecycleState, MemoryCommit,
+    MemoryItem, MemoryMutation, Mutation, PolicyDenial, ReceiptStatus, Record,
+};
+use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateTxn};
+use serde_json::json;
+
+use crate::error::{Conflict, ConflictReason};
+use crate::state::{
+    self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
+    MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
+    OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, RequestedItem, SCOPE_TAG,
+    STAGE_NAME, encode, key,
+};
+
+/// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
+const VERSION: u32 = 1;
+
+/// Builds the stage.
+///
+/// Its one configuration key, `recall_budget_tokens` (a positive integer), is read by recall,
+/// not by the projector; it lives here so that pipelines configure memory in one place.
+pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
+    for (name, value) in config {
+        let valid = name == "recall_budget_tokens" && value.as_integer().is_some_and(|v| v > 0);
+        if !valid {
+            return Err(format!(
+                "{STAGE_NAME} takes only recall_budget_tokens (a positive integer), found {name:?} = {value}"
+            ));
+        }
+    }
+    Ok(Box::new(MemoryIndex))
+}
+
+/// The projector: items, key index, scope index, operations, receipts, cursors, pending
+/// failures and denials, folded from the memory records.
+#[derive(Debug, Default)]
+pub struct MemoryIndex;
+
+impl Projector for MemoryIndex {
+    fn name(&self) -> &str {
+        STAGE_NAME
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn apply(&mut self, state: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError> {
+        let outcome = match &logged.record {
+            Record::MemoryMutation(record) => apply_mutation(state, record)?,
+            Record::MemoryCommit(record) => apply_commit(state, record)?,
+            Record::ExtractionFailure(record) => apply_failure(state, record)?,
+            Record::PolicyDenial(record) => {
+                apply_denial(state, record)?;
+                Ok(())
+            }
+            _ => Ok(()),
+        };
+        if let Err(reason) = outcome {
+            let position = format!("{:020}", logged.position.0);
+            state.put(key(REJECTED_TAG, &[&position]), reason.into_bytes());
+        }
+        Ok(())
+    }
+}
+
+/// The items a batch touched: each one's state before the batch (`None` for a create) and after.
+#[derive(Debug, Default)]
+pub(crate) struct ItemChanges {
+    before: BTreeMap<ItemId, Option<MemoryItem>>,
+    after: BTreeMap<ItemId, MemoryItem>,
+}
+
+impl ItemChanges {
+    fn current(&mut self, kv: &(impl Kv + ?Sized), id: &ItemId) -> Result<Option<MemoryItem>, PipelineError> {
+        if let Some(item) = self.after.get(id) {
+            return Ok(Some(item.clone()));
+        }
+        let stored = state::item(kv, id)?;
+        self.before.entry(id.clone()).or_insert_with(|| stored.clone());
+        Ok(stored)
+    }
+
+    fn set(&mut self, item: MemoryItem) {
+        self.before.entry(item.item.clone()).or_insert(None);
+        self.after.insert(item.item.clone(), item);
+    }
+
+    /// Writes the touched items and replaces their key and scope index entries.
+    pub(crate) fn write(&self, txn: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        for (id, after) in &self.after {
+            if let Some(Some(before)) = self.before.get(id) {
+                for k in &before.fields.keys {
+                    txn.delete(key(KEY_TAG, &[&k.normalized_key, id.as_str()]));
+                }
+                txn.delete(key(SCOPE_TAG, &[&before.fields.scope.as_text(), id.as_str()]));
+            }
+            let entry = KeyEntry {
+                scope: after.fields.scope.as_text(),
+                lifecycle: after.lifecycle,
+                updated_at: after.updated_at,
+            };
+            let entry_bytes = encode(&entry)?;
+            for k in &after.fields.keys {
+                txn.put(key(KEY_TAG, &[&k.normalized_key, id.as_str()]), entry_bytes.clone());
+            }
+            txn.put(key(SCOPE_TAG, &[&entry.scope, id.as_str()]), lifecycle_name(after.lifecycle).into());
+            txn.put(key(ITEM_TAG, &[id.as_str()]), encode(after)?);
+        }
+        Ok(())
+    }
+}
+
+pub(crate) fn lifecycle_name(state: LifecycleState) -> &'static str {
+    match state {
+        LifecycleState::Active => "active",
+        _ => "archived",
+    }
+}
+
+fn version_check(item: &MemoryItem, expected: u64) -> Result<(), Conflict> {
+    if item.version != expected {
+        return Err(Conflict::new(ConflictReason::VersionConflict, expected, item.version).on(&item.item));
+    }
+    Ok(())
+}
+
+fn lifecycle_change(
+    item: &mut MemoryItem,
+    from: LifecycleState,
+    to: LifecycleState,
+    committed_at: mnemo_core::TimestampMs,
+) -> Result<(), Conflict> {
+    if item.lifecycle != from {
+        return Err(Conflict::new(
+            ConflictReason::InvalidLifecycleTransition,
+            lifecycle_name(from),
+            lifecycle_name(item.lifecycle),
+        )
+        .on(&item.item));
+    }
+    item.lifecycle = to;
+    item.version += 1;
+    item.updated_at = item.updated_at.max(committed_at);
+    Ok(())
+}
+
+type BatchOutcome = Result<(ItemChanges, Vec<MutationResult>), Conflict>;
+
+/// Applies a batch in order against the state (a later mutation sees earlier ones), without
+/// writing: the changes and results, or the first conflict (memory.md §2.6 step 6).
+pub(crate) fn run_batch(
+    kv: &(impl Kv + ?Sized),
+    mutations: &[Mutation],
+    committed_at: mnemo_core::TimestampMs,
+) -> Result<BatchOutcome, PipelineError> {
+    let mut changes = ItemChanges::default();
+    let mut results = Vec::with_capacity(mutations.len());
+    for (index, mutation) in mutations.iter().enumerate() {
+        let (id, mutation_type) = match mutation {
+            Mutation::Create { item, .. } => (item, MutationType::Create),
+            Mutation::Update { item, .. } => (item, MutationType::Update),
+            Mutation::Archive { item, .. } => (item, MutationType::Archive),
+            Mutation::Restore { item, .. } => (item, MutationType::Restore),
+            _ => return Err(state::damaged("unknown memory mutation type")),
+        };
+        let current = changes.current(kv, id)?;
+        let step = match (mutation, current) {
+            (Mutation::Create { item, fields }, None) => Ok((
+                MemoryItem::created(item.clone(), fields.clone(), committed_at),
+                MutationOutcome::Created,
+            )),
+            (Mutation::Create { item, .. }, Some(_)) => {
+                Err(Conflict::new(ConflictReason::OperationReused, "a new item", "an existing item").on(item))
+            }
+            (_, None) => Err(Conflict::new(ConflictReason::ItemNotFound, "an item", "none").on(id)),
+            (Mutation::Update { expected_version, fields, .. }, Some(mut item)) => {
+                version_check(&item, *expected_version).map(|()| {
+                    if &item.fields == fields {
+                        (item, MutationOutcome::Noop)
+                    } else {
+                        item.fields = fields.clone();
+                        item.content_hash = Digest::sha256(item.fields.content.as_bytes());
+                        item.version += 1;
+                        item.updated_at = item.updated_at.max(committed_at);
+                        (item, MutationOutcome::Updated)
+                    }
+                })
+            }
+            (Mutation::Archive { expected_version, .. }, Some(mut item)) => {
+                version_check(&item, *expected_version)
+                    .and_then(|()| {
+                        lifecycle_change(
+                            &mut item,
+                            LifecycleState::Active,
+                            LifecycleState::Archived,
+                            committed_at,
+                        )
+                    })
+                    .map(|()| (item, MutationOutcome::Archived))
+            }
+            (Mutation::Restore { expected_version, .. }, Some(mut item)) => {
+                version_check(&item, *expected_version)
+                    .and_then(|()| {
+                        lifecycle_change(
+                            &mut item,
+                            LifecycleState::Archived,
+                            LifecycleState::Active,
+                            committed_at,
+                        )
+                    })
+                    .map(|()| (item, MutationOutcome::Restored))
+            }
+            _ => return Err(state::damaged("unknown memory mutation type")),
+        };
+        let (item, outcome) = match step {
+            Ok(step) => step,
+            Err(conflict) => return Ok(Err(conflict)),
+        };
+        results.push(MutationResult {
+            mutation_index: index as u32,
+            mutation_type,
+            item: item.item.clone(),
+            version: item.version,
+            lifecycle: item.lifecycle,
+            outcome,
+        });
+        if outcome != MutationOutcome::Noop {
+            changes.set(item);
+        }
+    }
+    Ok(Ok((changes, results)))
+}
+
+/// The operation type of a batch (memory.md §2.6 step 3).
+pub(crate) fn operation_type(mutations: &[Mutation]) -> OperationType {
+    match mutations {
+        [Mutation::Create { .. }] => OperationType::Create,
+        [Mutation::Update { .. }] => OperationType::Update,
+        [Mutation::Archive { .. }] => OperationType::Archive,
+        [Mutation::Restore { .. }] => OperationType::Restore,
+        _ => OperationType::Batch,
+    }
+}
+
+fn hash_json(value: &serde_json::Value) -> Result<Digest, PipelineError> {
+    Ok(Digest::sha256(&encode(value)?))
+}
+
+fn to_value<T: serde::Serialize>(value: &T) -> Result<serde_json::Value, PipelineError> {
+    serde_json::to_value(value).map_err(|e| state::damaged(e.to_string()))
+}
+
+/// The request hash of a mutation batch: its normalized mutations, without the ids the writer
+/// assigns to created items or the commit time.
+pub(crate) fn mutation_request_hash(record: &MemoryMutation) -> Result<Digest, PipelineError> {
+    let mut mutations = to_value(&record.mutations)?;
+    if let Some(list) = mutations.as_array_mut() {
+        for entry in list {
+            if entry.get("type").and_then(|t| t.as_str()) == Some("create")
+                && let Some(map) = entry.as_object_mut()
+            {
+                map.remove("item");
+            }
+        }
+    }
+    hash_json(&json!({"kind": "memory_mutation", "mutations": mutations}))
+}
+
+/// The request hash of an extraction commit (memory.md §1.8); the operation id is the key, not
+/// part of the hash.
+pub(crate) fn commit_request_hash(record: &MemoryCommit) -> Result<Digest, PipelineError> {
+    let items: Vec<_> = record.items.iter().map(|new| &new.fields).collect();
+    hash_json(&json!({
+        "kind": "memory_extraction",
+        "session": record.session,
+        "expected_cursor_ordinal": record.cursor.expected,
+        "next_cursor_ordinal": record.cursor.next,
+        "coverage_hash": record.coverage_hash,
+        "items": to_value(&items)?,
+        "requested_item_indexes": record.receipt.requested_items,
+        "no_op_reason": record.receipt.no_op_reason,
+        "skip_reason": record.receipt.skip_reason,
+        "trigger": record.trigger,
+        "checkpoint": record.checkpoint,
+    }))
+}
+
+/// The request hash of a discard (memory.md §1.8).
+pub(crate) fn discard_request_hash(record: &ExtractionFailure) -> Result<Digest, PipelineError> {
+    hash_json(&json!({
+        "kind": "memory_extraction_discard",
+        "session": record.session,
+        "trigger": record.trigger,
+        "checkpoint": record.checkpoint,
+        "from": record.expected_cursor.saturating_add(1),
+        "through": record.failed_through,
+        "coverage_hash": record.coverage_hash,
+        "final_failure_class": record.failure_class,
+    }))
+}
+
+fn apply_mutation(
+    txn: &mut StateTxn<'_>,
+    record: &MemoryMutation,
+) -> Result<Result<(), String>, PipelineError> {
+    if state::operation(&*txn, &record.operation)?.is_some() {
+        return Ok(Err(format!("operation {} was already used", record.operation)));
+    }
+    let (changes, results) = match run_batch(&*txn, &record.mutations, record.committed_at)? {
+        Ok(done) => done,
+        Err(conflict) => return Ok(Err(conflict.to_string())),
+    };
+    changes.write(txn)?;
+    let entry = OperationEntry {
+        operation: record.operation.clone(),
+        kind: OperationKind::Mutation,
+        operation_type: operation_type(&record.mutations),
+        request_hash: mutation_request_hash(record)?,
+        committed_at: record.committed_at,
+        results,
+    };
+    txn.put(key(OPERATION_TAG, &[record.operation.as_str()]), encode(&entry)?);
+    Ok(Ok(()))
+}
+
+/// Checks an extraction commit against the cursor and the pending failure (memory.md §2.7
+/// transaction steps 2–3). The caller has already ruled out a replay.
+pub(crate) fn check_commit(
+    kv: &(impl Kv + ?Sized),
+    record: &MemoryCommit,
+) -> Result<Result<(), Conflict>, PipelineError> {
+    let current = state::cursor(kv, &record.session)?.map_or(0, |c| c.processed_ordinal);
+    if current != record.cursor.expected {
+        return Ok(Err(Conflict::new(ConflictReason::CursorConflict, record.cursor.expected, current)));
+    }
+    let Some(pending) = state::pending(kv, &record.session)? else {
+        return Ok(Ok(()));
+    };
+    let starts = pending.from == record.cursor.expected.saturating_add(1);
+    let fits = if record.receipt.skip_reason.is_some() {
+        pending.first_trigger == ExtractionTrigger::Compaction
+            && starts
+            && pending.through <= record.cursor.next
+    } else {
+        pending.first_operation != record.operation
+            && starts
+            && pending.through == record.cursor.next
+            && pending.coverage_hash == record.coverage_hash
+            && pending.first_trigger == record.trigger
+            && pending.checkpoint == record.checkpoint
+    };
+    if !fits {
+        return Ok(Err(Conflict::new(
+            ConflictReason::CursorConflict,
+            format!("a commit matching pending range {}..={}", pending.from, pending.through),
+            format!("{}..={}", record.cursor.expected.saturating_add(1), record.cursor.next),
+        )));
+    }
+    Ok(Ok(()))
+}
+
+fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<(), String>, PipelineError> {
+    if state::operation(&*txn, &record.operation)?.is_some() {
+        return Ok(Err(format!("operation {} was already used", record.operation)));
+    }
+    if let Err(conflict) = check_commit(&*txn, record)? {
+        return Ok(Err(conflict.to_string()));
+    }
+    let creates: Vec<Mutation> = record
+        .items
+        .iter()
+        .map(|new| Mutation::Create { item: new.item.clone(), fields: new.fields.clone() })
+        .collect();
+    let (changes, results) = match run_batch(&*txn, &creates, record.committed_at)? {
+        Ok(done) => done,
+        Err(conflict) => return Ok(Err(conflict.to_string())),
+    };
+    changes.write(txn)?;
+    let requested_items = record
+        .receipt
+        .requested_items
+        .iter()
+        .filter_map(|index| record.items.get(*index as usize))
+        .map(|new| RequestedItem { item: new.item.clone(), content: new.fields.content.clone() })
+        .collect();
+    let receipt = Receipt {
+        operation: record.operation.clone(),
+        session: record.session.clone(),
+        status: record.receipt.status,
+        requested_items,
+        no_op_reason: record.receipt.no_op_reason,
+        skip_reason: record.receipt.skip_reason,
+        discarded_range: None,
+        committed_at: record.committed_at,
+    };
+    let entry = OperationEntry {
+        operation: record.operation.clone(),
+        kind: OperationKind::Extraction,
+        operation_type: OperationType::Batch,
+        request_hash: commit_request_hash(record)?,
+        committed_at: record.committed_at,
+        results,
+    };
+    advance_cursor(txn, &record.session, record.cursor.next, record.committed_at)?;
+    txn.put(key(OPERATION_TAG, &[record.operation.as_str()]), encode(&entry)?);
+    txn.put(key(RECEIPT_TAG, &[record.operation.as_str()]), encode(&receipt)?);
+    Ok(Ok(()))
+}
+
+fn advance_cursor(
+    txn: &mut StateTxn<'_>,
+    session: &mnemo_core::SessionId,
+    to: u64,
+    at: mnemo_core::TimestampMs,
+) -> Result<(), PipelineError> {
+    let cursor = Cursor { processed_ordinal: to, updated_at: at };
+    txn.put(key(CURSOR_TAG, &[session.as_str()]), encode(&cursor)?);
+    txn.delete(key(PENDING_TAG, &[session.as_str()]));
+    Ok(())
+}
+
+/// What settling a failure does (memory.md §2.8 transaction steps 1–6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SettleDecision {
+    /// The same discard was already committed.
+    ReplayDiscard(Receipt),
+    /// The same first failure was already recorded.
+    ReplayRetryLater(PendingFailure),
+    /// First failure of the range: record it as pending.
+    RecordPending(PendingFailure),
+    /// The pending range's retry failed: discard it.
+    Discard(Receipt),
+}
+
+fn same_range(pending: &PendingFailure, record: &ExtractionFailure) -> bool {
+    pending.from == record.expected_cursor.saturating_add(1)
+        && pending.through == record.failed_through
+        && pending.coverage_hash == record.coverage_hash
+        && pending.first_trigger == record.trigger
+        && pending.checkpoint == record.checkpoint
+}
+
+/// Decides what a failure settlement does; the record's `outcome` is ignored here.
+pub(crate) fn settle_decision(
+    kv: &(impl Kv + ?Sized),
+    record: &ExtractionFailure,
+) -> Result<Result<SettleDecision, Conflict>, PipelineError> {
+    let reused = |expected: &str| Conflict::new(ConflictReason::OperationReused, expected, "another request");
+    if let Some(receipt) = state::receipt(kv, &record.operation)? {
+        let hash = discard_request_hash(record)?;
+        let same = state::operation(kv, &record.operation)?.is_some_and(|op| op.request_hash == hash);
+        return Ok(match receipt.status {
+            ReceiptStatus::Discarded if same => Ok(SettleDecision::ReplayDiscard(receipt)),
+            ReceiptStatus::Discarded => Err(reused("the same discard")),
+            _ => Err(reused("an operation that did not already complete successfully")),
+        });
+    }
+    if state::operation(kv, &record.operation)?.is_some() {
+        return Ok(Err(reused("an unused operation id")));
+    }
+    let current = state::cursor(kv, &record.session)?.map_or(0, |c| c.processed_ordinal);
+    if current != record.expected_cursor {
+        return Ok(Err(Conflict::new(ConflictReason::CursorConflict, record.expected_cursor, current)));
+    }
+    let Some(pending) = state::pending(kv, &record.session)? else {
+        return Ok(Ok(SettleDecision::RecordPending(PendingFailure {
+            session: record.session.clone(),
+            from: record.expected_cursor.saturating_add(1),
+            through: record.failed_through,
+            coverage_hash: record.coverage_hash,
+            first_operation: record.operation.clone(),
+            first_trigger: record.trigger,
+            checkpoint: record.checkpoint.clone(),
+            first_failure_class: record.failure_class,
+            failed_at: record.failed_at,
+        })));
+    };
+    if pending.first_operation == record.operation {
+        return Ok(if same_range(&pending, record) && pending.first_failure_class == record.failure_class {
+            Ok(SettleDecision::ReplayRetryLater(pending))
+        } else {
+            Err(reused("the recorded first failure"))
+        });
+    }
+    if !same_range(&pending, record) {
+        return Ok(Err(Conflict::new(
+            ConflictReason::CursorConflict,
+            format!("pending range {}..={} unchanged before discard", pending.from, pending.through),
+            format!("{}..={}", record.expected_cursor.saturating_add(1), record.failed_through),
+        )));
+    }
+    Ok(Ok(SettleDecision::Discard(discard_receipt(&pending, record))))
+}
+
+fn discard_receipt(pending: &PendingFailure, record: &ExtractionFailure) -> Receipt {
+    Receipt {
+        operation: record.operation.clone(),
+        session: record.session.clone(),
+        status: ReceiptStatus::Discarded,
+        requested_items: Vec::new(),
+        no_op_reason: None,
+        skip_reason: None,
+        discarded_range: Some(DiscardedRange {
+            from: pending.from,
+            through: pending.through,
+            coverage_hash: pending.coverage_hash,
+            first_failure_class: pending.first_failure_class,
+            final_failure_class: record.failure_class,
+        }),
+        committed_at: record.failed_at,
+    }
+}
+
+fn apply_failure(
+    txn: &mut StateTxn<'_>,
+    record: &ExtractionFailure,
+) -> Result<Result<(), String>, PipelineError> {
+    let decision = match settle_decision(&*txn, record)? {
+        Ok(decision) => decision,
+        Err(conflict) => return Ok(Err(conflict.to_string())),
+    };
+    match (decision, record.outcome) {
+        (SettleDecision::RecordPending(pending), FailureOutcome::RetryLater) => {
+            txn.put(key(PENDING_TAG, &[record.session.as_str()]), encode(&pending)?);
+        }
+        (SettleDecision::Discard(receipt), FailureOutcome::Discarded) => {
+            let entry = OperationEntry {
+                operation: record.operation.clone(),
+                kind: OperationKind::Discard,
+                operation_type: OperationType::Batch,
+                request_hash: discard_request_hash(record)?,
+                committed_at: record.failed_at,
+                results: Vec::new(),
+            };
+            advance_cursor(txn, &record.session, record.failed_through, record.failed_at)?;
+            txn.put(key(OPERATION_TAG, &[record.operation.as_str()]), encode(&entry)?);
+            txn.put(key(RECEIPT_TAG, &[record.operation.as_str()]), encode(&receipt)?);
+        }
+        (decision, outcome) => {
+            return Ok(Err(format!("failure outcome {outcome:?} does not match the state ({decision:?})")));
+        }
+    }
+    Ok(Ok(()))
+}
+
+/// Inserts a denial if absent; the first denial wins (memory.md §2.9). Returns the stored one.
+pub(crate) fn apply_denial(txn: &mut StateTxn<'_>, record: &PolicyDenial) -> Result<Denial, PipelineError> {
+    if let Some(held) = state::denial(&*txn, &record.session, &record.checkpoint)? {
+        return Ok(held);
+    }
+    let denial = Denial {
+        session: record.session.clone(),
+        checkpoint: record.checkpoint.clone(),
+        reason: record.reason,
+        denied_at: record.denied_at,
+    };
+    txn.put(key(DENIAL_TAG, &[record.session.as_str(), record.checkpoint.as_str()]), encode(&denial)?);
+    Ok(denial)
+}

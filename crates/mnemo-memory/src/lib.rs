@@ -1,0 +1,55 @@
+//! Memory item store (ops, versions, idempotency), extraction (admission, secrets, cursor,
+//! receipts, failures, denials), recall.
+//!
+//! It is not:
+//! - a writer of the log: it decides records and hands them to a [`MemoryLedger`] (the facade),
+//!   which appends them under one writer;
+//! - a model client: proposal and canonicalization are [`MemoryProposer`] and [`Canonicalizer`]
+//!   seams, with deterministic embedded implementations;
+//! - a history index: localization search goes through the [`LocalizationSearch`] seam.
+//!
+//! Every write is one record on a `memory/<scope>` stream; the `memory-index` stage
+//! ([`MemoryIndex`]) folds them into items, a key index, operations, receipts, cursors, pending
+//! failures and denials, and can be rebuilt from the log.
+
+mod error;
+mod extract;
+mod index;
+mod lane;
+mod ops;
+mod recall;
+mod secrets;
+mod state;
+pub mod testing;
+mod text;
+mod write;
+
+pub use error::{Conflict, ConflictReason, MemoryError};
+pub use extract::{
+    BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
+    ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView, ExtractionHost, ExtractionOutcome,
+    ExtractionReport, GateReason, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
+    MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models, Proposal, ProposalPrompt,
+    RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization, SessionEvent, Trigger,
+    check_faithful, execute, parse_canonicalization, parse_proposal,
+};
+pub use index::{MemoryIndex, factory};
+pub use lane::{LaneGuard, Priority, SessionLanes};
+pub use ops::{
+    CommitRequest, CommitResult, Decide, MatchMode, MemoryLedger, MutationInput, MutationRequest,
+    SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult,
+    apply_mutations, commit_extraction, item_id_for, record_denial, search, settle_failure,
+};
+pub use recall::{
+    RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX,
+    RECALL_SCAN_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem, recall, recall_block,
+};
+pub use secrets::{is_sensitive, is_sensitive_key};
+pub use state::{
+    Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType,
+    OperationResult, OperationType, PendingFailure, Receipt, RequestedItem, STAGE_NAME,
+};
+pub use text::{
+    IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,
+};
+pub use write::{ItemInput, KeyInput, key_priority, normalize_keys, normalize_sources};

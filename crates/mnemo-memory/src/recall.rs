@@ -1,0 +1,247 @@
+//! Recall (beyond the reference system, which stores items nothing reads): a pull search for
+//! the model (`RecallMemory {query, limit}`) and a push block for the next request, both over
+//! the items a session may see: global ones and its own workspace's, never archived, never
+//! another workspace's.
+
+use std::collections::BTreeSet;
+
+use mnemo_core::{
+    ItemId, LifecycleState, MemoryItem, MemoryKind, MemoryScope, SourcePointer, TimestampMs, WorkspaceId,
+};
+use mnemo_pipeline::StateStore;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{MemoryError, invalid};
+use crate::state::{self, KEY_TAG, KeyEntry, SCOPE_TAG};
+
+/// Results of a recall when no limit is given.
+pub const RECALL_RESULTS_DEFAULT: u64 = 10;
+/// Most results of one recall.
+pub const RECALL_RESULTS_MAX: u64 = 50;
+/// Most items of one scope read for content matching; past it only key matches are found.
+pub const RECALL_SCAN_ITEMS_MAX: usize = 10_000;
+/// Longest recall query, in code points.
+pub const RECALL_QUERY_CODE_POINTS_MAX: usize = 4000;
+/// Push-block budget when the pipeline config names none, in tokens.
+pub const RECALL_BUDGET_TOKENS_DEFAULT: u64 = 512;
+/// Characters per token in the budget estimate.
+const CHARS_PER_TOKEN: usize = 4;
+
+const STOPWORDS: &[&str] = &[
+    "the", "and", "for", "that", "this", "with", "from", "what", "which", "when", "where", "how", "you",
+    "your", "are", "was", "were", "have", "has", "had", "but", "not", "can", "use", "user", "about", "into",
+    "our", "out",
+];
+
+/// The pull tool's arguments: `RecallMemory {query, limit}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecallMemory {
+    /// What to look for.
+    pub query: String,
+    /// 1 to 50; 10 when absent.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// A recalled item with its source pointers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecalledItem {
+    /// The item.
+    pub item: ItemId,
+    /// Its version.
+    pub version: u64,
+    /// Its content.
+    pub content: String,
+    /// What it is about.
+    pub kind: MemoryKind,
+    /// Where it is visible.
+    pub scope: MemoryScope,
+    /// Its keys' display texts.
+    pub keys: Vec<String>,
+    /// Where it was learned.
+    pub sources: Vec<SourcePointer>,
+    /// The match score (key matches weigh 3, content words 1).
+    pub score: u64,
+}
+
+/// A block of recalled items for the next request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RecallBlock {
+    /// The items included, best first.
+    pub items: Vec<RecalledItem>,
+    /// The rendered block (empty when no item is included).
+    pub text: String,
+    /// Its estimated size in tokens.
+    pub tokens: u64,
+}
+
+fn tokens(text: &str) -> BTreeSet<String> {
+    text.to_lowercase()
+        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
+        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(w))
+        .map(str::to_owned)
+        .collect()
+}
+
+fn visible(scope: &str, workspace: Option<&str>) -> bool {
+    scope == "global" || workspace.is_some_and(|w| w == scope)
+}
+
+fn score(item: &MemoryItem, query: &BTreeSet<String>, query_text: &str) -> u64 {
+    let lowered = query_text.to_lowercase();
+    let keys = item
+        .fields
+        .keys
+        .iter()
+        .filter(|k| {
+            query.contains(&k.normalized_key)
+                || (k.normalized_key.contains(' ') && lowered.contains(&k.normalized_key))
+        })
+        .count() as u64;
+    let content = tokens(&item.fields.content).intersection(query).count() as u64;
+    keys * 3 + content
+}
+
+/// The ids of visible, active items whose keys match a query token, plus (up to
+/// [`RECALL_SCAN_ITEMS_MAX`] per scope) every visible active item, for content matching.
+fn candidates(
+    store: &dyn StateStore,
+    workspace: Option<&str>,
+    query: &BTreeSet<String>,
+) -> Result<BTreeSet<String>, MemoryError> {
+    let mut ids = BTreeSet::new();
+    let mut failure = None;
+    for token in query {
+        let prefix = [KEY_TAG, token.as_bytes(), b"\0"].concat();
+        store.scan_prefix(&prefix, &mut |key, value| {
+            match state::decode::<KeyEntry>(value) {
+                Ok(entry)
+                    if entry.lifecycle == LifecycleState::Active && visible(&entry.scope, workspace) =>
+                {
+                    if let Ok(id) = std::str::from_utf8(&key[prefix.len()..]) {
+                        ids.insert(id.to_owned());
+                    }
+                }
+                Ok(_) => {}
+                Err(e) => failure = Some(e),
+            }
+            failure.is_none()
+        })?;
+    }
+    let scopes = std::iter::once("global").chain(workspace);
+    for scope in scopes {
+        let prefix = [SCOPE_TAG, scope.as_bytes(), b"\0"].concat();
+        let mut seen = 0;
+        store.scan_prefix(&prefix, &mut |key, value| {
+            seen += 1;
+            if value == b"active"
+                && let Ok(id) = std::str::from_utf8(&key[prefix.len()..])
+            {
+                ids.insert(id.to_owned());
+            }
+            seen < RECALL_SCAN_ITEMS_MAX
+        })?;
+    }
+    failure.map_or(Ok(ids), |e| Err(e.into()))
+}
+
+fn ranked(
+    store: &dyn StateStore,
+    workspace: Option<&WorkspaceId>,
+    query_text: &str,
+) -> Result<Vec<(u64, TimestampMs, MemoryItem)>, MemoryError> {
+    let workspace_scope = workspace.map(|w| MemoryScope::Workspace(w.clone()).as_text());
+    let query = tokens(query_text);
+    let mut out = Vec::new();
+    for id in candidates(store, workspace_scope.as_deref(), &query)? {
+        let id = ItemId::new(id).map_err(|e| MemoryError::State(state::damaged(e.to_string())))?;
+        let Some(item) = state::item(store, &id)? else { continue };
+        // NOTE: the indexes already filter by scope; the item itself is checked again so that a
+        // damaged index can never leak another workspace's item.
+        if item.lifecycle != LifecycleState::Active
+            || !visible(&item.fields.scope.as_text(), workspace_scope.as_deref())
+        {
+            continue;
+        }
+        let score = score(&item, &query, query_text);
+        if score > 0 {
+            out.push((score, item.updated_at, item));
+        }
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.item.cmp(&b.2.item)));
+    Ok(out)
+}
+
+fn recalled(score: u64, item: MemoryItem) -> RecalledItem {
+    RecalledItem {
+        item: item.item,
+        version: item.version,
+        content: item.fields.content,
+        kind: item.fields.kind,
+        scope: item.fields.scope,
+        keys: item.fields.keys.into_iter().map(|k| k.key).collect(),
+        sources: item.fields.sources,
+        score,
+    }
+}
+
+/// The pull route: items matching `request.query` that a session of `workspace` may see.
+pub fn recall(
+    store: &dyn StateStore,
+    workspace: Option<&WorkspaceId>,
+    request: &RecallMemory,
+) -> Result<Vec<RecalledItem>, MemoryError> {
+    if request.query.trim().is_empty() || request.query.chars().count() > RECALL_QUERY_CODE_POINTS_MAX {
+        return invalid("query", format!("must be 1 to {RECALL_QUERY_CODE_POINTS_MAX} code points"));
+    }
+    let limit = request.limit.unwrap_or(RECALL_RESULTS_DEFAULT);
+    if limit == 0 || limit > RECALL_RESULTS_MAX {
+        return invalid("limit", format!("must be 1 to {RECALL_RESULTS_MAX}"));
+    }
+    Ok(ranked(store, workspace, &request.query)?
+        .into_iter()
+        .take(limit as usize)
+        .map(|(score, _, item)| recalled(score, item))
+        .collect())
+}
+
+/// The push route: the best items for `recent_text` (the session's recent turns) that fit in
+/// `budget_tokens`, rendered as a block.
+pub fn recall_block(
+    store: &dyn StateStore,
+    workspace: Option<&WorkspaceId>,
+    recent_text: &str,
+    budget_tokens: u64,
+) -> Result<RecallBlock, MemoryError> {
+    const HEADER: &str =
+        "Long-term memory (items recalled for this session; verify before relying on them):\n";
+    let mut text = String::from(HEADER);
+    let mut items = Vec::new();
+    for (score, _, item) in ranked(store, workspace, recent_text)? {
+        let line =
+            format!("- [{}] {} (memory {})\n", kind_name(item.fields.kind), item.fields.content, item.item);
+        let next = (text.chars().count() + line.chars().count()).div_ceil(CHARS_PER_TOKEN) as u64;
+        if next > budget_tokens {
+            continue;
+        }
+        text.push_str(&line);
+        items.push(recalled(score, item));
+    }
+    if items.is_empty() {
+        return Ok(RecallBlock { items, text: String::new(), tokens: 0 });
+    }
+    let tokens = text.chars().count().div_ceil(CHARS_PER_TOKEN) as u64;
+    Ok(RecallBlock { items, text, tokens })
+}
+
+fn kind_name(kind: MemoryKind) -> &'static str {
+    match kind {
+        MemoryKind::Preference => "preference",
+        MemoryKind::Identity => "identity",
+        MemoryKind::Context => "context",
+        MemoryKind::Knowledge => "knowledge",
+        MemoryKind::Failure => "failure",
+        _ => "note",
+    }
+}

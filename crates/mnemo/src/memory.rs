@@ -1,0 +1,364 @@
+//! Long-term memory through the facade: the item store's operations, extraction triggers run
+//! in per-session lanes with the model seams, and recall.
+//!
+//! How compaction wires in: after the compaction module appends a `CheckpointRecorded` whose
+//! `extraction_boundary` is set, it calls [`Mnemo::on_checkpoint_recorded`] (awaiting it, or
+//! spawning it on the host's runtime; the call runs in the session's background lane and never
+//! fails the compaction). A checkpoint whose disposition is `policy_denied`, or a session whose
+//! gate is closed by incognito or a disabled memory, is settled by a denial and a policy-skip
+//! commit instead of an extraction.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use mnemo_core::{
+    CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
+    Record, SessionId, StreamId, StreamRevision, ToolCallId,
+};
+use mnemo_log::{Clock, ExpectedRevision, LogBackend};
+use mnemo_memory::{
+    Canonicalizer, Decide, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionReport,
+    GateReason, ItemInput, LocalizationSearch, MemoryError, MemoryLedger, MemoryProposer, MemoryView, Models,
+    MutationInput, MutationRequest, OperationResult, Priority, RECALL_BUDGET_TOKENS_DEFAULT, RecallBlock,
+    RecallMemory, RecalledItem, RememberResult, ScanLocalization, SearchRequest, SessionEvent, SessionLanes,
+    Trigger,
+};
+use mnemo_pipeline::StateStore;
+
+use crate::error::Error;
+use crate::mnemo::Mnemo;
+
+/// Envelopes read per page when loading a session's events.
+const SESSION_PAGE_ENVELOPES_MAX: usize = 1024;
+/// Recent text events a push recall matches against.
+const RECALL_RECENT_EVENTS_MAX: usize = 8;
+
+/// The model seams memory extraction uses.
+#[derive(Debug, Clone)]
+pub struct MemoryModels {
+    /// Proposal calls.
+    pub proposer: Arc<dyn MemoryProposer>,
+    /// Canonicalization calls.
+    pub canonicalizer: Arc<dyn Canonicalizer>,
+    /// Localization searches.
+    pub localization: Arc<dyn LocalizationSearch>,
+}
+
+impl Default for MemoryModels {
+    fn default() -> Self {
+        MemoryModels {
+            proposer: Arc::new(EmbeddedProposer),
+            canonicalizer: Arc::new(EmbeddedCanonicalizer),
+            localization: Arc::new(ScanLocalization),
+        }
+    }
+}
+
+/// Memory's process-local state: the single memory writer, the session lanes, the models, and
+/// whether the store is draining.
+#[derive(Debug)]
+pub(crate) struct MemoryRuntime {
+    writer: Mutex<()>,
+    lanes: SessionLanes,
+    models: RwLock<MemoryModels>,
+    draining: AtomicBool,
+    clock: Arc<dyn Clock>,
+}
+
+impl MemoryRuntime {
+    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
+        MemoryRuntime {
+            writer: Mutex::new(()),
+            lanes: SessionLanes::new(),
+            models: RwLock::new(MemoryModels::default()),
+            draining: AtomicBool::new(false),
+            clock,
+        }
+    }
+}
+
+fn host_error(error: Error) -> MemoryError {
+    MemoryError::Host(error.to_string())
+}
+
+impl MemoryLedger for Mnemo {
+    fn state(&self) -> Result<Arc<dyn StateStore>, MemoryError> {
+        self.caught_up_store(mnemo_memory::STAGE_NAME).map_err(host_error)
+    }
+
+    fn write(&self, decide: &mut Decide<'_>) -> Result<(), MemoryError> {
+        // NOTE: the decision and the append happen under one lock, and the state is caught up
+        // with the whole log first, so what was checked is what the record meets when folded.
+        let _writer = self.memory.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let store = MemoryLedger::state(self)?;
+        let now = self.memory.clock.now();
+        if let Some(record) = decide(store.as_ref(), now)? {
+            let appended =
+                self.append(&record.stream(), ExpectedRevision::Any, &[record]).map_err(host_error)?;
+            self.catch_up_to(appended.last_position).map_err(host_error)?;
+        }
+        Ok(())
+    }
+}
+
+impl ExtractionHost for Mnemo {
+    fn gate(&self, session: &SessionId) -> Result<Option<GateReason>, MemoryError> {
+        let Some(summary) = self.session(session).map_err(host_error)? else {
+            return Ok(Some(GateReason::Unavailable));
+        };
+        Ok(if summary.incognito {
+            Some(GateReason::Incognito)
+        } else if summary.memory == MemoryMode::Disabled {
+            Some(GateReason::Disabled)
+        } else if self.memory.draining.load(Ordering::SeqCst) {
+            Some(GateReason::Unavailable)
+        } else if summary.subagent || summary.archived {
+            Some(GateReason::Ineligible)
+        } else {
+            None
+        })
+    }
+
+    fn session_events(&self, session: &SessionId) -> Result<Vec<SessionEvent>, MemoryError> {
+        let mut events = Vec::new();
+        for record in self.session_records(session).map_err(host_error)? {
+            if let Record::RuntimeEvent(event) = record {
+                events.push(SessionEvent { ordinal: events.len() as u64 + 1, event });
+            }
+        }
+        Ok(events)
+    }
+
+    fn checkpoints(&self, session: &SessionId) -> Result<Vec<CheckpointRecord>, MemoryError> {
+        let records = self.session_records(session).map_err(host_error)?;
+        Ok(records
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::CheckpointRecorded(c) => Some(c),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn session_scope(&self, session: &SessionId) -> Result<MemoryScope, MemoryError> {
+        let summary = self.session(session).map_err(host_error)?;
+        Ok(summary.and_then(|s| s.workspace).map_or(MemoryScope::Global, MemoryScope::Workspace))
+    }
+}
+
+impl Mnemo {
+    fn session_records(&self, session: &SessionId) -> Result<Vec<Record>, Error> {
+        let stream = StreamId::session(session);
+        let mut records = Vec::new();
+        let mut from = StreamRevision(0);
+        loop {
+            let page = self.log.read_stream(&stream, from, SESSION_PAGE_ENVELOPES_MAX)?;
+            let Some(last) = page.last() else { break };
+            from = StreamRevision(last.revision.0 + 1);
+            let full = page.len() == SESSION_PAGE_ENVELOPES_MAX;
+            for envelope in page {
+                records.push(mnemo_pipeline::LoggedRecord::decode(envelope)?.record);
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(records)
+    }
+
+    /// Replaces the model seams memory extraction uses (the embedded defaults until then).
+    pub fn set_memory_models(&self, models: MemoryModels) {
+        *self.memory.models.write().unwrap_or_else(PoisonError::into_inner) = models;
+    }
+
+    /// Starts draining: remember and extract calls become unavailable and nothing new is
+    /// settled; compaction-triggered work settles only policy denials.
+    pub fn begin_memory_drain(&self) {
+        self.memory.draining.store(true, Ordering::SeqCst);
+    }
+
+    async fn run_extraction(
+        &self,
+        session: &SessionId,
+        trigger: Trigger,
+        priority: Priority,
+    ) -> Result<ExtractionReport, Error> {
+        let models = self.memory.models.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let _lane = self.memory.lanes.acquire(std::slice::from_ref(session), priority).await;
+        let seams = Models {
+            proposer: models.proposer.as_ref(),
+            canonicalizer: models.canonicalizer.as_ref(),
+            localization: models.localization.as_ref(),
+        };
+        Ok(mnemo_memory::execute(self, seams, session, &trigger).await?)
+    }
+
+    /// The `memory_remember` tool: stores what the user explicitly asked to remember (memory.md
+    /// §3.1, §3.10). Runs in the session's lane ahead of queued background work. With a tool
+    /// call id, the range ends just before that `memory_remember` call; without one, at the
+    /// session's last event. A replay returns the same result with no model call.
+    pub async fn remember(
+        &self,
+        session: &SessionId,
+        tool_call: Option<ToolCallId>,
+    ) -> Result<RememberResult, Error> {
+        let report = self.remember_report(session, tool_call).await?;
+        Ok(report.remember_result())
+    }
+
+    /// [`Mnemo::remember`] with the whole extraction report.
+    pub async fn remember_report(
+        &self,
+        session: &SessionId,
+        tool_call: Option<ToolCallId>,
+    ) -> Result<ExtractionReport, Error> {
+        let trigger = Trigger::Remember { tool_call, through: None };
+        self.run_extraction(session, trigger, Priority::Foreground).await
+    }
+
+    /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
+    /// last event), in the session's background lane.
+    pub async fn extract(
+        &self,
+        session: &SessionId,
+        terminal_event: Option<EventId>,
+    ) -> Result<ExtractionReport, Error> {
+        self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
+    }
+
+    /// The compaction hook: extraction over what `checkpoint` covers, in the session's
+    /// background lane (see the module documentation for how compaction calls it).
+    pub async fn on_checkpoint_recorded(
+        &self,
+        session: &SessionId,
+        checkpoint: &CheckpointId,
+    ) -> Result<ExtractionReport, Error> {
+        let trigger = Trigger::Compaction { checkpoint: checkpoint.clone() };
+        self.run_extraction(session, trigger, Priority::Background).await
+    }
+
+    /// One memory item, re-validated on read.
+    pub fn memory_get(&self, item: &ItemId) -> Result<Option<MemoryItem>, Error> {
+        let store = MemoryLedger::state(self)?;
+        Ok(MemoryView::new(store.as_ref()).item(item)?)
+    }
+
+    /// Items by keys (memory.md §2.5).
+    pub fn memory_search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, Error> {
+        let store = MemoryLedger::state(self)?;
+        Ok(mnemo_memory::search(store.as_ref(), request)?)
+    }
+
+    /// Applies a batch of mutations under one operation id (memory.md §2.6).
+    pub fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
+        Ok(mnemo_memory::apply_mutations(self, request)?)
+    }
+
+    /// Creates one item.
+    pub fn memory_create(&self, operation: OperationId, item: ItemInput) -> Result<OperationResult, Error> {
+        self.memory_apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
+    }
+
+    /// Replaces an item's fields at `expected_version`.
+    pub fn memory_update(
+        &self,
+        operation: OperationId,
+        item_id: ItemId,
+        expected_version: u64,
+        item: ItemInput,
+    ) -> Result<OperationResult, Error> {
+        let mutation = MutationInput::Update { item_id, expected_version, item };
+        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+    }
+
+    /// Archives an active item at `expected_version`.
+    pub fn memory_archive(
+        &self,
+        operation: OperationId,
+        item_id: ItemId,
+        expected_version: u64,
+    ) -> Result<OperationResult, Error> {
+        let mutation = MutationInput::Archive { item_id, expected_version };
+        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+    }
+
+    /// Restores an archived item at `expected_version`.
+    pub fn memory_restore(
+        &self,
+        operation: OperationId,
+        item_id: ItemId,
+        expected_version: u64,
+    ) -> Result<OperationResult, Error> {
+        let mutation = MutationInput::Restore { item_id, expected_version };
+        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+    }
+
+    /// The workspace a session's recall may see (besides global items).
+    fn recall_workspace(&self, session: &SessionId) -> Result<Option<mnemo_core::WorkspaceId>, Error> {
+        match self.session(session)? {
+            Some(summary) => Ok(summary.workspace),
+            None => Err(Error::InvalidInput(format!("no session {session}"))),
+        }
+    }
+
+    /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never
+    /// returns another workspace's items.
+    pub fn recall_memory(
+        &self,
+        session: &SessionId,
+        request: &RecallMemory,
+    ) -> Result<Vec<RecalledItem>, Error> {
+        let workspace = self.recall_workspace(session)?;
+        let store = MemoryLedger::state(self)?;
+        Ok(mnemo_memory::recall(store.as_ref(), workspace.as_ref(), request)?)
+    }
+
+    /// The push route: the block of items relevant to the session's recent turns (or `query`)
+    /// that fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
+    pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> Result<RecallBlock, Error> {
+        let workspace = self.recall_workspace(session)?;
+        let text = match query {
+            Some(query) => query.to_owned(),
+            None => self.recent_text(session)?,
+        };
+        let store = MemoryLedger::state(self)?;
+        Ok(mnemo_memory::recall_block(
+            store.as_ref(),
+            workspace.as_ref(),
+            &text,
+            self.recall_budget_tokens(),
+        )?)
+    }
+
+    fn recent_text(&self, session: &SessionId) -> Result<String, Error> {
+        let events = ExtractionHost::session_events(self, session)?;
+        let texts: Vec<String> = events
+            .iter()
+            .rev()
+            .filter(|e| e.event.is_model_visible() && !e.event.partial)
+            .filter_map(|e| match &e.event.content {
+                Some(mnemo_core::Content::Text(text)) => Some(text.text.clone()),
+                _ => None,
+            })
+            .take(RECALL_RECENT_EVENTS_MAX)
+            .collect();
+        Ok(texts.join("\n"))
+    }
+
+    fn recall_budget_tokens(&self) -> u64 {
+        self.pipeline_spec()
+            .stages
+            .iter()
+            .find(|s| s.name == mnemo_memory::STAGE_NAME)
+            .and_then(|s| s.config.get("recall_budget_tokens"))
+            .and_then(|v| v.as_integer())
+            .and_then(|v| u64::try_from(v).ok())
+            .unwrap_or(RECALL_BUDGET_TOKENS_DEFAULT)
+    }
+
+    /// A session's extraction cursor (the highest ordinal already evaluated), 0 when none.
+    pub fn memory_cursor(&self, session: &SessionId) -> Result<u64, Error> {
+        let store = MemoryLedger::state(self)?;
+        Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
+    }
+}

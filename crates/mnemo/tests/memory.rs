@@ -1,0 +1,205 @@
+//! Memory through the facade on a real store: remember, search, lifecycle, recall, rebuild and
+//! verify, gates from the session catalog, and a run killed before its commit.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::sync::Arc;
+
+use mnemo::{
+    BoxFuture, Config, ExpectedRevision, ExtractionOutcome, ManualClock, MatchMode, MemoryModels,
+    MemoryProposer, Mnemo, ModelError, ProposalPrompt, RecallMemory, Record, RememberStatus, SearchRequest,
+    SessionId, StreamId,
+};
+use mnemo_core::{
+    Author, Content, EventId, FunctionCall, InvocationId, MemoryMode, OperationId, Role, RunId, RuntimeEvent,
+    SessionFlagsChanged, SessionOpened, TextContent, TimestampMs, ToolCallId, TurnId, WorkspaceId,
+};
+
+fn open(dir: &std::path::Path) -> Mnemo {
+    let config = Config { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1)), ..Config::default() };
+    Mnemo::open(dir, config).unwrap()
+}
+
+fn session(id: &str) -> SessionId {
+    SessionId::new(id).unwrap()
+}
+
+fn event(session_id: &str, n: u64, turn: &str, role: Role, author: Author, content: Content) -> Record {
+    let mut event = RuntimeEvent::new(
+        EventId::new(format!("{session_id}-e{n}")).unwrap(),
+        InvocationId::new("inv").unwrap(),
+        RunId::new("run").unwrap(),
+        session(session_id),
+        TurnId::new(turn).unwrap(),
+        TimestampMs(1_767_225_000_000 + n),
+        role,
+        author,
+    );
+    event.content = Some(content);
+    Record::RuntimeEvent(event)
+}
+
+fn text(session_id: &str, n: u64, turn: &str, role: Role, author: Author, body: &str) -> Record {
+    event(session_id, n, turn, role, author, Content::Text(TextContent::new(body)))
+}
+
+fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
+    let mut records = vec![Record::SessionOpened(SessionOpened {
+        session: session(id),
+        workspace: Some(WorkspaceId::new(workspace).unwrap()),
+        incognito: false,
+        memory: MemoryMode::Enabled,
+        subagent: false,
+        title: None,
+    })];
+    for (index, line) in lines.iter().enumerate() {
+        records.push(text(id, index as u64 + 1, &format!("t{index}"), Role::User, Author::User, line));
+    }
+    let call = FunctionCall::new(
+        ToolCallId::new(format!("{id}-call")).unwrap(),
+        "memory_remember",
+        serde_json::json!({}),
+    );
+    let n = lines.len() as u64 + 1;
+    records.push(event(
+        id,
+        n,
+        &format!("t{}", lines.len() - 1),
+        Role::Model,
+        Author::Agent,
+        Content::FunctionCall(call),
+    ));
+    mnemo.append(&StreamId::session(&session(id)), ExpectedRevision::Any, &records).unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn remember_search_archive_recall_rebuild_and_verify() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    open_session(
+        &mnemo,
+        "s1",
+        "w1",
+        &["Our project uses fjall for storage.", "Remember that I prefer tabs over spaces."],
+    );
+    open_session(
+        &mnemo,
+        "s2",
+        "w2",
+        &["Our project uses sqlite for storage.", "Remember that I like dark mode."],
+    );
+    let rt = runtime();
+    let call = Some(ToolCallId::new("s1-call").unwrap());
+    let result = rt.block_on(mnemo.remember(&session("s1"), call.clone())).unwrap();
+    assert_eq!(result.status, RememberStatus::Remembered, "{result:?}");
+    let again = rt.block_on(mnemo.remember(&session("s1"), call)).unwrap();
+    assert_eq!(again, result);
+    rt.block_on(mnemo.remember(&session("s2"), Some(ToolCallId::new("s2-call").unwrap()))).unwrap();
+
+    let search = |terms: &[&str], workspace: Option<&str>, archived: bool| {
+        let request = SearchRequest {
+            terms: terms.iter().map(|t| (*t).to_owned()).collect(),
+            match_mode: MatchMode::Prefix,
+            workspace: workspace.map(|w| WorkspaceId::new(w).unwrap()),
+            include_archived: archived,
+            limit: None,
+        };
+        mnemo.memory_search(&request).unwrap()
+    };
+    let tabs = search(&["tabs"], None, false);
+    assert_eq!(tabs.len(), 1);
+    assert_eq!(search(&["fjall"], Some("w1"), false).len(), 1);
+    assert!(search(&["fjall"], Some("w2"), false).is_empty(), "another workspace's item never shows");
+    assert!(search(&["fjall"], None, false).is_empty());
+
+    let item = tabs[0].item.clone();
+    let archived = mnemo.memory_archive(OperationId::new("op-archive").unwrap(), item.clone(), 1).unwrap();
+    assert_eq!(archived.results[0].version, 2);
+    assert!(search(&["tabs"], None, false).is_empty());
+    assert_eq!(search(&["tabs"], None, true).len(), 1);
+    let stale = mnemo.memory_restore(OperationId::new("op-restore").unwrap(), item.clone(), 1).unwrap_err();
+    assert_eq!(stale.category(), mnemo::ErrorCategory::Conflict);
+    mnemo.memory_restore(OperationId::new("op-restore").unwrap(), item.clone(), 2).unwrap();
+
+    let recalled = mnemo
+        .recall_memory(&session("s2"), &RecallMemory { query: "storage".to_owned(), limit: None })
+        .unwrap();
+    assert_eq!(recalled.len(), 1);
+    assert!(recalled[0].content.contains("sqlite"), "{recalled:?}");
+    let block = mnemo.recall_block(&session("s1"), Some("tabs or spaces for storage in fjall?")).unwrap();
+    assert!(
+        block.text.contains("tabs") && block.text.contains("fjall") && !block.text.contains("sqlite"),
+        "{}",
+        block.text
+    );
+    assert!(block.tokens <= 512);
+
+    let live = mnemo.stats().unwrap().stages.into_iter().find(|s| s.name == "memory-index").unwrap();
+    let rebuilt = mnemo.rebuild(Some("memory-index")).unwrap();
+    assert_eq!(rebuilt[0].digest, live.digest);
+    assert!(mnemo.verify(&mut |_| {}).unwrap().ok());
+}
+
+#[test]
+fn an_incognito_session_remembers_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    open_session(&mnemo, "s1", "w1", &["Remember that I prefer tabs over spaces."]);
+    let flags =
+        SessionFlagsChanged { session: session("s1"), incognito: Some(true), memory: None, title: None };
+    mnemo
+        .append(
+            &StreamId::session(&session("s1")),
+            ExpectedRevision::Any,
+            &[Record::SessionFlagsChanged(flags)],
+        )
+        .unwrap();
+    let result = runtime().block_on(mnemo.remember(&session("s1"), None)).unwrap();
+    assert_eq!((result.status, result.reason.as_deref()), (RememberStatus::Unavailable, Some("incognito")));
+    assert_eq!(mnemo.memory_cursor(&session("s1")).unwrap(), 0);
+}
+
+#[derive(Debug)]
+struct Hanging;
+
+impl MemoryProposer for Hanging {
+    fn name(&self) -> &str {
+        "hanging"
+    }
+    fn propose<'a>(&'a self, _: &'a ProposalPrompt) -> BoxFuture<'a, Result<String, ModelError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+#[test]
+fn a_run_stopped_before_its_commit_leaves_nothing_and_the_retry_after_reopen_commits_once() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mnemo = open(dir.path());
+        open_session(&mnemo, "s1", "w1", &["Remember that I prefer tabs over spaces."]);
+        mnemo.set_memory_models(MemoryModels { proposer: Arc::new(Hanging), ..MemoryModels::default() });
+        let rt = runtime();
+        let stopped = rt.block_on(async {
+            tokio::time::timeout(std::time::Duration::from_millis(50), mnemo.extract(&session("s1"), None))
+                .await
+        });
+        assert!(stopped.is_err());
+        assert_eq!(mnemo.memory_cursor(&session("s1")).unwrap(), 0);
+    }
+    let mnemo = open(dir.path());
+    let rt = runtime();
+    let first = rt.block_on(mnemo.remember_report(&session("s1"), None)).unwrap();
+    assert!(matches!(first.outcome, ExtractionOutcome::Committed { replayed: false, .. }), "{first:?}");
+    let second = rt.block_on(mnemo.remember_report(&session("s1"), None)).unwrap();
+    assert!(matches!(second.outcome, ExtractionOutcome::Committed { replayed: true, .. }));
+    let commits = mnemo
+        .log_entries(mnemo::Position(1), 100)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "memory_commit")
+        .count();
+    assert_eq!(commits, 1);
+}
