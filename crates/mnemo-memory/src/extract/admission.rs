@@ -37,6 +37,8 @@ pub(crate) struct Admitted {
     pub item: ProposedItem,
     pub cited: Vec<usize>,
     pub quotes: Vec<String>,
+    /// Per quote, the minute-floored time of the event it cites.
+    pub observed: Vec<u64>,
 }
 
 fn is_negation(word: &str) -> bool {
@@ -134,6 +136,7 @@ pub(crate) fn admit(
     check_temporal(item)?;
     let mut cited = BTreeSet::new();
     let mut quotes = Vec::new();
+    let mut observed = Vec::new();
     for citation in citations {
         let Some(index) = allowed.iter().position(|e| e.source_ref == citation.source_ref) else {
             return Err(Rejection::Evidence(format!("{} is not an evidence record", citation.source_ref)));
@@ -158,6 +161,7 @@ pub(crate) fn admit(
         }
         cited.insert(index);
         quotes.push(quote);
+        observed.push(allowed[index].observed_at);
     }
     if cited.is_empty() {
         return Err(Rejection::Evidence("an item must cite at least one evidence record".to_owned()));
@@ -169,7 +173,7 @@ pub(crate) fn admit(
     let mut admitted = item.clone();
     admitted.content = content;
     admitted.evidence = citations.to_vec();
-    Ok(Admitted { item: admitted, cited: cited.into_iter().collect(), quotes })
+    Ok(Admitted { item: admitted, cited: cited.into_iter().collect(), quotes, observed })
 }
 
 /// The write an admitted item becomes (memory.md §1.2 derivations): observed at the

@@ -743,11 +743,11 @@ fn canonical_prompt(candidates: &[(bool, Admitted)]) -> CanonicalizePrompt {
                         .item
                         .evidence
                         .iter()
-                        .zip(&admitted.quotes)
-                        .map(|(c, quote)| CitationView {
+                        .zip(admitted.quotes.iter().zip(&admitted.observed))
+                        .map(|(c, (quote, observed_at))| CitationView {
                             source_ref: c.source_ref.clone(),
                             quote: quote.clone(),
-                            observed_at: 0,
+                            observed_at: *observed_at,
                         })
                         .collect(),
                 }
