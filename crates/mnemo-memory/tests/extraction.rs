@@ -479,3 +479,27 @@ async fn compaction_extracts_its_range_and_closed_gates_skip_durably() {
     let state = host.ledger.state().unwrap();
     assert_eq!(MemoryView::new(state.as_ref()).cursor(&session()).unwrap().unwrap().processed_ordinal, 2);
 }
+
+#[tokio::test]
+async fn unprocessed_checkpoints_before_the_boundary_are_recovered_first() {
+    let host = Host::new();
+    host.user("t1", "I prefer tabs over spaces.");
+    let first = host.agent("t1", "Noted.");
+    checkpoint(&host, "c1", "t1", &first, BoundaryDisposition::Eligible);
+    host.user("t2", "I use neovim daily.");
+    let second = host.agent("t2", "Great.");
+    checkpoint(&host, "c2", "t2", &second, BoundaryDisposition::PolicyDenied);
+    host.user("t3", "I live in Lisbon.");
+    let report = run(&host, &EmbeddedProposer, extract()).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
+    let kinds: Vec<_> = host
+        .records()
+        .iter()
+        .map(|r| match r {
+            Record::MemoryCommit(c) => format!("{:?}:{}", c.trigger, c.cursor.next),
+            other => other.kind().name().to_owned(),
+        })
+        .collect();
+    assert_eq!(kinds, vec!["Compaction:2", "Compaction:4", "Extract:5"]);
+    assert_eq!(host.view_items(), 2, "the denied checkpoint's range stored nothing");
+}

@@ -252,6 +252,10 @@ impl Run<'_> {
             }
             range.expected = pending.through;
         }
+        match self.recover_checkpoints(&range).await? {
+            Ok(expected) => range.expected = expected,
+            Err(outcome) => return Ok((op, retried, outcome)),
+        }
         if range.expected >= range.through {
             let outcome = if range.trigger == ExtractionTrigger::Remember {
                 ExtractionOutcome::NothingToProcess
@@ -262,6 +266,50 @@ impl Run<'_> {
         }
         let outcome = self.settled(&range).await?;
         Ok((op, retried, outcome))
+    }
+
+    /// Processes, earliest first, the compaction checkpoints whose boundary lies after the
+    /// cursor and before the trigger's boundary (memory.md §3.4 step 12): policy-denied ones are
+    /// skipped, the others extracted under their own operation ids. A failure is settled and
+    /// stops the run. Returns the cursor after them.
+    async fn recover_checkpoints(
+        &mut self,
+        range: &Range,
+    ) -> Result<Result<u64, ExtractionOutcome>, MemoryError> {
+        let mut expected = range.expected;
+        let mut waiting: Vec<(u64, CheckpointId)> = Vec::new();
+        for checkpoint in self.host.checkpoints(&self.session)? {
+            let Some(boundary) = &checkpoint.extraction_boundary else { continue };
+            let ordinal = self.events.iter().find(|e| e.event.id == boundary.event).map(|e| e.ordinal);
+            if let Some(ordinal) = ordinal.filter(|o| *o > expected && *o < range.through)
+                && range.checkpoint.as_ref() != Some(&checkpoint.checkpoint)
+            {
+                waiting.push((ordinal, checkpoint.checkpoint.clone()));
+            }
+        }
+        waiting.sort();
+        for (_, checkpoint) in waiting {
+            let store = self.host.state()?;
+            if self.checkpoint_denied(&checkpoint, &MemoryView::new(store.as_ref()))? {
+                drop(store);
+                self.policy_skip(&checkpoint, None)?;
+            } else {
+                drop(store);
+                let trigger = Trigger::Compaction { checkpoint: checkpoint.clone() };
+                let Ok(mut earlier) = resolve(&self.session, &trigger, &self.events, self.host)? else {
+                    continue;
+                };
+                earlier.expected = expected;
+                let outcome = self.settled(&earlier).await?;
+                if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
+                    return Ok(Err(outcome));
+                }
+            }
+            let store = self.host.state()?;
+            expected =
+                MemoryView::new(store.as_ref()).cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
+        }
+        Ok(Ok(expected))
     }
 
     fn turn_at(&self, ordinal: u64) -> Option<TurnId> {
