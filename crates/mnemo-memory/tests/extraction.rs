@@ -503,3 +503,29 @@ async fn unprocessed_checkpoints_before_the_boundary_are_recovered_first() {
     assert_eq!(kinds, vec!["Compaction:2", "Compaction:4", "Extract:5"]);
     assert_eq!(host.view_items(), 2, "the denied checkpoint's range stored nothing");
 }
+
+#[tokio::test]
+async fn a_range_too_large_for_the_evidence_budget_is_split_once() {
+    let host = Host::new();
+    for turn in 0..120 {
+        let text =
+            format!("Status note {turn}: {}", "the build is green and the deploy went fine. ".repeat(3));
+        host.user(&format!("t{turn}"), &text);
+    }
+    let report = run(&host, &EmbeddedProposer, extract()).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
+    let commits: Vec<_> = host
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            Record::MemoryCommit(c) => {
+                Some((c.operation.as_str().starts_with("memory_segment_"), c.cursor.next))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(commits.len(), 2, "{commits:?}");
+    assert!(commits[0].0 && !commits[1].0);
+    assert_eq!(commits[1].1, 120);
+    assert!(commits[0].1 > 30 && commits[0].1 < 90, "the cut is near the middle: {commits:?}");
+}

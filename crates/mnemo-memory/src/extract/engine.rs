@@ -407,8 +407,80 @@ impl Run<'_> {
         self.events.iter().filter(|e| e.ordinal > after && e.ordinal <= through).collect()
     }
 
-    /// Processes a range and settles a counted failure.
+    /// Processes a range, split once in two when its evidence cannot be represented whole
+    /// (memory.md §3.5): the first segment as an `extract` under a segment operation id, then,
+    /// if it committed, the rest with the range's own trigger and operation id.
     async fn settled(&mut self, range: &Range) -> Result<ExtractionOutcome, MemoryError> {
+        if range.expected_coverage.is_some() || self.fits(range, range.expected, range.through) {
+            return self.settled_one(range).await;
+        }
+        let Some(cut) = self
+            .cut_points(range)
+            .into_iter()
+            .find(|cut| self.fits(range, range.expected, *cut) && self.fits(range, *cut, range.through))
+        else {
+            return self.settled_one(range).await;
+        };
+        let prefix = if range.trigger == ExtractionTrigger::Compaction {
+            "memory_compaction_segment_"
+        } else {
+            "memory_segment_"
+        };
+        let first = Range {
+            operation: hashed_id(
+                prefix,
+                &json!({"operationId": range.operation, "afterOrdinal": range.expected, "throughOrdinal": cut}),
+            )?,
+            trigger: ExtractionTrigger::Extract,
+            checkpoint: None,
+            expected: range.expected,
+            through: cut,
+            requested_turn: None,
+            expected_coverage: None,
+        };
+        let outcome = self.settled_one(&first).await?;
+        if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
+            return Ok(outcome);
+        }
+        self.settled_one(&Range { expected: cut, ..range.clone() }).await
+    }
+
+    /// Whether the evidence of `(after, through]` can be represented within the budget.
+    fn fits(&self, range: &Range, after: u64, through: u64) -> bool {
+        let entries = self.entries(after, through);
+        let mut evidence = evidence::collect(&entries, range.requested_turn.as_ref(), None);
+        evidence::fit(&mut evidence)
+    }
+
+    /// Candidate cut ordinals (the first segment's last event), best first: at a turn change,
+    /// then closest to half the weight (user text counts double), then earliest. A remember
+    /// range keeps its requested turn whole in the second segment.
+    fn cut_points(&self, range: &Range) -> Vec<u64> {
+        let entries = self.entries(range.expected, range.through);
+        let weight = |e: &SessionEvent| match evidence::context_text(&e.event) {
+            Some(("user", text)) => (text.chars().count() as u64 * 2).max(1),
+            Some((_, text)) => (text.chars().count() as u64).max(1),
+            None => 1,
+        };
+        let mut prefix = vec![0u64];
+        for entry in &entries {
+            prefix.push(prefix[prefix.len() - 1] + weight(entry));
+        }
+        let total = prefix[entries.len()];
+        let limit = match &range.requested_turn {
+            Some(turn) => entries.iter().position(|e| &e.event.turn_id == turn).unwrap_or(entries.len()),
+            None => entries.len().saturating_sub(1),
+        };
+        let mut cuts: Vec<usize> = (1..=limit.min(entries.len().saturating_sub(1))).collect();
+        cuts.sort_by_key(|i| {
+            let same_turn = entries[i - 1].event.turn_id == entries[*i].event.turn_id;
+            (same_turn, (2 * prefix[*i]).abs_diff(total), *i)
+        });
+        cuts.into_iter().map(|i| entries[i - 1].ordinal).collect()
+    }
+
+    /// Processes one range and settles a counted failure.
+    async fn settled_one(&mut self, range: &Range) -> Result<ExtractionOutcome, MemoryError> {
         match self.process(range).await? {
             RangeEnd::Committed(result) => {
                 Ok(ExtractionOutcome::Committed { receipt: result.receipt, replayed: result.replayed })
