@@ -19,6 +19,7 @@ pub const CANONICAL_RESULTS_MAX: usize = 20;
 /// Where a proposed item should be visible.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProposedScope {
     /// Everywhere.
     Global,
@@ -86,6 +87,7 @@ pub struct SearchAsk {
 /// Whose messages a localization search reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum SearchRole {
     /// User messages.
     User,
@@ -96,6 +98,7 @@ pub enum SearchRole {
 /// The proposal's overall status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ProposalStatus {
     /// Done.
     Complete,
@@ -108,6 +111,7 @@ pub enum ProposalStatus {
 /// The requested part's status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum RequestedStatus {
     /// Requested items found.
     Resolved,
@@ -152,6 +156,7 @@ pub struct CanonicalResult {
 /// A canonicalization verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum CanonicalStatus {
     /// Keep, as rewritten.
     Accepted,
