@@ -203,3 +203,14 @@ fn a_run_stopped_before_its_commit_leaves_nothing_and_the_retry_after_reopen_com
         .count();
     assert_eq!(commits, 1);
 }
+
+#[test]
+fn extraction_futures_can_be_spawned_on_a_multi_threaded_runtime() {
+    fn assert_send<T: Send>(_: &T) {}
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    let s1 = session("s1");
+    assert_send(&mnemo.remember(&s1, None));
+    assert_send(&mnemo.extract(&s1, None));
+    assert_send(&mnemo.on_checkpoint_recorded(&s1, &mnemo_core::CheckpointId::new("c1").unwrap()));
+}
