@@ -10,7 +10,7 @@
 //!   INDEX (session_id, run_id, event_seq), INDEX (session_id, committed_at, event_id)
 //! runtime_session_event_ordinals(session_id, ordinal > 0, event_id UNIQUE, PRIMARY KEY(session_id, ordinal))
 //!   WITHOUT ROWID
-//! checkpoints(checkpoint_id TEXT PRIMARY KEY, session_id, created_at, payload_json)
+//! checkpoints(checkpoint_id TEXT PRIMARY KEY, session_id, created_at, through_ordinal, payload_json)
 //!   INDEX (session_id, created_at)
 //! memory_keys(key TEXT, item_id TEXT, PRIMARY KEY(key, item_id)) WITHOUT ROWID
 //! ```
@@ -23,7 +23,7 @@
 use std::path::Path;
 
 use mnemo_core::RuntimeEvent;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 /// How many times an append whose `busy_timeout` ran out is retried before it fails.
 pub const BUSY_RETRIES_MAX: u32 = 100;
@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS checkpoints (
   checkpoint_id TEXT PRIMARY KEY,
   session_id TEXT NOT NULL,
   created_at INTEGER NOT NULL,
+  through_ordinal INTEGER NOT NULL,
   payload_json TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS checkpoints_session ON checkpoints (session_id, created_at);
@@ -128,6 +129,44 @@ impl Baseline {
         )?;
         let rows = statement.query_map(params![session], |row| row.get(0))?;
         rows.collect()
+    }
+
+    /// Records a checkpoint covering the session's events up to `through_ordinal`.
+    pub fn record_checkpoint(
+        &mut self,
+        session: &str,
+        id: &str,
+        through_ordinal: i64,
+        payload: &str,
+    ) -> rusqlite::Result<()> {
+        self.connection.execute(
+            "INSERT INTO checkpoints (checkpoint_id, session_id, created_at, through_ordinal, payload_json)
+             VALUES (?1, ?2, 0, ?3, ?4)",
+            params![id, session, through_ordinal, payload],
+        )?;
+        Ok(())
+    }
+
+    /// The history for the next request as the reference assembles it: the latest checkpoint and
+    /// the session's events after it, in ordinal order.
+    pub fn assemble(&self, session: &str) -> rusqlite::Result<(Option<String>, Vec<String>)> {
+        let checkpoint: Option<(String, i64)> = self
+            .connection
+            .prepare_cached(
+                "SELECT payload_json, through_ordinal FROM checkpoints WHERE session_id = ?1
+                 ORDER BY created_at DESC, through_ordinal DESC LIMIT 1",
+            )?
+            .query_row(params![session], |row| Ok((row.get(0)?, row.get(1)?)))
+            .optional()?;
+        let after = checkpoint.as_ref().map_or(0, |(_, through)| *through);
+        let mut statement = self.connection.prepare_cached(
+            "SELECT e.payload_json FROM runtime_session_event_ordinals o
+             JOIN runtime_events e ON e.event_id = o.event_id
+             WHERE o.session_id = ?1 AND o.ordinal > ?2 ORDER BY o.ordinal",
+        )?;
+        let tail =
+            statement.query_map(params![session, after], |row| row.get(0))?.collect::<Result<_, _>>()?;
+        Ok((checkpoint.map(|(payload, _)| payload), tail))
     }
 
     /// How many events hold `needle` (the reference's substring search, case-insensitive for ASCII).

@@ -32,6 +32,8 @@ pub struct BenchOptions {
     pub events_per_concurrent_session: u64,
     /// Alternating rounds (Mnemo, baseline, Mnemo, ...) of the append workloads; the median counts.
     pub rounds: usize,
+    /// Session lengths, in events, of the history-assembly workload.
+    pub assembly_sizes: Vec<u64>,
     /// Seed of the workload generator.
     pub seed: u64,
 }
@@ -45,6 +47,7 @@ impl BenchOptions {
             single_writer_events: 2000,
             events_per_concurrent_session: 100,
             rounds: 3,
+            assembly_sizes: vec![1_000, 10_000, 100_000],
             seed: 1,
         }
     }
@@ -57,6 +60,7 @@ impl BenchOptions {
             single_writer_events: 50,
             events_per_concurrent_session: 4,
             rounds: 1,
+            assembly_sizes: vec![200, 1_000],
             seed: 1,
         }
     }
@@ -132,7 +136,7 @@ pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> B
     move |source| BenchError::Io { context, source }
 }
 
-fn ratio(mnemo: f64, baseline: f64) -> f64 {
+pub(crate) fn ratio(mnemo: f64, baseline: f64) -> f64 {
     if baseline > 0.0 { mnemo / baseline } else { f64::INFINITY }
 }
 
@@ -141,7 +145,7 @@ fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
-fn fresh_dir(out: &Path, name: &str) -> Result<PathBuf, BenchError> {
+pub(crate) fn fresh_dir(out: &Path, name: &str) -> Result<PathBuf, BenchError> {
     let dir = out.join("stores").join(name);
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(io(format!("cannot clear {}", dir.display())))?;
@@ -150,7 +154,7 @@ fn fresh_dir(out: &Path, name: &str) -> Result<PathBuf, BenchError> {
     Ok(dir)
 }
 
-fn open_mnemo(dir: &Path, durability: Durability) -> Result<Mnemo, BenchError> {
+pub(crate) fn open_mnemo(dir: &Path, durability: Durability) -> Result<Mnemo, BenchError> {
     Ok(Mnemo::open(dir, Config { durability, ..Config::default() })?)
 }
 
@@ -182,6 +186,8 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Ben
     workloads.push(disk);
     progress("rebuild and decode-only scan");
     workloads.extend(rebuild_and_scan(&store)?);
+    progress("history assembly");
+    workloads.extend(crate::assembly_workload::assembly(options)?);
     Ok(BenchReport { options: options.clone(), fsync_probe, workloads })
 }
 
@@ -224,7 +230,7 @@ fn single_writer(options: &BenchOptions, probe: &FsyncProbe) -> Result<WorkloadR
     })
 }
 
-fn payloads(events: &[Record]) -> Result<Vec<(mnemo_core::RuntimeEvent, String)>, BenchError> {
+pub(crate) fn payloads(events: &[Record]) -> Result<Vec<(mnemo_core::RuntimeEvent, String)>, BenchError> {
     let mut out = Vec::with_capacity(events.len());
     for record in events {
         if let Some(event) = runtime_event(record) {

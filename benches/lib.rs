@@ -6,6 +6,7 @@
 //! - part of the library hosts embed: only the CLI and the benches use it;
 //! - a pass/fail gate: targets are reported, never asserted in tests.
 
+mod assembly_workload;
 pub mod baseline;
 pub mod harness;
 pub mod probe;
