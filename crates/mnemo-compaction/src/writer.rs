@@ -3,7 +3,10 @@
 //! only then replace; on any failure, fall back without ever letting a checkpoint claim events it
 //! does not cover.
 
-use mnemo_core::{CheckpointManifest, CheckpointPhase, RuntimeEvent, StreamRevision, TimestampMs};
+use mnemo_core::{
+    BoundaryDisposition, CheckpointManifest, CheckpointPhase, ExtractionBoundary, RuntimeEvent,
+    StreamRevision, TimestampMs,
+};
 
 use crate::assembly::{
     AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of, checkpoint_items,
@@ -32,6 +35,10 @@ pub struct WriterSeams<'a> {
     pub coordinator: &'a Coordinator,
     /// The wall clock, for `created_at`.
     pub now: TimestampMs,
+    /// The memory-extraction decision frozen into the checkpoint (memory.md §3.1, automatic
+    /// compaction): the checkpoint records a boundary at the last folded event with this
+    /// disposition. `None` records no boundary (manual compaction, or no memory capability).
+    pub extraction: Option<BoundaryDisposition>,
 }
 
 /// How manual compaction may be tuned (§3.9).
@@ -261,7 +268,14 @@ async fn attempt(
         previous: previous.map(|p| p.checkpoint.checkpoint.clone()),
         phase: CheckpointPhase::PreTurn,
         head_anchor: None,
-        extraction_boundary: None,
+        extraction_boundary: seams.extraction.and_then(|disposition| {
+            folded_events.last().map(|last| ExtractionBoundary {
+                run: last.run_id.clone(),
+                turn: last.turn_id.clone(),
+                event: last.id.clone(),
+                disposition,
+            })
+        }),
         now: Some(seams.now),
         manifest,
         faithfulness,

@@ -11,6 +11,7 @@ use mnemo_compaction::{
     CompactionPolicy, Connection, Coordinator, CopyOptions, ExtractiveSummarizer, LATEST_CHECKPOINT_STAGE,
     LoggedCheckpoint, ManualOptions, ProviderCompactor, SessionLedger, Summarizer, WriterSeams,
 };
+use mnemo_core::BoundaryDisposition;
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Durability, ExpectedRevision, FjallLog, LogBackend, NewRecord,
@@ -164,13 +165,25 @@ impl Mnemo {
         &'a self,
         summarizer: &'a dyn Summarizer,
         provider_compactor: Option<&'a dyn ProviderCompactor>,
+        extraction: Option<BoundaryDisposition>,
     ) -> WriterSeams<'a> {
         WriterSeams {
             summarizer,
             provider_compactor,
             coordinator: self.compaction.as_ref(),
             now: self.clock.now(),
+            extraction,
         }
+    }
+
+    /// The memory-extraction decision an automatic checkpoint freezes (memory.md §3.1): a subagent's
+    /// or archived session, an incognito one, or one with memory disabled is `policy_denied`;
+    /// any other is `eligible`.
+    fn extraction_disposition(&self, session: &SessionId) -> Result<BoundaryDisposition, Error> {
+        let denied = self.session(session)?.is_some_and(|s| {
+            s.subagent || s.archived || s.incognito || s.memory == mnemo_core::MemoryMode::Disabled
+        });
+        Ok(if denied { BoundaryDisposition::PolicyDenied } else { BoundaryDisposition::Eligible })
     }
 
     /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
@@ -184,11 +197,12 @@ impl Mnemo {
         let assembly = self.assembly_options(&options.context)?;
         let extractive = ExtractiveSummarizer;
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        let seams = self.seams(summarizer, options.provider_compactor.as_deref());
+        // Manual compaction freezes no extraction decision: only automatic checkpoints trigger it.
+        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), None);
         let manual = ManualOptions { min_recent_turns: options.min_recent_turns };
         let outcome = mnemo_compaction::compact_now(&ledger, &assembly, seams, manual).await?;
         if let Some(recorded) = &outcome.recorded {
-            self.catch_up_to(recorded.position)?;
+            self.after_checkpoint(session, recorded).await?;
         }
         Ok(outcome)
     }
@@ -204,12 +218,34 @@ impl Mnemo {
         let assembly = self.assembly_options(&options.context)?;
         let extractive = ExtractiveSummarizer;
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        let seams = self.seams(summarizer, options.provider_compactor.as_deref());
+        let extraction = Some(self.extraction_disposition(session)?);
+        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), extraction);
         let outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
         if let Some(recorded) = &outcome.recorded {
-            self.catch_up_to(recorded.position)?;
+            self.after_checkpoint(session, recorded).await?;
         }
         Ok(outcome)
+    }
+
+    /// What follows a recorded checkpoint: the projections catch up with it, then memory extraction
+    /// runs over the turns it folded (memory.md's compaction trigger, on the background lane). An
+    /// extraction failure is logged and settled by the memory engine; it never fails the compaction.
+    async fn after_checkpoint(&self, session: &SessionId, recorded: &LoggedCheckpoint) -> Result<(), Error> {
+        self.catch_up_to(recorded.position)?;
+        let eligible = recorded
+            .checkpoint
+            .extraction_boundary
+            .as_ref()
+            .is_some_and(|b| b.disposition == BoundaryDisposition::Eligible);
+        // A policy-denied boundary is not dispatched; the memory engine settles it when it next
+        // recovers the session's unprocessed checkpoints.
+        if eligible {
+            let checkpoint = &recorded.checkpoint.checkpoint;
+            if let Err(error) = self.on_checkpoint_recorded(session, checkpoint).await {
+                tracing::warn!(%error, %session, %checkpoint, "memory extraction after compaction failed");
+            }
+        }
+        Ok(())
     }
 
     /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
@@ -290,7 +326,7 @@ impl Mnemo {
         };
         let outcome = mnemo_compaction::compact_mid_turn(request, summarizer, self.compaction.as_ref()).await;
         if let mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
-            self.catch_up_to(checkpoint.position)?;
+            self.after_checkpoint(session, checkpoint).await?;
         }
         Ok(outcome)
     }
