@@ -15,6 +15,7 @@ use serde::Serialize;
 mod bench_cmd;
 mod compaction_cmd;
 mod demo;
+mod history_cmd;
 mod memory_cmd;
 
 #[derive(Debug, Parser)]
@@ -50,6 +51,12 @@ enum Command {
     },
     /// List sessions.
     Sessions,
+    /// Print a session's visible messages.
+    Show(history_cmd::ShowArgs),
+    /// SearchHistory: matches across sessions, ranked by BM25.
+    Search(history_cmd::SearchArgs),
+    /// ReadHistory: a bounded window of one session's turns.
+    Read(history_cmd::ReadArgs),
     /// Print envelopes of the log.
     Log {
         #[arg(long, default_value_t = 1)]
@@ -137,6 +144,9 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Demo { dir } => demo::run(dir.as_deref(), cli.json),
         Command::Import { files, format: Format::Mnemo } => import(cli, files),
         Command::Sessions => sessions(cli),
+        Command::Show(args) => history_cmd::show(cli, args),
+        Command::Search(args) => history_cmd::search(cli, args),
+        Command::Read(args) => history_cmd::read(cli, args),
         Command::Log { from, limit } => log(cli, Position(*from), *limit),
         Command::Stats => {
             let stats = open(cli, true)?.stats()?;

@@ -7,6 +7,7 @@
 
 mod compaction;
 mod error;
+mod history;
 mod memory;
 mod mnemo;
 mod stages;
@@ -14,6 +15,7 @@ mod transcript;
 
 pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
 pub use error::{Error, ErrorCategory};
+pub use history::SessionTranscript;
 pub use memory::MemoryModels;
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
@@ -29,6 +31,11 @@ pub use mnemo_core::{
     CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, ItemId, KeyOrigin, KeyType,
     MemoryItem, MemoryScope, OperationId, Position, Record, RuntimeEvent, SessionId, StreamId, ToolCallId,
     TurnId, WorkspaceId,
+};
+pub use mnemo_history::{
+    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
+    MessageKind, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SearchFailure,
+    SearchFailureReason, SearchOutcome, SearchRow, SessionHeader, ToolFailure, VisibleMessage,
 };
 pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};
 pub use mnemo_memory::{

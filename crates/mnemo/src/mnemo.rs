@@ -410,6 +410,38 @@ impl Mnemo {
         &self.spec
     }
 
+    /// A stage's store as of `as_of`: the live store once caught up with the log when `None`, else
+    /// a fresh in-memory fold of the log up to that position (exact, and linear in the position).
+    pub(crate) fn store_as_of(
+        &self,
+        stage: &str,
+        as_of: Option<Position>,
+    ) -> Result<Arc<dyn StateStore>, Error> {
+        let Some(position) = as_of else {
+            return self.caught_up_store(stage);
+        };
+        let head = self.log.head();
+        if position > head {
+            return Err(Error::InvalidInput(format!("position {position} is beyond the log head {head}")));
+        }
+        let spec = self
+            .spec
+            .stages
+            .iter()
+            .find(|s| s.name == stage)
+            .ok_or_else(|| mnemo_pipeline::PipelineError::UnknownStage(stage.to_owned()))?;
+        let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+        let projector = self.registry.build(spec)?;
+        mnemo_pipeline::fold_to(
+            self.log.as_ref(),
+            projector,
+            Arc::clone(&store),
+            spec.config_hash()?,
+            position,
+        )?;
+        Ok(store)
+    }
+
     /// The durability appends use.
     pub(crate) fn durability(&self) -> Durability {
         self.durability

@@ -8,5 +8,7 @@ pub(crate) fn registry() -> StageRegistry {
     let mut registry = StageRegistry::with_builtin();
     registry.register(mnemo_compaction::LATEST_CHECKPOINT_STAGE, mnemo_compaction::latest_checkpoint_factory);
     registry.register(mnemo_memory::STAGE_NAME, mnemo_memory::factory);
+    // history-messages and history-search.
+    mnemo_history::register(&mut registry);
     registry
 }

@@ -1,0 +1,558 @@
+//! The `history-messages` stage: each session's visible messages (spec §2.1–2.2), its header
+//! (title, last message time, flags, revision family) and a recency index of sessions.
+//!
+//! Which events become rows ([`project`]):
+//! - role `user` text -> a `user` row with `displayText ?? text`;
+//! - role `model` text -> an `assistant` row;
+//! - `function_call` -> a `tool_call` row with the tool's name and, from `actions.stateDelta`, its
+//!   `intent` and `displayName` (never the arguments);
+//! - `function_response` -> a `tool_result` row with the result as compact JSON, cut to
+//!   [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
+//!
+//! Nothing else becomes a row: partial (streaming) events are skipped, so a stream shows only
+//! once its final event arrives; events with `modelVisibility: hidden`, thinking, errors, text on
+//! the tool or system lane, and control facts stay hidden. A row's id is
+//! `refs.storedMessageId ?? refs.providerEventId ?? event id` (a call's is its tool-call id); an
+//! event whose id is already a row of the session replaces that row in place.
+//!
+//! Keys (`\0` separates; ids never contain control characters, and a message id is always last):
+//! - `h\0<session>` -> [`SessionHeader`] (canonical JSON);
+//! - `m\0<session>\0<seq u64 BE>` -> [`VisibleMessage`] (canonical JSON), `seq` dense per session;
+//! - `i\0<session>\0<message id>` -> `seq`;
+//! - `r\0<u64::MAX - last message ms, BE><session>` -> empty: sessions, most recent first, ties by id;
+//! - `T` -> the [`RECENT_SESSIONS_MAX`] most recent sessions' recency key suffixes in order, each
+//!   as its length (u16 BE) and bytes: the first page of a search without a range scan (a range
+//!   scan of `r` must step over every key a busy session's recency left behind until compaction);
+//! - `F\0<family>` -> the recency key suffix (`<u64::MAX - last message ms, BE><session>`) of the
+//!   family's freshest member. Times only grow, so the freshest is the least suffix ever seen.
+
+use mnemo_core::{
+    Content, CopyBoundary, EventId, ModelVisibility, Position, Record, RuntimeEvent, SessionId, TimestampMs,
+    TurnId,
+};
+use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::text::byte_prefix_lossy;
+
+/// The stage's registered name.
+pub const STAGE_NAME: &str = "history-messages";
+
+/// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
+const VERSION: u32 = 1;
+
+/// How much of a tool result's JSON is kept and searched, in UTF-8 bytes (the reference system's
+/// `TOOL_RESULT_SCAN_CAP_BYTES`). The cut may fall inside a character, which then reads as U+FFFD.
+pub const TOOL_RESULT_SCAN_BYTES_MAX: usize = 10_240;
+
+const HEADER_TAG: &[u8] = b"h\0";
+const MESSAGE_TAG: &[u8] = b"m\0";
+const ID_TAG: &[u8] = b"i\0";
+const RECENCY_TAG: &[u8] = b"r\0";
+const FRESHEST_TAG: &[u8] = b"F\0";
+const RECENT_KEY: &[u8] = b"T";
+
+/// Sessions kept in the most-recent list: a search page (200) and room for collapsed revisions.
+pub const RECENT_SESSIONS_MAX: usize = 256;
+
+/// What kind of visible message a row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum MessageKind {
+    /// A user message.
+    User,
+    /// Model text.
+    Assistant,
+    /// A tool call.
+    ToolCall,
+    /// A tool result.
+    ToolResult,
+}
+
+/// One row of a session's visible transcript.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VisibleMessage {
+    /// The message's stable id.
+    pub message_id: String,
+    /// The turn it belongs to.
+    pub turn_id: TurnId,
+    /// What it is.
+    pub kind: MessageKind,
+    /// The event's own time.
+    pub timestamp: TimestampMs,
+    /// The event it was projected from (the latest, if it was replaced).
+    pub event_id: EventId,
+    /// That event's log position.
+    pub position: Position,
+    /// User: `displayText ?? text`; assistant: the text; tool call: the intent (may be empty);
+    /// tool result: the result's JSON, cut to [`TOOL_RESULT_SCAN_BYTES_MAX`].
+    pub text: String,
+    /// Tool calls and results: the tool's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
+    /// Tool calls: the display name the runtime gave the call, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Tool results: whether the result is an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+}
+
+impl VisibleMessage {
+    /// The text the history tools search (spec §3.3 step 6d): user and assistant text, a tool
+    /// call's intent, a tool result's capped JSON; `None` when there is none.
+    pub fn searchable_text(&self) -> Option<&str> {
+        (!self.text.is_empty()).then_some(self.text.as_str())
+    }
+}
+
+/// What the stage knows of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionHeader {
+    /// The session.
+    pub session: SessionId,
+    /// Its title, if any (raw; callers redact).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Latest time of a user or assistant row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_message_at: Option<TimestampMs>,
+    /// Whether the session is incognito.
+    pub incognito: bool,
+    /// Whether it is archived (archived sessions stay searchable and readable).
+    pub archived: bool,
+    /// The root of its revision family: itself, unless it is a revision (a copy before a turn).
+    pub family: SessionId,
+    /// Rows so far; the next row's sequence number.
+    pub messages: u64,
+}
+
+impl SessionHeader {
+    fn new(session: SessionId) -> Self {
+        SessionHeader {
+            family: session.clone(),
+            session,
+            title: None,
+            last_message_at: None,
+            incognito: false,
+            archived: false,
+            messages: 0,
+        }
+    }
+
+    /// The sort key of the recency index: most recent first, sessions without messages last.
+    fn recency(&self) -> [u8; 8] {
+        (u64::MAX - self.last_message_at.map_or(0, |t| t.0)).to_be_bytes()
+    }
+}
+
+/// Builds the stage; it takes no configuration.
+pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
+    if let Some(key) = config.keys().next() {
+        return Err(format!("{STAGE_NAME} takes no configuration, found key {key:?}"));
+    }
+    Ok(Box::new(HistoryMessages))
+}
+
+/// The projector.
+#[derive(Debug, Default)]
+pub struct HistoryMessages;
+
+impl Projector for HistoryMessages {
+    fn name(&self) -> &str {
+        STAGE_NAME
+    }
+
+    fn version(&self) -> u32 {
+        VERSION
+    }
+
+    fn apply(&mut self, state: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError> {
+        let Some(session) = logged.stream.session_id() else {
+            return Ok(());
+        };
+        let existing = match state.get(&header_key(&session))? {
+            Some(bytes) => Some(decode::<SessionHeader>(&bytes)?),
+            None => None,
+        };
+        let before = existing.clone();
+        let mut header = existing.unwrap_or_else(|| SessionHeader::new(session.clone()));
+        match &logged.record {
+            Record::SessionOpened(opened) => {
+                header.title = opened.title.clone();
+                header.incognito = opened.incognito;
+            }
+            Record::SessionFlagsChanged(changed) => {
+                if let Some(title) = &changed.title {
+                    header.title = Some(title.clone());
+                }
+                if let Some(incognito) = changed.incognito {
+                    header.incognito = incognito;
+                }
+            }
+            Record::SessionArchived(archived) => header.archived = archived.archived,
+            Record::ConversationCopied(copy) => {
+                if matches!(copy.up_to, CopyBoundary::BeforeTurn(_)) {
+                    // A revision joins its source's family; a branch is a session of its own.
+                    header.family = match state.get(&header_key(&copy.source))? {
+                        Some(bytes) => decode::<SessionHeader>(&bytes)?.family,
+                        None => copy.source.clone(),
+                    };
+                }
+            }
+            Record::RuntimeEvent(event) => {
+                if let Some(message) = project(event, logged.position) {
+                    add_message(state, &mut header, message)?;
+                }
+            }
+            _ => {}
+        }
+        if before.as_ref() != Some(&header) {
+            reindex(state, before.as_ref(), &header)?;
+            state.put(header_key(&session), encode(&header)?);
+        }
+        Ok(())
+    }
+}
+
+/// The visible row an event becomes, if any (see the module docs).
+pub fn project(event: &RuntimeEvent, position: Position) -> Option<VisibleMessage> {
+    if event.partial || event.model_visibility == Some(ModelVisibility::Hidden) {
+        return None;
+    }
+    let row = |message_id: String, kind: MessageKind, text: String| VisibleMessage {
+        message_id,
+        turn_id: event.turn_id.clone(),
+        kind,
+        timestamp: event.ts,
+        event_id: event.id.clone(),
+        position,
+        text,
+        tool_name: None,
+        display_name: None,
+        is_error: None,
+    };
+    match event.content.as_ref()? {
+        Content::Text(text) => {
+            let kind = match event.role {
+                mnemo_core::Role::User => MessageKind::User,
+                mnemo_core::Role::Model => MessageKind::Assistant,
+                _ => return None,
+            };
+            let shown = text.display_text.as_ref().unwrap_or(&text.text).clone();
+            Some(row(stable_id(event), kind, shown))
+        }
+        Content::FunctionCall(call) => {
+            let mut message =
+                row(call.id.as_str().to_owned(), MessageKind::ToolCall, state_text(event, "intent"));
+            message.tool_name = Some(call.name.clone());
+            message.display_name = Some(state_text(event, "displayName")).filter(|name| !name.is_empty());
+            Some(message)
+        }
+        Content::FunctionResponse(response) => {
+            // Serialising a `Value` cannot fail.
+            let json = serde_json::to_string(&response.result).unwrap_or_default();
+            let text = byte_prefix_lossy(&json, TOOL_RESULT_SCAN_BYTES_MAX);
+            let mut message = row(stable_id(event), MessageKind::ToolResult, text);
+            message.tool_name = Some(response.name.clone());
+            message.is_error = Some(response.is_error.unwrap_or(false));
+            Some(message)
+        }
+        _ => None,
+    }
+}
+
+/// `storedMessageId ?? providerEventId ?? event id`; an empty ref counts as absent.
+fn stable_id(event: &RuntimeEvent) -> String {
+    let refs = event.refs.as_ref();
+    refs.and_then(|r| r.stored_message_id.as_deref())
+        .filter(|id| !id.is_empty())
+        .or_else(|| refs.and_then(|r| r.provider_event_id.as_deref()).filter(|id| !id.is_empty()))
+        .unwrap_or(event.id.as_str())
+        .to_owned()
+}
+
+/// A string the runtime put in `actions.stateDelta` (a call's intent, display name), or "".
+fn state_text(event: &RuntimeEvent, key: &str) -> String {
+    event
+        .actions
+        .as_ref()
+        .and_then(|a| a.state_delta.as_ref())
+        .and_then(|delta| delta.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn add_message(
+    state: &mut StateTxn<'_>,
+    header: &mut SessionHeader,
+    message: VisibleMessage,
+) -> Result<(), PipelineError> {
+    let id_key = id_key(&header.session, &message.message_id);
+    let seq = match state.get(&id_key)? {
+        Some(bytes) => decode_u64(&bytes)?,
+        None => {
+            let seq = header.messages;
+            header.messages += 1;
+            state.put(id_key, seq.to_be_bytes().to_vec());
+            seq
+        }
+    };
+    if matches!(message.kind, MessageKind::User | MessageKind::Assistant) {
+        header.last_message_at = header.last_message_at.max(Some(message.timestamp));
+    }
+    state.put(message_key(&header.session, seq), encode(&message)?);
+    Ok(())
+}
+
+/// Moves a session's recency entry when its time changed, and keeps its family's freshest member.
+fn reindex(
+    state: &mut StateTxn<'_>,
+    before: Option<&SessionHeader>,
+    after: &SessionHeader,
+) -> Result<(), PipelineError> {
+    if let Some(before) = before {
+        if before.recency() == after.recency() && before.family == after.family {
+            return Ok(());
+        }
+        state.delete(recency_key(before));
+        if before.family != after.family {
+            state.delete(freshest_key(&before.family));
+        }
+    }
+    state.put(recency_key(after), Vec::new());
+    let suffix = recency_suffix(after);
+    update_recent(state, &after.session, &suffix)?;
+    let freshest = state.get(&freshest_key(&after.family))?;
+    if freshest.is_none_or(|current| suffix < current) {
+        state.put(freshest_key(&after.family), suffix);
+    }
+    Ok(())
+}
+
+/// Moves a session to its place in the most-recent list. Times only grow, so a session only ever
+/// moves towards the front, and the list always holds the truly most recent sessions.
+fn update_recent(state: &mut StateTxn<'_>, session: &SessionId, suffix: &[u8]) -> Result<(), PipelineError> {
+    let stored = state.get(RECENT_KEY)?.unwrap_or_default();
+    // The common case, a session that is already the most recent getting another message: only the
+    // first entry changes.
+    if let [high, low, rest @ ..] = stored.as_slice() {
+        let length = usize::from(u16::from_be_bytes([*high, *low]));
+        if rest.get(8..length) == Some(session.as_str().as_bytes()) && suffix.len() == length {
+            let mut bytes = stored.clone();
+            bytes[2..2 + length].copy_from_slice(suffix);
+            state.put(RECENT_KEY.to_vec(), bytes);
+            return Ok(());
+        }
+    }
+    let mut recent = decode_recent(&stored)?;
+    recent.retain(|entry| entry.get(8..) != Some(session.as_str().as_bytes()));
+    let place = recent.partition_point(|entry| entry.as_slice() < suffix);
+    if place < RECENT_SESSIONS_MAX {
+        recent.insert(place, suffix.to_vec());
+        recent.truncate(RECENT_SESSIONS_MAX);
+    }
+    let mut bytes = Vec::with_capacity(recent.iter().map(|e| e.len() + 2).sum());
+    for entry in &recent {
+        // A suffix is 8 bytes and a session id of at most 256 bytes.
+        bytes.extend_from_slice(&(entry.len() as u16).to_be_bytes());
+        bytes.extend_from_slice(entry);
+    }
+    state.put(RECENT_KEY.to_vec(), bytes);
+    Ok(())
+}
+
+fn decode_recent(mut bytes: &[u8]) -> Result<Vec<Vec<u8>>, PipelineError> {
+    let mut recent = Vec::new();
+    while let [high, low, rest @ ..] = bytes {
+        let length = usize::from(u16::from_be_bytes([*high, *low]));
+        let entry =
+            rest.get(..length).ok_or_else(|| damaged("the recent-session list is cut short".to_owned()))?;
+        recent.push(entry.to_vec());
+        bytes = &rest[length..];
+    }
+    if !bytes.is_empty() {
+        return Err(damaged("the recent-session list is cut short".to_owned()));
+    }
+    Ok(recent)
+}
+
+fn header_key(session: &SessionId) -> Vec<u8> {
+    [HEADER_TAG, session.as_str().as_bytes()].concat()
+}
+
+fn session_prefix(tag: &[u8], session: &SessionId) -> Vec<u8> {
+    [tag, session.as_str().as_bytes(), b"\0"].concat()
+}
+
+fn message_key(session: &SessionId, seq: u64) -> Vec<u8> {
+    [session_prefix(MESSAGE_TAG, session).as_slice(), &seq.to_be_bytes()].concat()
+}
+
+fn id_key(session: &SessionId, message_id: &str) -> Vec<u8> {
+    [session_prefix(ID_TAG, session).as_slice(), message_id.as_bytes()].concat()
+}
+
+fn recency_suffix(header: &SessionHeader) -> Vec<u8> {
+    [&header.recency()[..], header.session.as_str().as_bytes()].concat()
+}
+
+fn recency_key(header: &SessionHeader) -> Vec<u8> {
+    [RECENCY_TAG, &recency_suffix(header)].concat()
+}
+
+fn freshest_key(family: &SessionId) -> Vec<u8> {
+    [FRESHEST_TAG, family.as_str().as_bytes()].concat()
+}
+
+fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, PipelineError> {
+    mnemo_core::canonical_json(value).map_err(|e| damaged(e.to_string()))
+}
+
+fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, PipelineError> {
+    serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))
+}
+
+fn decode_u64(bytes: &[u8]) -> Result<u64, PipelineError> {
+    let array: [u8; 8] =
+        bytes.try_into().map_err(|_| damaged(format!("expected 8 bytes, found {}", bytes.len())))?;
+    Ok(u64::from_be_bytes(array))
+}
+
+fn damaged(reason: String) -> PipelineError {
+    PipelineError::DamagedState { stage: STAGE_NAME.to_owned(), reason }
+}
+
+/// A session's header.
+pub fn header(store: &dyn StateStore, session: &SessionId) -> Result<Option<SessionHeader>, PipelineError> {
+    store.get(&header_key(session))?.map(|bytes| decode(&bytes)).transpose()
+}
+
+/// A session's rows in order.
+pub fn messages(store: &dyn StateStore, session: &SessionId) -> Result<Vec<VisibleMessage>, PipelineError> {
+    let mut rows = Vec::new();
+    let mut failure = None;
+    store.scan_prefix(&session_prefix(MESSAGE_TAG, session), &mut |_, value| match decode(value) {
+        Ok(row) => {
+            rows.push(row);
+            true
+        }
+        Err(error) => {
+            failure = Some(error);
+            false
+        }
+    })?;
+    failure.map_or(Ok(rows), Err)
+}
+
+/// One row by its message id.
+pub fn message(
+    store: &dyn StateStore,
+    session: &SessionId,
+    message_id: &str,
+) -> Result<Option<VisibleMessage>, PipelineError> {
+    let Some(seq) = store.get(&id_key(session, message_id))? else {
+        return Ok(None);
+    };
+    let seq = decode_u64(&seq)?;
+    store.get(&message_key(session, seq))?.map(|bytes| decode(&bytes)).transpose()
+}
+
+/// Whether `header` is the session that stands for its revision family ("logical session"): the
+/// current session if it is in the family, else the family's most recent member (ties: lowest id).
+pub fn is_representative(
+    store: &dyn StateStore,
+    header: &SessionHeader,
+    current: Option<&SessionHeader>,
+) -> Result<bool, PipelineError> {
+    if let Some(current) = current
+        && current.family == header.family
+    {
+        return Ok(current.session == header.session);
+    }
+    let freshest = store.get(&freshest_key(&header.family))?;
+    Ok(freshest.is_some_and(|suffix| suffix.get(8..) == Some(header.session.as_str().as_bytes())))
+}
+
+/// Where a page of sessions starts: strictly after this (last message time, session).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    /// The last message time of the last session already seen (0 when it had none).
+    pub last_message_at: u64,
+    /// That session's id.
+    pub session: String,
+}
+
+/// Logical sessions (one per revision family) in recency order (last message time descending,
+/// then id ascending), starting after `after`. Visits each with its header until `visit` returns
+/// false.
+pub fn visit_logical_sessions(
+    store: &dyn StateStore,
+    current: Option<&SessionHeader>,
+    after: Option<&SessionCursor>,
+    visit: &mut dyn FnMut(SessionHeader) -> bool,
+) -> Result<(), PipelineError> {
+    let mut resume =
+        after.map(|c| [&(u64::MAX - c.last_message_at).to_be_bytes()[..], c.session.as_bytes()].concat());
+    // The most-recent list first: it answers a first page with point lookups only.
+    let recent = match store.get(RECENT_KEY)? {
+        Some(bytes) => decode_recent(&bytes)?,
+        None => Vec::new(),
+    };
+    for suffix in &recent {
+        if resume.as_ref().is_some_and(|r| suffix <= r) {
+            continue;
+        }
+        if !visit_suffix(store, current, suffix, visit)? {
+            return Ok(());
+        }
+        resume = Some(suffix.clone());
+    }
+    if recent.len() < RECENT_SESSIONS_MAX {
+        return Ok(());
+    }
+    // Past the list: the recency index, in batches. NOTE: ids are collected first and their headers
+    // looked up outside the scan callback, so a store's read guard is never held across a read.
+    loop {
+        let mut batch = Vec::new();
+        store.scan_prefix(RECENCY_TAG, &mut |key, _| {
+            let suffix = &key[RECENCY_TAG.len()..];
+            if resume.as_ref().is_some_and(|r| suffix <= r.as_slice()) {
+                return true;
+            }
+            batch.push(suffix.to_vec());
+            batch.len() < SESSION_SCAN_BATCH
+        })?;
+        for suffix in &batch {
+            if !visit_suffix(store, current, suffix, visit)? {
+                return Ok(());
+            }
+        }
+        if batch.len() < SESSION_SCAN_BATCH {
+            return Ok(());
+        }
+        resume = batch.pop();
+    }
+}
+
+/// Visits the session of a recency suffix if it represents its family; false when `visit` stops.
+fn visit_suffix(
+    store: &dyn StateStore,
+    current: Option<&SessionHeader>,
+    suffix: &[u8],
+    visit: &mut dyn FnMut(SessionHeader) -> bool,
+) -> Result<bool, PipelineError> {
+    let id = std::str::from_utf8(suffix.get(8..).unwrap_or_default())
+        .ok()
+        .and_then(|id| SessionId::new(id).ok())
+        .ok_or_else(|| damaged("the recency index holds an invalid session id".to_owned()))?;
+    let header = header(store, &id)?
+        .ok_or_else(|| damaged(format!("the recency index names session {id}, which has no header")))?;
+    Ok(!is_representative(store, &header, current)? || visit(header))
+}
+
+/// How many recency entries one scan of [`visit_logical_sessions`] takes before it looks them up.
+const SESSION_SCAN_BATCH: usize = 1024;

@@ -1,0 +1,73 @@
+//! History: a session's visible transcript, and the SearchHistory / ReadHistory agent tools, live
+//! or as of an earlier log position.
+//!
+//! Time travel folds the log into memory up to the position with the stages' own projectors
+//! (`fold_to`), so an answer as of position P is exactly what the live stages answered when the log
+//! ended at P. It costs one scan of the log up to P per stage consulted (two for a search), and
+//! memory for the folded state; live calls read the stages' stores directly.
+
+use mnemo_core::{Position, SessionId};
+use mnemo_history::{
+    HistoryContext, HistoryReadRequest, HistorySearchRequest, ReadOutcome, SearchOutcome, SessionHeader,
+    VisibleMessage, index, messages,
+};
+use serde::Serialize;
+use tracing::info_span;
+
+use crate::error::Error;
+use crate::mnemo::Mnemo;
+
+/// A session's visible transcript, as `show` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SessionTranscript {
+    /// The session's header: title, last message time, flags, revision family.
+    pub header: SessionHeader,
+    /// Its visible messages in order (thinking, hidden and partial events never appear).
+    pub messages: Vec<VisibleMessage>,
+}
+
+impl Mnemo {
+    /// A session's visible messages, as of `as_of` (the whole log when `None`); `None` when the
+    /// session has no records by then.
+    pub fn show(
+        &self,
+        session: &SessionId,
+        as_of: Option<Position>,
+    ) -> Result<Option<SessionTranscript>, Error> {
+        let _span = info_span!("show", session = %session).entered();
+        let store = self.store_as_of(messages::STAGE_NAME, as_of)?;
+        let Some(header) = messages::header(store.as_ref(), session)? else {
+            return Ok(None);
+        };
+        let messages = messages::messages(store.as_ref(), session)?;
+        Ok(Some(SessionTranscript { header, messages }))
+    }
+
+    /// SearchHistory: ranked matches across logical sessions, as of `as_of` (the whole log when
+    /// `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
+    /// error shape; the outer error is a store failure.
+    pub fn search_history(
+        &self,
+        request: &HistorySearchRequest,
+        context: &HistoryContext<'_>,
+        as_of: Option<Position>,
+    ) -> Result<SearchOutcome, Error> {
+        let _span = info_span!("search_history").entered();
+        let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
+        let index = self.store_as_of(index::STAGE_NAME, as_of)?;
+        Ok(mnemo_history::search_history(messages.as_ref(), index.as_ref(), request, context)?)
+    }
+
+    /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
+    /// when `None`). A refused call is the inner `Err`, in the tool's error shape.
+    pub fn read_history(
+        &self,
+        request: &HistoryReadRequest,
+        context: &HistoryContext<'_>,
+        as_of: Option<Position>,
+    ) -> Result<ReadOutcome, Error> {
+        let _span = info_span!("read_history").entered();
+        let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
+        Ok(mnemo_history::read_history(messages.as_ref(), request, context)?)
+    }
+}
