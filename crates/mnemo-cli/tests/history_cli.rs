@@ -1,0 +1,121 @@
+//! `show`, `search` and `read` as a process: the tools' output shapes with `--json`, their error
+//! shape with exit code 2, exit 1 for nothing found, and `--as-of`.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+const SESSION: &str = "sess-2026-01-05-auth";
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap()
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn imported() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    (dir, store)
+}
+
+#[test]
+fn show_prints_the_visible_transcript() {
+    let (_dir, store) = imported();
+    let show = mnemo(&store, &["show", SESSION, "--json"]);
+    assert_eq!(code(&show), 0);
+    let show = json(&show);
+    assert_eq!(show["header"]["title"], "Fix the flaky token refresh test");
+    let messages = show["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 19);
+    assert!(messages.iter().all(|m| m["kind"] != "thinking"));
+    let text = String::from_utf8(mnemo(&store, &["show", SESSION]).stdout).unwrap();
+    assert!(text.contains("── turn t1") && text.contains("[tool call shell]"), "{text}");
+    assert_eq!(code(&mnemo(&store, &["show", "no-such-session"])), 1);
+    assert_eq!(code(&mnemo(&store, &["show", SESSION, "--as-of", "1", "--json"])), 0);
+}
+
+#[test]
+fn search_prints_the_tool_shape_and_refusals_exit_2() {
+    let (_dir, store) = imported();
+    let found = mnemo(&store, &["search", "token clock", "--limit", "2", "--json"]);
+    assert_eq!(code(&found), 0);
+    let found = json(&found);
+    assert_eq!(found["kind"], "history_search");
+    assert_eq!(found["query"], "token clock");
+    assert_eq!(found["rows"].as_array().unwrap().len(), 2);
+    assert_eq!(found["rows"][0]["session_id"], SESSION);
+
+    assert_eq!(code(&mnemo(&store, &["search", "zebraquokka", "--json"])), 1);
+
+    for args in [
+        &["search", "x", "--limit", "11", "--json"][..],
+        &["search", "x", "--limit", "0", "--json"],
+        &["search", "sk-ant-abcdefgh12345", "--json"],
+        &["search", "x", "--cursor", "bm90IGEgY3Vyc29y", "--json"],
+    ] {
+        let refused = mnemo(&store, args);
+        assert_eq!(code(&refused), 2, "{args:?}");
+        let refused = json(&refused);
+        assert_eq!(refused["kind"], "history_search_error");
+        assert_eq!(refused["ok"], false);
+        assert_eq!(refused["reason"], "invalid_query", "{args:?}");
+    }
+    let incognito = mnemo(&store, &["search", "token", "--incognito", "--json"]);
+    assert_eq!((code(&incognito), json(&incognito)["reason"].clone()), (2, "incognito_active".into()));
+    assert_eq!(code(&mnemo(&store, &["search", "clock", "--json"])), 0);
+    let before = mnemo(&store, &["search", "clock", "--as-of", "3", "--json"]);
+    assert_eq!(code(&before), 1, "no message mentions a clock by position 3");
+}
+
+#[test]
+fn read_prints_the_tool_shape_and_refusals_exit_2() {
+    let (_dir, store) = imported();
+    let read = mnemo(&store, &["read", SESSION, "--turn", "t1", "--before", "0", "--after", "0", "--json"]);
+    assert_eq!(code(&read), 0);
+    let read = json(&read);
+    assert_eq!(read["kind"], "history_read");
+    assert_eq!(read["anchor_turn_id"], "t1");
+    assert_eq!(read["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(read["has_more_after"], true);
+    let text = serde_json::to_string(&read).unwrap();
+    assert!(
+        !text.contains("read_file") && !text.contains("PASS [200/200]"),
+        "tool names and results stay out"
+    );
+
+    for (args, reason) in [
+        (&["read", SESSION, "--before", "4", "--json"][..], "invalid_arguments"),
+        (&["read", "nope", "--json"], "session_not_found"),
+        (&["read", SESSION, "--turn", "t9", "--json"], "turn_not_found"),
+        (&["read", SESSION, "--message", "zzz", "--json"], "message_not_found"),
+    ] {
+        let refused = mnemo(&store, args);
+        assert_eq!(code(&refused), 2, "{args:?}");
+        let refused = json(&refused);
+        assert_eq!(
+            (refused["kind"].as_str(), refused["reason"].as_str()),
+            (Some("history_read_error"), Some(reason))
+        );
+    }
+    let current =
+        mnemo(&store, &["read", SESSION, "--current-session", SESSION, "--current-turn", "t2", "--json"]);
+    let current = json(&current);
+    assert_eq!(current["is_current_session"], true);
+    assert_eq!(current["turns"].as_array().unwrap().len(), 1, "the current turn is excluded");
+}
