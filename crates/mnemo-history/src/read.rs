@@ -9,6 +9,8 @@
 //! As in the reference system, the schema checks the trimmed `session_id`, but the lookup uses the
 //! id as given.
 
+use std::collections::BTreeMap;
+
 use mnemo_core::SessionId;
 use mnemo_pipeline::{PipelineError, StateStore};
 use serde::Serialize;
@@ -329,6 +331,7 @@ type Turn = (String, Vec<ReadMessage>);
 /// The session's visible turns in first-appearance order (spec §3.7 step 7).
 fn visible_turns(rows: &[VisibleMessage]) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
+    let mut places: BTreeMap<&str, usize> = BTreeMap::new();
     for row in rows {
         let (match_kind, role) = match row.kind {
             MessageKind::User => (MatchKind::UserMessage, "user"),
@@ -345,9 +348,12 @@ fn visible_turns(rows: &[VisibleMessage]) -> Vec<Turn> {
             text: redact_secrets(&row.text).into_owned(),
             timestamp: row.timestamp.0,
         };
-        match turns.iter_mut().find(|(turn, _)| turn == row.turn_id.as_str()) {
-            Some((_, messages)) => messages.push(message),
-            None => turns.push((row.turn_id.as_str().to_owned(), vec![message])),
+        match places.get(row.turn_id.as_str()) {
+            Some(&place) => turns[place].1.push(message),
+            None => {
+                places.insert(row.turn_id.as_str(), turns.len());
+                turns.push((row.turn_id.as_str().to_owned(), vec![message]));
+            }
         }
     }
     turns
@@ -386,21 +392,16 @@ fn window(turns: &[Turn], anchor_turn: Option<&str>, before: usize, after: usize
 /// then the rest in order (unanchored: newest first); returns the kept turns in order and whether
 /// anything was cut or dropped.
 fn bound(turns: &[Turn], window: &Window, anchor_message: Option<&str>) -> (Vec<ReadTurn>, bool) {
-    let mut order: Vec<(usize, usize)> = Vec::new();
-    if let Some(anchor) = window.anchor {
-        let messages = &turns[anchor].1;
-        let first =
-            anchor_message.and_then(|id| messages.iter().position(|m| m.message_id == id)).unwrap_or(0);
-        order.push((anchor, first));
-    }
-    let chronological = (window.first..=window.last)
-        .flat_map(|t| (0..turns[t].1.len()).map(move |m| (t, m)))
-        .collect::<Vec<_>>();
-    if window.anchor.is_some() {
-        order.extend(chronological.into_iter().filter(|slot| !order.contains(slot)).collect::<Vec<_>>());
-    } else {
-        order.extend(chronological.into_iter().rev());
-    }
+    let chronological = (window.first..=window.last).flat_map(|t| (0..turns[t].1.len()).map(move |m| (t, m)));
+    let order: Vec<(usize, usize)> = match window.anchor {
+        Some(anchor) => {
+            let messages = &turns[anchor].1;
+            let first = anchor_message.and_then(|id| messages.iter().position(|m| m.message_id == id));
+            let first = (anchor, first.unwrap_or(0));
+            std::iter::once(first).chain(chronological.filter(|slot| *slot != first)).collect()
+        }
+        None => chronological.rev().collect(),
+    };
     let mut kept: Vec<Vec<Option<ReadMessage>>> =
         (window.first..=window.last).map(|t| vec![None; turns[t].1.len()]).collect();
     let mut remaining = READ_BYTES_MAX;
