@@ -120,11 +120,26 @@ fn session_records(words: &Words, rng: &mut Rng, index: usize) -> Vec<Record> {
     records
 }
 
+/// The stages a search reads, configured as in `pipelines/default.toml`: the other stages would
+/// only compete for the cores while the corpus is indexed.
+const PIPELINE: &str = r#"
+[[stage]]
+name = "history-messages"
+
+[[stage]]
+name = "history-search"
+[stage.config]
+k1 = 1.2
+b = 0.75
+"#;
+
 /// A store holding `messages` generated messages, caught up.
 fn corpus(messages: usize) -> (tempfile::TempDir, Mnemo) {
     let dir = tempfile::tempdir().unwrap();
-    let config = Config { durability: Durability::Buffered, ..Config::default() };
-    let mnemo = Mnemo::open(dir.path(), config).unwrap();
+    let pipeline = dir.path().join("pipeline.toml");
+    std::fs::write(&pipeline, PIPELINE).unwrap();
+    let config = Config { durability: Durability::Buffered, pipeline: Some(pipeline), ..Config::default() };
+    let mnemo = Mnemo::open(&dir.path().join("store"), config).unwrap();
     let words = Words::new();
     let mut rng = Rng(7);
     let started = Instant::now();
@@ -133,6 +148,8 @@ fn corpus(messages: usize) -> (tempfile::TempDir, Mnemo) {
         let stream = StreamId::session(records[0].session().unwrap());
         mnemo.append(&stream, ExpectedRevision::NoStream, &records).unwrap();
     }
+    // A large corpus can take longer to index than one catch-up wait allows.
+    while let Err(mnemo::Error::Pipeline(mnemo_pipeline::PipelineError::Timeout { .. })) = mnemo.catch_up() {}
     mnemo.catch_up().unwrap();
     eprintln!("corpus of {messages} messages built and indexed in {:.1?}", started.elapsed());
     (dir, mnemo)

@@ -1,12 +1,13 @@
 //! `mnemo demo`: the main job, offline. Today it covers what the store can do so far: import the
-//! bundled sample transcripts, list sessions and counts, rebuild every projection and verify the
-//! chain and the digests. Compaction, memory and search join it as they land.
+//! bundled sample transcripts, list sessions and counts, search the history and read around the best
+//! match, rebuild every projection and verify the chain and the digests. Compaction and memory join
+//! it as they land.
 
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use mnemo::{Config, Mnemo};
+use mnemo::{Config, HistoryContext, HistoryReadRequest, HistorySearchRequest, Mnemo};
 use serde::Serialize;
 
 use crate::{dir_is_empty, fresh_demo_dir, print_json};
@@ -17,12 +18,19 @@ const SAMPLES: &[(&str, &str)] = &[
     ("samples/research-session.jsonl", include_str!("../samples/research-session.jsonl")),
 ];
 
+/// What the demo asks SearchHistory; ReadHistory then reads the best match's turn.
+const DEMO_QUERY: &str = "flaky token refresh test";
+/// Characters of each message the human report shows.
+const SHOWN_CHARS: usize = 100;
+
 #[derive(Serialize)]
 struct DemoReport {
     store: String,
     imports: Vec<mnemo::ImportReport>,
     sessions: Vec<mnemo::SessionSummary>,
     stats: mnemo::Stats,
+    search: mnemo::HistorySearch,
+    read: Option<mnemo::HistoryRead>,
     rebuild: Vec<mnemo::StageReport>,
     verification: mnemo::Verification,
     timings_ms: Timings,
@@ -53,6 +61,7 @@ pub(crate) fn run(dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     let import_ms = started.elapsed().as_millis();
     let sessions = mnemo.sessions()?;
     let stats = mnemo.stats()?;
+    let (search, read) = history(&mnemo)?;
 
     let started = Instant::now();
     let rebuild = mnemo.rebuild(None)?;
@@ -67,6 +76,8 @@ pub(crate) fn run(dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
         imports,
         sessions,
         stats,
+        search,
+        read,
         rebuild,
         verification,
         timings_ms: Timings { import: import_ms, rebuild: rebuild_ms, verify: verify_ms },
@@ -79,10 +90,58 @@ pub(crate) fn run(dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     Ok(if report.verification.ok() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
+/// Searches the samples, then reads the turn of the best message match.
+fn history(mnemo: &Mnemo) -> anyhow::Result<(mnemo::HistorySearch, Option<mnemo::HistoryRead>)> {
+    let context = HistoryContext::default();
+    let search = mnemo
+        .search_history(&HistorySearchRequest::new(DEMO_QUERY), &context, None)?
+        .map_err(|refused| anyhow::anyhow!("the demo search was refused: {refused}"))?;
+    let Some(best) = search.rows.iter().find(|row| row.message_id.is_some()) else {
+        return Ok((search, None));
+    };
+    let request = HistoryReadRequest {
+        session_id: best.session_id.clone(),
+        message_id: best.message_id.clone(),
+        before: Some(0),
+        after: Some(0),
+        ..HistoryReadRequest::default()
+    };
+    let read = mnemo
+        .read_history(&request, &context, None)?
+        .map_err(|refused| anyhow::anyhow!("the demo read was refused: {refused}"))?;
+    Ok((search, Some(read)))
+}
+
+fn shorten(text: &str) -> String {
+    let mut short: String = text.chars().take(SHOWN_CHARS).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short
+}
+
+fn print_history(report: &DemoReport) {
+    println!("\n3. Search history for {DEMO_QUERY:?}, ranked by BM25");
+    for (rank, row) in report.search.rows.iter().enumerate() {
+        let turn = row.turn_id.as_deref().map_or(String::new(), |t| format!(" turn {t}"));
+        println!("   {}. {:<18} {}{turn}", rank + 1, row.summary, row.session_id);
+        println!("      {}", shorten(&row.snippet));
+    }
+    if let Some(read) = &report.read {
+        let turn = read.anchor_turn_id.as_deref().unwrap_or("-");
+        println!("   Read around the best match (turn {turn}, at most 5 turns and 32 KiB):");
+        for message in read.turns.iter().flat_map(|t| &t.messages) {
+            println!("     [{}] {}", message.role, shorten(&message.text));
+        }
+    }
+}
+
 fn print_report(report: &DemoReport) {
     println!("Mnemo demo");
     println!("==========");
-    println!("This run covers what the store does today: import, the session catalog, rebuild and verify.");
+    println!(
+        "This run covers what the store does today: import, the session catalog, history search and read, rebuild and verify."
+    );
     println!("Store: {}\n", report.store);
     println!("1. Import ({} ms)", report.timings_ms.import);
     for import in &report.imports {
@@ -100,13 +159,14 @@ fn print_report(report: &DemoReport) {
             s.title.as_deref().unwrap_or("")
         );
     }
-    println!("\n3. Log");
+    print_history(report);
+    println!("\n4. Log");
     println!("   head position {}, {} bytes on disk", report.stats.head, report.stats.disk_bytes);
-    println!("\n4. Rebuild every projection from the log ({} ms)", report.timings_ms.rebuild);
+    println!("\n5. Rebuild every projection from the log ({} ms)", report.timings_ms.rebuild);
     for stage in &report.rebuild {
         println!("   {:<20} at {:>4}  {}", stage.name, stage.watermark.0, stage.digest);
     }
-    println!("\n5. Verify ({} ms)", report.timings_ms.verify);
+    println!("\n6. Verify ({} ms)", report.timings_ms.verify);
     println!("   hash chain: {} envelopes verified", report.verification.envelopes);
     for stage in &report.verification.stages {
         let verdict = if stage.matches() { "live digest equals a fresh rebuild" } else { "MISMATCH" };
