@@ -33,6 +33,7 @@ use mnemo_core::{Record, SessionId, TimestampMs, TurnId};
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
 use serde::{Deserialize, Serialize};
 
+use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
 use crate::redaction::redact_secrets;
 use crate::text::term_counts;
@@ -42,6 +43,8 @@ pub const STAGE_NAME: &str = "history-search";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 const VERSION: u32 = 1;
+
+const CODEC: Codec = Codec::new(STAGE_NAME);
 
 /// BM25 term-frequency saturation `k1` when the pipeline spec sets none.
 pub const BM25_K1_DEFAULT: f64 = 1.2;
@@ -161,7 +164,7 @@ impl IndexStats {
 
     fn decode(bytes: &[u8]) -> Result<IndexStats, PipelineError> {
         if bytes.len() != STATS_BYTES {
-            return Err(damaged(format!("statistics are {} bytes, not {STATS_BYTES}", bytes.len())));
+            return Err(CODEC.damaged(format!("statistics are {} bytes, not {STATS_BYTES}", bytes.len())));
         }
         let u64_at = |i: usize| u64::from_be_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or_default());
         let u32_at = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap_or_default());
@@ -303,7 +306,7 @@ impl<'t, 's> Writer<'t, 's> {
     /// Removes the document `key` points at, if any, then indexes `doc` there (if it has terms).
     fn replace(&mut self, key: Vec<u8>, doc: IndexedDoc) -> Result<(), PipelineError> {
         if let Some(old) = self.state.get(&key)? {
-            self.remove(decode_u64(&old)?)?;
+            self.remove(CODEC.decode_u64(&old)?)?;
             self.state.delete(key.clone());
         }
         let (counts, length) = term_counts(&doc.text);
@@ -320,16 +323,16 @@ impl<'t, 's> Writer<'t, 's> {
             self.add_posting(ordinal, term, posting)?;
             self.add_df(term, 1)?;
         }
-        self.state.put(doc_key(number), encode(&doc)?);
+        self.state.put(doc_key(number), CODEC.encode(&doc)?);
         self.state.put(key, number.to_be_bytes().to_vec());
         Ok(())
     }
 
     fn remove(&mut self, number: u64) -> Result<(), PipelineError> {
         let Some(bytes) = self.state.get(&doc_key(number))? else {
-            return Err(damaged(format!("document {number} is referenced but missing")));
+            return Err(CODEC.damaged(format!("document {number} is referenced but missing")));
         };
-        let doc: IndexedDoc = decode(&bytes)?;
+        let doc: IndexedDoc = CODEC.decode(&bytes)?;
         let (counts, length) = term_counts(&doc.text);
         let (ordinal, _) = self.ordinals(&doc.session, None)?;
         for term in counts.keys() {
@@ -369,7 +372,9 @@ impl<'t, 's> Writer<'t, 's> {
         let meta_key = posting_meta_key(ordinal, term);
         let (blocks, filled) = match self.state.get(&meta_key)? {
             Some(bytes) => decode_pair(&bytes)?,
-            None => return Err(damaged(format!("no postings of {term:?} in session ordinal {ordinal}"))),
+            None => {
+                return Err(CODEC.damaged(format!("no postings of {term:?} in session ordinal {ordinal}")));
+            }
         };
         for block_number in 0..blocks {
             let key = posting_block_key(ordinal, term, block_number);
@@ -384,14 +389,15 @@ impl<'t, 's> Writer<'t, 's> {
                 return Ok(());
             }
         }
-        Err(damaged(format!("document {number} has no posting of {term:?}")))
+        Err(CODEC.damaged(format!("document {number} has no posting of {term:?}")))
     }
 
     fn add_df(&mut self, term: &str, delta: i64) -> Result<(), PipelineError> {
         let key = [DF_TAG, term.as_bytes()].concat();
-        let current = self.state.get(&key)?.map(|b| decode_u64(&b)).transpose()?.unwrap_or(0);
-        let next =
-            current.checked_add_signed(delta).ok_or_else(|| damaged(format!("df of {term:?} underflows")))?;
+        let current = self.state.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0);
+        let next = current
+            .checked_add_signed(delta)
+            .ok_or_else(|| CODEC.damaged(format!("df of {term:?} underflows")))?;
         if next == 0 {
             self.state.delete(key);
         } else {
@@ -407,7 +413,7 @@ impl<'t, 's> Writer<'t, 's> {
             Some(bytes) => decode_pair(&bytes)?,
             None => {
                 let ordinal = u32::try_from(self.stats.next_session)
-                    .map_err(|_| damaged("more than 2^32 sessions".to_owned()))?;
+                    .map_err(|_| CODEC.damaged("more than 2^32 sessions".to_owned()))?;
                 self.stats.next_session += 1;
                 (ordinal, 1)
             }
@@ -416,7 +422,7 @@ impl<'t, 's> Writer<'t, 's> {
         if let Some(turn) = turn {
             let turn_key = [TURN_TAG, &ordinal.to_be_bytes(), turn.as_str().as_bytes()].concat();
             turn_ordinal = match self.state.get(&turn_key)? {
-                Some(bytes) => decode_u32(&bytes)?,
+                Some(bytes) => CODEC.decode_u32(&bytes)?,
                 None => {
                     let assigned = next_turn;
                     next_turn += 1;
@@ -467,41 +473,17 @@ fn decode_block(mut bytes: &[u8]) -> Result<Vec<Posting>, PipelineError> {
     let mut postings = Vec::new();
     while !bytes.is_empty() {
         let posting = Posting::decode(&mut bytes)
-            .ok_or_else(|| damaged("a posting block does not decode".to_owned()))?;
+            .ok_or_else(|| CODEC.damaged("a posting block does not decode".to_owned()))?;
         postings.push(posting);
     }
     Ok(postings)
 }
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, PipelineError> {
-    mnemo_core::canonical_json(value).map_err(|e| damaged(e.to_string()))
-}
-
-fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, PipelineError> {
-    serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))
-}
-
-fn decode_u64(bytes: &[u8]) -> Result<u64, PipelineError> {
-    let array: [u8; 8] =
-        bytes.try_into().map_err(|_| damaged(format!("expected 8 bytes, found {}", bytes.len())))?;
-    Ok(u64::from_be_bytes(array))
-}
-
-fn decode_u32(bytes: &[u8]) -> Result<u32, PipelineError> {
-    let array: [u8; 4] =
-        bytes.try_into().map_err(|_| damaged(format!("expected 4 bytes, found {}", bytes.len())))?;
-    Ok(u32::from_be_bytes(array))
-}
-
 fn decode_pair(bytes: &[u8]) -> Result<(u32, u32), PipelineError> {
     if bytes.len() != 8 {
-        return Err(damaged(format!("expected 8 bytes, found {}", bytes.len())));
+        return Err(CODEC.damaged(format!("expected 8 bytes, found {}", bytes.len())));
     }
-    Ok((decode_u32(&bytes[..4])?, decode_u32(&bytes[4..])?))
-}
-
-fn damaged(reason: String) -> PipelineError {
-    PipelineError::DamagedState { stage: STAGE_NAME.to_owned(), reason }
+    Ok((CODEC.decode_u32(&bytes[..4])?, CODEC.decode_u32(&bytes[4..])?))
 }
 
 /// One posting.
@@ -550,12 +532,12 @@ impl<'a> IndexReader<'a> {
 
     pub(crate) fn turn_ordinal(&self, session: u32, turn: &TurnId) -> Result<Option<u32>, PipelineError> {
         let key = [TURN_TAG, &session.to_be_bytes(), turn.as_str().as_bytes()].concat();
-        self.store.get(&key)?.map(|bytes| decode_u32(&bytes)).transpose()
+        self.store.get(&key)?.map(|bytes| CODEC.decode_u32(&bytes)).transpose()
     }
 
     pub(crate) fn document_frequency(&self, term: &str) -> Result<u64, PipelineError> {
         let key = [DF_TAG, term.as_bytes()].concat();
-        Ok(self.store.get(&key)?.map(|b| decode_u64(&b)).transpose()?.unwrap_or(0))
+        Ok(self.store.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0))
     }
 
     /// Every posting of `term` in one session, in document order.
@@ -574,8 +556,9 @@ impl<'a> IndexReader<'a> {
 
     pub(crate) fn document(&self, number: u64) -> Result<IndexedDoc, PipelineError> {
         let bytes = self.store.get(&doc_key(number))?;
-        let bytes = bytes.ok_or_else(|| damaged(format!("document {number} is in a posting but missing")))?;
-        decode(&bytes)
+        let bytes =
+            bytes.ok_or_else(|| CODEC.damaged(format!("document {number} is in a posting but missing")))?;
+        CODEC.decode(&bytes)
     }
 }
 

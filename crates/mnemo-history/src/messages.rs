@@ -34,6 +34,7 @@ use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTx
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::codec::Codec;
 use crate::text::byte_prefix_lossy;
 
 /// The stage's registered name.
@@ -41,6 +42,8 @@ pub const STAGE_NAME: &str = "history-messages";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 const VERSION: u32 = 1;
+
+const CODEC: Codec = Codec::new(STAGE_NAME);
 
 /// How much of a tool result's JSON is kept and searched, in UTF-8 bytes (the reference system's
 /// `TOOL_RESULT_SCAN_CAP_BYTES`). The cut may fall inside a character, which then reads as U+FFFD.
@@ -174,7 +177,7 @@ impl Projector for HistoryMessages {
             return Ok(());
         };
         let existing = match state.get(&header_key(&session))? {
-            Some(bytes) => Some(decode::<SessionHeader>(&bytes)?),
+            Some(bytes) => Some(CODEC.decode::<SessionHeader>(&bytes)?),
             None => None,
         };
         let before = existing.clone();
@@ -197,7 +200,7 @@ impl Projector for HistoryMessages {
                 if matches!(copy.up_to, CopyBoundary::BeforeTurn(_)) {
                     // A revision joins its source's family; a branch is a session of its own.
                     header.family = match state.get(&header_key(&copy.source))? {
-                        Some(bytes) => decode::<SessionHeader>(&bytes)?.family,
+                        Some(bytes) => CODEC.decode::<SessionHeader>(&bytes)?.family,
                         None => copy.source.clone(),
                     };
                 }
@@ -211,7 +214,7 @@ impl Projector for HistoryMessages {
         }
         if before.as_ref() != Some(&header) {
             reindex(state, before.as_ref(), &header)?;
-            state.put(header_key(&session), encode(&header)?);
+            state.put(header_key(&session), CODEC.encode(&header)?);
         }
         Ok(())
     }
@@ -293,7 +296,7 @@ fn add_message(
 ) -> Result<(), PipelineError> {
     let id_key = id_key(&header.session, &message.message_id);
     let seq = match state.get(&id_key)? {
-        Some(bytes) => decode_u64(&bytes)?,
+        Some(bytes) => CODEC.decode_u64(&bytes)?,
         None => {
             let seq = header.messages;
             header.messages += 1;
@@ -304,7 +307,7 @@ fn add_message(
     if matches!(message.kind, MessageKind::User | MessageKind::Assistant) {
         header.last_message_at = header.last_message_at.max(Some(message.timestamp));
     }
-    state.put(message_key(&header.session, seq), encode(&message)?);
+    state.put(message_key(&header.session, seq), CODEC.encode(&message)?);
     Ok(())
 }
 
@@ -369,13 +372,14 @@ fn decode_recent(mut bytes: &[u8]) -> Result<Vec<Vec<u8>>, PipelineError> {
     let mut recent = Vec::new();
     while let [high, low, rest @ ..] = bytes {
         let length = usize::from(u16::from_be_bytes([*high, *low]));
-        let entry =
-            rest.get(..length).ok_or_else(|| damaged("the recent-session list is cut short".to_owned()))?;
+        let entry = rest
+            .get(..length)
+            .ok_or_else(|| CODEC.damaged("the recent-session list is cut short".to_owned()))?;
         recent.push(entry.to_vec());
         bytes = &rest[length..];
     }
     if !bytes.is_empty() {
-        return Err(damaged("the recent-session list is cut short".to_owned()));
+        return Err(CODEC.damaged("the recent-session list is cut short".to_owned()));
     }
     Ok(recent)
 }
@@ -408,34 +412,16 @@ fn freshest_key(family: &SessionId) -> Vec<u8> {
     [FRESHEST_TAG, family.as_str().as_bytes()].concat()
 }
 
-fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, PipelineError> {
-    mnemo_core::canonical_json(value).map_err(|e| damaged(e.to_string()))
-}
-
-fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, PipelineError> {
-    serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))
-}
-
-fn decode_u64(bytes: &[u8]) -> Result<u64, PipelineError> {
-    let array: [u8; 8] =
-        bytes.try_into().map_err(|_| damaged(format!("expected 8 bytes, found {}", bytes.len())))?;
-    Ok(u64::from_be_bytes(array))
-}
-
-fn damaged(reason: String) -> PipelineError {
-    PipelineError::DamagedState { stage: STAGE_NAME.to_owned(), reason }
-}
-
 /// A session's header.
 pub fn header(store: &dyn StateStore, session: &SessionId) -> Result<Option<SessionHeader>, PipelineError> {
-    store.get(&header_key(session))?.map(|bytes| decode(&bytes)).transpose()
+    store.get(&header_key(session))?.map(|bytes| CODEC.decode(&bytes)).transpose()
 }
 
 /// A session's rows in order.
 pub fn messages(store: &dyn StateStore, session: &SessionId) -> Result<Vec<VisibleMessage>, PipelineError> {
     let mut rows = Vec::new();
     let mut failure = None;
-    store.scan_prefix(&session_prefix(MESSAGE_TAG, session), &mut |_, value| match decode(value) {
+    store.scan_prefix(&session_prefix(MESSAGE_TAG, session), &mut |_, value| match CODEC.decode(value) {
         Ok(row) => {
             rows.push(row);
             true
@@ -457,8 +443,8 @@ pub fn message(
     let Some(seq) = store.get(&id_key(session, message_id))? else {
         return Ok(None);
     };
-    let seq = decode_u64(&seq)?;
-    store.get(&message_key(session, seq))?.map(|bytes| decode(&bytes)).transpose()
+    let seq = CODEC.decode_u64(&seq)?;
+    store.get(&message_key(session, seq))?.map(|bytes| CODEC.decode(&bytes)).transpose()
 }
 
 /// Whether `header` is the session that stands for its revision family ("logical session"): the
@@ -548,9 +534,9 @@ fn visit_suffix(
     let id = std::str::from_utf8(suffix.get(8..).unwrap_or_default())
         .ok()
         .and_then(|id| SessionId::new(id).ok())
-        .ok_or_else(|| damaged("the recency index holds an invalid session id".to_owned()))?;
+        .ok_or_else(|| CODEC.damaged("the recency index holds an invalid session id".to_owned()))?;
     let header = header(store, &id)?
-        .ok_or_else(|| damaged(format!("the recency index names session {id}, which has no header")))?;
+        .ok_or_else(|| CODEC.damaged(format!("the recency index names session {id}, which has no header")))?;
     Ok(!is_representative(store, &header, current)? || visit(header))
 }
 
