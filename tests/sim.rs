@@ -5,35 +5,8 @@ use mnemo_core::{
     RuntimeEvent, SessionId, TextContent, ThinkingContent, TimestampMs, ToolCallId, TurnId,
 };
 
-/// SplitMix64: tiny, fast, and the same sequence for the same seed on every platform.
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// A generator for `seed`.
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n` > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-
-    /// True with probability `percent`/100.
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
+/// The workload generator's seeded RNG, shared with the benchmark harness.
+pub use mnemo_benches::workload::Rng;
 
 /// The seed for a simulation: `MNEMO_SEED` if set (to replay a failure), else one from the clock.
 pub fn seed_from_env() -> u64 {
