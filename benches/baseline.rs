@@ -179,6 +179,29 @@ impl Baseline {
         rows.collect()
     }
 
+    /// Adds `(key, item id)` pairs to the key table in one transaction, as the reference's memory
+    /// writer stores an item's keys.
+    pub fn insert_memory_keys(&mut self, pairs: &[(String, String)]) -> rusqlite::Result<()> {
+        let tx = self.connection.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        {
+            let mut statement =
+                tx.prepare_cached("INSERT OR IGNORE INTO memory_keys (key, item_id) VALUES (?1, ?2)")?;
+            for (key, item) in pairs {
+                statement.execute(params![key, item])?;
+            }
+        }
+        tx.commit()
+    }
+
+    /// The items holding exactly `key`, at most `limit` (the reference's key search).
+    pub fn key_search(&self, key: &str, limit: u32) -> rusqlite::Result<Vec<String>> {
+        let mut statement = self
+            .connection
+            .prepare_cached("SELECT item_id FROM memory_keys WHERE key = ?1 ORDER BY item_id LIMIT ?2")?;
+        let rows = statement.query_map(params![key, limit], |row| row.get(0))?;
+        rows.collect()
+    }
+
     /// The underlying connection, for workloads that need their own statements.
     pub fn connection(&self) -> &Connection {
         &self.connection

@@ -18,6 +18,10 @@ pub const CONCURRENT_SESSIONS: u64 = 64;
 pub const CORPUS_EVENTS_PER_SESSION: u64 = 1000;
 /// Records per Mnemo append during bulk import (one atomic append each).
 pub const IMPORT_CHUNK_RECORDS: usize = 1000;
+/// Rows a history search asks for (SearchHistory's default limit).
+pub const SEARCH_ROWS: usize = 5;
+/// Rows a memory key search asks for (the memory search's default limit).
+pub const MEMORY_SEARCH_ROWS: u32 = 20;
 
 /// What to run and how big.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +38,10 @@ pub struct BenchOptions {
     pub rounds: usize,
     /// Session lengths, in events, of the history-assembly workload.
     pub assembly_sizes: Vec<u64>,
+    /// Corpus sizes, in visible messages, of the history-search workload (one store grows).
+    pub search_sizes: Vec<u64>,
+    /// Item counts of the memory key-search workload (one store grows).
+    pub memory_sizes: Vec<u64>,
     /// Seed of the workload generator.
     pub seed: u64,
 }
@@ -48,6 +56,8 @@ impl BenchOptions {
             events_per_concurrent_session: 100,
             rounds: 3,
             assembly_sizes: vec![1_000, 10_000, 100_000],
+            search_sizes: vec![10_000, 100_000, 1_000_000],
+            memory_sizes: vec![10_000, 100_000, 1_000_000],
             seed: 1,
         }
     }
@@ -61,6 +71,8 @@ impl BenchOptions {
             events_per_concurrent_session: 4,
             rounds: 1,
             assembly_sizes: vec![200, 1_000],
+            search_sizes: vec![1_000, 5_000],
+            memory_sizes: vec![1_000, 5_000],
             seed: 1,
         }
     }
@@ -188,6 +200,8 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Ben
     workloads.extend(rebuild_and_scan(&store)?);
     progress("history assembly");
     workloads.extend(crate::assembly_workload::assembly(options)?);
+    workloads.extend(crate::search_workload::search_latency(options, progress)?);
+    workloads.extend(crate::memory_workload::key_search(options, progress)?);
     Ok(BenchReport { options: options.clone(), fsync_probe, workloads })
 }
 

@@ -9,6 +9,8 @@
 mod assembly_workload;
 pub mod baseline;
 pub mod harness;
+pub mod memory_workload;
 pub mod probe;
 pub mod report;
+pub mod search_workload;
 pub mod workload;

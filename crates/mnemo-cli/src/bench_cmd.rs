@@ -33,6 +33,12 @@ pub(crate) struct BenchArgs {
     /// Seed of the workload generator.
     #[arg(long)]
     seed: Option<u64>,
+    /// Corpus sizes of the history-search workload, in messages (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    search_sizes: Option<Vec<u64>>,
+    /// Item counts of the memory key-search workload (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    memory_sizes: Option<Vec<u64>>,
 }
 
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -52,6 +58,12 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(seed) = args.seed {
         options.seed = seed;
+    }
+    if let Some(sizes) = &args.search_sizes {
+        options.search_sizes = sizes.iter().map(|n| (*n).max(1)).collect();
+    }
+    if let Some(sizes) = &args.memory_sizes {
+        options.memory_sizes = sizes.iter().map(|n| (*n).max(1)).collect();
     }
     let spinner = progress(0, "bench");
     let result = harness::run(&options, &mut |step| spinner.set_message(step.to_owned()));

@@ -8,9 +8,10 @@
 //! - `c\0{s}\0{position}` -> a valid checkpoint at the furthest coverage seen, a candidate of the
 //!   recovery selection (§4.4); candidates behind the furthest coverage are dropped.
 //! - `q\0{s}\0{position}` -> why a recorded checkpoint was quarantined (invalid shape or summary).
-//! - `h\0{s}` -> the projection head: events indexed, characters, and the resumable digest.
-//! - `e\0{s}\0{index}` -> one compactable event: identity, stream revision, size, running
-//!   characters and the digest state after it.
+//! - `h\0{s}` -> the projection head: events indexed, characters, and the resumable digest
+//!   (binary, see `Head::encode`).
+//! - `e\0{s}\0{index}` -> one compactable event (binary, see `ProjectedEntry::encode`): identity,
+//!   stream revision, size, running characters and the digest state after it.
 //! - `i\0{s}\0{event id}` -> the index of the first compactable event with that id.
 //!
 //! Architecture invariant: the view is the recovery selection of §4.4 over the candidates folded so
@@ -31,7 +32,7 @@ use crate::projection::{SourceDigester, estimated_chars, is_compactable};
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "latest-checkpoint";
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 const VIEW: &[u8] = b"v\0";
 const CANDIDATE: &[u8] = b"c\0";
@@ -70,11 +71,30 @@ enum StoredView {
 }
 
 /// The projection head of one session.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Head {
     count: u64,
     chars: u64,
-    digester: String,
+    /// The saved source digester after the last event ([`SourceDigester::to_bytes`]).
+    digester: Vec<u8>,
+}
+
+impl Head {
+    /// Count and characters (LEB128 each), then the saved digester.
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(20 + self.digester.len());
+        write_varint(&mut out, self.count);
+        write_varint(&mut out, self.chars);
+        out.extend_from_slice(&self.digester);
+        out
+    }
+
+    fn decode(mut bytes: &[u8]) -> Result<Head, PipelineError> {
+        let bytes = &mut bytes;
+        let count = read_varint(bytes)?;
+        let chars = read_varint(bytes)?;
+        Ok(Head { count, chars, digester: bytes.to_vec() })
+    }
 }
 
 /// One indexed compactable event.
@@ -100,8 +120,95 @@ pub struct ProjectedEntry {
     pub chars: u64,
     /// The sizes of every event up to and including this one.
     pub running_chars: u64,
-    /// The source digest state after this event, hex.
-    digester: String,
+    /// The saved source digester after this event.
+    digester: Vec<u8>,
+}
+
+impl ProjectedEntry {
+    /// A compact binary form, a few times smaller than JSON (an entry is stored per event): the
+    /// event, run and turn ids, role and author names (each LEB128 length and UTF-8), the partial
+    /// flag (one byte), revision, position, characters and running characters (LEB128 each), then
+    /// the saved digester.
+    fn encode(&self) -> Result<Vec<u8>, PipelineError> {
+        let mut out = Vec::with_capacity(96 + self.digester.len());
+        let role = serde_json::to_value(self.role).map_err(damaged)?;
+        let author = serde_json::to_value(self.author).map_err(damaged)?;
+        for text in [
+            self.event.as_str(),
+            self.run.as_str(),
+            self.turn.as_str(),
+            role.as_str().unwrap_or_default(),
+            author.as_str().unwrap_or_default(),
+        ] {
+            write_varint(&mut out, text.len() as u64);
+            out.extend_from_slice(text.as_bytes());
+        }
+        out.push(u8::from(self.partial));
+        for n in [self.revision.0, self.position.0, self.chars, self.running_chars] {
+            write_varint(&mut out, n);
+        }
+        out.extend_from_slice(&self.digester);
+        Ok(out)
+    }
+
+    fn decode(mut bytes: &[u8]) -> Result<ProjectedEntry, PipelineError> {
+        let bytes = &mut bytes;
+        let event = EventId::new(read_text(bytes)?).map_err(damaged)?;
+        let run = RunId::new(read_text(bytes)?).map_err(damaged)?;
+        let turn = TurnId::new(read_text(bytes)?).map_err(damaged)?;
+        let role = serde_json::from_value(serde_json::Value::String(read_text(bytes)?)).map_err(damaged)?;
+        let author = serde_json::from_value(serde_json::Value::String(read_text(bytes)?)).map_err(damaged)?;
+        let (&partial, rest) = bytes.split_first().ok_or_else(|| damaged("an entry is cut short"))?;
+        *bytes = rest;
+        let revision = StreamRevision(read_varint(bytes)?);
+        let position = Position(read_varint(bytes)?);
+        let chars = read_varint(bytes)?;
+        let running_chars = read_varint(bytes)?;
+        Ok(ProjectedEntry {
+            event,
+            run,
+            turn,
+            role,
+            author,
+            partial: partial != 0,
+            revision,
+            position,
+            chars,
+            running_chars,
+            digester: bytes.to_vec(),
+        })
+    }
+}
+
+fn write_varint(out: &mut Vec<u8>, mut n: u64) {
+    while n >= 0x80 {
+        out.push((n as u8) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
+}
+
+fn read_varint(bytes: &mut &[u8]) -> Result<u64, PipelineError> {
+    let mut value: u64 = 0;
+    for shift in (0..64).step_by(7) {
+        let (&byte, rest) = bytes.split_first().ok_or_else(|| damaged("a number is cut short"))?;
+        *bytes = rest;
+        value |= u64::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Ok(value);
+        }
+    }
+    Err(damaged("a number is longer than 64 bits"))
+}
+
+fn read_text(bytes: &mut &[u8]) -> Result<String, PipelineError> {
+    let length = usize::try_from(read_varint(bytes)?).map_err(damaged)?;
+    if length > bytes.len() {
+        return Err(damaged("a text is cut short"));
+    }
+    let (text, rest) = bytes.split_at(length);
+    *bytes = rest;
+    String::from_utf8(text.to_vec()).map_err(damaged)
 }
 
 /// Builds the stage from its configuration: the compaction policy, checked here so a bad spec
@@ -169,15 +276,15 @@ fn index_event(
     logged: &LoggedRecord,
 ) -> Result<(), PipelineError> {
     let head_key = key(HEAD, session);
-    let mut head: Head = match state.get(&head_key)? {
-        Some(bytes) => decode(&bytes)?,
+    let mut head = match state.get(&head_key)? {
+        Some(bytes) => Head::decode(&bytes)?,
         None => Head::default(),
     };
     let mut digester = if head.count == 0 { SourceDigester::new() } else { restore(&head.digester)? };
     digester.feed_event(event);
     let chars = estimated_chars(event);
     head.chars += chars;
-    head.digester = hex::encode(digester.to_bytes());
+    head.digester = digester.to_bytes();
     let entry = ProjectedEntry {
         event: event.id.clone(),
         run: event.run_id.clone(),
@@ -195,17 +302,14 @@ fn index_event(
     if state.get(&index_key)?.is_none() {
         state.put(index_key, head.count.to_be_bytes().to_vec());
     }
-    state.put(sub_key(ENTRY, session, &head.count.to_be_bytes()), encode(&entry)?);
+    state.put(sub_key(ENTRY, session, &head.count.to_be_bytes()), entry.encode()?);
     head.count += 1;
-    state.put(head_key, encode(&head)?);
+    state.put(head_key, head.encode());
     Ok(())
 }
 
-fn restore(hex_text: &str) -> Result<SourceDigester, PipelineError> {
-    hex::decode(hex_text)
-        .ok()
-        .and_then(|bytes| SourceDigester::from_bytes(&bytes))
-        .ok_or_else(|| damaged("a saved digest state does not decode"))
+fn restore(bytes: &[u8]) -> Result<SourceDigester, PipelineError> {
+    SourceDigester::from_bytes(bytes).ok_or_else(|| damaged("a saved digest state does not decode"))
 }
 
 fn fold_checkpoint(
@@ -309,7 +413,7 @@ impl<'a> IndexedProjection<'a> {
     /// The index of `session` as the store holds it now.
     pub fn open(store: &'a dyn StateStore, session: &SessionId) -> Result<Self, PipelineError> {
         let count = match store.get(&key(HEAD, session))? {
-            Some(bytes) => decode::<Head>(&bytes)?.count,
+            Some(bytes) => Head::decode(&bytes)?.count,
             None => 0,
         };
         Ok(IndexedProjection { store, session: session.clone(), count })
@@ -327,7 +431,7 @@ impl<'a> IndexedProjection<'a> {
             return None;
         }
         let bytes = self.store.get(&sub_key(ENTRY, &self.session, &index.to_be_bytes())).ok()??;
-        decode(&bytes).ok()
+        ProjectedEntry::decode(&bytes).ok()
     }
 
     /// The characters of the first `count` events.
@@ -433,6 +537,31 @@ mod tests {
         assert_eq!(projection.prefix_digest(4), Some(crate::projection::source_digest(&events[..4])));
         assert_eq!(projection.chars_through(3), 15);
         assert_eq!(view(store.as_ref(), &crate::testing::id("s9")).ok(), Some(LatestView::Uninitialised));
+    }
+
+    #[test]
+    fn entries_and_heads_round_trip_their_binary_form() {
+        let mut digester = SourceDigester::new();
+        digester.feed_event(&text_event("e1", "t1", "user", "hello"));
+        let entry = ProjectedEntry {
+            event: EventId::new("ev:1/ü").unwrap_or_else(|e| panic!("{e}")),
+            run: RunId::new("run-1").unwrap_or_else(|e| panic!("{e}")),
+            turn: TurnId::new("t1").unwrap_or_else(|e| panic!("{e}")),
+            role: Role::Tool,
+            author: Author::Host,
+            partial: true,
+            revision: StreamRevision(300),
+            position: Position(1 << 40),
+            chars: 0,
+            running_chars: u64::MAX,
+            digester: digester.to_bytes(),
+        };
+        let bytes = entry.encode().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(ProjectedEntry::decode(&bytes).ok(), Some(entry));
+        assert!(ProjectedEntry::decode(&bytes[..3]).is_err(), "a cut entry is damaged state");
+        let head = Head { count: 129, chars: 5, digester: digester.to_bytes() };
+        assert_eq!(Head::decode(&head.encode()).ok(), Some(head));
+        assert!(Head::decode(&[0x80]).is_err());
     }
 
     #[test]

@@ -18,16 +18,16 @@
 //!   each), then BM25 `k1` and `b` in thousandths (u32 BE each);
 //! - `o\0<session>` -> the session's ordinal and its next turn ordinal (u32 BE each);
 //! - `u\0<session ordinal u32 BE><turn>` -> the turn's ordinal in its session (u32 BE, from 1);
-//! - `q\0<session ordinal u32 BE><term>` -> how many posting blocks the pair has and how many
-//!   postings the last holds (u32 BE each);
-//! - `p\0<session ordinal u32 BE><term>\0<block u32 BE>` -> up to [`POSTING_BLOCK_ENTRIES_MAX`]
-//!   postings in document order, each document number (LEB128 u64), term frequency, document length
-//!   and turn ordinal (0 for a title) (LEB128 u32 each);
+//! - `p\0<session ordinal u32 BE><term>\0<block u32 BE>` -> a flag byte (1: another block of the
+//!   pair follows, 0: this is the last), then up to [`POSTING_BLOCK_ENTRIES_MAX`] postings in
+//!   document order, each the gap from the block's previous document number (the number itself
+//!   for the first; LEB128 u64), term frequency, document length and turn ordinal (0 for a title)
+//!   (LEB128 u32 each). Blocks are numbered from 0; a query reads them in turn up to the last;
 //! - `f\0<term>` -> how many documents hold the term (u64 BE);
 //! - `d\0<document u64 BE>` -> [`IndexedDoc`] (canonical JSON);
 //! - `k\0<session>\0<message id>` and `t\0<session>` -> the document of a message, of a title.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use mnemo_core::{Record, SessionId, TimestampMs, TurnId};
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
@@ -42,7 +42,7 @@ use crate::text::term_counts;
 pub const STAGE_NAME: &str = "history-search";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -57,7 +57,6 @@ const STATS_KEY: &[u8] = b"s";
 const SESSION_TAG: &[u8] = b"o\0";
 const TURN_TAG: &[u8] = b"u\0";
 const POSTING_TAG: &[u8] = b"p\0";
-const POSTING_META_TAG: &[u8] = b"q\0";
 
 /// Most postings in one block of a (session, term) pair.
 pub const POSTING_BLOCK_ENTRIES_MAX: u32 = 128;
@@ -201,13 +200,21 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
         }
         *slot = (number * 1000.0).round() as u32;
     }
-    Ok(Box::new(HistorySearchIndex { bm25 }))
+    Ok(Box::new(HistorySearchIndex { bm25, cache: WriteCache::default() }))
 }
 
 /// The projector.
+///
+/// Between two commits it keeps the values it writes most decoded in memory (the statistics,
+/// document frequencies, session ordinals, and the last posting block of each (session, term)
+/// pair it touched) and writes each changed one once, in `before_commit`. A message touches a few
+/// dozen of these values; reading, decoding, encoding and writing each of them again for every
+/// message dominated a rebuild. What is written does not depend on where commits fall: the cache
+/// only defers writes of final values.
 #[derive(Debug, Default)]
 pub struct HistorySearchIndex {
     bm25: Bm25,
+    cache: WriteCache,
 }
 
 impl Projector for HistorySearchIndex {
@@ -228,44 +235,120 @@ impl Projector for HistorySearchIndex {
             Record::SessionFlagsChanged(changed) => changed.title.as_ref(),
             Record::RuntimeEvent(event) => {
                 if let Some(message) = messages::project(event, logged.position) {
-                    let mut writer = Writer::open(state, self.bm25)?;
-                    writer.index_message(&session, &message)?;
-                    writer.finish();
+                    self.writer(state)?.index_message(&session, &message)?;
                 }
                 return Ok(());
             }
             _ => None,
         };
         if let Some(title) = title {
-            let mut writer = Writer::open(state, self.bm25)?;
-            writer.index_title(&session, title)?;
-            writer.finish();
+            self.writer(state)?.index_title(&session, title)?;
+        }
+        Ok(())
+    }
+
+    fn before_commit(&mut self, state: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        std::mem::take(&mut self.cache).flush(state)
+    }
+}
+
+impl HistorySearchIndex {
+    fn writer<'t, 's>(&'t mut self, state: &'t mut StateTxn<'s>) -> Result<Writer<'t, 's>, PipelineError> {
+        if self.cache.stats.is_none() {
+            let before = state.get(STATS_KEY)?.map(|bytes| IndexStats::decode(&bytes)).transpose()?;
+            let mut now = before.unwrap_or_default();
+            now.bm25 = self.bm25;
+            self.cache.stats = Some((before, now));
+        }
+        Ok(Writer { state, cache: &mut self.cache })
+    }
+}
+
+/// What the stage has decoded since its last commit (see [`HistorySearchIndex`]).
+#[derive(Debug, Default)]
+struct WriteCache {
+    /// The statistics as stored and as they are now; `None` until a record needs them.
+    stats: Option<(Option<IndexStats>, IndexStats)>,
+    /// Document frequencies as stored and as they are now.
+    df: HashMap<String, (u64, u64)>,
+    sessions: HashMap<SessionId, SessionSlot>,
+    tails: HashMap<(u32, String), Tail>,
+}
+
+/// A session's ordinals.
+#[derive(Debug)]
+struct SessionSlot {
+    ordinal: u32,
+    next_turn: u32,
+    /// The turn of the session's last message and its ordinal: most messages continue a turn.
+    last_turn: Option<(TurnId, u32)>,
+    changed: bool,
+}
+
+/// The last posting block of a (session, term) pair.
+#[derive(Debug, Default)]
+struct Tail {
+    block: u32,
+    postings: u32,
+    last_doc: u64,
+    /// The encoded postings (without the block's leading flag).
+    bytes: Vec<u8>,
+    changed: bool,
+}
+
+impl WriteCache {
+    fn stats(&mut self) -> Result<&mut IndexStats, PipelineError> {
+        // `HistorySearchIndex::writer` loads the statistics before any writer exists.
+        self.stats.as_mut().map(|(_, now)| now).ok_or_else(|| CODEC.damaged("statistics not loaded"))
+    }
+
+    /// Writes every changed value into `state`.
+    fn flush(self, state: &mut StateTxn<'_>) -> Result<(), PipelineError> {
+        if let Some((before, now)) = self.stats
+            && before != Some(now)
+        {
+            state.put(STATS_KEY.to_vec(), now.encode());
+        }
+        for (term, (before, now)) in self.df {
+            if before != now {
+                let key = [DF_TAG, term.as_bytes()].concat();
+                if now == 0 { state.delete(key) } else { state.put(key, now.to_be_bytes().to_vec()) }
+            }
+        }
+        for (session, slot) in self.sessions {
+            if slot.changed {
+                let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
+                state.put(key, [slot.ordinal.to_be_bytes(), slot.next_turn.to_be_bytes()].concat());
+            }
+        }
+        for ((ordinal, term), tail) in self.tails {
+            if tail.changed {
+                state.put(posting_block_key(ordinal, &term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
+            }
         }
         Ok(())
     }
 }
 
+/// The first byte of a posting block: whether another block of the pair follows. Readers stop at
+/// the last block without a lookup that misses.
+const MORE_BLOCKS: u8 = 1;
+const LAST_BLOCK: u8 = 0;
+
+fn block_value(flag: u8, postings: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(postings.len() + 1);
+    value.push(flag);
+    value.extend_from_slice(postings);
+    value
+}
+
 /// The index's state during one fold step.
 struct Writer<'t, 's> {
     state: &'t mut StateTxn<'s>,
-    stats: IndexStats,
-    before: Option<IndexStats>,
+    cache: &'t mut WriteCache,
 }
 
-impl<'t, 's> Writer<'t, 's> {
-    fn open(state: &'t mut StateTxn<'s>, bm25: Bm25) -> Result<Self, PipelineError> {
-        let before = state.get(STATS_KEY)?.map(|bytes| IndexStats::decode(&bytes)).transpose()?;
-        let mut stats = before.unwrap_or_default();
-        stats.bm25 = bm25;
-        Ok(Writer { state, stats, before })
-    }
-
-    fn finish(self) {
-        if self.before != Some(self.stats) {
-            self.state.put(STATS_KEY.to_vec(), self.stats.encode());
-        }
-    }
-
+impl Writer<'_, '_> {
     fn index_title(&mut self, session: &SessionId, title: &str) -> Result<(), PipelineError> {
         let key = [TITLE_DOC_TAG, session.as_str().as_bytes()].concat();
         let doc = IndexedDoc {
@@ -314,14 +397,15 @@ impl<'t, 's> Writer<'t, 's> {
             return Ok(());
         }
         let (ordinal, turn) = self.ordinals(&doc.session, doc.turn_id.as_ref())?;
-        let number = self.stats.next_doc;
-        self.stats.next_doc += 1;
-        self.stats.docs += 1;
-        self.stats.terms += u64::from(length);
-        for (term, frequency) in &counts {
-            let posting = Posting { doc: number, frequency: *frequency, length, turn };
+        let stats = self.cache.stats()?;
+        let number = stats.next_doc;
+        stats.next_doc += 1;
+        stats.docs += 1;
+        stats.terms += u64::from(length);
+        for (term, frequency) in counts {
+            let posting = Posting { doc: number, frequency, length, turn };
+            self.add_df(&term, 1)?;
             self.add_posting(ordinal, term, posting)?;
-            self.add_df(term, 1)?;
         }
         self.state.put(doc_key(number), CODEC.encode(&doc)?);
         self.state.put(key, number.to_be_bytes().to_vec());
@@ -339,105 +423,137 @@ impl<'t, 's> Writer<'t, 's> {
             self.remove_posting(ordinal, term, number)?;
             self.add_df(term, -1)?;
         }
-        self.stats.docs -= 1;
-        self.stats.terms -= u64::from(length);
+        let stats = self.cache.stats()?;
+        stats.docs -= 1;
+        stats.terms -= u64::from(length);
         self.state.delete(doc_key(number));
         Ok(())
     }
 
-    /// Appends a posting to the pair's last block, starting a new block when it is full.
-    fn add_posting(&mut self, ordinal: u32, term: &str, posting: Posting) -> Result<(), PipelineError> {
-        let meta_key = posting_meta_key(ordinal, term);
-        let (mut blocks, mut filled) = match self.state.get(&meta_key)? {
-            Some(bytes) => decode_pair(&bytes)?,
-            None => (0, 0),
+    /// The pair's last block, from the cache or else found by following the stored blocks.
+    fn tail(&mut self, ordinal: u32, term: String) -> Result<&mut Tail, PipelineError> {
+        use std::collections::hash_map::Entry;
+        let entry = match self.cache.tails.entry((ordinal, term)) {
+            Entry::Occupied(occupied) => return Ok(occupied.into_mut()),
+            Entry::Vacant(vacant) => vacant,
         };
-        let mut block = Vec::new();
-        if blocks == 0 || filled == POSTING_BLOCK_ENTRIES_MAX {
-            blocks += 1;
-            filled = 0;
-        } else {
-            block = self.state.get(&posting_block_key(ordinal, term, blocks - 1))?.unwrap_or_default();
+        let term = &entry.key().1;
+        let mut tail = Tail::default();
+        while let Some(value) = self.state.get(&posting_block_key(ordinal, term, tail.block))? {
+            let (flag, postings) = decode_block(&value)?;
+            if flag == MORE_BLOCKS {
+                tail.block += 1;
+                continue;
+            }
+            tail.postings = postings.len() as u32;
+            tail.last_doc = postings.last().map_or(0, |p| p.doc);
+            tail.bytes = value[1..].to_vec();
+            break;
         }
-        posting.encode(&mut block);
-        filled += 1;
-        self.state.put(posting_block_key(ordinal, term, blocks - 1), block);
-        self.state.put(meta_key, [blocks.to_be_bytes(), filled.to_be_bytes()].concat());
+        Ok(entry.insert(tail))
+    }
+
+    /// Appends a posting to the pair's last block, starting a new block when it is full.
+    fn add_posting(&mut self, ordinal: u32, term: String, posting: Posting) -> Result<(), PipelineError> {
+        let key_term = term.clone();
+        let tail = self.tail(ordinal, term)?;
+        if tail.postings == POSTING_BLOCK_ENTRIES_MAX {
+            let full = block_value(MORE_BLOCKS, &tail.bytes);
+            let block = tail.block;
+            *tail = Tail { block: block + 1, ..Tail::default() };
+            self.state.put(posting_block_key(ordinal, &key_term, block), full);
+        }
+        let tail = self.tail(ordinal, key_term)?;
+        posting.encode(tail.last_doc, &mut tail.bytes);
+        tail.last_doc = posting.doc;
+        tail.postings += 1;
+        tail.changed = true;
         Ok(())
     }
 
     /// Removes a document's posting from the pair's blocks. A block may be left short (or empty),
     /// so block numbers never move.
     fn remove_posting(&mut self, ordinal: u32, term: &str, number: u64) -> Result<(), PipelineError> {
-        let meta_key = posting_meta_key(ordinal, term);
-        let (blocks, filled) = match self.state.get(&meta_key)? {
-            Some(bytes) => decode_pair(&bytes)?,
-            None => {
-                return Err(CODEC.damaged(format!("no postings of {term:?} in session ordinal {ordinal}")));
-            }
-        };
-        for block_number in 0..blocks {
-            let key = posting_block_key(ordinal, term, block_number);
-            let postings = decode_block(&self.state.get(&key)?.unwrap_or_default())?;
+        // The stored blocks are read below: the cached last block goes to the state first.
+        if let Some(tail) = self.cache.tails.remove(&(ordinal, term.to_owned()))
+            && tail.changed
+        {
+            self.state.put(posting_block_key(ordinal, term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
+        }
+        let mut block_number = 0;
+        while let Some(value) = self.state.get(&posting_block_key(ordinal, term, block_number))? {
+            let (flag, postings) = decode_block(&value)?;
             if postings.iter().any(|p| p.doc == number) {
-                let mut block = Vec::new();
-                postings.iter().filter(|p| p.doc != number).for_each(|p| p.encode(&mut block));
-                self.state.put(key, block);
-                if block_number + 1 == blocks {
-                    self.state.put(meta_key, [blocks.to_be_bytes(), (filled - 1).to_be_bytes()].concat());
-                }
+                let kept: Vec<Posting> = postings.into_iter().filter(|p| p.doc != number).collect();
+                self.state.put(posting_block_key(ordinal, term, block_number), encode_block(flag, &kept));
                 return Ok(());
             }
+            if flag == LAST_BLOCK {
+                break;
+            }
+            block_number += 1;
         }
-        Err(CODEC.damaged(format!("document {number} has no posting of {term:?}")))
+        Err(CODEC.damaged(format!("document {number} has no posting of {term:?} in session ordinal {ordinal}")))
     }
 
     fn add_df(&mut self, term: &str, delta: i64) -> Result<(), PipelineError> {
-        let key = [DF_TAG, term.as_bytes()].concat();
-        let current = self.state.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0);
-        let next = current
-            .checked_add_signed(delta)
-            .ok_or_else(|| CODEC.damaged(format!("df of {term:?} underflows")))?;
-        if next == 0 {
-            self.state.delete(key);
-        } else {
-            self.state.put(key, next.to_be_bytes().to_vec());
-        }
+        let slot = match self.cache.df.get_mut(term) {
+            Some(slot) => slot,
+            None => {
+                let key = [DF_TAG, term.as_bytes()].concat();
+                let stored = self.state.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0);
+                self.cache.df.entry(term.to_owned()).or_insert((stored, stored))
+            }
+        };
+        slot.1 =
+            slot.1.checked_add_signed(delta).ok_or_else(|| CODEC.damaged(format!("df of {term:?} underflows")))?;
         Ok(())
     }
 
     /// The session's ordinal and the turn's (0 without a turn), assigning new ones as needed.
     fn ordinals(&mut self, session: &SessionId, turn: Option<&TurnId>) -> Result<(u32, u32), PipelineError> {
-        let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
-        let (ordinal, mut next_turn) = match self.state.get(&key)? {
-            Some(bytes) => decode_pair(&bytes)?,
-            None => {
-                let ordinal = u32::try_from(self.stats.next_session)
-                    .map_err(|_| CODEC.damaged("more than 2^32 sessions".to_owned()))?;
-                self.stats.next_session += 1;
-                (ordinal, 1)
-            }
-        };
-        let mut turn_ordinal = 0;
-        if let Some(turn) = turn {
-            let turn_key = [TURN_TAG, &ordinal.to_be_bytes(), turn.as_str().as_bytes()].concat();
-            turn_ordinal = match self.state.get(&turn_key)? {
-                Some(bytes) => CODEC.decode_u32(&bytes)?,
+        if !self.cache.sessions.contains_key(session) {
+            let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
+            let slot = match self.state.get(&key)? {
+                Some(bytes) => {
+                    let (ordinal, next_turn) = decode_pair(&bytes)?;
+                    SessionSlot { ordinal, next_turn, last_turn: None, changed: false }
+                }
                 None => {
-                    let assigned = next_turn;
-                    next_turn += 1;
-                    self.state.put(turn_key, assigned.to_be_bytes().to_vec());
-                    assigned
+                    let stats = self.cache.stats()?;
+                    let ordinal = u32::try_from(stats.next_session)
+                        .map_err(|_| CODEC.damaged("more than 2^32 sessions".to_owned()))?;
+                    stats.next_session += 1;
+                    SessionSlot { ordinal, next_turn: 1, last_turn: None, changed: true }
                 }
             };
+            self.cache.sessions.insert(session.clone(), slot);
         }
-        self.state.put(key, [ordinal.to_be_bytes(), next_turn.to_be_bytes()].concat());
-        Ok((ordinal, turn_ordinal))
+        let Some(slot) = self.cache.sessions.get_mut(session) else {
+            return Err(CODEC.damaged(format!("session {session} has no ordinal")));
+        };
+        let Some(turn) = turn else {
+            return Ok((slot.ordinal, 0));
+        };
+        if let Some((last, ordinal)) = &slot.last_turn
+            && last == turn
+        {
+            return Ok((slot.ordinal, *ordinal));
+        }
+        let turn_key = [TURN_TAG, &slot.ordinal.to_be_bytes(), turn.as_str().as_bytes()].concat();
+        let turn_ordinal = match self.state.get(&turn_key)? {
+            Some(bytes) => CODEC.decode_u32(&bytes)?,
+            None => {
+                let assigned = slot.next_turn;
+                slot.next_turn += 1;
+                slot.changed = true;
+                self.state.put(turn_key, assigned.to_be_bytes().to_vec());
+                assigned
+            }
+        };
+        slot.last_turn = Some((turn.clone(), turn_ordinal));
+        Ok((slot.ordinal, turn_ordinal))
     }
-}
-
-fn posting_meta_key(ordinal: u32, term: &str) -> Vec<u8> {
-    [POSTING_META_TAG, &ordinal.to_be_bytes(), term.as_bytes()].concat()
 }
 
 fn posting_block_key(ordinal: u32, term: &str, block: u32) -> Vec<u8> {
@@ -469,14 +585,31 @@ fn read_varint(bytes: &mut &[u8]) -> Option<u64> {
     None
 }
 
-fn decode_block(mut bytes: &[u8]) -> Result<Vec<Posting>, PipelineError> {
+/// A block's flag and postings.
+fn decode_block(bytes: &[u8]) -> Result<(u8, Vec<Posting>), PipelineError> {
+    let damaged = || CODEC.damaged("a posting block does not decode".to_owned());
+    let (&flag, mut rest) = bytes.split_first().ok_or_else(damaged)?;
+    if flag != MORE_BLOCKS && flag != LAST_BLOCK {
+        return Err(damaged());
+    }
     let mut postings = Vec::new();
-    while !bytes.is_empty() {
-        let posting = Posting::decode(&mut bytes)
-            .ok_or_else(|| CODEC.damaged("a posting block does not decode".to_owned()))?;
+    let mut previous = 0;
+    while !rest.is_empty() {
+        let posting = Posting::decode(previous, &mut rest).ok_or_else(damaged)?;
+        previous = posting.doc;
         postings.push(posting);
     }
-    Ok(postings)
+    Ok((flag, postings))
+}
+
+fn encode_block(flag: u8, postings: &[Posting]) -> Vec<u8> {
+    let mut bytes = vec![flag];
+    let mut previous = 0;
+    for posting in postings {
+        posting.encode(previous, &mut bytes);
+        previous = posting.doc;
+    }
+    bytes
 }
 
 fn decode_pair(bytes: &[u8]) -> Result<(u32, u32), PipelineError> {
@@ -497,15 +630,17 @@ pub(crate) struct Posting {
 }
 
 impl Posting {
-    fn encode(&self, out: &mut Vec<u8>) {
-        write_varint(out, self.doc);
+    /// Encodes the posting after one for document `previous` (0 for a block's first): documents
+    /// in a block ascend, so the gap is small and its LEB128 short.
+    fn encode(&self, previous: u64, out: &mut Vec<u8>) {
+        write_varint(out, self.doc - previous);
         for n in [self.frequency, self.length, self.turn] {
             write_varint(out, u64::from(n));
         }
     }
 
-    fn decode(bytes: &mut &[u8]) -> Option<Posting> {
-        let doc = read_varint(bytes)?;
+    fn decode(previous: u64, bytes: &mut &[u8]) -> Option<Posting> {
+        let doc = previous.checked_add(read_varint(bytes)?)?;
         let mut small = || read_varint(bytes).and_then(|n| u32::try_from(n).ok());
         Some(Posting { doc, frequency: small()?, length: small()?, turn: small()? })
     }
@@ -540,16 +675,18 @@ impl<'a> IndexReader<'a> {
         Ok(self.store.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0))
     }
 
-    /// Every posting of `term` in one session, in document order.
+    /// Every posting of `term` in one session, in document order: the pair's blocks from the
+    /// first until the one flagged last.
     pub(crate) fn postings(&self, session: u32, term: &str) -> Result<Vec<Posting>, PipelineError> {
-        let Some(meta) = self.store.get(&posting_meta_key(session, term))? else {
-            return Ok(Vec::new());
-        };
-        let (blocks, _) = decode_pair(&meta)?;
         let mut postings = Vec::new();
-        for block in 0..blocks {
-            let bytes = self.store.get(&posting_block_key(session, term, block))?.unwrap_or_default();
-            postings.extend(decode_block(&bytes)?);
+        let mut block = 0;
+        while let Some(bytes) = self.store.get(&posting_block_key(session, term, block))? {
+            let (flag, found) = decode_block(&bytes)?;
+            postings.extend(found);
+            if flag == LAST_BLOCK {
+                break;
+            }
+            block += 1;
         }
         Ok(postings)
     }
@@ -581,12 +718,16 @@ mod tests {
             assert!(slice.is_empty());
         }
         assert_eq!(read_varint(&mut [0x80u8].as_slice()), None);
-        let posting = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0 };
-        let mut block = Vec::new();
-        posting.encode(&mut block);
-        posting.encode(&mut block);
-        assert_eq!(decode_block(&block).unwrap(), [posting, posting]);
-        assert!(decode_block(&[0xff]).is_err());
+        let first = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0 };
+        let second = Posting { doc: (1 << 40) + 5, frequency: 1, length: 7, turn: 2 };
+        let block = encode_block(MORE_BLOCKS, &[first, second]);
+        // The second document is stored as its gap from the first: one byte.
+        assert_eq!(block[1 + 6 + 1 + 2 + 1], 5);
+        assert_eq!(decode_block(&block).unwrap(), (MORE_BLOCKS, vec![first, second]));
+        assert_eq!(decode_block(&[LAST_BLOCK]).unwrap(), (LAST_BLOCK, vec![]));
+        assert!(decode_block(&[]).is_err());
+        assert!(decode_block(&[7]).is_err());
+        assert!(decode_block(&[LAST_BLOCK, 0xff]).is_err());
     }
 
     #[test]

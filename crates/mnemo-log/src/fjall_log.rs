@@ -9,7 +9,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use fjall::{Database, Keyspace, KeyspaceCreateOptions};
+use fjall::config::CompressionPolicy;
+use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
@@ -297,7 +298,12 @@ impl Drop for FjallLog {
 
 /// Options for every keyspace of a store, the projections' included: a bounded memtable.
 pub fn keyspace_options() -> KeyspaceCreateOptions {
-    KeyspaceCreateOptions::default().max_memtable_size(MEMTABLE_BYTES_MAX)
+    // Every level's data blocks are compressed (fjall's default leaves the first two levels, where
+    // a store of a few million events keeps most of its data, uncompressed): event text and the
+    // stages' copies of it compress well, and a block read costs a decompression of a few KiB.
+    KeyspaceCreateOptions::default()
+        .max_memtable_size(MEMTABLE_BYTES_MAX)
+        .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), LogError> {

@@ -31,4 +31,6 @@ pub const MEMTABLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
 pub const BLOCK_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// Journal bytes kept before the storage engine flushes memtables so it can drop old journals.
-pub const JOURNAL_BYTES_MAX: u64 = 256 * 1024 * 1024;
+/// The journal holds what the memtables hold, so this also bounds their memory; and it counts
+/// towards the store's size on disk until it is trimmed.
+pub const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
