@@ -83,8 +83,10 @@ pub fn table(report: &BenchReport) -> String {
         "-".repeat(30)
     ));
     for w in &report.workloads {
+        // Latencies in milliseconds can be well under one: they keep three decimals.
+        let decimals = if w.unit == "ms" { 3 } else { 1 };
         out.push_str(&format!(
-            "| {:<28} | {:>14.1} | {:>14.1} | {:>7.2}x | {:<6} | {}; vs {}; {} |\n",
+            "| {:<28} | {:>14.decimals$} | {:>14.decimals$} | {:>7.2}x | {:<6} | {}; vs {}; {} |\n",
             w.name,
             w.mnemo,
             w.baseline,
