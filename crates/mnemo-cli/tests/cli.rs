@@ -158,3 +158,33 @@ fn the_demo_runs_and_verifies() {
         .unwrap();
     assert_eq!(code(&used), 2, "a used demo directory is refused");
 }
+
+#[test]
+fn import_detects_the_format_and_export_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let codex = concat!(env!("CARGO_MANIFEST_DIR"), "/../mnemo/tests/fixtures/import/codex-rollout.jsonl");
+    let import = mnemo(&first, &["import", codex, SAMPLE]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    let printed = String::from_utf8_lossy(&import.stdout);
+    assert!(printed.contains("codex format (detected)"), "{printed}");
+    assert!(printed.contains("skipped 2 × turn_context"), "{printed}");
+
+    let exported = dir.path().join("export.jsonl");
+    let export = mnemo(&first, &["export", "--out", exported.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&export), 0, "{}", stderr(&export));
+    assert_eq!(stdout_json(&export)["sessions"], 2);
+    let import = mnemo(&second, &["import", exported.to_str().unwrap(), "--format", "mnemo"]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    let again = mnemo(&second, &["export"]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(again.stdout, std::fs::read(&exported).unwrap());
+
+    let wrong = mnemo(&second, &["import", codex, "--format", "claude-code"]);
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    assert!(
+        stderr(&wrong).contains("codex-rollout.jsonl:1: no line is a claude-code conversation line"),
+        "{}",
+        stderr(&wrong)
+    );
+}

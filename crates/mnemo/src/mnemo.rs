@@ -17,7 +17,7 @@ use mnemo_pipeline::{
 use tracing::info_span;
 
 use crate::error::Error;
-use crate::transcript::{Transcript, parse_transcript};
+use crate::transcript::Transcript;
 
 /// How long a read waits for the projections to catch up with the log before giving up.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -60,6 +60,10 @@ pub struct ImportReport {
     pub records: usize,
     /// First and last position appended (none for an empty file).
     pub positions: Option<(Position, Position)>,
+    /// The format the file was read as (what `auto` chose, when it chose).
+    pub format: crate::import::ImportFormat,
+    /// Lines (or content blocks) of types the importer does not import, counted by type.
+    pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
 /// One envelope as `log` shows it.
@@ -210,6 +214,17 @@ impl Mnemo {
         records: &[Record],
         timestamp: Option<TimestampMs>,
     ) -> Result<Appended, Error> {
+        self.append_with(stream, expected, records, timestamp, self.durability())
+    }
+
+    fn append_with(
+        &self,
+        stream: &StreamId,
+        expected: ExpectedRevision,
+        records: &[Record],
+        timestamp: Option<TimestampMs>,
+        durability: Durability,
+    ) -> Result<Appended, Error> {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
         let mut encoded = Vec::with_capacity(records.len());
         for record in records {
@@ -228,7 +243,7 @@ impl Mnemo {
             });
         }
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
-        request.durability = self.durability();
+        request.durability = durability;
         request.timestamp = timestamp;
         match self.log.append(request)? {
             AppendOutcome::Appended(appended) => Ok(appended),
@@ -241,21 +256,37 @@ impl Mnemo {
     /// Imports a transcript in the mnemo format. The whole file is validated first; a bad line appends
     /// nothing. Sessions in the file must be new to the store.
     pub fn import_transcript(&self, bytes: &[u8], source: &str) -> Result<ImportReport, Error> {
-        let _span = info_span!("import", source).entered();
-        let transcript = parse_transcript(bytes, source)?;
-        self.check_sessions_are_new(&transcript)?;
+        self.import(bytes, source, crate::import::ImportFormat::Mnemo)
+    }
+
+    /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
+    /// converted and validated first; a bad line appends nothing. Sessions must be new to the store.
+    pub fn import(
+        &self,
+        bytes: &[u8],
+        source: &str,
+        format: crate::import::ImportFormat,
+    ) -> Result<ImportReport, Error> {
+        let _span = info_span!("import", source, format = format.name()).entered();
+        let parsed = crate::import::parse_import(bytes, source, format)?;
+        let transcript = &parsed.transcript;
+        self.check_sessions_are_new(transcript)?;
         let mut positions: Option<(Position, Position)> = None;
-        for (session, records) in &transcript.sessions {
+        let chunks = import_chunks(transcript);
+        let chunk_count = chunks.len();
+        let mut expected = (None, ExpectedRevision::NoStream);
+        for (index, (session, chunk)) in chunks.into_iter().enumerate() {
             let stream = StreamId::session(session);
-            let mut expected = ExpectedRevision::NoStream;
-            for chunk in records.chunks(APPEND_RECORDS_MAX) {
-                let batch: Vec<Record> = chunk.iter().map(|r| r.record.clone()).collect();
-                let timestamp = chunk.last().map(|r| r.timestamp);
-                let appended = self.append_at(&stream, expected, &batch, timestamp)?;
-                expected = ExpectedRevision::Exact(appended.last_revision);
-                positions =
-                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
+            if expected.0 != Some(session) {
+                expected = (Some(session), ExpectedRevision::NoStream);
             }
+            let batch: Vec<Record> = chunk.iter().map(|r| r.record.clone()).collect();
+            let timestamp = chunk.last().map(|r| r.timestamp);
+            // Only the last append waits for the disk: persisting it persists every earlier one.
+            let durability = if index + 1 == chunk_count { self.durability() } else { Durability::Buffered };
+            let appended = self.append_with(&stream, expected.1, &batch, timestamp, durability)?;
+            expected.1 = ExpectedRevision::Exact(appended.last_revision);
+            positions = Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
         }
         if let Some((_, last)) = positions {
             self.catch_up_to(last)?;
@@ -266,6 +297,8 @@ impl Mnemo {
             sessions: transcript.sessions.len(),
             records: transcript.record_count(),
             positions,
+            format: parsed.format,
+            skipped: parsed.skipped,
         })
     }
 
@@ -446,6 +479,26 @@ impl Mnemo {
     pub(crate) fn durability(&self) -> Durability {
         self.durability
     }
+}
+
+/// How an import's records are appended: each session's records in order, in batches of at most
+/// [`APPEND_RECORDS_MAX`]. A batch shares one append time (its last record's), so a record that is
+/// not an event (a session, turn end, flags or archive line, whose time lives only in its
+/// envelope) closes its batch: its envelope then carries its own time, and an export writes back
+/// exactly the time the file gave.
+fn import_chunks(transcript: &Transcript) -> Vec<(&SessionId, &[crate::transcript::TranscriptRecord])> {
+    let mut chunks = Vec::new();
+    for (session, records) in &transcript.sessions {
+        let mut start = 0;
+        for (index, record) in records.iter().enumerate() {
+            let full = index + 1 - start == APPEND_RECORDS_MAX;
+            if full || !matches!(record.record, Record::RuntimeEvent(_)) || index + 1 == records.len() {
+                chunks.push((session, &records[start..=index]));
+                start = index + 1;
+            }
+        }
+    }
+    chunks
 }
 
 fn start_pipeline(
