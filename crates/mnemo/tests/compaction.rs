@@ -656,3 +656,55 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
     assert!(error.contains("malformed_summary_too_small_for_fold"), "{error}");
 }
+
+/// A summarizer that answers only once its gate opens.
+#[derive(Debug)]
+struct Gated {
+    text: String,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl Summarizer for Gated {
+    fn identity(&self) -> SummarizerIdentity {
+        SummarizerIdentity { name: "gated".to_owned(), prompt_version: "1".to_owned() }
+    }
+    fn summarize<'a>(&'a self, _: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+        Box::pin(async move {
+            self.gate.notified().await;
+            Ok(SummaryResponse { text: self.text.clone(), finish: FinishReason::Stop })
+        })
+    }
+}
+
+#[test]
+fn a_write_superseded_while_summarizing_fails_open_as_write_failed_and_records_nothing() {
+    // Two compactions of one session race: the second records first, so the first's candidate
+    // (same coverage, not its successor) is refused by the replacement rule before persistence.
+    let (_dir, mnemo) = store(10, "");
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let slow = Arc::new(Gated { text: GOOD.to_owned(), gate: Arc::clone(&gate) });
+    let slow_options = CompactOptions { summarizer: Some(slow), ..CompactOptions::default() };
+    let fast = Scripted::text(&GOOD.replace("Continue with", "Carry on with"));
+    let fast_options = CompactOptions { summarizer: Some(fast), ..CompactOptions::default() };
+    let session = sid();
+    let (slow_outcome, fast_outcome) = block_on(async {
+        let slow = mnemo.compact(&session, &slow_options);
+        let fast = async {
+            let outcome = mnemo.compact(&session, &fast_options).await;
+            gate.notify_one();
+            outcome
+        };
+        tokio::join!(slow, fast)
+    });
+    let recorded = fast_outcome.unwrap().recorded.expect("the first to reach the ledger records");
+    let slow_outcome = slow_outcome.unwrap();
+    assert!(slow_outcome.recorded.is_none());
+    let diagnostics = &slow_outcome.history.diagnostics;
+    assert_eq!(diagnostics.decision, Decision::FailedOpen);
+    assert_eq!(diagnostics.fail_open_reason.as_deref(), Some("write_failed"));
+    assert_eq!(slow_outcome.history.notes[0].kind, "context_compaction_failed_open");
+    let records = checkpoint_records(&mnemo);
+    assert_eq!(records.len(), 1, "only the winner is in the log");
+    assert_eq!(records[0].checkpoint, recorded.checkpoint.checkpoint);
+    assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
+}
