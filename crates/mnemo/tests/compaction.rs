@@ -708,3 +708,21 @@ fn a_write_superseded_while_summarizing_fails_open_as_write_failed_and_records_n
     assert_eq!(records[0].checkpoint, recorded.checkpoint.checkpoint);
     assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
 }
+
+#[test]
+fn a_checkpoint_appended_by_the_host_is_what_the_next_write_is_checked_against() {
+    let (_dir, mnemo) = store(10, "");
+    compact(&mnemo).recorded.expect("the coordinator now caches this checkpoint");
+    append_turns(&mnemo, 10, 3);
+    // The same session in another store, compacted over the longer history: a valid checkpoint that
+    // supersedes the first, appended here by the host itself rather than through the coordinator.
+    let (_other_dir, other) = store(10, "");
+    append_turns(&other, 10, 3);
+    let further = compact(&other).recorded.expect("recorded").checkpoint;
+    append_checkpoint(&mnemo, further.clone());
+    let outcome = compact(&mnemo);
+    assert!(outcome.recorded.is_none(), "nothing new to fold past the host's checkpoint");
+    assert_eq!(outcome.history.diagnostics.skipped_reason_counts.get("already_compacted"), Some(&1));
+    assert_eq!(checkpoint_records(&mnemo).len(), 2);
+    assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, further.checkpoint);
+}
