@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use mnemo::{
     AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection,
     ContextOptions, CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, MidTurnOptions,
-    MidTurnOutcome, Mnemo, Position, ProviderCompactionRequest, ProviderCompactor, Record, RuntimeEvent,
-    SessionId, StreamId, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
-    TurnId,
+    MidTurnOutcome, Mnemo, OverflowLatch, OverflowRecovery, Position, ProviderCompactionRequest,
+    ProviderCompactor, ProviderOverflow, Record, RuntimeEvent, SessionId, StreamId, SummarizeError,
+    Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnId,
 };
 use serde_json::{Value, json};
 
@@ -552,12 +552,7 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
     let events = session_events(&mnemo);
     let current = TurnId::new("t029").unwrap();
     let anchor = events.iter().find(|e| e.turn_id == current).unwrap().id.clone();
-    let request = MidTurnOptions {
-        turn: current.clone(),
-        anchor: anchor.clone(),
-        phase: CheckpointPhase::MidTurn,
-        reference_tokens: 100_000,
-    };
+    let request = MidTurnOptions::new(current.clone(), anchor.clone(), 100_000);
     let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     let MidTurnOutcome::Replaced { checkpoint, items } = outcome else { panic!("{outcome:?}") };
     assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::MidTurn);
@@ -668,7 +663,10 @@ impl Summarizer for Gated {
     fn identity(&self) -> SummarizerIdentity {
         SummarizerIdentity { name: "gated".to_owned(), prompt_version: "1".to_owned() }
     }
-    fn summarize<'a>(&'a self, _: &'a SummaryRequest) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+    fn summarize<'a>(
+        &'a self,
+        _: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
         Box::pin(async move {
             self.gate.notified().await;
             Ok(SummaryResponse { text: self.text.clone(), finish: FinishReason::Stop })
@@ -725,4 +723,96 @@ fn a_checkpoint_appended_by_the_host_is_what_the_next_write_is_checked_against()
     assert_eq!(outcome.history.diagnostics.skipped_reason_counts.get("already_compacted"), Some(&1));
     assert_eq!(checkpoint_records(&mnemo).len(), 2);
     assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, further.checkpoint);
+}
+
+/// The current turn of a 30-turn store and its anchor.
+fn current_turn(mnemo: &Mnemo) -> (TurnId, mnemo::EventId) {
+    let current = TurnId::new("t029").unwrap();
+    let anchor = session_events(mnemo).iter().find(|e| e.turn_id == current).unwrap().id.clone();
+    (current, anchor)
+}
+
+#[test]
+fn mid_turn_waits_for_the_step_to_be_durable_and_fails_open_when_it_never_is() {
+    let (_dir, mnemo) = store(30, "");
+    let (turn, anchor) = current_turn(&mnemo);
+    let head = mnemo.stats().unwrap().head;
+    let mut request = MidTurnOptions::new(turn, anchor, 100_000);
+    request.durable_through = Some(Position(head.0 + 5));
+    request.ledger_wait = std::time::Duration::from_millis(50);
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    assert_eq!(
+        outcome,
+        MidTurnOutcome::FailOpen {
+            detail: "no_safe_completed_span",
+            reason: "ledger_wait_aborted".to_owned()
+        }
+    );
+    assert!(checkpoint_records(&mnemo).is_empty());
+    request.durable_through = Some(head);
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    assert!(matches!(outcome, MidTurnOutcome::Replaced { .. }), "{outcome:?}");
+    // An unknown session is the caller's error, not a failed ledger read.
+    let unknown = SessionId::new("nobody").unwrap();
+    assert!(block_on(mnemo.compact_mid_turn(&unknown, &request, &CompactOptions::default())).is_err());
+}
+
+fn overflow(request: MidTurnOptions, step: u64) -> ProviderOverflow {
+    ProviderOverflow {
+        context_length_error: true,
+        produced_output: false,
+        steps_remaining: true,
+        step,
+        historical_images: false,
+        request,
+    }
+}
+
+#[test]
+fn overflow_recovery_retries_once_and_otherwise_surfaces_the_provider_error() {
+    let (_dir, mnemo) = store(30, "");
+    let (turn, anchor) = current_turn(&mnemo);
+    let request = MidTurnOptions::new(turn, anchor.clone(), 100_000);
+    let recover = |latch: &mut OverflowLatch, overflow: &ProviderOverflow, options: &CompactOptions| {
+        block_on(mnemo.recover_from_overflow(&sid(), latch, overflow, options)).unwrap()
+    };
+    let defaults = CompactOptions::default();
+    // Not a context-length error, or output already seen: no retry, nothing recorded.
+    let mut latch = OverflowLatch::default();
+    let other = ProviderOverflow { context_length_error: false, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &other, &defaults), OverflowRecovery::SurfaceProviderError);
+    let streamed = ProviderOverflow { produced_output: true, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &streamed, &defaults), OverflowRecovery::SurfaceProviderError);
+    // Historical images are dropped first, and that is the turn's one retry.
+    let images = ProviderOverflow { historical_images: true, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &images, &defaults), OverflowRecovery::RetryWithoutImages);
+    assert_eq!(
+        recover(&mut latch, &overflow(request.clone(), 1), &defaults),
+        OverflowRecovery::SurfaceProviderError
+    );
+    assert!(checkpoint_records(&mnemo).is_empty());
+    // A failed compaction surfaces the provider's error with the reason `overflow`, recording nothing.
+    let mut latch = OverflowLatch::default();
+    let failing = CompactOptions {
+        summarizer: Some(Scripted::error(SummarizeError::Provider("down".to_owned()))),
+        ..CompactOptions::default()
+    };
+    let OverflowRecovery::FailedOpen { reason, detail, diagnostic } =
+        recover(&mut latch, &overflow(request.clone(), 1), &failing)
+    else {
+        panic!("a failed compaction fails open");
+    };
+    assert_eq!((reason, detail, diagnostic.as_str()), ("overflow", "summarizer_failed", "provider_error"));
+    assert!(checkpoint_records(&mnemo).is_empty());
+    // At step 0 the compaction folds prior history only; the anchor stays in the resent tail.
+    let mut latch = OverflowLatch::default();
+    let OverflowRecovery::Resend { checkpoint, items } =
+        recover(&mut latch, &overflow(request.clone(), 0), &defaults)
+    else {
+        panic!("the compaction replaces history");
+    };
+    assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::PreTurn);
+    assert!(items.iter().any(|item| matches!(item, HistoryItem::Event { event, .. } if event.id == anchor)));
+    assert_eq!(checkpoint_records(&mnemo).len(), 1);
+    assert_eq!(recover(&mut latch, &overflow(request, 0), &defaults), OverflowRecovery::SurfaceProviderError);
 }
