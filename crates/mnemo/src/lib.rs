@@ -13,7 +13,10 @@ mod mnemo;
 mod stages;
 mod transcript;
 
-pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
+pub use compaction::{
+    CompactOptions, ContextOptions, CopyReport, LEDGER_WAIT_DEFAULT, MidTurnOptions, OverflowRecovery,
+    ProviderOverflow,
+};
 pub use error::{Error, ErrorCategory};
 pub use history::SessionTranscript;
 pub use memory::MemoryModels;
@@ -23,7 +26,7 @@ pub use mnemo::{
 };
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
-    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note,
+    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
     ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
     SummaryRequest, SummaryResponse, TurnGuard,
 };

@@ -227,7 +227,14 @@ impl Mnemo {
         request.durability = self.durability();
         request.timestamp = timestamp;
         match self.log.append(request)? {
-            AppendOutcome::Appended(appended) => Ok(appended),
+            AppendOutcome::Appended(appended) => {
+                for record in records {
+                    if let Record::CheckpointRecorded(checkpoint) = record {
+                        self.compaction.invalidate(&checkpoint.session);
+                    }
+                }
+                Ok(appended)
+            }
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
             }
