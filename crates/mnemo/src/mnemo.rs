@@ -213,7 +213,13 @@ impl Mnemo {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
         let encoded =
             records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        self.append_encoded(stream, expected, encoded, timestamp)
+        let appended = self.append_encoded(stream, expected, encoded, timestamp)?;
+        for record in records {
+            if let Record::CheckpointRecorded(checkpoint) = record {
+                self.compaction.invalidate(&checkpoint.session);
+            }
+        }
+        Ok(appended)
     }
 
     fn append_encoded(
@@ -227,14 +233,7 @@ impl Mnemo {
         request.durability = self.durability();
         request.timestamp = timestamp;
         match self.log.append(request)? {
-            AppendOutcome::Appended(appended) => {
-                for record in records {
-                    if let Record::CheckpointRecorded(checkpoint) = record {
-                        self.compaction.invalidate(&checkpoint.session);
-                    }
-                }
-                Ok(appended)
-            }
+            AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
             }
