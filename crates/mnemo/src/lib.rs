@@ -19,7 +19,7 @@ pub use compaction::{
 };
 pub use error::{Error, ErrorCategory};
 pub use history::SessionTranscript;
-pub use memory::MemoryModels;
+pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,
