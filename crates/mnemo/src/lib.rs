@@ -23,7 +23,7 @@ pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
 pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
-pub use memory::MemoryModels;
+pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use mnemo_core::limits::APPEND_RECORDS_MAX;
+use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
@@ -17,7 +17,7 @@ use mnemo_pipeline::{
 use tracing::info_span;
 
 use crate::error::Error;
-use crate::transcript::Transcript;
+use crate::transcript::{Transcript, TranscriptError, TranscriptRecord};
 
 /// How long a read waits for the projections to catch up with the log before giving up.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -214,46 +214,31 @@ impl Mnemo {
         records: &[Record],
         timestamp: Option<TimestampMs>,
     ) -> Result<Appended, Error> {
-        self.append_with(stream, expected, records, timestamp, self.durability())
+        let _span = info_span!("append", stream = %stream, records = records.len()).entered();
+        let encoded =
+            records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
+        let appended = self.append_encoded(stream, expected, encoded, timestamp, self.durability())?;
+        for record in records {
+            if let Record::CheckpointRecorded(checkpoint) = record {
+                self.compaction.invalidate(&checkpoint.session);
+            }
+        }
+        Ok(appended)
     }
 
-    fn append_with(
+    fn append_encoded(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
-        records: &[Record],
+        encoded: Vec<NewRecord>,
         timestamp: Option<TimestampMs>,
         durability: Durability,
     ) -> Result<Appended, Error> {
-        let _span = info_span!("append", stream = %stream, records = records.len()).entered();
-        let mut encoded = Vec::with_capacity(records.len());
-        for record in records {
-            if record.stream() != *stream {
-                return Err(Error::InvalidInput(format!(
-                    "a {} record belongs on {}, not {stream}",
-                    record.kind().name(),
-                    record.stream()
-                )));
-            }
-            let kind = record.kind();
-            encoded.push(NewRecord {
-                kind: kind.code(),
-                kind_schema: kind.schema_version(),
-                bytes: record.encode()?,
-            });
-        }
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
         match self.log.append(request)? {
-            AppendOutcome::Appended(appended) => {
-                for record in records {
-                    if let Record::CheckpointRecorded(checkpoint) = record {
-                        self.compaction.invalidate(&checkpoint.session);
-                    }
-                }
-                Ok(appended)
-            }
+            AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
             }
@@ -278,22 +263,28 @@ impl Mnemo {
         let parsed = crate::import::parse_import(bytes, source, format)?;
         let transcript = &parsed.transcript;
         self.check_sessions_are_new(transcript)?;
-        let mut positions: Option<(Position, Position)> = None;
-        let chunks = import_chunks(transcript);
-        let chunk_count = chunks.len();
-        let mut expected = (None, ExpectedRevision::NoStream);
-        for (index, (session, chunk)) in chunks.into_iter().enumerate() {
+        // NOTE: every record is encoded and every append cut to the log's limits before the first
+        // append, so a record the log would refuse refuses the whole file instead of a tail of it.
+        let mut appends = Vec::with_capacity(transcript.sessions.len());
+        for (session, records) in &transcript.sessions {
             let stream = StreamId::session(session);
-            if expected.0 != Some(session) {
-                expected = (Some(session), ExpectedRevision::NoStream);
+            let chunks = import_chunks(&stream, records, source)?;
+            appends.push((stream, chunks));
+        }
+        let total: usize = appends.iter().map(|(_, chunks)| chunks.len()).sum();
+        let mut done = 0;
+        let mut positions: Option<(Position, Position)> = None;
+        for (stream, chunks) in appends {
+            let mut expected = ExpectedRevision::NoStream;
+            for (encoded, timestamp) in chunks {
+                done += 1;
+                // Only the last append waits for the disk: persisting it persists every earlier one.
+                let durability = if done == total { self.durability() } else { Durability::Buffered };
+                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
+                expected = ExpectedRevision::Exact(appended.last_revision);
+                positions =
+                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
             }
-            let batch: Vec<Record> = chunk.iter().map(|r| r.record.clone()).collect();
-            let timestamp = chunk.last().map(|r| r.timestamp);
-            // Only the last append waits for the disk: persisting it persists every earlier one.
-            let durability = if index + 1 == chunk_count { self.durability() } else { Durability::Buffered };
-            let appended = self.append_with(&stream, expected.1, &batch, timestamp, durability)?;
-            expected.1 = ExpectedRevision::Exact(appended.last_revision);
-            positions = Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
         }
         if let Some((_, last)) = positions {
             self.catch_up_to(last)?;
@@ -488,24 +479,64 @@ impl Mnemo {
     }
 }
 
-/// How an import's records are appended: each session's records in order, in batches of at most
-/// [`APPEND_RECORDS_MAX`]. A batch shares one append time (its last record's), so a record that is
-/// not an event (a session, turn end, flags or archive line, whose time lives only in its
-/// envelope) closes its batch: its envelope then carries its own time, and an export writes back
-/// exactly the time the file gave.
-fn import_chunks(transcript: &Transcript) -> Vec<(&SessionId, &[crate::transcript::TranscriptRecord])> {
+/// One record ready for the log, checked to belong on `stream`.
+fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
+    if record.stream() != *stream {
+        return Err(Error::InvalidInput(format!(
+            "a {} record belongs on {}, not {stream}",
+            record.kind().name(),
+            record.stream()
+        )));
+    }
+    let kind = record.kind();
+    Ok(NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes: record.encode()? })
+}
+
+/// One append of an import: its records and the time to append them at.
+type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
+
+/// A session's records encoded and cut into appends within the log's record-count and byte limits,
+/// each with the time of its last record. A record that is not an event (a session, turn end, flags
+/// or archive line, whose time lives only in its envelope) closes its append, so its envelope carries
+/// its own time and an export writes back exactly the time the file gave. A record that does not
+/// encode names its line.
+fn import_chunks(
+    stream: &StreamId,
+    records: &[TranscriptRecord],
+    source: &str,
+) -> Result<Vec<ImportChunk>, Error> {
     let mut chunks = Vec::new();
-    for (session, records) in &transcript.sessions {
-        let mut start = 0;
-        for (index, record) in records.iter().enumerate() {
-            let full = index + 1 - start == APPEND_RECORDS_MAX;
-            if full || !matches!(record.record, Record::RuntimeEvent(_)) || index + 1 == records.len() {
-                chunks.push((session, &records[start..=index]));
-                start = index + 1;
-            }
+    let mut current: Vec<NewRecord> = Vec::new();
+    let mut current_bytes = 0;
+    let mut timestamp = None;
+    for record in records {
+        let encoded = encode_for(stream, &record.record).map_err(|error| {
+            Error::Transcript(TranscriptError {
+                source_name: source.to_owned(),
+                line: record.line,
+                field: None,
+                reason: error.to_string(),
+            })
+        })?;
+        let bytes = encoded.bytes.len();
+        if !current.is_empty()
+            && (current.len() == APPEND_RECORDS_MAX || current_bytes + bytes > APPEND_BYTES_MAX)
+        {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
+        }
+        current.push(encoded);
+        current_bytes += bytes;
+        timestamp = Some(record.timestamp);
+        if !matches!(record.record, Record::RuntimeEvent(_)) {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
         }
     }
-    chunks
+    if !current.is_empty() {
+        chunks.push((current, timestamp));
+    }
+    Ok(chunks)
 }
 
 fn start_pipeline(

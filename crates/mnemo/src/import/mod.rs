@@ -23,7 +23,7 @@ use crate::transcript::{
     TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
 };
 
-/// Lines `auto` looks at before it gives up telling the format.
+/// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
 
 /// A transcript format the importer reads.
@@ -105,7 +105,8 @@ pub fn parse_import(
     format: ImportFormat,
 ) -> Result<ParsedImport, TranscriptError> {
     let format = match format {
-        ImportFormat::Auto => detect_format(bytes, source)?,
+        // Nothing recognisable: the native format's parser says precisely what is wrong.
+        ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
         format => format,
     };
     if format == ImportFormat::Mnemo {
@@ -136,32 +137,25 @@ pub fn parse_import(
     Ok(ParsedImport { format, transcript, skipped: out.skipped })
 }
 
-/// Tells a file's format from its first lines.
-pub fn detect_format(bytes: &[u8], source: &str) -> Result<ImportFormat, TranscriptError> {
+/// Tells a file's format from its first lines, or `None` when no line looks like any format.
+pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(TRANSCRIPT_LINE_BYTES_MAX)]);
     if text.trim_start().starts_with('[') {
-        return Ok(ImportFormat::OpenaiChat);
+        return Some(ImportFormat::OpenaiChat);
     }
     for line in text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX) {
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { continue };
         if let Some(format) = detect_object(&object) {
-            return Ok(format);
+            return Some(format);
         }
     }
     // A pretty-printed request body spans lines: try the file as one document.
-    if let Ok(Value::Object(object)) = serde_json::from_slice::<Value>(bytes)
-        && object.get("messages").is_some_and(Value::is_array)
-    {
-        return Ok(ImportFormat::OpenaiChat);
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
+            Some(ImportFormat::OpenaiChat)
+        }
+        _ => None,
     }
-    Err(TranscriptError {
-        source_name: source.to_owned(),
-        line: 1,
-        field: None,
-        reason: format!(
-            "cannot tell the format from the first {DETECT_LINES_MAX} lines; pass --format (mnemo, openai-chat, codex, claude-code or maka)"
-        ),
-    })
 }
 
 fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
