@@ -190,6 +190,9 @@ pub enum NoOpReason {
 pub enum SkipReason {
     /// Memory was not allowed for the range.
     PolicyDenied,
+    /// The range was compacted before the session had an extraction cursor: a session's first
+    /// cursor starts after its latest checkpoint's covered prefix (memory.md §3.4 step 8).
+    CompactedBeforeExtraction,
 }
 
 /// Where a memory item is visible, and which memory stream a memory record goes to.
