@@ -848,6 +848,8 @@ pub enum DenialReason {
     Incognito,
     /// Memory was disabled for the session.
     MemoryDisabled,
+    /// The session was archived or a subagent's, which never feed memory.
+    Ineligible,
 }
 
 /// Memory extraction was denied by policy for what a compaction checkpoint covers

@@ -417,6 +417,7 @@ impl Run<'_> {
         let denial = match reason {
             Some(GateReason::Incognito) => Some(DenialReason::Incognito),
             Some(GateReason::Disabled) => Some(DenialReason::MemoryDisabled),
+            Some(GateReason::Ineligible) => Some(DenialReason::Ineligible),
             _ => None,
         };
         if let Some(denial) = denial {
