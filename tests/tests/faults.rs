@@ -41,7 +41,8 @@ fn acks(lines: &[&str]) -> Vec<u64> {
 /// Reopens without the fault: every acknowledged position is there, the chain and every stage verify,
 /// and a new append lands right after the head. Returns the number of envelopes verified.
 fn reopen_and_check(dir: &Path, acknowledged: &[u64], context: &str) -> u64 {
-    let mnemo = Mnemo::open(dir, Config::default()).unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
+    let mnemo =
+        Mnemo::open(dir, Config::default()).unwrap_or_else(|e| panic!("{context}: reopen failed: {e}"));
     let head = mnemo.log().head();
     for position in acknowledged {
         let envelope = mnemo.log().read(Position(*position)).unwrap();
@@ -72,9 +73,10 @@ fn a_file_size_limit_fails_the_append_poisons_the_writer_and_loses_nothing() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(output.status.success(), "{context}: the child failed: {:?}\n{stderr}", output.status);
         let lines: Vec<&str> = stdout.lines().collect();
-        let error = lines.iter().find_map(|l| l.strip_prefix("error ")).unwrap_or_else(|| {
-            panic!("{context}: no append failed under the limit\n{stdout}\n{stderr}")
-        });
+        let error = lines
+            .iter()
+            .find_map(|l| l.strip_prefix("error "))
+            .unwrap_or_else(|| panic!("{context}: no append failed under the limit\n{stdout}\n{stderr}"));
         let after = lines.iter().find_map(|l| l.strip_prefix("after ")).unwrap();
         assert!(error.contains("poisoned"), "{context}: the failure should say the writer stopped: {error}");
         assert!(after.contains("poisoned"), "{context}: the next append must fail fast: {after}");
