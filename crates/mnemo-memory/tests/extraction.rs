@@ -529,3 +529,27 @@ async fn a_range_too_large_for_the_evidence_budget_is_split_once() {
     assert_eq!(commits[1].1, 120);
     assert!(commits[0].1 > 30 && commits[0].1 < 90, "the cut is near the middle: {commits:?}");
 }
+
+#[tokio::test]
+async fn every_policy_gate_denies_a_compaction_range_durably_and_unavailable_settles_nothing() {
+    for (reason, denied) in [
+        (GateReason::Incognito, true),
+        (GateReason::Disabled, true),
+        (GateReason::Ineligible, true),
+        (GateReason::Unavailable, false),
+    ] {
+        let host = Host::new();
+        host.user("t1", "I prefer tabs over spaces.");
+        let boundary = host.agent("t1", "Noted.");
+        let c1 = checkpoint(&host, "c1", "t1", &boundary, BoundaryDisposition::Eligible);
+        *host.gate.lock().unwrap() = Some(reason);
+        let report = run(&host, &EmbeddedProposer, Trigger::Compaction { checkpoint: c1 }).await;
+        assert!(matches!(report.outcome, ExtractionOutcome::Unavailable { .. }), "{reason:?}");
+        let state = host.ledger.state().unwrap();
+        let view = MemoryView::new(state.as_ref());
+        assert_eq!(view.denials(&session()).unwrap().len(), usize::from(denied), "{reason:?}");
+        let cursor = view.cursor(&session()).unwrap().map(|c| c.processed_ordinal);
+        assert_eq!(cursor, denied.then_some(2), "{reason:?}: the denied range is skipped, else recoverable");
+        assert_eq!(host.view_items(), 0, "{reason:?}");
+    }
+}
