@@ -214,6 +214,11 @@ impl Run<'_> {
             return Ok((op, None, ExtractionOutcome::Committed { receipt, replayed: true }));
         }
         if let Some(checkpoint) = &range.checkpoint
+            && self.predecessor_missing(checkpoint)?
+        {
+            return Ok((op, None, unavailable("the checkpoint's previous checkpoint is missing")));
+        }
+        if let Some(checkpoint) = &range.checkpoint
             && self.checkpoint_denied(checkpoint, &view)?
         {
             self.policy_skip(checkpoint, None)?;
@@ -368,6 +373,61 @@ impl Run<'_> {
             skip_reason: Some(SkipReason::CompactedBeforeExtraction),
         };
         commit_extraction(self.host, &request).map(|_| ())
+    }
+
+    /// The prior text checkpoint's summary for `range` (memory.md §3.6): for a compaction trigger
+    /// its checkpoint's predecessor, otherwise the checkpoint whose coverage ends furthest at or
+    /// before the range's end. Omitted when its chain is broken or cyclic or any checkpoint in it
+    /// is policy-denied.
+    fn prior_summary(&self, range: &Range) -> Result<Option<String>, MemoryError> {
+        let checkpoints = self.host.checkpoints(&self.session)?;
+        let by_id = |id: &CheckpointId| checkpoints.iter().find(|c| &c.checkpoint == id);
+        let ordinal_of =
+            |id: &mnemo_core::EventId| self.events.iter().find(|e| &e.event.id == id).map(|e| e.ordinal);
+        let start = match &range.checkpoint {
+            Some(id) => by_id(id).and_then(|c| c.previous.as_ref()).and_then(by_id),
+            None => checkpoints
+                .iter()
+                .filter_map(|c| ordinal_of(&c.coverage.through.event).map(|o| (o, c)))
+                .filter(|(o, _)| *o <= range.through)
+                .max_by_key(|(o, _)| *o)
+                .map(|(_, c)| c),
+        };
+        let Some(start) = start else { return Ok(None) };
+        let store = self.host.state()?;
+        let denials = MemoryView::new(store.as_ref()).denials(&self.session)?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut link = Some(start);
+        while let Some(checkpoint) = link {
+            let denied = checkpoint
+                .extraction_boundary
+                .as_ref()
+                .is_some_and(|b| b.disposition == BoundaryDisposition::PolicyDenied)
+                || denials.iter().any(|d| d.checkpoint == checkpoint.checkpoint);
+            if denied || !seen.insert(&checkpoint.checkpoint) {
+                return Ok(None);
+            }
+            link = match &checkpoint.previous {
+                None => None,
+                Some(previous) => match by_id(previous) {
+                    Some(found) => Some(found),
+                    None => return Ok(None),
+                },
+            };
+        }
+        Ok(match &start.body {
+            mnemo_core::CheckpointBody::Text { summary, .. } => Some(summary.clone()),
+            _ => None,
+        })
+    }
+
+    /// Whether `checkpoint` names a previous checkpoint the session does not have (memory.md §3.6:
+    /// a compaction trigger cannot be interpreted after a missing link).
+    fn predecessor_missing(&self, checkpoint: &CheckpointId) -> Result<bool, MemoryError> {
+        let checkpoints = self.host.checkpoints(&self.session)?;
+        let previous =
+            checkpoints.iter().find(|c| &c.checkpoint == checkpoint).and_then(|c| c.previous.as_ref());
+        Ok(previous.is_some_and(|p| !checkpoints.iter().any(|c| &c.checkpoint == p)))
     }
 
     fn turn_at(&self, ordinal: u64) -> Option<TurnId> {
@@ -676,6 +736,7 @@ impl Run<'_> {
             trigger: range.trigger,
             requested_turn: range.requested_turn.clone(),
             evidence: evidence::views(evidence),
+            prior_summary: self.prior_summary(range)?,
             context: evidence::context(&entries),
             localized_terms: None,
         };
@@ -750,6 +811,7 @@ impl Run<'_> {
             trigger: range.trigger,
             requested_turn: range.requested_turn.clone(),
             evidence: evidence::views(&found),
+            prior_summary: self.prior_summary(range)?,
             context,
             localized_terms: Some(query.terms.clone()),
         };
