@@ -136,12 +136,32 @@ enum ExportFormat {
 }
 
 fn main() -> ExitCode {
+    exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
     }
+}
+
+/// A reader that stops early (`mnemo log | head`) closes the pipe; the command then ends quietly,
+/// as Unix tools do, instead of reporting the panic `println!` raises on a closed stdout. Every
+/// other panic keeps the default report.
+fn exit_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 fn init_tracing() {

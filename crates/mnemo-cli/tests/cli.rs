@@ -188,3 +188,24 @@ fn import_detects_the_format_and_export_round_trips() {
         stderr(&wrong)
     );
 }
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    // The read end is closed before the command writes: its first line meets a closed pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(&store)
+        .arg("log")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}
