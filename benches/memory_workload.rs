@@ -77,7 +77,7 @@ pub fn fields(n: u64, scope: &MemoryScope) -> MemoryItemFields {
 
 /// The scope of item `n`: even items are global, odd ones in [`workspace`].
 pub fn scope_of(n: u64) -> MemoryScope {
-    if n % 2 == 0 { MemoryScope::Global } else { MemoryScope::Workspace(workspace()) }
+    if n.is_multiple_of(2) { MemoryScope::Global } else { MemoryScope::Workspace(workspace()) }
 }
 
 /// The mutation record creating items `from..to` of `scope` (those whose [`scope_of`] is it).
@@ -103,10 +103,8 @@ pub fn create_record(scope: &MemoryScope, batch: u64, items: &[u64]) -> Record {
 fn grow(mnemo: &Mnemo, baseline: &mut Baseline, from: u64, to: u64) -> Result<(), BenchError> {
     for scope in [MemoryScope::Global, MemoryScope::Workspace(workspace())] {
         let mine: Vec<u64> = (from..to).filter(|n| scope_of(*n) == scope).collect();
-        let records: Vec<Record> = mine
-            .chunks(MEMORY_MUTATIONS_MAX)
-            .map(|chunk| create_record(&scope, chunk[0], chunk))
-            .collect();
+        let records: Vec<Record> =
+            mine.chunks(MEMORY_MUTATIONS_MAX).map(|chunk| create_record(&scope, chunk[0], chunk)).collect();
         for chunk in records.chunks(RECORDS_PER_APPEND) {
             mnemo.append(&scope.stream(), ExpectedRevision::Any, chunk)?;
         }
@@ -217,8 +215,9 @@ pub fn key_search(
         if size == largest {
             let topics = (size / ITEMS_PER_TOPIC).max(1);
             let shared = move |n: u64| topic_key((n % topics) * ITEMS_PER_TOPIC);
-            let mut mine =
-                timed(KEY_SEARCH_SAMPLES / 4, shared, |key| Ok(mnemo.memory_search(&key_request(key))?.len()))?;
+            let mut mine = timed(KEY_SEARCH_SAMPLES / 4, shared, |key| {
+                Ok(mnemo.memory_search(&key_request(key))?.len())
+            })?;
             let mut theirs = timed(KEY_SEARCH_SAMPLES / 4, shared, |key| {
                 Ok(baseline.key_search(&key, crate::harness::MEMORY_SEARCH_ROWS)?.len())
             })?;

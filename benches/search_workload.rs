@@ -192,7 +192,7 @@ pub fn search_latency(
     let mnemo = open_search_store(&dir)?;
     let mut baseline = Baseline::open(&fresh_dir(&options.out, "search-sqlite")?)?;
     let words = ZipfWords::new();
-    let mut rng = Rng::new(options.seed ^ 0x5EA2_C4);
+    let mut rng = Rng::new(options.seed ^ 0x005E_A2C4);
     let mut sessions = 0usize;
     let mut results = Vec::new();
     let largest = options.search_sizes.iter().copied().max().unwrap_or(0);
@@ -200,9 +200,11 @@ pub fn search_latency(
         progress(&format!("search: indexing {messages} messages"));
         while sessions * MESSAGES_PER_SESSION < messages as usize {
             let records = session_records(&words, &mut rng, sessions);
-            let stream = StreamId::session(records[0].session().ok_or_else(|| {
-                BenchError::Chart("a generated session has no session id".to_owned())
-            })?);
+            let stream = StreamId::session(
+                records[0]
+                    .session()
+                    .ok_or_else(|| BenchError::Chart("a generated session has no session id".to_owned()))?,
+            );
             mnemo.append(&stream, ExpectedRevision::NoStream, &records)?;
             baseline.append_batch(&payloads(&records)?)?;
             sessions += 1;

@@ -323,7 +323,8 @@ impl WriteCache {
         }
         for ((ordinal, term), tail) in self.tails {
             if tail.changed {
-                state.put(posting_block_key(ordinal, &term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
+                state
+                    .put(posting_block_key(ordinal, &term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
             }
         }
         Ok(())
@@ -478,7 +479,8 @@ impl Writer<'_, '_> {
         if let Some(tail) = self.cache.tails.remove(&(ordinal, term.to_owned()))
             && tail.changed
         {
-            self.state.put(posting_block_key(ordinal, term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
+            self.state
+                .put(posting_block_key(ordinal, term, tail.block), block_value(LAST_BLOCK, &tail.bytes));
         }
         let mut block_number = 0;
         while let Some(value) = self.state.get(&posting_block_key(ordinal, term, block_number))? {
@@ -493,7 +495,8 @@ impl Writer<'_, '_> {
             }
             block_number += 1;
         }
-        Err(CODEC.damaged(format!("document {number} has no posting of {term:?} in session ordinal {ordinal}")))
+        Err(CODEC
+            .damaged(format!("document {number} has no posting of {term:?} in session ordinal {ordinal}")))
     }
 
     fn add_df(&mut self, term: &str, delta: i64) -> Result<(), PipelineError> {
@@ -505,8 +508,10 @@ impl Writer<'_, '_> {
                 self.cache.df.entry(term.to_owned()).or_insert((stored, stored))
             }
         };
-        slot.1 =
-            slot.1.checked_add_signed(delta).ok_or_else(|| CODEC.damaged(format!("df of {term:?} underflows")))?;
+        slot.1 = slot
+            .1
+            .checked_add_signed(delta)
+            .ok_or_else(|| CODEC.damaged(format!("df of {term:?} underflows")))?;
         Ok(())
     }
 
