@@ -7,7 +7,9 @@
 
 mod compaction;
 mod error;
+mod export;
 mod history;
+mod import;
 mod memory;
 mod mnemo;
 mod stages;
@@ -18,7 +20,9 @@ pub use compaction::{
     ProviderOverflow,
 };
 pub use error::{Error, ErrorCategory};
+pub use export::ExportReport;
 pub use history::SessionTranscript;
+pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
