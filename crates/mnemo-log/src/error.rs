@@ -63,6 +63,12 @@ pub enum LogError {
     /// The log was closed while the request waited.
     #[error("log is closed")]
     Closed,
+    /// A replicated log could not be reached or did not answer within its retry budget, or refused a
+    /// request for a reason other than a revision conflict. For an append it is unknown whether it
+    /// landed: read the stream's head before appending it again (or retry with the same expected
+    /// revision, which turns a landed append into a conflict, never into a duplicate).
+    #[error("replicated log unavailable: {0}")]
+    Unavailable(String),
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
     #[error("storage error: {0}")]
     Storage(#[from] fjall::Error),
