@@ -9,20 +9,26 @@ use async_nats::jetstream::consumer::DeliverPolicy;
 use async_nats::jetstream::consumer::pull::OrderedConfig;
 use async_nats::jetstream::stream::Stream;
 use futures_util::StreamExt as _;
+use tokio::sync::Notify;
 use tracing::{error, warn};
 
 use crate::batch;
 use crate::index::SharedIndex;
+use crate::limits::FOLLOW_PULL_EXPIRY;
 
 /// The pause before a consumer that failed is created again.
 const RECREATE_PAUSE: Duration = Duration::from_millis(200);
 
 /// Follows the stream until the task is dropped or the stream holds something that is not a valid
 /// continuation of the log.
-pub(crate) async fn follow(stream: Stream, index: Arc<SharedIndex>) {
+pub(crate) async fn follow(stream: Stream, index: Arc<SharedIndex>, restart: Arc<Notify>) {
     loop {
         let next = index.lock().sequence + 1;
-        match consume_from(&stream, &index, next).await {
+        let consumed = tokio::select! {
+            consumed = consume_from(&stream, &index, next) => consumed,
+            () = restart.notified() => Err("an append waits for a message this consumer has not delivered".to_owned()),
+        };
+        match consumed {
             Ok(()) => return,
             Err(reason) => {
                 warn!(%reason, next, "the log follower lost its consumer; creating it again");
@@ -69,7 +75,11 @@ pub(crate) async fn ordered_messages(
         DeliverPolicy::ByStartSequence { start_sequence: sequence }
     };
     let consumer = stream
-        .create_consumer(OrderedConfig { deliver_policy, ..Default::default() })
+        .create_consumer(OrderedConfig {
+            deliver_policy,
+            max_expires: FOLLOW_PULL_EXPIRY,
+            ..Default::default()
+        })
         .await
         .map_err(|e| format!("cannot create an ordered consumer: {e}"))?;
     consumer.messages().await.map_err(|e| format!("cannot read the ordered consumer: {e}"))

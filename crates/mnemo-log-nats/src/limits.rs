@@ -39,3 +39,12 @@ pub const STREAM_NAME_BYTES_MAX: usize = 64;
 
 /// Most replicas of a stream (JetStream's own limit).
 pub const REPLICAS_MAX: usize = 5;
+
+/// How long one pull of a follower's ordered consumer waits on the server. Its idle heartbeat is
+/// half of it, and two missed heartbeats make the consumer start again on another server: this
+/// bounds how long a follower stays on a server that died.
+pub const FOLLOW_PULL_EXPIRY: Duration = Duration::from_secs(2);
+
+/// How long an append waits for the follower to fold its acknowledged message before it asks the
+/// follower to start its consumer again (the consumer may sit on a server that just died).
+pub const FOLD_STALL: Duration = Duration::from_millis(1500);

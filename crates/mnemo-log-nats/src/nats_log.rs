@@ -20,7 +20,7 @@ use crate::append::FOLD_WAIT;
 use crate::batch;
 use crate::follower;
 use crate::index::{SharedIndex, Span};
-use crate::limits::{DUPLICATE_WINDOW, OPEN_TIMEOUT, REPLAY_CHANNEL_DEPTH_MAX, REQUEST_TIMEOUT};
+use crate::limits::{DUPLICATE_WINDOW, FOLD_STALL, OPEN_TIMEOUT, REPLAY_CHANNEL_DEPTH_MAX, REQUEST_TIMEOUT};
 use crate::options::NatsOptions;
 use crate::subject;
 
@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     instance: String,
     appends: AtomicU64,
     pub append_turn: tokio::sync::Mutex<()>,
+    /// Tells the follower to start its consumer again.
+    restart_follower: Arc<tokio::sync::Notify>,
 }
 
 impl Inner {
@@ -53,20 +55,32 @@ impl Inner {
     }
 
     async fn wait_for_sequence_at_least(&self, sequence: u64) -> Result<(), LogError> {
-        let index = Arc::clone(&self.index);
-        let folded = tokio::task::spawn_blocking(move || {
-            let index = index.wait_until(FOLD_WAIT, |i| i.sequence >= sequence);
-            index.failure.clone().map_or(Ok(index.sequence), Err)
-        })
-        .await
-        .map_err(|e| LogError::Unavailable(format!("the index wait stopped: {e}")))?
-        .map_err(|failure| LogError::Unavailable(format!("the shared log cannot be followed: {failure}")))?;
+        let deadline = Instant::now() + FOLD_WAIT;
+        let mut folded = self.wait_slice(sequence).await?;
+        while folded < sequence && Instant::now() < deadline {
+            // The server has the message but the follower has not delivered it: its consumer may be
+            // on a server that died and not have noticed yet.
+            self.restart_follower.notify_one();
+            folded = self.wait_slice(sequence).await?;
+        }
         if folded < sequence {
             return Err(LogError::Unavailable(format!(
                 "the follower reached JetStream sequence {folded}, not {sequence}, within {FOLD_WAIT:?}"
             )));
         }
         Ok(())
+    }
+
+    /// Waits up to [`FOLD_STALL`] for the index to reach `sequence`; returns where it is.
+    async fn wait_slice(&self, sequence: u64) -> Result<u64, LogError> {
+        let index = Arc::clone(&self.index);
+        tokio::task::spawn_blocking(move || {
+            let index = index.wait_until(FOLD_STALL, |i| i.sequence >= sequence);
+            index.failure.clone().map_or(Ok(index.sequence), Err)
+        })
+        .await
+        .map_err(|e| LogError::Unavailable(format!("the index wait stopped: {e}")))?
+        .map_err(|failure| LogError::Unavailable(format!("the shared log cannot be followed: {failure}")))
     }
 
     /// Waits until the follower has folded `sequence` and returns its span.
@@ -125,7 +139,8 @@ impl NatsLog {
         let inner = run_on(runtime.handle(), connect(options))??;
         let log = NatsLog { inner: Arc::new(inner), runtime: Some(runtime) };
         let index = Arc::clone(&log.inner.index);
-        log.handle().spawn(follower::follow(log.inner.stream.clone(), index));
+        let restart = Arc::clone(&log.inner.restart_follower);
+        log.handle().spawn(follower::follow(log.inner.stream.clone(), index, restart));
         let inner = Arc::clone(&log.inner);
         log.block_on(async move { inner.catch_up_with_server().await })??;
         info!(stream = %log.inner.name, head = log.head().0, "shared log opened");
@@ -251,6 +266,7 @@ async fn connect(options: NatsOptions) -> Result<Inner, LogError> {
         instance,
         appends: AtomicU64::new(0),
         append_turn: tokio::sync::Mutex::new(()),
+        restart_follower: Arc::default(),
     })
 }
 

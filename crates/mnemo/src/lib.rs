@@ -8,6 +8,7 @@
 mod compaction;
 mod error;
 mod history;
+mod log_location;
 mod memory;
 mod mnemo;
 mod stages;
@@ -16,6 +17,7 @@ mod transcript;
 pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
 pub use error::{Error, ErrorCategory};
 pub use history::SessionTranscript;
+pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::MemoryModels;
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
