@@ -42,6 +42,9 @@ pub struct Coordinator {
     recorder: Arc<dyn CheckpointRecorder>,
     slots: Mutex<BTreeMap<SessionId, Arc<tokio::sync::Mutex<Slot>>>>,
     busy: Mutex<BTreeSet<SessionId>>,
+    /// Sessions whose log gained a checkpoint the coordinator did not write: their cache is
+    /// reloaded before it is next used, under the session's lock.
+    stale: Mutex<BTreeSet<SessionId>>,
 }
 
 /// A running turn on a session; manual compaction is refused while one is held.
@@ -60,7 +63,12 @@ impl Drop for TurnGuard<'_> {
 impl Coordinator {
     /// A coordinator over `recorder`.
     pub fn new(recorder: Arc<dyn CheckpointRecorder>) -> Self {
-        Coordinator { recorder, slots: Mutex::new(BTreeMap::new()), busy: Mutex::new(BTreeSet::new()) }
+        Coordinator {
+            recorder,
+            slots: Mutex::new(BTreeMap::new()),
+            busy: Mutex::new(BTreeSet::new()),
+            stale: Mutex::new(BTreeSet::new()),
+        }
     }
 
     fn slot(&self, session: &SessionId) -> Arc<tokio::sync::Mutex<Slot>> {
@@ -81,7 +89,10 @@ impl Coordinator {
         slot: &mut Slot,
         session: &SessionId,
     ) -> Result<Option<LoggedCheckpoint>, CompactionError> {
-        if let Some(cached) = &slot.cached {
+        let stale = self.stale.lock().unwrap_or_else(PoisonError::into_inner).remove(session);
+        if let Some(cached) = &slot.cached
+            && !stale
+        {
             return Ok(cached.clone());
         }
         let loaded = self.recorder.load(session).await?;
@@ -110,6 +121,13 @@ impl Coordinator {
     pub async fn clear(&self, session: &SessionId) {
         let slot = self.slot(session);
         slot.lock().await.cached = None;
+    }
+
+    /// Marks the cache of `session` stale without waiting: a checkpoint record reached its stream
+    /// by another path than this coordinator (a host appending records itself, an import), so the
+    /// replacement rule must be applied against the log again, not against what was cached.
+    pub fn invalidate(&self, session: &SessionId) {
+        self.stale.lock().unwrap_or_else(PoisonError::into_inner).insert(session.clone());
     }
 
     /// Marks a turn as running on `session` until the guard drops; `None` if one already runs.

@@ -128,14 +128,19 @@ impl<'a> SessionLedger<'a> {
     /// none without a scan; an uninitialised or no-longer-valid view falls back to scanning the
     /// session stream and selecting as the stage does. A failed scan propagates.
     pub fn latest(&self) -> Result<(Option<LoggedCheckpoint>, LoadPath), CompactionError> {
-        match view(self.store.as_ref(), &self.session)? {
-            LatestView::Empty => return Ok((None, LoadPath::Empty)),
-            LatestView::Checkpoint(logged)
+        match view(self.store.as_ref(), &self.session) {
+            Ok(LatestView::Empty) => return Ok((None, LoadPath::Empty)),
+            Ok(LatestView::Checkpoint(logged))
                 if validate_loadable(&logged.checkpoint, Some(&self.session)).is_ok() =>
             {
                 return Ok((Some(*logged), LoadPath::View));
             }
-            _ => {}
+            Ok(_) => {}
+            // A damaged view is a projection problem, never the truth: the log is scanned instead,
+            // and `verify` reports the stage until `rebuild` repairs it (§6.1 "ledger load").
+            Err(error) => {
+                tracing::warn!(%error, session = %self.session, "latest-checkpoint view is damaged; scanning the log");
+            }
         }
         let candidates = self.recorded_checkpoints()?;
         Ok((select(&candidates).cloned(), LoadPath::Scan))
@@ -209,5 +214,51 @@ impl<'a> SessionLedger<'a> {
             Record::RuntimeEvent(event) if event.session_id == self.session => Ok(Some(event)),
             _ => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mnemo_log::{AppendOutcome, AppendRequest, ExpectedRevision, FjallLog, LogOptions, NewRecord};
+
+    use super::*;
+    use crate::testing::{GOOD_SUMMARY, build_text, sid, text_event};
+
+    fn append(log: &FjallLog, records: &[Record]) {
+        let new = records
+            .iter()
+            .map(|record| {
+                let kind = record.kind();
+                let bytes = record.encode().unwrap_or_else(|e| panic!("{e}"));
+                NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes }
+            })
+            .collect();
+        let request = AppendRequest::new(StreamId::session(&sid()), ExpectedRevision::Any, new);
+        let outcome = log.append(request).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(outcome, AppendOutcome::Appended(_)));
+    }
+
+    #[test]
+    fn a_damaged_view_falls_back_to_scanning_the_log() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let log = FjallLog::open(dir.path(), LogOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let events: Vec<RuntimeEvent> =
+            (1..=4).map(|i| text_event(&format!("e{i}"), &format!("t{i}"), "user", "hello")).collect();
+        let checkpoint = build_text(&events[..2], GOOD_SUMMARY, None);
+        let mut records: Vec<Record> = events.into_iter().map(Record::RuntimeEvent).collect();
+        records.push(Record::CheckpointRecorded(checkpoint.clone()));
+        append(&log, &records);
+
+        let store = Arc::new(MemoryStore::new());
+        let mut damage = Changes::new();
+        damage.insert(crate::stage::view_key(&sid()), Some(b"\xff not a view".to_vec()));
+        let meta = StageMeta { watermark: log.head(), version: 1, config_hash: [0; 32] };
+        store.commit(&damage, &meta).unwrap_or_else(|e| panic!("{e}"));
+        assert!(view(store.as_ref(), &sid()).is_err(), "the view really is damaged");
+
+        let ledger = SessionLedger::at_head(&log, store, &sid()).unwrap_or_else(|e| panic!("{e}"));
+        let (latest, path) = ledger.latest().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(path, LoadPath::Scan);
+        assert_eq!(latest.map(|l| l.checkpoint.checkpoint), Some(checkpoint.checkpoint));
     }
 }

@@ -115,6 +115,12 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LatestCheckpointStage;
 
+/// Where the view of `session` is stored (tests damage it on purpose).
+#[cfg(test)]
+pub(crate) fn view_key(session: &SessionId) -> Vec<u8> {
+    key(VIEW, session)
+}
+
 fn key(tag: &[u8], session: &SessionId) -> Vec<u8> {
     [tag, session.as_str().as_bytes()].concat()
 }

@@ -154,9 +154,14 @@ static ASSIGNMENT: LazyLock<Regex> = LazyLock::new(|| {
         r#"(["']?)([A-Za-z_][A-Za-z0-9_.\-]*)(["']?\s*[:=]\s*)("[^"]*"|'[^']*'|[^\s,;&"'})\]\[:=<>][^\s,;&"'})\]]*)"#,
     )
 });
-/// AWS secret key flags: `--aws-secret-access-key VALUE`.
-static AWS_FLAG: LazyLock<Regex> =
-    LazyLock::new(|| regex(r"(?i)(--(?:aws-)?secret-access-key(?:\s+|=))([^\s\-][^\s]*)"));
+/// AWS secret key flags: `--aws-secret-access-key VALUE`, and the CLI's
+/// `aws configure set aws_secret_access_key VALUE`; POSIX line continuations (`\` + newline) may
+/// separate the flag from its value.
+static AWS_FLAG: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?i)((?:--(?:aws-)?secret-access-key|\baws\s+configure\s+set\s+aws_secret_access_key)(?:(?:\s|\\\n)+|=))([^\s\-\\][^\s]*)",
+    )
+});
 /// Free-standing credentials.
 static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
     regex(concat!(
@@ -252,6 +257,14 @@ mod tests {
             "curl https://x.test/a?user=1&access_token=[redacted]#f",
         );
         check("aws s3 ls --aws-secret-access-key AKIAxyz", "aws s3 ls --aws-secret-access-key [redacted]");
+        check(
+            "aws configure set aws_secret_access_key AKIAxyz",
+            "aws configure set aws_secret_access_key [redacted]",
+        );
+        check(
+            "aws s3 ls --secret-access-key \\\n  AKIAxyz",
+            "aws s3 ls --secret-access-key \\\n  [redacted]",
+        );
         check("nothing secret here", "nothing secret here");
     }
 

@@ -5,6 +5,7 @@
 //! checkpoint record durably to the session stream before anything else sees it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use mnemo_compaction::{
     AssembledHistory, AssemblyOptions, CheckpointRecorder, CompactionError, CompactionOutcome,
@@ -278,6 +279,10 @@ impl Mnemo {
     }
 }
 
+/// How long a mid-turn compaction waits for the turn's last step to be durable before it gives up
+/// (`ledger_wait_aborted`, compaction.md §3.6).
+pub const LEDGER_WAIT_DEFAULT: Duration = Duration::from_secs(5);
+
 /// What a mid-turn compaction is asked to do (compaction.md §3.6, §3.8).
 #[derive(Debug, Clone)]
 pub struct MidTurnOptions {
@@ -289,6 +294,71 @@ pub struct MidTurnOptions {
     pub phase: mnemo_core::CheckpointPhase,
     /// The payload the replacement must be strictly smaller than, in tokens.
     pub reference_tokens: u64,
+    /// The log position of the last append of the step just finished. The ledger is read only once
+    /// the log holds it: a host whose appends are still in flight on another thread waits here.
+    pub durable_through: Option<Position>,
+    /// How long to wait for `durable_through` before failing open with `ledger_wait_aborted`.
+    pub ledger_wait: Duration,
+}
+
+impl MidTurnOptions {
+    /// A mid-turn request for `turn` anchored at `anchor`, with nothing to wait for.
+    pub fn new(turn: TurnId, anchor: mnemo_core::EventId, reference_tokens: u64) -> Self {
+        MidTurnOptions {
+            turn,
+            anchor,
+            phase: mnemo_core::CheckpointPhase::MidTurn,
+            reference_tokens,
+            durable_through: None,
+            ledger_wait: LEDGER_WAIT_DEFAULT,
+        }
+    }
+}
+
+/// What the host saw when the provider rejected a request (compaction.md §3.8).
+#[derive(Debug, Clone)]
+pub struct ProviderOverflow {
+    /// The provider's error classifies as a context-length error.
+    pub context_length_error: bool,
+    /// The failed attempt produced observable output (text, tool calls) before failing.
+    pub produced_output: bool,
+    /// The turn has steps left to resend in.
+    pub steps_remaining: bool,
+    /// The step that failed (0 = the first request of the turn).
+    pub step: u64,
+    /// The rejected request carried historical image tool results that can be dropped.
+    pub historical_images: bool,
+    /// The turn, its anchor, and the rejected request's size in tokens (the replacement must be
+    /// strictly smaller). The phase is derived from `step`.
+    pub request: MidTurnOptions,
+}
+
+/// What to do after a provider overflow: at most one retry per turn, never a synthetic error.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum OverflowRecovery {
+    /// Resend once without the historical image tool results; nothing was recorded.
+    RetryWithoutImages,
+    /// A checkpoint was recorded: resend once with these items in place of the folded history.
+    Resend {
+        /// The recorded checkpoint.
+        checkpoint: Box<LoggedCheckpoint>,
+        /// `[block | provider part] + anchor + preserved tail`.
+        items: Vec<mnemo_compaction::HistoryItem>,
+    },
+    /// Not recoverable (not a context-length error, output already produced, no steps left, or
+    /// the retry already used): surface the provider's own error.
+    SurfaceProviderError,
+    /// Recovery was attempted and failed open: surface the provider's own error; `reason` is
+    /// `overflow` and `detail` / `diagnostic` say why the compaction did not help.
+    FailedOpen {
+        /// Always `overflow`.
+        reason: &'static str,
+        /// The mid-turn detail (`no_safe_completed_span`, `summarizer_failed`, ...).
+        detail: &'static str,
+        /// The typed reason of the failed compaction.
+        diagnostic: String,
+    },
 }
 
 impl Mnemo {
@@ -301,13 +371,30 @@ impl Mnemo {
         mid_turn: &MidTurnOptions,
         options: &CompactOptions,
     ) -> Result<mnemo_compaction::MidTurnOutcome, Error> {
-        let ledger = self.ledger(session, None)?;
+        use mnemo_compaction::MidTurnOutcome;
+        // NOTE: a blocking wait, like the facade's other read-your-writes waits; it is bounded by
+        // `ledger_wait`.
+        if let Some(position) = mid_turn.durable_through
+            && self.log.wait_for(position, mid_turn.ledger_wait) < position
+        {
+            return Ok(MidTurnOutcome::FailOpen {
+                detail: "no_safe_completed_span",
+                reason: "ledger_wait_aborted".to_owned(),
+            });
+        }
+        let (prior, current) = match self.mid_turn_events(session, &mid_turn.turn) {
+            Ok(events) => events,
+            // An unknown session is the caller's mistake, not a ledger that failed to read.
+            Err(error) if error.category() == crate::error::ErrorCategory::Input => return Err(error),
+            Err(error) => {
+                tracing::warn!(%error, %session, "mid-turn compaction could not read the ledger");
+                return Ok(MidTurnOutcome::FailOpen {
+                    detail: "no_safe_completed_span",
+                    reason: "ledger_read_failed".to_owned(),
+                });
+            }
+        };
         let assembly = self.assembly_options(&options.context)?;
-        let prior = ledger.compactable_from(mnemo_core::StreamRevision(0), Some(&mid_turn.turn))?;
-        let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
-        let current: Vec<_> =
-            all.into_iter().filter(|e| e.event.turn_id == mid_turn.turn).map(|e| e.event).collect();
-        let prior: Vec<_> = prior.into_iter().map(|e| e.event).collect();
         let previous = self.compaction.load(session).await?;
         let extractive = ExtractiveSummarizer;
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
@@ -323,9 +410,54 @@ impl Mnemo {
             now: self.clock.now(),
         };
         let outcome = mnemo_compaction::compact_mid_turn(request, summarizer, self.compaction.as_ref()).await;
-        if let mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
+        if let MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
             self.after_checkpoint(session, checkpoint).await?;
         }
         Ok(outcome)
+    }
+
+    /// The compactable prior history (without `turn`) and the events of `turn`, from the log.
+    fn mid_turn_events(
+        &self,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<(Vec<mnemo_core::RuntimeEvent>, Vec<mnemo_core::RuntimeEvent>), Error> {
+        let ledger = self.ledger(session, None)?;
+        let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
+        let (current, prior): (Vec<_>, Vec<_>) = all.into_iter().partition(|e| &e.event.turn_id == turn);
+        Ok((prior.into_iter().map(|e| e.event).collect(), current.into_iter().map(|e| e.event).collect()))
+    }
+
+    /// Reactive recovery after the provider rejected a request as too long (compaction.md §3.8):
+    /// once per turn (`latch`), before any output, with steps left. The first resort is dropping
+    /// historical images; otherwise a compaction (phase `pre_turn` at step 0, else `mid_turn`)
+    /// whose replacement must be smaller than the rejected request. On failure the host surfaces
+    /// the provider's real error; nothing synthetic is produced and nothing is recorded.
+    pub async fn recover_from_overflow(
+        &self,
+        session: &SessionId,
+        latch: &mut mnemo_compaction::OverflowLatch,
+        overflow: &ProviderOverflow,
+        options: &CompactOptions,
+    ) -> Result<OverflowRecovery, Error> {
+        if !latch.try_claim(overflow.context_length_error, overflow.produced_output, overflow.steps_remaining)
+        {
+            return Ok(OverflowRecovery::SurfaceProviderError);
+        }
+        if overflow.historical_images {
+            return Ok(OverflowRecovery::RetryWithoutImages);
+        }
+        let request = MidTurnOptions {
+            phase: mnemo_compaction::overflow_phase(overflow.step),
+            ..overflow.request.clone()
+        };
+        Ok(match self.compact_mid_turn(session, &request, options).await? {
+            mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, items } => {
+                OverflowRecovery::Resend { checkpoint, items }
+            }
+            mnemo_compaction::MidTurnOutcome::FailOpen { detail, reason } => {
+                OverflowRecovery::FailedOpen { reason: "overflow", detail, diagnostic: reason }
+            }
+        })
     }
 }

@@ -14,18 +14,21 @@ mod mnemo;
 mod stages;
 mod transcript;
 
-pub use compaction::{CompactOptions, ContextOptions, CopyReport, MidTurnOptions};
+pub use compaction::{
+    CompactOptions, ContextOptions, CopyReport, LEDGER_WAIT_DEFAULT, MidTurnOptions, OverflowRecovery,
+    ProviderOverflow,
+};
 pub use error::{Error, ErrorCategory};
 pub use history::SessionTranscript;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
-pub use memory::MemoryModels;
+pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
     Verification,
 };
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
-    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note,
+    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
     ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
     SummaryRequest, SummaryResponse, TurnGuard,
 };

@@ -8,12 +8,13 @@
 //! gate is closed by incognito or a disabled memory, is settled by a denial and a policy-skip
 //! commit instead of an extraction.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
-    Record, SessionId, StreamId, StreamRevision, ToolCallId,
+    Record, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
 };
 use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
@@ -54,6 +55,20 @@ impl Default for MemoryModels {
     }
 }
 
+/// What the `memory_extract` tool answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ExtractToolResult {
+    /// The turn is flagged; extraction runs when it completes.
+    Accepted,
+    /// The gate is closed (`incognito`, `disabled`, `unavailable`, `ineligible`).
+    Unavailable {
+        /// Why.
+        reason: &'static str,
+    },
+}
+
 /// Memory's process-local state: the single memory writer, the session lanes, the models, and
 /// whether the store is draining.
 #[derive(Debug)]
@@ -63,6 +78,10 @@ pub(crate) struct MemoryRuntime {
     models: RwLock<MemoryModels>,
     draining: AtomicBool,
     clock: Arc<dyn Clock>,
+    /// Turns whose `memory_extract` tool call was accepted: extraction runs when they complete.
+    /// Process-local like the reference's flag; a turn flagged before a crash is not extracted
+    /// on its account (the next compaction or request covers it).
+    flagged_turns: Mutex<BTreeSet<(SessionId, TurnId)>>,
 }
 
 impl MemoryRuntime {
@@ -73,6 +92,7 @@ impl MemoryRuntime {
             models: RwLock::new(MemoryModels::default()),
             draining: AtomicBool::new(false),
             clock,
+            flagged_turns: Mutex::new(BTreeSet::new()),
         }
     }
 }
@@ -224,6 +244,42 @@ impl Mnemo {
         terminal_event: Option<EventId>,
     ) -> Result<ExtractionReport, Error> {
         self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
+    }
+
+    /// The `memory_extract` tool (memory.md §3.1): flags the running `turn` and answers at once;
+    /// the extraction itself runs in the background lane when the host reports the turn complete
+    /// ([`Mnemo::complete_turn`]). A closed gate answers `unavailable` and flags nothing.
+    pub fn request_extraction(&self, session: &SessionId, turn: &TurnId) -> Result<ExtractToolResult, Error> {
+        if let Some(reason) = ExtractionHost::gate(self, session)? {
+            return Ok(ExtractToolResult::Unavailable { reason: reason.name() });
+        }
+        let mut flagged = self.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner);
+        flagged.insert((session.clone(), turn.clone()));
+        Ok(ExtractToolResult::Accepted)
+    }
+
+    /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
+    /// extraction, it runs now through the turn's last event, in the session's background lane,
+    /// and its report is returned; otherwise nothing runs. Hosts that must not wait spawn this.
+    pub async fn complete_turn(
+        &self,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<Option<ExtractionReport>, Error> {
+        let key = (session.clone(), turn.clone());
+        let flagged = self.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+        if !flagged {
+            return Ok(None);
+        }
+        let terminal = ExtractionHost::session_events(self, session)?
+            .into_iter()
+            .rev()
+            .find(|e| &e.event.turn_id == turn)
+            .map(|e| e.event.id);
+        let Some(terminal) = terminal else {
+            return Err(Error::InvalidInput(format!("turn {turn} of session {session} has no events")));
+        };
+        Ok(Some(self.extract(session, Some(terminal)).await?))
     }
 
     /// The compaction hook: extraction over what `checkpoint` covers, in the session's

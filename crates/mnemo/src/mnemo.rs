@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use mnemo_core::limits::APPEND_RECORDS_MAX;
+use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
@@ -18,7 +18,7 @@ use tracing::info_span;
 
 use crate::error::Error;
 use crate::log_location::{LogLocation, open_log};
-use crate::transcript::{Transcript, parse_transcript};
+use crate::transcript::{Transcript, TranscriptError, TranscriptRecord, parse_transcript};
 
 /// How long a read waits for the projections to catch up with the log before giving up.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -232,22 +232,24 @@ impl Mnemo {
         timestamp: Option<TimestampMs>,
     ) -> Result<Appended, Error> {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
-        let mut encoded = Vec::with_capacity(records.len());
+        let encoded =
+            records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
+        let appended = self.append_encoded(stream, expected, encoded, timestamp)?;
         for record in records {
-            if record.stream() != *stream {
-                return Err(Error::InvalidInput(format!(
-                    "a {} record belongs on {}, not {stream}",
-                    record.kind().name(),
-                    record.stream()
-                )));
+            if let Record::CheckpointRecorded(checkpoint) = record {
+                self.compaction.invalidate(&checkpoint.session);
             }
-            let kind = record.kind();
-            encoded.push(NewRecord {
-                kind: kind.code(),
-                kind_schema: kind.schema_version(),
-                bytes: record.encode()?,
-            });
         }
+        Ok(appended)
+    }
+
+    fn append_encoded(
+        &self,
+        stream: &StreamId,
+        expected: ExpectedRevision,
+        encoded: Vec<NewRecord>,
+        timestamp: Option<TimestampMs>,
+    ) -> Result<Appended, Error> {
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = self.durability();
         request.timestamp = timestamp;
@@ -265,14 +267,19 @@ impl Mnemo {
         let _span = info_span!("import", source).entered();
         let transcript = parse_transcript(bytes, source)?;
         self.check_sessions_are_new(&transcript)?;
-        let mut positions: Option<(Position, Position)> = None;
+        // NOTE: every record is encoded and every append cut to the log's limits before the first
+        // append, so a record the log would refuse refuses the whole file instead of a tail of it.
+        let mut appends = Vec::with_capacity(transcript.sessions.len());
         for (session, records) in &transcript.sessions {
             let stream = StreamId::session(session);
+            let chunks = import_chunks(&stream, records, source)?;
+            appends.push((stream, chunks));
+        }
+        let mut positions: Option<(Position, Position)> = None;
+        for (stream, chunks) in appends {
             let mut expected = ExpectedRevision::NoStream;
-            for chunk in records.chunks(APPEND_RECORDS_MAX) {
-                let batch: Vec<Record> = chunk.iter().map(|r| r.record.clone()).collect();
-                let timestamp = chunk.last().map(|r| r.timestamp);
-                let appended = self.append_at(&stream, expected, &batch, timestamp)?;
+            for (encoded, timestamp) in chunks {
+                let appended = self.append_encoded(&stream, expected, encoded, timestamp)?;
                 expected = ExpectedRevision::Exact(appended.last_revision);
                 positions =
                     Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
@@ -467,6 +474,59 @@ impl Mnemo {
     pub(crate) fn durability(&self) -> Durability {
         self.durability
     }
+}
+
+/// One record ready for the log, checked to belong on `stream`.
+fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
+    if record.stream() != *stream {
+        return Err(Error::InvalidInput(format!(
+            "a {} record belongs on {}, not {stream}",
+            record.kind().name(),
+            record.stream()
+        )));
+    }
+    let kind = record.kind();
+    Ok(NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes: record.encode()? })
+}
+
+/// One append of an import: its records and the time to append them at.
+type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
+
+/// A session's records encoded and cut into appends within the log's record-count and byte limits,
+/// each with the time of its last record. A record that does not encode names its line.
+fn import_chunks(
+    stream: &StreamId,
+    records: &[TranscriptRecord],
+    source: &str,
+) -> Result<Vec<ImportChunk>, Error> {
+    let mut chunks = Vec::new();
+    let mut current: Vec<NewRecord> = Vec::new();
+    let mut current_bytes = 0;
+    let mut timestamp = None;
+    for record in records {
+        let encoded = encode_for(stream, &record.record).map_err(|error| {
+            Error::Transcript(TranscriptError {
+                source_name: source.to_owned(),
+                line: record.line,
+                field: None,
+                reason: error.to_string(),
+            })
+        })?;
+        let bytes = encoded.bytes.len();
+        if !current.is_empty()
+            && (current.len() == APPEND_RECORDS_MAX || current_bytes + bytes > APPEND_BYTES_MAX)
+        {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
+        }
+        current.push(encoded);
+        current_bytes += bytes;
+        timestamp = Some(record.timestamp);
+    }
+    if !current.is_empty() {
+        chunks.push((current, timestamp));
+    }
+    Ok(chunks)
 }
 
 fn start_pipeline(

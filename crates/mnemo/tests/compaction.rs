@@ -12,9 +12,9 @@ use std::sync::{Arc, Mutex};
 use mnemo::{
     AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection,
     ContextOptions, CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, MidTurnOptions,
-    MidTurnOutcome, Mnemo, Position, ProviderCompactionRequest, ProviderCompactor, Record, RuntimeEvent,
-    SessionId, StreamId, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
-    TurnId,
+    MidTurnOutcome, Mnemo, OverflowLatch, OverflowRecovery, Position, ProviderCompactionRequest,
+    ProviderCompactor, ProviderOverflow, Record, RuntimeEvent, SessionId, StreamId, SummarizeError,
+    Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnId,
 };
 use serde_json::{Value, json};
 
@@ -552,12 +552,7 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
     let events = session_events(&mnemo);
     let current = TurnId::new("t029").unwrap();
     let anchor = events.iter().find(|e| e.turn_id == current).unwrap().id.clone();
-    let request = MidTurnOptions {
-        turn: current.clone(),
-        anchor: anchor.clone(),
-        phase: CheckpointPhase::MidTurn,
-        reference_tokens: 100_000,
-    };
+    let request = MidTurnOptions::new(current.clone(), anchor.clone(), 100_000);
     let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     let MidTurnOutcome::Replaced { checkpoint, items } = outcome else { panic!("{outcome:?}") };
     assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::MidTurn);
@@ -655,4 +650,169 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     append_checkpoint(&mnemo, small);
     let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
     assert!(error.contains("malformed_summary_too_small_for_fold"), "{error}");
+}
+
+/// A summarizer that answers only once its gate opens.
+#[derive(Debug)]
+struct Gated {
+    text: String,
+    gate: Arc<tokio::sync::Notify>,
+}
+
+impl Summarizer for Gated {
+    fn identity(&self) -> SummarizerIdentity {
+        SummarizerIdentity { name: "gated".to_owned(), prompt_version: "1".to_owned() }
+    }
+    fn summarize<'a>(
+        &'a self,
+        _: &'a SummaryRequest,
+    ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+        Box::pin(async move {
+            self.gate.notified().await;
+            Ok(SummaryResponse { text: self.text.clone(), finish: FinishReason::Stop })
+        })
+    }
+}
+
+#[test]
+fn a_write_superseded_while_summarizing_fails_open_as_write_failed_and_records_nothing() {
+    // Two compactions of one session race: the second records first, so the first's candidate
+    // (same coverage, not its successor) is refused by the replacement rule before persistence.
+    let (_dir, mnemo) = store(10, "");
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let slow = Arc::new(Gated { text: GOOD.to_owned(), gate: Arc::clone(&gate) });
+    let slow_options = CompactOptions { summarizer: Some(slow), ..CompactOptions::default() };
+    let fast = Scripted::text(&GOOD.replace("Continue with", "Carry on with"));
+    let fast_options = CompactOptions { summarizer: Some(fast), ..CompactOptions::default() };
+    let session = sid();
+    let (slow_outcome, fast_outcome) = block_on(async {
+        let slow = mnemo.compact(&session, &slow_options);
+        let fast = async {
+            let outcome = mnemo.compact(&session, &fast_options).await;
+            gate.notify_one();
+            outcome
+        };
+        tokio::join!(slow, fast)
+    });
+    let recorded = fast_outcome.unwrap().recorded.expect("the first to reach the ledger records");
+    let slow_outcome = slow_outcome.unwrap();
+    assert!(slow_outcome.recorded.is_none());
+    let diagnostics = &slow_outcome.history.diagnostics;
+    assert_eq!(diagnostics.decision, Decision::FailedOpen);
+    assert_eq!(diagnostics.fail_open_reason.as_deref(), Some("write_failed"));
+    assert_eq!(slow_outcome.history.notes[0].kind, "context_compaction_failed_open");
+    let records = checkpoint_records(&mnemo);
+    assert_eq!(records.len(), 1, "only the winner is in the log");
+    assert_eq!(records[0].checkpoint, recorded.checkpoint.checkpoint);
+    assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
+}
+
+#[test]
+fn a_checkpoint_appended_by_the_host_is_what_the_next_write_is_checked_against() {
+    let (_dir, mnemo) = store(10, "");
+    compact(&mnemo).recorded.expect("the coordinator now caches this checkpoint");
+    append_turns(&mnemo, 10, 3);
+    // The same session in another store, compacted over the longer history: a valid checkpoint that
+    // supersedes the first, appended here by the host itself rather than through the coordinator.
+    let (_other_dir, other) = store(10, "");
+    append_turns(&other, 10, 3);
+    let further = compact(&other).recorded.expect("recorded").checkpoint;
+    append_checkpoint(&mnemo, further.clone());
+    let outcome = compact(&mnemo);
+    assert!(outcome.recorded.is_none(), "nothing new to fold past the host's checkpoint");
+    assert_eq!(outcome.history.diagnostics.skipped_reason_counts.get("already_compacted"), Some(&1));
+    assert_eq!(checkpoint_records(&mnemo).len(), 2);
+    assert_eq!(context(&mnemo).boundary.unwrap().checkpoint, further.checkpoint);
+}
+
+/// The current turn of a 30-turn store and its anchor.
+fn current_turn(mnemo: &Mnemo) -> (TurnId, mnemo::EventId) {
+    let current = TurnId::new("t029").unwrap();
+    let anchor = session_events(mnemo).iter().find(|e| e.turn_id == current).unwrap().id.clone();
+    (current, anchor)
+}
+
+#[test]
+fn mid_turn_waits_for_the_step_to_be_durable_and_fails_open_when_it_never_is() {
+    let (_dir, mnemo) = store(30, "");
+    let (turn, anchor) = current_turn(&mnemo);
+    let head = mnemo.stats().unwrap().head;
+    let mut request = MidTurnOptions::new(turn, anchor, 100_000);
+    request.durable_through = Some(Position(head.0 + 5));
+    request.ledger_wait = std::time::Duration::from_millis(50);
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    assert_eq!(
+        outcome,
+        MidTurnOutcome::FailOpen {
+            detail: "no_safe_completed_span",
+            reason: "ledger_wait_aborted".to_owned()
+        }
+    );
+    assert!(checkpoint_records(&mnemo).is_empty());
+    request.durable_through = Some(head);
+    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    assert!(matches!(outcome, MidTurnOutcome::Replaced { .. }), "{outcome:?}");
+    // An unknown session is the caller's error, not a failed ledger read.
+    let unknown = SessionId::new("nobody").unwrap();
+    assert!(block_on(mnemo.compact_mid_turn(&unknown, &request, &CompactOptions::default())).is_err());
+}
+
+fn overflow(request: MidTurnOptions, step: u64) -> ProviderOverflow {
+    ProviderOverflow {
+        context_length_error: true,
+        produced_output: false,
+        steps_remaining: true,
+        step,
+        historical_images: false,
+        request,
+    }
+}
+
+#[test]
+fn overflow_recovery_retries_once_and_otherwise_surfaces_the_provider_error() {
+    let (_dir, mnemo) = store(30, "");
+    let (turn, anchor) = current_turn(&mnemo);
+    let request = MidTurnOptions::new(turn, anchor.clone(), 100_000);
+    let recover = |latch: &mut OverflowLatch, overflow: &ProviderOverflow, options: &CompactOptions| {
+        block_on(mnemo.recover_from_overflow(&sid(), latch, overflow, options)).unwrap()
+    };
+    let defaults = CompactOptions::default();
+    // Not a context-length error, or output already seen: no retry, nothing recorded.
+    let mut latch = OverflowLatch::default();
+    let other = ProviderOverflow { context_length_error: false, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &other, &defaults), OverflowRecovery::SurfaceProviderError);
+    let streamed = ProviderOverflow { produced_output: true, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &streamed, &defaults), OverflowRecovery::SurfaceProviderError);
+    // Historical images are dropped first, and that is the turn's one retry.
+    let images = ProviderOverflow { historical_images: true, ..overflow(request.clone(), 1) };
+    assert_eq!(recover(&mut latch, &images, &defaults), OverflowRecovery::RetryWithoutImages);
+    assert_eq!(
+        recover(&mut latch, &overflow(request.clone(), 1), &defaults),
+        OverflowRecovery::SurfaceProviderError
+    );
+    assert!(checkpoint_records(&mnemo).is_empty());
+    // A failed compaction surfaces the provider's error with the reason `overflow`, recording nothing.
+    let mut latch = OverflowLatch::default();
+    let failing = CompactOptions {
+        summarizer: Some(Scripted::error(SummarizeError::Provider("down".to_owned()))),
+        ..CompactOptions::default()
+    };
+    let OverflowRecovery::FailedOpen { reason, detail, diagnostic } =
+        recover(&mut latch, &overflow(request.clone(), 1), &failing)
+    else {
+        panic!("a failed compaction fails open");
+    };
+    assert_eq!((reason, detail, diagnostic.as_str()), ("overflow", "summarizer_failed", "provider_error"));
+    assert!(checkpoint_records(&mnemo).is_empty());
+    // At step 0 the compaction folds prior history only; the anchor stays in the resent tail.
+    let mut latch = OverflowLatch::default();
+    let OverflowRecovery::Resend { checkpoint, items } =
+        recover(&mut latch, &overflow(request.clone(), 0), &defaults)
+    else {
+        panic!("the compaction replaces history");
+    };
+    assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::PreTurn);
+    assert!(items.iter().any(|item| matches!(item, HistoryItem::Event { event, .. } if event.id == anchor)));
+    assert_eq!(checkpoint_records(&mnemo).len(), 1);
+    assert_eq!(recover(&mut latch, &overflow(request, 0), &defaults), OverflowRecovery::SurfaceProviderError);
 }

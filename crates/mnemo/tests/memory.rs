@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use mnemo::{
-    BoxFuture, Config, ExpectedRevision, ExtractionOutcome, ManualClock, MatchMode, MemoryModels,
-    MemoryProposer, Mnemo, ModelError, ProposalPrompt, RecallMemory, Record, RememberStatus, SearchRequest,
-    SessionId, StreamId,
+    BoxFuture, Config, ExpectedRevision, ExtractToolResult, ExtractionOutcome, ManualClock, MatchMode,
+    MemoryModels, MemoryProposer, Mnemo, ModelError, ProposalPrompt, RecallMemory, Record, RememberStatus,
+    SearchRequest, SessionId, StreamId,
 };
 use mnemo_core::{
     Author, Content, EventId, FunctionCall, InvocationId, MemoryMode, OperationId, Role, RunId, RuntimeEvent,
@@ -213,4 +213,46 @@ fn extraction_futures_can_be_spawned_on_a_multi_threaded_runtime() {
     assert_send(&mnemo.remember(&s1, None));
     assert_send(&mnemo.extract(&s1, None));
     assert_send(&mnemo.on_checkpoint_recorded(&s1, &mnemo_core::CheckpointId::new("c1").unwrap()));
+}
+
+#[test]
+fn the_extract_tool_flags_the_turn_and_extraction_runs_when_it_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    open_session(&mnemo, "s1", "w1", &["Our project uses fjall for storage.", "I prefer tabs over spaces."]);
+    let rt = runtime();
+    let turn = TurnId::new("t1").unwrap();
+    let items = |m: &Mnemo| {
+        let request = SearchRequest {
+            terms: vec!["fjall".to_owned(), "tabs".to_owned()],
+            match_mode: MatchMode::Prefix,
+            workspace: Some(WorkspaceId::new("w1").unwrap()),
+            include_archived: true,
+            limit: None,
+        };
+        m.memory_search(&request).unwrap().len()
+    };
+    // A turn that never asked: completing it runs nothing.
+    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &TurnId::new("t0").unwrap())).unwrap().is_none());
+    assert_eq!(mnemo.request_extraction(&session("s1"), &turn).unwrap(), ExtractToolResult::Accepted);
+    assert_eq!(items(&mnemo), 0, "the tool only flags the turn");
+    let report = rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().expect("flagged");
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { replayed: false, .. }), "{report:?}");
+    assert!(items(&mnemo) > 0, "incidental facts were stored");
+    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().is_none(), "once per request");
+    // A closed gate answers unavailable and flags nothing.
+    let flags =
+        SessionFlagsChanged { session: session("s1"), incognito: Some(true), memory: None, title: None };
+    mnemo
+        .append(
+            &StreamId::session(&session("s1")),
+            ExpectedRevision::Any,
+            &[Record::SessionFlagsChanged(flags)],
+        )
+        .unwrap();
+    assert_eq!(
+        mnemo.request_extraction(&session("s1"), &turn).unwrap(),
+        ExtractToolResult::Unavailable { reason: "incognito" }
+    );
+    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().is_none());
 }
