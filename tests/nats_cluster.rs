@@ -52,19 +52,20 @@ pub fn server_pid(name: &str) -> i32 {
     text.trim().parse().unwrap_or_else(|e| panic!("{} holds {text:?}: {e}", path.display()))
 }
 
-/// Starts server `name` again from its config; it rejoins the cluster and catches up.
+/// Starts server `name` again from its config; it rejoins the cluster and catches up. A shell starts
+/// it in the background, so the server outlives the test process as the others do, and the cluster
+/// script's `stop` ends it through its pid file.
 pub fn restart_server(name: &str) {
     let dir = dir();
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join(format!("{name}.log")))
-        .unwrap_or_else(|e| panic!("cannot open the log of {name}: {e}"));
-    std::process::Command::new("nats-server")
+    let config = dir.join(format!("{name}.conf"));
+    let log = dir.join(format!("{name}.log"));
+    let status = std::process::Command::new("sh")
         .arg("-c")
-        .arg(dir.join(format!("{name}.conf")))
-        .stdout(log.try_clone().unwrap_or_else(|e| panic!("{e}")))
-        .stderr(log)
-        .spawn()
+        .arg("nats-server -c \"$1\" >> \"$2\" 2>&1 &")
+        .arg("restart")
+        .arg(&config)
+        .arg(&log)
+        .status()
         .unwrap_or_else(|e| panic!("cannot start nats-server {name}: {e}"));
+    assert!(status.success(), "starting nats-server {name} failed: {status}");
 }
