@@ -5,12 +5,13 @@
 #                                   JetStream has a meta leader, and prints the environment to export
 #   .ci/nats-cluster.sh stop DIR    stops the servers started from DIR
 #
-# Ports: clients 14222-14224, routes 16222-16224, monitoring 18222-18224 (NATS_PORT_OFFSET shifts
-# them all). Each server writes its pid to DIR/nN.pid, so a test can kill one (a leader) and start it
+# Ports: clients 14222-14224, routes 16222-16224, monitoring 18222-18224, shifted by NATS_PORT_OFFSET
+# when set, else by the first multiple of 100 whose ports are all free (several runs can share a
+# machine). Each server writes its pid to DIR/nN.pid, so a test can kill one (a leader) and start it
 # again with `nats-server -c DIR/nN.conf`.
 set -euo pipefail
 
-offset="${NATS_PORT_OFFSET:-0}"
+offset="${NATS_PORT_OFFSET:-}"
 client_port() { echo $((14221 + $1 + offset)); }
 route_port() { echo $((16221 + $1 + offset)); }
 http_port() { echo $((18221 + $1 + offset)); }
@@ -39,9 +40,27 @@ cluster {
 CONF
 }
 
+port_in_use() {
+    (exec 3<> "/dev/tcp/127.0.0.1/$1") 2> /dev/null
+}
+
+pick_offset() {
+    local candidate port busy
+    for candidate in $(seq 0 100 3000); do
+        busy=0
+        for port in 14222 14223 14224 16222 16223 16224 18222 18223 18224; do
+            if port_in_use $((port + candidate)); then busy=1; break; fi
+        done
+        if [ "$busy" = 0 ]; then echo "$candidate"; return 0; fi
+    done
+    echo "no free ports for a NATS cluster" >&2
+    return 1
+}
+
 start() {
     local dir="$1"
     mkdir -p "$dir"
+    if [ -z "$offset" ]; then offset="$(pick_offset)"; fi
     for n in 1 2 3; do
         write_config "$dir" "$n"
         nats-server -c "$dir/n$n.conf" > "$dir/n$n.log" 2>&1 &
