@@ -50,8 +50,18 @@ enum Command {
     Import {
         #[arg(required = true)]
         files: Vec<String>,
-        #[arg(long, value_enum, default_value_t = Format::Mnemo)]
+        /// The files' format; `auto` tells it from the first lines and reports what it chose.
+        #[arg(long, value_enum, default_value_t = Format::Auto)]
         format: Format,
+    },
+    /// Write the log back as a transcript (the mnemo format) that imports to the same log.
+    Export {
+        /// The output format.
+        #[arg(long, value_enum, default_value_t = ExportFormat::Jsonl)]
+        format: ExportFormat,
+        /// Write to this file instead of standard output.
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
     /// List sessions.
     Sessions,
@@ -96,17 +106,66 @@ enum Command {
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Format {
+    /// Tell the format from the file's first lines.
+    Auto,
     /// The mnemo transcript format (JSON Lines).
     Mnemo,
+    /// OpenAI chat-completions messages (an array, a request body, or JSON Lines of them).
+    OpenaiChat,
+    /// Codex CLI rollout JSON Lines.
+    Codex,
+    /// Claude Code session JSON Lines.
+    ClaudeCode,
+    /// The reference system's RuntimeEvent JSON Lines.
+    Maka,
+}
+
+impl Format {
+    fn import_format(self) -> mnemo::ImportFormat {
+        match self {
+            Format::Auto => mnemo::ImportFormat::Auto,
+            Format::Mnemo => mnemo::ImportFormat::Mnemo,
+            Format::OpenaiChat => mnemo::ImportFormat::OpenaiChat,
+            Format::Codex => mnemo::ImportFormat::Codex,
+            Format::ClaudeCode => mnemo::ImportFormat::ClaudeCode,
+            Format::Maka => mnemo::ImportFormat::Maka,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    /// The mnemo transcript format (JSON Lines).
+    Jsonl,
 }
 
 fn main() -> ExitCode {
+    exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
     }
+}
+
+/// A reader that stops early (`mnemo log | head`) closes the pipe; the command then ends quietly,
+/// as Unix tools do, instead of reporting the panic `println!` raises on a closed stdout. Every
+/// other panic keeps the default report.
+fn exit_quietly_when_stdout_closes() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }
 
 fn init_tracing() {
@@ -147,7 +206,8 @@ fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Demo { dir } => demo::run(dir.as_deref(), cli.json),
-        Command::Import { files, format: Format::Mnemo } => import(cli, files),
+        Command::Import { files, format } => import(cli, files, format.import_format()),
+        Command::Export { format: ExportFormat::Jsonl, out } => export(cli, out.as_deref()),
         Command::Sessions => sessions(cli),
         Command::Show(args) => history_cmd::show(cli, args),
         Command::Search(args) => history_cmd::search(cli, args),
@@ -169,27 +229,58 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn import(cli: &Cli, files: &[String]) -> anyhow::Result<ExitCode> {
+fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let mut reports = Vec::new();
     let bar = progress(files.len() as u64, "importing");
     for file in files {
         let bytes = read_input(file)?;
         bar.set_message(file.clone());
-        reports.push(mnemo.import_transcript(&bytes, file)?);
+        reports.push(mnemo.import(&bytes, file, format)?);
         bar.inc(1);
     }
     bar.finish_and_clear();
     output(cli, &reports, || {
         for r in &reports {
             let span = r.positions.map_or("nothing".to_owned(), |(a, b)| format!("positions {a}..={b}"));
+            let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
             println!(
-                "{}: {} records in {} sessions from {} lines ({span})",
-                r.source, r.records, r.sessions, r.lines
+                "{}: {} format{chosen}: {} records in {} sessions from {} lines ({span})",
+                r.source, r.format, r.records, r.sessions, r.lines
             );
+            for (what, count) in &r.skipped {
+                println!("  skipped {count} × {what}");
+            }
         }
     });
     Ok(ExitCode::SUCCESS)
+}
+
+fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let mnemo = open(cli, true)?;
+    let report = match out {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+            let mut writer = std::io::BufWriter::new(file);
+            mnemo.export_transcript(&mut writer)?
+        }
+        None => {
+            let mut writer = std::io::BufWriter::new(std::io::stdout().lock());
+            mnemo.export_transcript(&mut writer)?
+        }
+    };
+    // The transcript may be on stdout, so the report goes there only when asked for and the
+    // transcript went to a file.
+    if cli.json && out.is_some() {
+        print_json(&report);
+    } else {
+        let skipped: Vec<String> = report.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let skipped =
+            if skipped.is_empty() { String::new() } else { format!("; skipped {}", skipped.join(", ")) };
+        eprintln!("exported {} sessions in {} lines{skipped}", report.sessions, report.lines);
+    }
+    Ok(if report.sessions == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {

@@ -158,3 +158,54 @@ fn the_demo_runs_and_verifies() {
         .unwrap();
     assert_eq!(code(&used), 2, "a used demo directory is refused");
 }
+
+#[test]
+fn import_detects_the_format_and_export_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (dir.path().join("first"), dir.path().join("second"));
+    let codex = concat!(env!("CARGO_MANIFEST_DIR"), "/../mnemo/tests/fixtures/import/codex-rollout.jsonl");
+    let import = mnemo(&first, &["import", codex, SAMPLE]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    let printed = String::from_utf8_lossy(&import.stdout);
+    assert!(printed.contains("codex format (detected)"), "{printed}");
+    assert!(printed.contains("skipped 2 × turn_context"), "{printed}");
+
+    let exported = dir.path().join("export.jsonl");
+    let export = mnemo(&first, &["export", "--out", exported.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&export), 0, "{}", stderr(&export));
+    assert_eq!(stdout_json(&export)["sessions"], 2);
+    let import = mnemo(&second, &["import", exported.to_str().unwrap(), "--format", "mnemo"]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    let again = mnemo(&second, &["export"]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(again.stdout, std::fs::read(&exported).unwrap());
+
+    let wrong = mnemo(&second, &["import", codex, "--format", "claude-code"]);
+    assert_eq!(code(&wrong), 2, "{}", stderr(&wrong));
+    assert!(
+        stderr(&wrong).contains("codex-rollout.jsonl:1: no line is a claude-code conversation line"),
+        "{}",
+        stderr(&wrong)
+    );
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    // The read end is closed before the command writes: its first line meets a closed pipe.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(&store)
+        .arg("log")
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
+}

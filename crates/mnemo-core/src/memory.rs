@@ -190,6 +190,9 @@ pub enum NoOpReason {
 pub enum SkipReason {
     /// Memory was not allowed for the range.
     PolicyDenied,
+    /// The range was compacted before the session had an extraction cursor: a session's first
+    /// cursor starts after its latest checkpoint's covered prefix (memory.md §3.4 step 8).
+    CompactedBeforeExtraction,
 }
 
 /// Where a memory item is visible, and which memory stream a memory record goes to.
@@ -845,6 +848,8 @@ pub enum DenialReason {
     Incognito,
     /// Memory was disabled for the session.
     MemoryDisabled,
+    /// The session was archived or a subagent's, which never feed memory.
+    Ineligible,
 }
 
 /// Memory extraction was denied by policy for what a compaction checkpoint covers

@@ -69,6 +69,11 @@ pub enum LogError {
     /// revision, which turns a landed append into a conflict, never into a duplicate).
     #[error("replicated log unavailable: {0}")]
     Unavailable(String),
+    /// A file of the store's database is damaged: it fails its checksum, does not decode, or is
+    /// missing. Nothing was read from it. Restore the store from a copy; `mnemo verify` reports what
+    /// still verifies.
+    #[error("store {path} is damaged: {what}; restore it from a copy")]
+    Damaged { path: PathBuf, what: String },
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
     #[error("storage error: {0}")]
     Storage(#[from] fjall::Error),
@@ -82,7 +87,58 @@ pub enum LogError {
 }
 
 impl LogError {
+    /// A storage-engine error of the store in `dir`, as [`LogError::Damaged`] when it says a file is
+    /// damaged, so that the message names the store and the kind of damage.
+    pub(crate) fn storage(dir: &std::path::Path, error: fjall::Error) -> LogError {
+        match damage(&error) {
+            Some(what) => LogError::Damaged { path: dir.to_path_buf(), what },
+            None => LogError::Storage(error),
+        }
+    }
+
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> LogError {
         LogError::Io { context: context.into(), source }
     }
+}
+
+/// What a storage-engine error says is damaged, if it says so.
+pub fn damage(error: &fjall::Error) -> Option<String> {
+    use fjall::LsmError;
+    Some(match error {
+        fjall::Error::JournalRecovery(inner) => {
+            format!("the journal (the write-ahead file of recent writes) does not recover: {inner:?}")
+        }
+        fjall::Error::InvalidVersion(_) => "the database version file is damaged".to_owned(),
+        fjall::Error::InvalidTag(_) | fjall::Error::InvalidTrailer => {
+            "the journal holds an entry that does not decode".to_owned()
+        }
+        fjall::Error::Unrecoverable => "the database cannot be recovered from its files".to_owned(),
+        fjall::Error::Storage(LsmError::ChecksumMismatch { .. }) => {
+            "a table or version file fails its checksum".to_owned()
+        }
+        fjall::Error::Storage(LsmError::Unrecoverable) => {
+            "a keyspace's version file or one of its tables cannot be read".to_owned()
+        }
+        fjall::Error::Storage(LsmError::InvalidVersion(_)) => {
+            "a table has an unknown format version".to_owned()
+        }
+        fjall::Error::Storage(
+            LsmError::InvalidTag(_)
+            | LsmError::InvalidTrailer
+            | LsmError::InvalidHeader(_)
+            | LsmError::Utf8(_),
+        ) => "a table or version file does not decode".to_owned(),
+        fjall::Error::Storage(LsmError::Io(io)) if io.kind() == std::io::ErrorKind::NotFound => {
+            format!("a file the database lists is missing ({io})")
+        }
+        fjall::Error::Storage(LsmError::Io(io)) | fjall::Error::Io(io)
+            if io.kind() == std::io::ErrorKind::UnexpectedEof =>
+        {
+            "a table or version file ends before its contents do".to_owned()
+        }
+        fjall::Error::Storage(LsmError::Decompress(_)) | fjall::Error::Decompress(_) => {
+            "a block does not decompress".to_owned()
+        }
+        _ => return None,
+    })
 }

@@ -125,6 +125,13 @@ impl FjallLog {
     /// Opens (or creates) the log in `dir`, recovering and checking its tail.
     pub fn open(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         let _span = debug_span!("open_log", dir = %dir.display()).entered();
+        FjallLog::open_inner(dir, options).map_err(|error| match error {
+            LogError::Storage(error) => LogError::storage(dir, error),
+            other => other,
+        })
+    }
+
+    fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         create_private_dir(dir)?;
         let lock = acquire_lock(dir)?;
         let db = Database::builder(dir.join(DATABASE_DIR_NAME))
@@ -212,7 +219,10 @@ impl LogBackend for FjallLog {
         if position > self.head() {
             return Ok(None);
         }
-        self.shared.read(position)
+        self.shared.read(position).map_err(|error| match error {
+            LogError::Storage(error) => LogError::storage(&self.dir, error),
+            other => other,
+        })
     }
 
     fn scan(&self, from: Position) -> EnvelopeIter {
@@ -220,8 +230,9 @@ impl LogBackend for FjallLog {
         // written but not yet persisted and acknowledged.
         let head = self.head();
         let range = self.shared.log.range(from.to_key()..=head.to_key());
-        Box::new(range.map(|guard| {
-            let (key, value) = guard.into_inner()?;
+        let dir = self.dir.clone();
+        Box::new(range.map(move |guard| {
+            let (key, value) = guard.into_inner().map_err(|e| LogError::storage(&dir, e))?;
             let position = Position::from_key(&key).ok_or_else(|| LogError::Corrupt {
                 position: Position::ZERO,
                 kind: CorruptionKind::Undecodable(format!("log key of {} bytes", key.len())),

@@ -529,3 +529,106 @@ async fn a_range_too_large_for_the_evidence_budget_is_split_once() {
     assert_eq!(commits[1].1, 120);
     assert!(commits[0].1 > 30 && commits[0].1 < 90, "the cut is near the middle: {commits:?}");
 }
+
+#[tokio::test]
+async fn every_policy_gate_denies_a_compaction_range_durably_and_unavailable_settles_nothing() {
+    for (reason, denied) in [
+        (GateReason::Incognito, true),
+        (GateReason::Disabled, true),
+        (GateReason::Ineligible, true),
+        (GateReason::Unavailable, false),
+    ] {
+        let host = Host::new();
+        host.user("t1", "I prefer tabs over spaces.");
+        let boundary = host.agent("t1", "Noted.");
+        let c1 = checkpoint(&host, "c1", "t1", &boundary, BoundaryDisposition::Eligible);
+        *host.gate.lock().unwrap() = Some(reason);
+        let report = run(&host, &EmbeddedProposer, Trigger::Compaction { checkpoint: c1 }).await;
+        assert!(matches!(report.outcome, ExtractionOutcome::Unavailable { .. }), "{reason:?}");
+        let state = host.ledger.state().unwrap();
+        let view = MemoryView::new(state.as_ref());
+        assert_eq!(view.denials(&session()).unwrap().len(), usize::from(denied), "{reason:?}");
+        let cursor = view.cursor(&session()).unwrap().map(|c| c.processed_ordinal);
+        assert_eq!(cursor, denied.then_some(2), "{reason:?}: the denied range is skipped, else recoverable");
+        assert_eq!(host.view_items(), 0, "{reason:?}");
+    }
+}
+
+/// Answers like the embedded proposer and keeps every prompt's prior summary.
+#[derive(Debug, Default)]
+struct Recording {
+    prior: Mutex<Vec<Option<String>>>,
+}
+
+impl MemoryProposer for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    fn propose<'a>(&'a self, prompt: &'a ProposalPrompt) -> BoxFuture<'a, Result<String, ModelError>> {
+        self.prior.lock().unwrap().push(prompt.prior_summary.clone());
+        EmbeddedProposer.propose(prompt)
+    }
+}
+
+fn link(host: &Host, id: &str, previous: Option<&str>, summary: &str) {
+    let mut checkpoints = host.checkpoints.lock().unwrap();
+    let record = checkpoints.iter_mut().find(|c| c.checkpoint.as_str() == id).unwrap();
+    record.previous = previous.map(|p| CheckpointId::new(p).unwrap());
+    record.body =
+        CheckpointBody::Text { summary: summary.to_owned(), summary_format: SummaryFormat::SectionsV1 };
+}
+
+#[tokio::test]
+async fn the_prior_checkpoint_summary_precedes_the_context_unless_its_chain_is_denied_or_broken() {
+    let host = Host::new();
+    host.user("t1", "I prefer tabs over spaces.");
+    let first = host.agent("t1", "Noted.");
+    checkpoint(&host, "c1", "t1", &first, BoundaryDisposition::Eligible);
+    link(&host, "c1", None, "## Goal\nthe first summary");
+    host.user("t2", "I use neovim daily.");
+    let second = host.agent("t2", "Great.");
+    let c2 = checkpoint(&host, "c2", "t2", &second, BoundaryDisposition::Eligible);
+    link(&host, "c2", Some("c1"), "## Goal\nthe second summary");
+    host.user("t3", "Our CI runs on Debian.");
+    let third = host.agent("t3", "Fine.");
+
+    // A compaction trigger reads after its checkpoint's predecessor.
+    let recording = Recording::default();
+    run(&host, &recording, Trigger::Compaction { checkpoint: c2.clone() }).await;
+    assert_eq!(
+        recording.prior.lock().unwrap().last().cloned().flatten().as_deref(),
+        Some("## Goal\nthe first summary")
+    );
+    // Another trigger reads after the checkpoint that ends furthest before its range's end.
+    let recording = Recording::default();
+    run(&host, &recording, Trigger::Extract { terminal_event: Some(third) }).await;
+    assert_eq!(
+        recording.prior.lock().unwrap().last().cloned().flatten().as_deref(),
+        Some("## Goal\nthe second summary")
+    );
+
+    // A policy-denied checkpoint anywhere in the chain removes the summary.
+    let host2 = Host::new();
+    host2.user("t1", "I prefer tabs over spaces.");
+    let first = host2.agent("t1", "Noted.");
+    checkpoint(&host2, "c1", "t1", &first, BoundaryDisposition::PolicyDenied);
+    host2.user("t2", "I use neovim daily.");
+    let second = host2.agent("t2", "Great.");
+    checkpoint(&host2, "c2", "t2", &second, BoundaryDisposition::Eligible);
+    link(&host2, "c2", Some("c1"), "## Goal\nthe second summary");
+    host2.user("t3", "Our CI runs on Debian.");
+    let third = host2.agent("t3", "Fine.");
+    let recording = Recording::default();
+    run(&host2, &recording, Trigger::Extract { terminal_event: Some(third) }).await;
+    assert!(recording.prior.lock().unwrap().iter().all(Option::is_none), "denied ancestry is never reused");
+
+    // A compaction trigger whose predecessor is missing is unavailable, with no model call.
+    let host3 = Host::new();
+    host3.user("t1", "I prefer tabs over spaces.");
+    let first = host3.agent("t1", "Noted.");
+    let c1 = checkpoint(&host3, "c1", "t1", &first, BoundaryDisposition::Eligible);
+    link(&host3, "c1", Some("gone"), "## Goal\nx");
+    let report = run(&host3, &EmbeddedProposer, Trigger::Compaction { checkpoint: c1 }).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::Unavailable { .. }), "{report:?}");
+    assert_eq!(report.model_calls, 0);
+}

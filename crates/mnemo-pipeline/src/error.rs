@@ -10,7 +10,7 @@ pub enum PipelineError {
     #[error(transparent)]
     Log(#[from] mnemo_log::LogError),
     /// A stage's state store failed; the stage stopped and keeps its last committed state.
-    #[error("state store of stage {stage}: {source}")]
+    #[error("state store of stage {stage}: {}", store_failure(stage, source))]
     Store {
         stage: String,
         #[source]
@@ -41,4 +41,14 @@ pub enum PipelineError {
     /// The pipeline was shut down.
     #[error("pipeline is shut down")]
     ShutDown,
+}
+
+/// A store failure, naming the damage when the storage engine reports damaged files.
+fn store_failure(stage: &str, source: &fjall::Error) -> String {
+    match mnemo_log::damage(source) {
+        Some(what) => format!(
+            "damaged: {what}; rebuilding the stage replays it from the log (mnemo rebuild --stage {stage})"
+        ),
+        None => source.to_string(),
+    }
 }

@@ -131,7 +131,11 @@ impl Mnemo {
         }
     }
 
-    fn ledger(&self, session: &SessionId, as_of: Option<Position>) -> Result<SessionLedger<'_>, Error> {
+    pub(crate) fn ledger(
+        &self,
+        session: &SessionId,
+        as_of: Option<Position>,
+    ) -> Result<SessionLedger<'_>, Error> {
         if let Some(position) = as_of {
             return Ok(SessionLedger::as_of(self.log.as_ref(), session, position)?);
         }

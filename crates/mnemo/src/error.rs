@@ -72,9 +72,8 @@ impl Error {
             Error::Compaction(error) => compaction_category(error),
             Error::Memory(mnemo_memory::MemoryError::Invalid(_)) => ErrorCategory::Input,
             Error::Memory(mnemo_memory::MemoryError::Conflict(_)) => ErrorCategory::Conflict,
-            Error::Log(mnemo_log::LogError::Corrupt { .. }) | Error::DigestMismatch { .. } => {
-                ErrorCategory::Integrity
-            }
+            Error::Log(mnemo_log::LogError::Corrupt { .. } | mnemo_log::LogError::Damaged { .. })
+            | Error::DigestMismatch { .. } => ErrorCategory::Integrity,
             _ => ErrorCategory::Failure,
         }
     }

@@ -7,7 +7,9 @@
 
 mod compaction;
 mod error;
+mod export;
 mod history;
+mod import;
 mod log_location;
 mod memory;
 mod mnemo;
@@ -19,7 +21,9 @@ pub use compaction::{
     ProviderOverflow,
 };
 pub use error::{Error, ErrorCategory};
+pub use export::ExportReport;
 pub use history::SessionTranscript;
+pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{

@@ -18,7 +18,7 @@ use tracing::info_span;
 
 use crate::error::Error;
 use crate::log_location::{LogLocation, open_log};
-use crate::transcript::{Transcript, TranscriptError, TranscriptRecord, parse_transcript};
+use crate::transcript::{Transcript, TranscriptError, TranscriptRecord};
 
 /// How long a read waits for the projections to catch up with the log before giving up.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -64,6 +64,10 @@ pub struct ImportReport {
     pub records: usize,
     /// First and last position appended (none for an empty file).
     pub positions: Option<(Position, Position)>,
+    /// The format the file was read as (what `auto` chose, when it chose).
+    pub format: crate::import::ImportFormat,
+    /// Lines (or content blocks) of types the importer does not import, counted by type.
+    pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
 /// One envelope as `log` shows it.
@@ -234,7 +238,7 @@ impl Mnemo {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
         let encoded =
             records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        let appended = self.append_encoded(stream, expected, encoded, timestamp)?;
+        let appended = self.append_encoded(stream, expected, encoded, timestamp, self.durability())?;
         for record in records {
             if let Record::CheckpointRecorded(checkpoint) = record {
                 self.compaction.invalidate(&checkpoint.session);
@@ -249,9 +253,10 @@ impl Mnemo {
         expected: ExpectedRevision,
         encoded: Vec<NewRecord>,
         timestamp: Option<TimestampMs>,
+        durability: Durability,
     ) -> Result<Appended, Error> {
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
-        request.durability = self.durability();
+        request.durability = durability;
         request.timestamp = timestamp;
         match self.log.append(request)? {
             AppendOutcome::Appended(appended) => Ok(appended),
@@ -264,9 +269,21 @@ impl Mnemo {
     /// Imports a transcript in the mnemo format. The whole file is validated first; a bad line appends
     /// nothing. Sessions in the file must be new to the store.
     pub fn import_transcript(&self, bytes: &[u8], source: &str) -> Result<ImportReport, Error> {
-        let _span = info_span!("import", source).entered();
-        let transcript = parse_transcript(bytes, source)?;
-        self.check_sessions_are_new(&transcript)?;
+        self.import(bytes, source, crate::import::ImportFormat::Mnemo)
+    }
+
+    /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
+    /// converted and validated first; a bad line appends nothing. Sessions must be new to the store.
+    pub fn import(
+        &self,
+        bytes: &[u8],
+        source: &str,
+        format: crate::import::ImportFormat,
+    ) -> Result<ImportReport, Error> {
+        let _span = info_span!("import", source, format = format.name()).entered();
+        let parsed = crate::import::parse_import(bytes, source, format)?;
+        let transcript = &parsed.transcript;
+        self.check_sessions_are_new(transcript)?;
         // NOTE: every record is encoded and every append cut to the log's limits before the first
         // append, so a record the log would refuse refuses the whole file instead of a tail of it.
         let mut appends = Vec::with_capacity(transcript.sessions.len());
@@ -275,11 +292,16 @@ impl Mnemo {
             let chunks = import_chunks(&stream, records, source)?;
             appends.push((stream, chunks));
         }
+        let total: usize = appends.iter().map(|(_, chunks)| chunks.len()).sum();
+        let mut done = 0;
         let mut positions: Option<(Position, Position)> = None;
         for (stream, chunks) in appends {
             let mut expected = ExpectedRevision::NoStream;
             for (encoded, timestamp) in chunks {
-                let appended = self.append_encoded(&stream, expected, encoded, timestamp)?;
+                done += 1;
+                // Only the last append waits for the disk: persisting it persists every earlier one.
+                let durability = if done == total { self.durability() } else { Durability::Buffered };
+                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
                 expected = ExpectedRevision::Exact(appended.last_revision);
                 positions =
                     Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
@@ -294,6 +316,8 @@ impl Mnemo {
             sessions: transcript.sessions.len(),
             records: transcript.record_count(),
             positions,
+            format: parsed.format,
+            skipped: parsed.skipped,
         })
     }
 
@@ -493,7 +517,10 @@ fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
 type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
 
 /// A session's records encoded and cut into appends within the log's record-count and byte limits,
-/// each with the time of its last record. A record that does not encode names its line.
+/// each with the time of its last record. A record that is not an event (a session, turn end, flags
+/// or archive line, whose time lives only in its envelope) closes its append, so its envelope carries
+/// its own time and an export writes back exactly the time the file gave. A record that does not
+/// encode names its line.
 fn import_chunks(
     stream: &StreamId,
     records: &[TranscriptRecord],
@@ -522,6 +549,10 @@ fn import_chunks(
         current.push(encoded);
         current_bytes += bytes;
         timestamp = Some(record.timestamp);
+        if !matches!(record.record, Record::RuntimeEvent(_)) {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
+        }
     }
     if !current.is_empty() {
         chunks.push((current, timestamp));

@@ -9,8 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use mnemo_core::limits::{ID_BYTES_MAX, RECORD_BYTES_MAX};
 use mnemo_core::{
     Author, Content, EventId, FunctionCall, FunctionResponse, InvocationId, MemoryMode, Record, Role, RunId,
-    RuntimeEvent, SessionArchived, SessionId, SessionOpened, TextContent, ThinkingContent, TimestampMs,
-    ToolCallId, TurnEnded, TurnId, TurnStatus, WorkspaceId,
+    RuntimeEvent, SessionArchived, SessionFlagsChanged, SessionId, SessionOpened, TextContent,
+    ThinkingContent, TimestampMs, ToolCallId, TurnEnded, TurnId, TurnStatus, WorkspaceId,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -83,6 +83,34 @@ struct SessionLine {
     subagent: bool,
     #[serde(default)]
     title: Option<String>,
+    #[serde(default)]
+    ts: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlagsLine {
+    #[serde(rename = "kind")]
+    _kind: String,
+    session: SessionId,
+    #[serde(default)]
+    incognito: Option<bool>,
+    #[serde(default)]
+    memory: Option<MemoryMode>,
+    #[serde(default)]
+    title: Option<String>,
+    #[serde(default)]
+    ts: Option<u64>,
+}
+
+/// A RuntimeEvent in the reference system's own JSON shape, for events the `parts` form cannot
+/// express (statuses, actions, refs, hidden or partial events, provider options).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeEventLine {
+    #[serde(rename = "kind")]
+    _kind: String,
+    event: RuntimeEvent,
 }
 
 #[derive(Deserialize)]
@@ -153,6 +181,8 @@ struct ArchiveLine {
     session: SessionId,
     #[serde(default = "yes")]
     archived: bool,
+    #[serde(default)]
+    ts: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -195,11 +225,36 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
         if text.trim().is_empty() {
             continue;
         }
-        parse_line(&mut state, text, line).map_err(|(field, reason)| fail(field, reason))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| fail(None, format!("not valid JSON: {e}")))?;
+        parse_value(&mut state, value, line).map_err(|(field, reason)| fail(field, reason))?;
     }
     if lines > 0 && bytes.ends_with(b"\n") {
         lines -= 1;
     }
+    finish(state, source_name, lines)
+}
+
+/// Parses lines already decoded as JSON, each with the line of its source file it came from, as
+/// the importers of other formats produce them: the same checks and the same records as a file.
+pub(crate) fn parse_values(
+    values: impl IntoIterator<Item = (usize, Value)>,
+    source_name: &str,
+    lines: usize,
+) -> Result<Transcript, TranscriptError> {
+    let mut state = ParseState::default();
+    for (line, value) in values {
+        parse_value(&mut state, value, line).map_err(|(field, reason)| TranscriptError {
+            source_name: source_name.to_owned(),
+            line,
+            field,
+            reason,
+        })?;
+    }
+    finish(state, source_name, lines)
+}
+
+fn finish(state: ParseState, source_name: &str, lines: usize) -> Result<Transcript, TranscriptError> {
     if state.sessions.is_empty() {
         return Err(TranscriptError {
             source_name: source_name.to_owned(),
@@ -213,8 +268,7 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
 
 type LineError = (Option<String>, String);
 
-fn parse_line(state: &mut ParseState, text: &str, line: usize) -> Result<(), LineError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| (None, format!("not valid JSON: {e}")))?;
+fn parse_value(state: &mut ParseState, value: Value, line: usize) -> Result<(), LineError> {
     let Value::Object(object) = &value else {
         return Err((None, "a line must be a JSON object".to_owned()));
     };
@@ -227,17 +281,32 @@ fn parse_line(state: &mut ParseState, text: &str, line: usize) -> Result<(), Lin
         "session" => session_line(state, decode(value)?, line),
         "event" => event_line(state, decode(value)?, line),
         "turn_end" => turn_end_line(state, decode(value)?, line),
+        "runtime_event" => runtime_event_line(state, decode(value)?, line),
         "archive" => {
             let archive: ArchiveLine = decode(value)?;
             let record = Record::SessionArchived(SessionArchived {
                 session: archive.session.clone(),
                 archived: archive.archived,
             });
-            push(state, &archive.session, record, state.last_ts.unwrap_or(IMPORT_EPOCH_MS), line)
+            let ts = record_timestamp(state, archive.ts)?;
+            push(state, &archive.session, record, ts, line)
+        }
+        "flags" => {
+            let flags: FlagsLine = decode(value)?;
+            let record = Record::SessionFlagsChanged(SessionFlagsChanged {
+                session: flags.session.clone(),
+                incognito: flags.incognito,
+                memory: flags.memory,
+                title: flags.title,
+            });
+            let ts = record_timestamp(state, flags.ts)?;
+            push(state, &flags.session, record, ts, line)
         }
         other => Err((
             Some("kind".to_owned()),
-            format!("unknown kind {other:?}; expected session, event, turn_end or archive"),
+            format!(
+                "unknown kind {other:?}; expected session, event, runtime_event, turn_end, flags or archive"
+            ),
         )),
     }
 }
@@ -267,7 +336,39 @@ fn session_line(state: &mut ParseState, line_value: SessionLine, line: usize) ->
         title: line_value.title,
     });
     state.opened.insert(session.clone());
-    push(state, &session, record, state.last_ts.unwrap_or(IMPORT_EPOCH_MS), line)
+    let ts = record_timestamp(state, line_value.ts)?;
+    push(state, &session, record, ts, line)
+}
+
+/// The time of a record that is not an event: its own `ts` when the line gives one (which later
+/// lines then follow), else the previous line's time.
+fn record_timestamp(state: &mut ParseState, given: Option<u64>) -> Result<u64, LineError> {
+    match given {
+        Some(_) => next_timestamp(state, given),
+        None => Ok(state.last_ts.unwrap_or(IMPORT_EPOCH_MS)),
+    }
+}
+
+fn runtime_event_line(
+    state: &mut ParseState,
+    line_value: RuntimeEventLine,
+    line: usize,
+) -> Result<(), LineError> {
+    let event = line_value.event;
+    let field = |f: &str| Some(format!("event.{f}"));
+    next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
+    event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
+    if !state.event_ids.insert(event.id.clone()) {
+        return Err((field("id"), format!("event id {} is used by an earlier line", event.id)));
+    }
+    let session = event.session_id.clone();
+    // A call made here may be answered by a later `parts` line.
+    if let Some(Content::FunctionCall(call)) = &event.content {
+        state.tool_calls.insert((session.clone(), call.id.clone()));
+    }
+    state.turns.insert((session.clone(), event.turn_id.clone()));
+    let ts = event.ts.0;
+    push(state, &session, Record::RuntimeEvent(event), ts, line)
 }
 
 fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {

@@ -256,3 +256,45 @@ fn the_extract_tool_flags_the_turn_and_extraction_runs_when_it_completes() {
     );
     assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().is_none());
 }
+
+#[test]
+fn a_first_extraction_skips_history_compacted_before_extraction_existed() {
+    // Long enough that a summary is smaller than the turns it replaces.
+    let filler = " The walk through the module layout went on at length.".repeat(20);
+    let lines = [
+        format!("Our project uses fjall for storage.{filler}"),
+        format!("I prefer tabs over spaces.{filler}"),
+        format!("Our CI runs on Debian.{filler}"),
+    ];
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let found = |m: &Mnemo, term: &str| {
+        let request = SearchRequest {
+            terms: vec![term.to_owned()],
+            match_mode: MatchMode::Prefix,
+            workspace: Some(WorkspaceId::new("w1").unwrap()),
+            include_archived: true,
+            limit: None,
+        };
+        !m.memory_search(&request).unwrap().is_empty()
+    };
+    let rt = runtime();
+    // Without a checkpoint, the first extraction reads the whole session.
+    let control_dir = tempfile::tempdir().unwrap();
+    let control = open(control_dir.path());
+    open_session(&control, "s1", "w1", &lines);
+    rt.block_on(control.extract(&session("s1"), None)).unwrap();
+    assert!(found(&control, "fjall") && found(&control, "tabs"), "the control stores the early facts");
+    // A manual checkpoint (no memory boundary) over the first two turns: the first cursor starts
+    // after them, so only the last turn is read.
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    open_session(&mnemo, "s1", "w1", &lines);
+    let options = mnemo::CompactOptions { min_recent_turns: Some(1), ..mnemo::CompactOptions::default() };
+    let compacted = rt.block_on(mnemo.compact(&session("s1"), &options)).unwrap();
+    let checkpoint = compacted.recorded.unwrap_or_else(|| panic!("{:?}", compacted.history.diagnostics));
+    assert!(checkpoint.checkpoint.extraction_boundary.is_none());
+    let report = rt.block_on(mnemo.extract(&session("s1"), None)).unwrap();
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
+    assert!(!found(&mnemo, "fjall") && !found(&mnemo, "tabs"), "compacted history is skipped");
+    assert_eq!(found(&mnemo, "debian"), found(&control, "debian"), "the last turn is read as before");
+}

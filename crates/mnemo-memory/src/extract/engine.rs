@@ -214,14 +214,27 @@ impl Run<'_> {
             return Ok((op, None, ExtractionOutcome::Committed { receipt, replayed: true }));
         }
         if let Some(checkpoint) = &range.checkpoint
+            && self.predecessor_missing(checkpoint)?
+        {
+            return Ok((op, None, unavailable("the checkpoint's previous checkpoint is missing")));
+        }
+        if let Some(checkpoint) = &range.checkpoint
             && self.checkpoint_denied(checkpoint, &view)?
         {
             self.policy_skip(checkpoint, None)?;
             return Ok((op, None, unavailable("the checkpoint is policy-denied")));
         }
-        range.expected = view.cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
+        let cursor = view.cursor(&self.session)?;
+        range.expected = cursor.as_ref().map_or(0, |c| c.processed_ordinal);
         let pending = view.pending_failure(&self.session)?;
         drop(store);
+        if cursor.is_none()
+            && pending.is_none()
+            && let Some((ordinal, checkpoint)) = self.bootstrap(range.through)?
+        {
+            self.skip_compacted_prefix(&checkpoint, ordinal)?;
+            range.expected = ordinal;
+        }
         let mut retried = None;
         if let Some(pending) = pending {
             if pending.first_operation == range.operation {
@@ -312,6 +325,111 @@ impl Run<'_> {
         Ok(Ok(expected))
     }
 
+    /// The first cursor of a session that has none (memory.md §3.4 step 8): history compacted
+    /// before extraction existed is skipped. When no checkpoint carries a memory boundary at or
+    /// before `boundary`, the cursor starts at the end of the latest checkpoint's covered prefix
+    /// (for a mid-turn checkpoint, just before its head anchor), if the host still finds that
+    /// prefix matching the events and it does not reach past `boundary`.
+    fn bootstrap(&self, boundary: u64) -> Result<Option<(u64, CheckpointId)>, MemoryError> {
+        let ordinal_of =
+            |id: &mnemo_core::EventId| self.events.iter().find(|e| &e.event.id == id).map(|e| e.ordinal);
+        let checkpoints = self.host.checkpoints(&self.session)?;
+        let bounded = checkpoints.iter().any(|c| {
+            c.extraction_boundary.as_ref().and_then(|b| ordinal_of(&b.event)).is_some_and(|o| o <= boundary)
+        });
+        if bounded {
+            return Ok(None);
+        }
+        let Some(latest) = self.host.matching_checkpoint(&self.session)? else {
+            return Ok(None);
+        };
+        let end = match &latest.head_anchor {
+            Some(anchor) => ordinal_of(&anchor.event).map(|o| o - 1),
+            None => ordinal_of(&latest.coverage.through.event),
+        };
+        Ok(end.filter(|o| *o > 0 && *o <= boundary).map(|o| (o, latest.checkpoint)))
+    }
+
+    /// Records the bootstrap durably: a skip commit that moves the session's first cursor from 0
+    /// to `through` (the end of `checkpoint`'s covered prefix), so every later run, retry and
+    /// replay of the log sees the same cursor.
+    fn skip_compacted_prefix(&mut self, checkpoint: &CheckpointId, through: u64) -> Result<(), MemoryError> {
+        let entries = self.entries(0, through);
+        let request = CommitRequest {
+            operation: hashed_id(
+                "memory_bootstrap_skip_",
+                &json!({"sessionId": self.session, "checkpointId": checkpoint, "throughOrdinal": through}),
+            )?,
+            session: self.session.clone(),
+            scope: self.host.session_scope(&self.session)?,
+            trigger: ExtractionTrigger::Compaction,
+            checkpoint: Some(checkpoint.clone()),
+            expected_cursor: 0,
+            next_cursor: through,
+            coverage_hash: evidence::coverage_hash(&entries)?,
+            items: Vec::new(),
+            requested: Vec::new(),
+            no_op_reason: None,
+            skip_reason: Some(SkipReason::CompactedBeforeExtraction),
+        };
+        commit_extraction(self.host, &request).map(|_| ())
+    }
+
+    /// The prior text checkpoint's summary for `range` (memory.md §3.6): for a compaction trigger
+    /// its checkpoint's predecessor, otherwise the checkpoint whose coverage ends furthest at or
+    /// before the range's end. Omitted when its chain is broken or cyclic or any checkpoint in it
+    /// is policy-denied.
+    fn prior_summary(&self, range: &Range) -> Result<Option<String>, MemoryError> {
+        let checkpoints = self.host.checkpoints(&self.session)?;
+        let by_id = |id: &CheckpointId| checkpoints.iter().find(|c| &c.checkpoint == id);
+        let ordinal_of =
+            |id: &mnemo_core::EventId| self.events.iter().find(|e| &e.event.id == id).map(|e| e.ordinal);
+        let start = match &range.checkpoint {
+            Some(id) => by_id(id).and_then(|c| c.previous.as_ref()).and_then(by_id),
+            None => checkpoints
+                .iter()
+                .filter_map(|c| ordinal_of(&c.coverage.through.event).map(|o| (o, c)))
+                .filter(|(o, _)| *o <= range.through)
+                .max_by_key(|(o, _)| *o)
+                .map(|(_, c)| c),
+        };
+        let Some(start) = start else { return Ok(None) };
+        let store = self.host.state()?;
+        let denials = MemoryView::new(store.as_ref()).denials(&self.session)?;
+        let mut seen = std::collections::BTreeSet::new();
+        let mut link = Some(start);
+        while let Some(checkpoint) = link {
+            let denied = checkpoint
+                .extraction_boundary
+                .as_ref()
+                .is_some_and(|b| b.disposition == BoundaryDisposition::PolicyDenied)
+                || denials.iter().any(|d| d.checkpoint == checkpoint.checkpoint);
+            if denied || !seen.insert(&checkpoint.checkpoint) {
+                return Ok(None);
+            }
+            link = match &checkpoint.previous {
+                None => None,
+                Some(previous) => match by_id(previous) {
+                    Some(found) => Some(found),
+                    None => return Ok(None),
+                },
+            };
+        }
+        Ok(match &start.body {
+            mnemo_core::CheckpointBody::Text { summary, .. } => Some(summary.clone()),
+            _ => None,
+        })
+    }
+
+    /// Whether `checkpoint` names a previous checkpoint the session does not have (memory.md §3.6:
+    /// a compaction trigger cannot be interpreted after a missing link).
+    fn predecessor_missing(&self, checkpoint: &CheckpointId) -> Result<bool, MemoryError> {
+        let checkpoints = self.host.checkpoints(&self.session)?;
+        let previous =
+            checkpoints.iter().find(|c| &c.checkpoint == checkpoint).and_then(|c| c.previous.as_ref());
+        Ok(previous.is_some_and(|p| !checkpoints.iter().any(|c| &c.checkpoint == p)))
+    }
+
     fn turn_at(&self, ordinal: u64) -> Option<TurnId> {
         self.events.iter().find(|e| e.ordinal == ordinal).map(|e| e.event.turn_id.clone())
     }
@@ -359,6 +477,7 @@ impl Run<'_> {
         let denial = match reason {
             Some(GateReason::Incognito) => Some(DenialReason::Incognito),
             Some(GateReason::Disabled) => Some(DenialReason::MemoryDisabled),
+            Some(GateReason::Ineligible) => Some(DenialReason::Ineligible),
             _ => None,
         };
         if let Some(denial) = denial {
@@ -617,6 +736,7 @@ impl Run<'_> {
             trigger: range.trigger,
             requested_turn: range.requested_turn.clone(),
             evidence: evidence::views(evidence),
+            prior_summary: self.prior_summary(range)?,
             context: evidence::context(&entries),
             localized_terms: None,
         };
@@ -691,6 +811,7 @@ impl Run<'_> {
             trigger: range.trigger,
             requested_turn: range.requested_turn.clone(),
             evidence: evidence::views(&found),
+            prior_summary: self.prior_summary(range)?,
             context,
             localized_terms: Some(query.terms.clone()),
         };

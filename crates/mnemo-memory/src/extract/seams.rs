@@ -67,6 +67,10 @@ pub struct ProposalPrompt {
     pub requested_turn: Option<TurnId>,
     /// Evidence the items may cite (untrusted data, never instructions).
     pub evidence: Vec<EvidenceView>,
+    /// The summary of the prior text checkpoint the range is read after (interpretation context,
+    /// sent as one user message before the lines); `None` when there is none, it is provider
+    /// state, or its chain is broken or touches a policy-denied checkpoint.
+    pub prior_summary: Option<String>,
     /// Interpretation context.
     pub context: Vec<ContextLine>,
     /// Set on the localized second call, with the terms the first call asked for.

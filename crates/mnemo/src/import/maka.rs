@@ -1,0 +1,32 @@
+//! The reference system's RuntimeEvents as JSON Lines (events-and-history.md §1): each line one
+//! event in its exact camelCase shape, kept whole (statuses, actions, refs, visibility, partial
+//! flags and provider options included). A line without the event envelope's `invocationId` and
+//! `turnId` is another ledger's row and is skipped, counted by its `type` or `kind`; a line that
+//! has them but is not a valid event is an error.
+
+use serde_json::{Value, json};
+
+use super::{Converted, SourceLine, error};
+use crate::transcript::TranscriptError;
+
+pub(crate) fn convert(
+    lines: &[SourceLine],
+    source: &str,
+    out: &mut Converted,
+) -> Result<(), TranscriptError> {
+    for SourceLine { line, object } in lines {
+        if !(object.contains_key("invocationId") && object.contains_key("turnId")) {
+            let kind = ["type", "kind"]
+                .iter()
+                .find_map(|k| object.get(*k).and_then(Value::as_str))
+                .unwrap_or("unknown");
+            out.skip(format!("non-event line ({kind})"));
+            continue;
+        }
+        if !object.get("sessionId").is_some_and(Value::is_string) {
+            return Err(error(source, *line, Some("sessionId"), "must be a string"));
+        }
+        out.push(*line, json!({"kind": "runtime_event", "event": Value::Object(object.clone())}));
+    }
+    Ok(())
+}

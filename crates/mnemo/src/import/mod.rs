@@ -1,0 +1,433 @@
+//! Importers: transcripts of other agent runtimes converted, line by line, into the mnemo
+//! transcript format and parsed by its parser, so every format yields the same records, passes the
+//! same checks and is appended all or nothing per file.
+//!
+//! Each converter reads its format's lines, turns the ones it understands into mnemo lines (tagged
+//! with the source line they came from, so errors name the source line), skips line types it does
+//! not import with a count by type, and fails on a malformed line with its line number.
+
+mod chat;
+mod claude;
+mod codex;
+mod maka;
+mod time;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest as _, Sha256};
+
+use crate::transcript::{
+    TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
+};
+
+/// Lines `auto` looks at before it settles on the mnemo format.
+pub const DETECT_LINES_MAX: usize = 32;
+
+/// A transcript format the importer reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ImportFormat {
+    /// Tell the format from the file's first lines.
+    Auto,
+    /// The mnemo transcript format (JSON Lines).
+    Mnemo,
+    /// OpenAI chat-completions messages: a JSON array of messages, a request body with
+    /// `messages`, or JSON Lines of `{"messages": [...]}` conversations.
+    OpenaiChat,
+    /// Codex CLI rollout JSON Lines (`session_meta`, `response_item`, `event_msg`, ...).
+    Codex,
+    /// Claude Code session JSON Lines (`user` / `assistant` lines with content blocks).
+    ClaudeCode,
+    /// The reference system's RuntimeEvent JSON, one event per line.
+    Maka,
+}
+
+impl ImportFormat {
+    /// Every format, `auto` first.
+    pub const ALL: [ImportFormat; 6] = [
+        ImportFormat::Auto,
+        ImportFormat::Mnemo,
+        ImportFormat::OpenaiChat,
+        ImportFormat::Codex,
+        ImportFormat::ClaudeCode,
+        ImportFormat::Maka,
+    ];
+
+    /// The name the CLI's `--format` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportFormat::Auto => "auto",
+            ImportFormat::Mnemo => "mnemo",
+            ImportFormat::OpenaiChat => "openai-chat",
+            ImportFormat::Codex => "codex",
+            ImportFormat::ClaudeCode => "claude-code",
+            ImportFormat::Maka => "maka",
+        }
+    }
+}
+
+impl fmt::Display for ImportFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ImportFormat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        ImportFormat::ALL.into_iter().find(|f| f.name() == text).ok_or_else(|| {
+            let names: Vec<&str> = ImportFormat::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown format {text:?}; expected one of {}", names.join(", "))
+        })
+    }
+}
+
+/// A file parsed by an importer: the format used, the records, and the lines skipped by type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParsedImport {
+    /// The format the file was read as (never `auto`).
+    pub format: ImportFormat,
+    /// The records, by session.
+    pub transcript: Transcript,
+    /// Lines (or content blocks) of types the importer does not import, counted by type.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// Parses a whole file in `format` (`auto` detects it first).
+pub fn parse_import(
+    bytes: &[u8],
+    source: &str,
+    format: ImportFormat,
+) -> Result<ParsedImport, TranscriptError> {
+    let format = match format {
+        // Nothing recognisable: the native format's parser says precisely what is wrong.
+        ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
+        format => format,
+    };
+    if format == ImportFormat::Mnemo {
+        let transcript = parse_transcript(bytes, source)?;
+        return Ok(ParsedImport { format, transcript, skipped: BTreeMap::new() });
+    }
+    let mut out = Converted::default();
+    match format {
+        ImportFormat::OpenaiChat => chat::convert(bytes, source, &mut out)?,
+        ImportFormat::Codex => codex::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        ImportFormat::ClaudeCode => claude::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        _ => maka::convert(&read_lines(bytes, source)?, source, &mut out)?,
+    }
+    if out.lines.is_empty() {
+        let skipped: Vec<String> = out.skipped.iter().map(|(what, n)| format!("{n} × {what}")).collect();
+        return Err(error(
+            source,
+            1,
+            None,
+            format!(
+                "no line is a {format} conversation line (skipped: {}); is the file in another format? --format auto tells",
+                if skipped.is_empty() { "nothing".to_owned() } else { skipped.join(", ") }
+            ),
+        ));
+    }
+    let total = bytes.split(|b| *b == b'\n').count() - usize::from(bytes.ends_with(b"\n"));
+    let transcript = parse_values(out.lines, source, total)?;
+    Ok(ParsedImport { format, transcript, skipped: out.skipped })
+}
+
+/// Tells a file's format from its first lines, or `None` when no line looks like any format.
+pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(TRANSCRIPT_LINE_BYTES_MAX)]);
+    if text.trim_start().starts_with('[') {
+        return Some(ImportFormat::OpenaiChat);
+    }
+    for line in text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX) {
+        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { continue };
+        if let Some(format) = detect_object(&object) {
+            return Some(format);
+        }
+    }
+    // A pretty-printed request body spans lines: try the file as one document.
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
+            Some(ImportFormat::OpenaiChat)
+        }
+        _ => None,
+    }
+}
+
+fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
+    let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
+    if object.contains_key("payload") && codex::LINE_TYPES.contains(&kind) {
+        return Some(ImportFormat::Codex);
+    }
+    if claude::LINE_TYPES.contains(&kind)
+        && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
+    {
+        return Some(ImportFormat::ClaudeCode);
+    }
+    if object.get("messages").is_some_and(Value::is_array) {
+        return Some(ImportFormat::OpenaiChat);
+    }
+    if object.contains_key("invocationId") && object.contains_key("turnId") {
+        return Some(ImportFormat::Maka);
+    }
+    if object.get("session").is_some_and(Value::is_string) {
+        return Some(ImportFormat::Mnemo);
+    }
+    None
+}
+
+/// A source line decoded as a JSON object, with its 1-based line number.
+pub(crate) struct SourceLine {
+    pub(crate) line: usize,
+    pub(crate) object: Map<String, Value>,
+}
+
+/// Splits JSON Lines into objects. A line that is not UTF-8, not JSON, not an object, or too long is
+/// an error naming it; blank lines are skipped.
+fn read_lines(bytes: &[u8], source: &str) -> Result<Vec<SourceLine>, TranscriptError> {
+    let mut lines = Vec::new();
+    for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = index + 1;
+        let fail = |reason: String| error(source, line, None, reason);
+        if raw.len() > TRANSCRIPT_LINE_BYTES_MAX {
+            return Err(fail(format!(
+                "line is {} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}",
+                raw.len()
+            )));
+        }
+        let text = std::str::from_utf8(raw).map_err(|e| fail(format!("not valid UTF-8: {e}")))?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(object)) => lines.push(SourceLine { line, object }),
+            Ok(_) => return Err(fail("a line must be a JSON object".to_owned())),
+            Err(e) => return Err(fail(format!("not valid JSON: {e}"))),
+        }
+    }
+    Ok(lines)
+}
+
+pub(crate) fn error(
+    source: &str,
+    line: usize,
+    field: Option<&str>,
+    reason: impl Into<String>,
+) -> TranscriptError {
+    TranscriptError {
+        source_name: source.to_owned(),
+        line,
+        field: field.map(str::to_owned),
+        reason: reason.into(),
+    }
+}
+
+/// What a converter produced: mnemo lines tagged with their source line, and skip counts.
+#[derive(Default)]
+pub(crate) struct Converted {
+    lines: Vec<(usize, Value)>,
+    skipped: BTreeMap<String, u64>,
+}
+
+/// One part of an event line, in the mnemo format.
+pub(crate) fn text_part(text: &str) -> Value {
+    json!({"type": "text", "text": text})
+}
+
+impl Converted {
+    pub(crate) fn skip(&mut self, what: impl Into<String>) {
+        *self.skipped.entry(what.into()).or_insert(0) += 1;
+    }
+
+    pub(crate) fn push(&mut self, line: usize, value: Value) {
+        self.lines.push((line, value));
+    }
+
+    pub(crate) fn session(
+        &mut self,
+        line: usize,
+        session: &str,
+        workspace: Option<&str>,
+        title: Option<&str>,
+        ts: Option<u64>,
+    ) {
+        let mut value = json!({"kind": "session", "session": session});
+        if let Some(workspace) = workspace.filter(|w| !w.is_empty()) {
+            value["workspace"] = json!(workspace);
+        }
+        if let Some(title) = title.map(str::trim).filter(|t| !t.is_empty()) {
+            value["title"] = json!(title);
+        }
+        if let Some(ts) = ts {
+            value["ts"] = json!(ts);
+        }
+        self.push(line, value);
+    }
+
+    /// An event line; `id` is the event id (the parser appends `#<part>` when there are several).
+    #[expect(clippy::too_many_arguments, reason = "an event line's fields, each distinct")]
+    pub(crate) fn event(
+        &mut self,
+        line: usize,
+        session: &str,
+        turn: &str,
+        role: &str,
+        ts: Option<u64>,
+        id: &str,
+        parts: Vec<Value>,
+    ) {
+        if parts.is_empty() {
+            return;
+        }
+        let mut value = json!({"session": session, "turn": turn, "role": role, "id": id, "parts": parts});
+        if let Some(ts) = ts {
+            value["ts"] = json!(ts);
+        }
+        self.push(line, value);
+    }
+
+    pub(crate) fn turn_end(&mut self, line: usize, session: &str, turn: &str, status: &str, ts: Option<u64>) {
+        let mut value = json!({"kind": "turn_end", "session": session, "turn": turn, "status": status});
+        if let Some(ts) = ts {
+            value["ts"] = json!(ts);
+        }
+        self.push(line, value);
+    }
+}
+
+/// Turn bookkeeping shared by the converters of chat-shaped formats: a user message opens a new
+/// turn once the current one has had its user message, and an open turn is ended when the next
+/// opens and at the end of the file.
+#[derive(Default)]
+pub(crate) struct Turns {
+    count: u64,
+    current: Option<String>,
+    has_user: bool,
+    has_events: bool,
+    status: Option<&'static str>,
+}
+
+impl Turns {
+    fn open(&mut self, name: Option<&str>) -> String {
+        if self.current.is_none() {
+            self.count += 1;
+            self.current = Some(name.map_or_else(|| format!("t{}", self.count), str::to_owned));
+        }
+        self.current.clone().unwrap_or_default()
+    }
+
+    /// A system, model or tool event in the open turn (opening one if none is). Nothing for no parts.
+    #[expect(clippy::too_many_arguments, reason = "an event line's fields, each distinct")]
+    pub(crate) fn event(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        role: &str,
+        ts: Option<u64>,
+        id: &str,
+        parts: Vec<Value>,
+    ) {
+        if parts.is_empty() {
+            return;
+        }
+        let turn = self.open(None);
+        self.has_events = true;
+        out.event(line, session, &turn, role, ts, id, parts);
+    }
+
+    /// A user message: it ends the open turn when that already had one, and opens a turn named
+    /// `name` (or numbered) when none is open. Nothing for no parts.
+    #[expect(clippy::too_many_arguments, reason = "an event line's fields, each distinct")]
+    pub(crate) fn user(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        name: Option<&str>,
+        ts: Option<u64>,
+        id: &str,
+        parts: Vec<Value>,
+    ) {
+        if parts.is_empty() {
+            return;
+        }
+        if self.has_user {
+            self.end(out, line, session, ts);
+        }
+        let turn = self.open(name);
+        self.has_user = true;
+        self.has_events = true;
+        out.event(line, session, &turn, "user", ts, id, parts);
+    }
+
+    /// Marks how the open turn will end (`aborted`, ...); `completed` unless said otherwise.
+    pub(crate) fn set_status(&mut self, status: &'static str) {
+        self.status = Some(status);
+    }
+
+    /// Ends the open turn, if it has events.
+    pub(crate) fn end(&mut self, out: &mut Converted, line: usize, session: &str, ts: Option<u64>) {
+        if let Some(turn) = self.current.take()
+            && self.has_events
+        {
+            out.turn_end(line, session, &turn, self.status.unwrap_or("completed"), ts);
+        }
+        self.has_user = false;
+        self.has_events = false;
+        self.status = None;
+    }
+}
+
+/// A session id derived from a file's bytes, for formats that carry none: the same file always
+/// gets the same id.
+pub(crate) fn content_id(prefix: &str, bytes: &[u8]) -> String {
+    format!("{prefix}-{}", &hex::encode(Sha256::digest(bytes))[..12])
+}
+
+/// A string field of a JSON object, or an error naming it.
+pub(crate) fn str_field<'a>(
+    object: &'a Map<String, Value>,
+    key: &str,
+    source: &str,
+    line: usize,
+    path: &str,
+) -> Result<&'a str, TranscriptError> {
+    match object.get(key) {
+        Some(Value::String(text)) => Ok(text),
+        Some(_) => Err(error(source, line, Some(&join(path, key)), "must be a string")),
+        None => Err(error(source, line, Some(&join(path, key)), "is missing")),
+    }
+}
+
+pub(crate) fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+/// An optional RFC 3339 timestamp field, as Unix milliseconds.
+pub(crate) fn timestamp_field(
+    object: &Map<String, Value>,
+    key: &str,
+    source: &str,
+    line: usize,
+) -> Result<Option<u64>, TranscriptError> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => {
+            time::parse_rfc3339_ms(text).map(Some).map_err(|reason| error(source, line, Some(key), reason))
+        }
+        Some(_) => Err(error(source, line, Some(key), "must be an RFC 3339 timestamp string")),
+    }
+}
+
+/// A tool result's JSON: a string that holds JSON becomes that JSON, anything else stays as it is.
+pub(crate) fn json_or_string(text: &str) -> Value {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ (Value::Object(_) | Value::Array(_))) => value,
+        _ => Value::String(text.to_owned()),
+    }
+}
