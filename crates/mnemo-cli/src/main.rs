@@ -395,6 +395,9 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(1))
 }
 
+/// How often a spinner redraws, in milliseconds.
+const PROGRESS_TICK_MS: u64 = 120;
+
 /// A progress bar on a terminal's stderr, hidden when stderr is not a terminal.
 fn progress(length: u64, label: &'static str) -> ProgressBar {
     if !std::io::stderr().is_terminal() {
@@ -402,10 +405,17 @@ fn progress(length: u64, label: &'static str) -> ProgressBar {
     }
     let bar = if length == 0 { ProgressBar::new_spinner() } else { ProgressBar::new(length) };
     bar.set_draw_target(ProgressDrawTarget::stderr());
-    let template =
-        if length == 0 { "{spinner} {prefix} {elapsed}" } else { "{prefix} [{bar:40}] {pos}/{len} {msg}" };
+    let template = if length == 0 {
+        "{spinner} {prefix} {elapsed} {msg}"
+    } else {
+        "{prefix} [{bar:40}] {pos}/{len} {msg}"
+    };
     if let Ok(style) = ProgressStyle::with_template(template) {
         bar.set_style(style);
+    }
+    if length == 0 {
+        // A spinner moves on its own: the work it covers reports no steps.
+        bar.enable_steady_tick(std::time::Duration::from_millis(PROGRESS_TICK_MS));
     }
     bar.set_prefix(label);
     bar

@@ -149,8 +149,32 @@ fn the_demo_runs_and_verifies() {
         .unwrap();
     assert_eq!(code(&output), 0, "{}", stderr(&output));
     let report = stdout_json(&output);
-    assert_eq!(report["sessions"].as_array().unwrap().len(), 2);
-    assert_eq!(report["verification"]["envelopes"], 30);
+    let formats: Vec<&str> =
+        report["imports"].as_array().unwrap().iter().map(|i| i["format"].as_str().unwrap()).collect();
+    assert_eq!(formats, ["mnemo", "mnemo", "mnemo", "claude-code", "codex"]);
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 5);
+    assert!(report["workspaces"].as_array().unwrap().len() >= 2);
+    // The long session crossed the high water: a checkpoint was recorded and the next request is smaller.
+    assert!(report["compaction"]["recorded"]["position"].as_u64().is_some(), "{}", report["compaction"]);
+    let diagnostics = &report["context"]["diagnostics"];
+    assert!(diagnostics["tokens_after"].as_u64() < diagnostics["tokens_before"].as_u64(), "{diagnostics}");
+    assert_eq!(report["memory"]["remember"]["status"], "remembered");
+    let items: Vec<&str> = report["memory"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["fields"]["content"].as_str().unwrap())
+        .collect();
+    assert!(items.iter().any(|i| i.contains("entries table is append-only")), "{items:?}");
+    assert!(items.iter().any(|i| i.contains("British spelling")), "{items:?}");
+    assert!(!report["memory"]["recall_block"]["items"].as_array().unwrap().is_empty());
+    assert!(!report["memory"]["recalled"].as_array().unwrap().is_empty());
+    assert_eq!(report["copy"]["events"], 20);
+    assert!(!report["search"]["rows"].as_array().unwrap().is_empty());
+    let head = report["stats"]["head"].as_u64().unwrap();
+    assert_eq!(report["verification"]["envelopes"].as_u64(), Some(head));
+    assert!(report["verification"]["stages"].as_array().unwrap().iter().all(|s| s["live"] == s["rebuilt"]));
+    assert!(report["timings_ms"]["total"].as_u64().is_some());
     let used = Command::new(env!("CARGO_BIN_EXE_mnemo"))
         .args(["demo", "--dir"])
         .arg(dir.path().join("demo"))

@@ -42,7 +42,8 @@ use crate::text::term_counts;
 pub const STAGE_NAME: &str = "history-search";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+// 2: redaction covers private key blocks, JWTs, URL passwords and more providers' keys.
+const VERSION: u32 = 2;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

@@ -146,6 +146,7 @@ impl FjallLog {
         let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
         let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
         check_format(&meta)?;
+        restrict_permissions(dir)?;
 
         let shared = Arc::new(Shared { db, log, streams, tail: Tail::default(), poisoned: Mutex::new(None) });
         let state = recover(&shared, &options)?;
@@ -316,6 +317,29 @@ fn create_private_dir(dir: &Path) -> Result<(), LogError> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| LogError::io(format!("cannot create store directory {}", dir.display()), e))
+}
+
+/// Makes the store private to its owner: directories 0700, files 0600. The storage engine creates
+/// its files with the process umask; they are tightened here on every open, and the store directory
+/// itself is 0700, so files created since the last open are out of other users' reach too.
+fn restrict_permissions(dir: &Path) -> Result<(), LogError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let error = |e| LogError::io(format!("cannot restrict permissions of {}", current.display()), e);
+        std::fs::set_permissions(&current, std::fs::Permissions::from_mode(0o700)).map_err(error)?;
+        for entry in std::fs::read_dir(&current).map_err(error)? {
+            let entry = entry.map_err(error)?;
+            let file_type = entry.file_type().map_err(error)?;
+            if file_type.is_dir() {
+                pending.push(entry.path());
+            } else if file_type.is_file() {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))
+                    .map_err(error)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn acquire_lock(dir: &Path) -> Result<File, LogError> {
