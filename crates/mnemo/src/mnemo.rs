@@ -208,6 +208,15 @@ impl Mnemo {
         })
     }
 
+    /// Closes the store: memory takes no new work, the projections fold everything already appended
+    /// and stop, and the handle is gone. Dropping a `Mnemo` also stops it, but reports nothing.
+    pub fn close(self) -> Result<(), Error> {
+        self.begin_memory_drain();
+        let caught_up = self.catch_up();
+        self.pipeline.write().unwrap_or_else(PoisonError::into_inner).shutdown();
+        caught_up
+    }
+
     /// The log, for reads.
     pub fn log(&self) -> &dyn LogBackend {
         self.log.as_ref()
