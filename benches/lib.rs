@@ -10,6 +10,7 @@ mod assembly_workload;
 pub mod baseline;
 pub mod harness;
 pub mod memory_workload;
+pub mod nats_workload;
 pub mod probe;
 pub mod report;
 pub mod search_workload;

@@ -26,7 +26,7 @@ pub use messages::{HistoryMessages, MessageKind, SessionHeader, TOOL_RESULT_SCAN
 pub use read::{
     HistoryRead, HistoryReadRequest, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_BYTES_MAX,
     READ_ID_CHARS_MAX, READ_MESSAGE_BYTES_MAX, READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure,
-    ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, read_history,
+    ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, read_history, session_not_found,
 };
 pub use search::{
     HistorySearch, HistorySearchRequest, SEARCH_CURSOR_CHARS_MAX, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX,

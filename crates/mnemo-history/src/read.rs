@@ -72,6 +72,12 @@ fn failure(reason: ReadFailureReason, message: impl Into<String>) -> ReadFailure
     ToolFailure::new("history_read_error", reason, message)
 }
 
+/// The `session_not_found` failure, for a session the caller may not see (the facade's workspace
+/// isolation answers exactly as for a session that does not exist).
+pub fn session_not_found() -> ReadFailure {
+    failure(ReadFailureReason::SessionNotFound, "no such session")
+}
+
 fn invalid(message: impl Into<String>) -> ReadFailure {
     failure(ReadFailureReason::InvalidArguments, message)
 }
@@ -244,7 +250,7 @@ pub fn read_history(
     if context.aborted() {
         return Ok(Err(aborted()));
     }
-    let not_found = || Ok(Err(failure(ReadFailureReason::SessionNotFound, "no such session")));
+    let not_found = || Ok(Err(session_not_found()));
     let Ok(session) = SessionId::new(request.session_id.as_str()) else {
         return not_found();
     };

@@ -162,10 +162,24 @@ static AWS_FLAG: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)((?:--(?:aws-)?secret-access-key|\baws\s+configure\s+set\s+aws_secret_access_key)(?:(?:\s|\\\n)+|=))([^\s\-\\][^\s]*)",
     )
 });
+/// A PEM private key block, whole (an unterminated block runs to the end of the text).
+static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"(?s)-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY( BLOCK)?-----|\z)",
+    )
+});
+/// The password of a URL's user info (`postgres://user:password@host`): the user stays.
+static URL_PASSWORD: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s:/@]*:)([^\s@/]+)(@)"));
 /// Free-standing credentials.
 static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
     regex(concat!(
         r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{8,}",
+        r"|\b[sr]k_(?:live|test)_[0-9A-Za-z]{10,}",
+        r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
+        r"|\bglpat-[0-9A-Za-z_\-]{20,}",
+        r"|\bhf_[A-Za-z0-9]{30,}",
+        r"|\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",
         r"|\bAIza[0-9A-Za-z_\-]{20,}",
         r"|\bgh[pousr]_[A-Za-z0-9]{20,}",
         r"|\bxox[abprs]-[A-Za-z0-9\-]{10,}",
@@ -175,6 +189,8 @@ static TOKENS: LazyLock<Regex> = LazyLock::new(|| {
 
 fn redact_plain(text: &str) -> Cow<'_, str> {
     let mut current = Cow::Borrowed(text);
+    current = replace(current, &PRIVATE_KEY_BLOCK, |_| REDACTED.to_owned());
+    current = replace(current, &URL_PASSWORD, |c| format!("{}{REDACTED}{}", &c[1], &c[3]));
     current = replace(current, &AUTH_HEADER, |c| format!("{}{REDACTED}", &c[1]));
     current = replace(current, &URL_PARAM, |c| {
         if is_sensitive_key(&c[2]) { format!("{}{}={REDACTED}", &c[1], &c[2]) } else { c[0].to_owned() }
@@ -279,6 +295,31 @@ mod tests {
         check("xoxb-1234567890-abc", "[redacted]");
         check(&format!("commit {}", "a1".repeat(20)), "commit [redacted]");
         check(&"a1".repeat(19), &"a1".repeat(19));
+    }
+
+    #[test]
+    fn keys_of_more_providers_key_blocks_and_connection_strings() {
+        check("AKIAIOSFODNN7EXAMPLE in env", "[redacted] in env");
+        check("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe [redacted]");
+        check("glpat-xxxxxxxxxxxxxxxxxxxx1 ok", "[redacted] ok");
+        check("hf_abcdefghijklmnopqrstuvwxyz0123456789", "[redacted]");
+        check(
+            "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U end",
+            "jwt [redacted] end",
+        );
+        check(
+            "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----\nafter",
+            "key:\n[redacted]\nafter",
+        );
+        check("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjE", "[redacted]");
+        check(
+            "postgres://app:s3cr3t-Pa55@db.internal:5432/prod",
+            "postgres://app:[redacted]@db.internal:5432/prod",
+        );
+        check(
+            "see https://example.com/docs and user@example.com",
+            "see https://example.com/docs and user@example.com",
+        );
     }
 
     #[test]

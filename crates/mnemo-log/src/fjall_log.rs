@@ -11,7 +11,6 @@ use std::time::Duration;
 use crossbeam_channel::Sender;
 use fjall::config::CompressionPolicy;
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
@@ -148,6 +147,7 @@ impl FjallLog {
         let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
         let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
         check_format(&meta)?;
+        restrict_permissions(dir)?;
 
         let shared = Arc::new(Shared { db, log, streams, tail: Tail::default(), poisoned: Mutex::new(None) });
         let state = recover(&shared, &options)?;
@@ -181,7 +181,7 @@ impl FjallLog {
         &self,
         request: AppendRequest,
     ) -> Result<crossbeam_channel::Receiver<Result<AppendOutcome, LogError>>, LogError> {
-        check_append(&request)?;
+        request.check()?;
         if let Some(reason) = self.shared.poison_reason() {
             return Err(LogError::Poisoned { reason });
         }
@@ -189,19 +189,6 @@ impl FjallLog {
         let queue = self.queue.as_ref().ok_or(LogError::Closed)?;
         queue.send(Pending { request, reply }).map_err(|_| LogError::Closed)?;
         Ok(outcome)
-    }
-
-    /// Checks the whole hash chain and the stream index, reporting progress as it goes.
-    /// Returns the number of envelopes checked, or the first damage found.
-    pub fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
-        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
-        for envelope in self.scan(Position::FIRST) {
-            let envelope = envelope?;
-            verifier.check(&envelope)?;
-            self.check_stream_index(&envelope)?;
-            progress(envelope.position);
-        }
-        Ok(verifier.checked())
     }
 
     fn check_stream_index(&self, envelope: &Envelope) -> Result<(), LogError> {
@@ -295,6 +282,19 @@ impl LogBackend for FjallLog {
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
         self.shared.tail.wait_for(position, timeout)
     }
+
+    /// Checks the whole hash chain and the stream index beside it, reporting progress as it goes.
+    /// Returns the number of envelopes checked, or the first damage found.
+    fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
+        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
+        for envelope in self.scan(Position::FIRST) {
+            let envelope = envelope?;
+            verifier.check(&envelope)?;
+            self.check_stream_index(&envelope)?;
+            progress(envelope.position);
+        }
+        Ok(verifier.checked())
+    }
 }
 
 impl Drop for FjallLog {
@@ -323,6 +323,29 @@ fn create_private_dir(dir: &Path) -> Result<(), LogError> {
         .mode(0o700)
         .create(dir)
         .map_err(|e| LogError::io(format!("cannot create store directory {}", dir.display()), e))
+}
+
+/// Makes the store private to its owner: directories 0700, files 0600. The storage engine creates
+/// its files with the process umask; they are tightened here on every open, and the store directory
+/// itself is 0700, so files created since the last open are out of other users' reach too.
+fn restrict_permissions(dir: &Path) -> Result<(), LogError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        let error = |e| LogError::io(format!("cannot restrict permissions of {}", current.display()), e);
+        std::fs::set_permissions(&current, std::fs::Permissions::from_mode(0o700)).map_err(error)?;
+        for entry in std::fs::read_dir(&current).map_err(error)? {
+            let entry = entry.map_err(error)?;
+            let file_type = entry.file_type().map_err(error)?;
+            if file_type.is_dir() {
+                pending.push(entry.path());
+            } else if file_type.is_file() {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))
+                    .map_err(error)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn acquire_lock(dir: &Path) -> Result<File, LogError> {
@@ -411,35 +434,6 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
             position: head,
             kind: CorruptionKind::MissingPosition { before: verifier.last_position(), after: head },
         });
-    }
-    Ok(())
-}
-
-fn check_append(request: &AppendRequest) -> Result<(), LogError> {
-    let count = request.records.len();
-    if count == 0 {
-        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
-    }
-    if count > APPEND_RECORDS_MAX {
-        return Err(LogError::InvalidAppend(format!("{count} records, the limit is {APPEND_RECORDS_MAX}")));
-    }
-    let mut total = 0;
-    for (index, record) in request.records.iter().enumerate() {
-        if record.bytes.len() > RECORD_BYTES_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "record {index} is {} bytes, the limit is {RECORD_BYTES_MAX}",
-                record.bytes.len()
-            )));
-        }
-        if record.kind == 0 {
-            return Err(LogError::InvalidAppend(format!("record {index} has kind 0, which is reserved")));
-        }
-        total += record.bytes.len();
-    }
-    if total > APPEND_BYTES_MAX {
-        return Err(LogError::InvalidAppend(format!(
-            "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
-        )));
     }
     Ok(())
 }

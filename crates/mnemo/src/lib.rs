@@ -4,12 +4,65 @@
 //! It is not:
 //! - a place for domain logic: that lives in the crates behind it, which hosts never name;
 //! - a command-line tool: `mnemo-cli` is a thin client of this crate.
+//!
+//! # Embedding
+//!
+//! A host opens a store, appends each turn's events as they happen, asks for the history the next
+//! provider request should carry, and lets the model search and read older history and recall
+//! what it was asked to remember. `examples/host.rs` is the full tour (a provider overflow
+//! included); this is its core:
+//!
+//! ```
+//! use mnemo::{
+//!     Author, Config, Content, ContextOptions, ExpectedRevision, HistoryContext, HistorySearchRequest,
+//!     InvocationId, Mnemo, Record, Role, RunId, RuntimeEvent, SessionId, StreamId, TextContent,
+//!     TimestampMs, TurnId, EventId,
+//! };
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let mnemo = Mnemo::open(dir.path(), Config::default())?;
+//! let session = SessionId::new("s1")?;
+//! let turn = TurnId::new("t1")?;
+//! let say = |id: &str, role, author, text: &str| -> Result<Record, Box<dyn std::error::Error>> {
+//!     let mut event = RuntimeEvent::new(
+//!         EventId::new(id)?, InvocationId::new("run-1")?, RunId::new("run-1")?, session.clone(),
+//!         turn.clone(), TimestampMs(1_767_225_600_000), role, author,
+//!     );
+//!     event.content = Some(Content::Text(TextContent::new(text)));
+//!     Ok(Record::RuntimeEvent(event))
+//! };
+//! // One atomic append per step; the stream is the session's.
+//! let records = [
+//!     say("e1", Role::User, Author::User, "Please remember that I deploy with make release.")?,
+//!     say("e2", Role::Model, Author::Agent, "Noted: deploys go through make release.")?,
+//! ];
+//! mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &records)?;
+//!
+//! // The next provider request's history: a checkpoint summary (once compacted) and the raw tail.
+//! let history = mnemo.context(&session, &ContextOptions::default())?;
+//! assert_eq!(history.items.len(), 2);
+//!
+//! // The model's SearchHistory tool.
+//! let found = mnemo.search_history(&HistorySearchRequest::new("deploy"), &HistoryContext::default(), None)?;
+//! assert!(found.is_ok_and(|search| !search.rows.is_empty()));
+//!
+//! // The memory_remember tool, then recall for the next request.
+//! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
+//! runtime.block_on(mnemo.remember(&session, None))?;
+//! let block = mnemo.recall_block(&session, Some("how do I deploy"))?;
+//! assert!(block.text.contains("make release"));
+//! mnemo.close()?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod compaction;
 mod error;
 mod export;
 mod history;
 mod import;
+mod log_location;
 mod memory;
 mod mnemo;
 mod stages;
@@ -23,6 +76,7 @@ pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
 pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
+pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
     CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
@@ -33,6 +87,11 @@ pub use mnemo_compaction::{
     ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
     ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
     SummaryRequest, SummaryResponse, TurnGuard,
+};
+/// The record and event types a host appends.
+pub use mnemo_core::{
+    Author, FunctionCall, FunctionResponse, InvocationId, MemoryMode, Role, RunId, SessionArchived,
+    SessionFlagsChanged, SessionOpened, TextContent, ThinkingContent, TimestampMs, TurnEnded, TurnStatus,
 };
 pub use mnemo_core::{
     CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, ItemId, KeyOrigin, KeyType,
@@ -55,3 +114,16 @@ pub use mnemo_memory::{
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
+
+/// The async API may be shared across threads and its futures moved between them: a host runs it
+/// on a multi-threaded runtime. This fails to compile if that stops being true.
+#[expect(dead_code, reason = "a compile-time assertion, never called")]
+fn async_api_is_send_and_sync(mnemo: &Mnemo, session: &SessionId, options: &CompactOptions) {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>(_: &T) {}
+    send_sync::<Mnemo>();
+    send(&mnemo.compact(session, options));
+    send(&mnemo.prepare_history(session, options));
+    send(&mnemo.remember(session, None));
+    send(&mnemo.extract(session, None));
+}

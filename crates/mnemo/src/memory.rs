@@ -16,7 +16,7 @@ use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
     Record, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
 };
-use mnemo_log::{Clock, ExpectedRevision, LogBackend};
+use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
     Canonicalizer, Decide, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionReport,
     GateReason, ItemInput, LocalizationSearch, MemoryError, MemoryLedger, MemoryProposer, MemoryView, Models,
@@ -321,7 +321,10 @@ impl Mnemo {
     }
 
     /// Applies a batch of mutations under one operation id (memory.md §2.6).
+    /// Content or a key that holds credential material (by the redaction rules extraction admits
+    /// with) is refused before anything is appended: a secret never becomes an item or a key.
     pub fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
+        refuse_secrets(request)?;
         Ok(mnemo_memory::apply_mutations(self, request)?)
     }
 
@@ -432,4 +435,26 @@ impl Mnemo {
         let store = MemoryLedger::state(self)?;
         Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
     }
+}
+
+/// The host's direct writes pass the same secret check as extraction's admission.
+fn refuse_secrets(request: &MutationRequest) -> Result<(), Error> {
+    let sensitive = |text: &str| mnemo_history::redaction::redact_secrets(text) != text;
+    for (index, mutation) in request.mutations.iter().enumerate() {
+        let item = match mutation {
+            MutationInput::Create { item } | MutationInput::Update { item, .. } => item,
+            _ => continue,
+        };
+        if sensitive(&item.content) {
+            return Err(Error::InvalidInput(format!(
+                "mutations[{index}].content holds credential material; secrets are never stored in memory"
+            )));
+        }
+        if let Some(key) = item.keys.iter().position(|k| sensitive(&k.key)) {
+            return Err(Error::InvalidInput(format!(
+                "mutations[{index}].keys[{key}] holds credential material; secrets are never stored in memory"
+            )));
+        }
+    }
+    Ok(())
 }
