@@ -17,3 +17,10 @@ fmt:
 
 lint:
     cargo clippy --workspace --all-targets -- -D warnings
+
+# A 3-node NATS JetStream cluster on 127.0.0.1 for the shared-log tests; prints what to export.
+nats-up dir="/tmp/mnemo-nats":
+    .ci/nats-cluster.sh start {{dir}}
+
+nats-down dir="/tmp/mnemo-nats":
+    .ci/nats-cluster.sh stop {{dir}}

@@ -140,7 +140,7 @@ pub(crate) fn ratio(mnemo: f64, baseline: f64) -> f64 {
     if baseline > 0.0 { mnemo / baseline } else { f64::INFINITY }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
@@ -290,7 +290,7 @@ fn concurrent_sessions(options: &BenchOptions) -> Result<WorkloadResult, BenchEr
 }
 
 /// Runs `work` on one thread per session and returns the first error.
-fn run_threads<F>(sessions: Vec<Vec<Record>>, work: F) -> Result<(), BenchError>
+pub(crate) fn run_threads<F>(sessions: Vec<Vec<Record>>, work: F) -> Result<(), BenchError>
 where
     F: Fn(usize, Vec<Record>) -> Result<(), BenchError> + Sync,
 {

@@ -9,6 +9,7 @@
 mod assembly_workload;
 pub mod baseline;
 pub mod harness;
+pub mod nats_workload;
 pub mod probe;
 pub mod report;
 pub mod workload;

@@ -5,4 +5,5 @@
 //! - part of the product: nothing here ships;
 //! - a place for unit tests, which stay beside the code they test.
 
+pub mod nats_cluster;
 pub mod sim;

@@ -9,11 +9,12 @@ use std::path::{Path, PathBuf};
 const DIRECT: &[(&str, &[&str])] = &[
     ("mnemo-core", &[]),
     ("mnemo-log", &["mnemo-core"]),
+    ("mnemo-log-nats", &["mnemo-log"]),
     ("mnemo-pipeline", &["mnemo-log"]),
     ("mnemo-history", &["mnemo-pipeline"]),
     ("mnemo-compaction", &["mnemo-pipeline"]),
     ("mnemo-memory", &["mnemo-history"]),
-    ("mnemo", &["mnemo-compaction", "mnemo-memory"]),
+    ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats"]),
     ("mnemo-cli", &["mnemo"]),
 ];
 

@@ -33,6 +33,10 @@ pub(crate) struct BenchArgs {
     /// Seed of the workload generator.
     #[arg(long)]
     seed: Option<u64>,
+    /// Also run the append workloads on a NATS JetStream cluster (comma-separated nats://HOST:PORT),
+    /// each round on a fresh 3-replica stream.
+    #[arg(long, env = "MNEMO_BENCH_NATS")]
+    nats: Option<String>,
 }
 
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -56,7 +60,14 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     let spinner = progress(0, "bench");
     let result = harness::run(&options, &mut |step| spinner.set_message(step.to_owned()));
     spinner.finish_and_clear();
-    let bench_report = result?;
+    let mut bench_report = result?;
+    if let Some(servers) = &args.nats {
+        let spinner = progress(0, "bench");
+        spinner.set_message("append on the NATS cluster");
+        let shared = mnemo_benches::nats_workload::run(&options, servers);
+        spinner.finish_and_clear();
+        bench_report.workloads.extend(shared?);
+    }
     let written = report::write(&bench_report)?;
     output(cli, &bench_report, || {
         print!("{}", report::table(&bench_report));

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mnemo::{Config, Error, ErrorCategory, Mnemo, Position};
+use mnemo::{Config, Error, ErrorCategory, LogLocation, Mnemo, Position};
 use serde::Serialize;
 
 mod bench_cmd;
@@ -27,6 +27,10 @@ struct Cli {
     /// A pipeline spec file (default: the built-in pipelines/default.toml).
     #[arg(long, global = true)]
     pipeline: Option<PathBuf>,
+    /// The log the store follows: `local` (the store's own, the default) or a shared NATS JetStream
+    /// log, `nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]` (overrides the pipeline file's `[log]`).
+    #[arg(long, global = true, env = "MNEMO_LOG")]
+    log: Option<String>,
     /// Print one JSON document on stdout instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -195,7 +199,8 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
 }
 
 fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
-    let config = Config { pipeline: cli.pipeline.clone(), verify_tail_on_open, ..Config::default() };
+    let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
+    let config = Config { pipeline: cli.pipeline.clone(), verify_tail_on_open, log, ..Config::default() };
     Ok(Mnemo::open(&cli.store, config)?)
 }
 

@@ -4,10 +4,12 @@
 
 use std::time::Duration;
 
+use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 
-use crate::envelope::Envelope;
+use crate::envelope::{Envelope, GENESIS_HASH};
 use crate::error::LogError;
+use crate::verify::ChainVerifier;
 
 /// How far an append must have reached before it is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -32,6 +34,17 @@ pub enum ExpectedRevision {
     NoStream,
     /// The stream's last envelope must have exactly this revision.
     Exact(StreamRevision),
+}
+
+impl ExpectedRevision {
+    /// Whether a stream whose last revision is `actual` (`None`: no stream) satisfies this expectation.
+    pub fn matches(self, actual: Option<StreamRevision>) -> bool {
+        match self {
+            ExpectedRevision::Any => true,
+            ExpectedRevision::NoStream => actual.is_none(),
+            ExpectedRevision::Exact(revision) => actual == Some(revision),
+        }
+    }
 }
 
 /// One record to append: its kind code, the kind's schema version, and its encoded bytes.
@@ -66,6 +79,38 @@ impl AppendRequest {
     /// An append of `records` to `stream` with the default durability and the clock's time.
     pub fn new(stream: StreamId, expected: ExpectedRevision, records: Vec<NewRecord>) -> Self {
         AppendRequest { stream, expected, records, durability: Durability::default(), timestamp: None }
+    }
+
+    /// Checks the request against the append limits; every backend calls it before anything is sent.
+    pub fn check(&self) -> Result<(), LogError> {
+        let count = self.records.len();
+        if count == 0 {
+            return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
+        }
+        if count > APPEND_RECORDS_MAX {
+            return Err(LogError::InvalidAppend(format!(
+                "{count} records, the limit is {APPEND_RECORDS_MAX}"
+            )));
+        }
+        let mut total = 0;
+        for (index, record) in self.records.iter().enumerate() {
+            if record.bytes.len() > RECORD_BYTES_MAX {
+                return Err(LogError::InvalidAppend(format!(
+                    "record {index} is {} bytes, the limit is {RECORD_BYTES_MAX}",
+                    record.bytes.len()
+                )));
+            }
+            if record.kind == 0 {
+                return Err(LogError::InvalidAppend(format!("record {index} has kind 0, which is reserved")));
+            }
+            total += record.bytes.len();
+        }
+        if total > APPEND_BYTES_MAX {
+            return Err(LogError::InvalidAppend(format!(
+                "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -156,4 +201,17 @@ pub trait LogBackend: Send + Sync + std::fmt::Debug {
     /// Blocks until the head is at least `position` or `timeout` passes; returns the head then.
     /// This is how followers (projection stages) learn of new appends.
     fn wait_for(&self, position: Position, timeout: Duration) -> Position;
+
+    /// Checks the whole hash chain from position 1, reporting each checked position to `progress`.
+    /// Returns the number of envelopes checked, or the first damage found. A backend with an index
+    /// beside the log checks that too.
+    fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
+        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
+        for envelope in self.scan(Position::FIRST) {
+            let envelope = envelope?;
+            verifier.check(&envelope)?;
+            progress(envelope.position);
+        }
+        Ok(verifier.checked())
+    }
 }

@@ -105,6 +105,57 @@ impl UnsealedEnvelope<'_> {
     }
 }
 
+/// The fields of a new envelope, for a log backend other than fjall to seal: the position, stream
+/// revision, timestamp and previous hash are the backend's to assign, exactly as the fjall writer does.
+#[derive(Debug, Clone)]
+pub struct EnvelopeDraft {
+    /// Global position.
+    pub position: Position,
+    /// The stream.
+    pub stream: StreamId,
+    /// Revision within the stream.
+    pub revision: StreamRevision,
+    /// Record kind code.
+    pub kind: u16,
+    /// The kind's payload schema version.
+    pub kind_schema: u16,
+    /// Append time.
+    pub timestamp: TimestampMs,
+    /// The encoded record.
+    pub record: Vec<u8>,
+    /// The hash of the envelope at `position - 1` ([`GENESIS_HASH`] for position 1).
+    pub previous_hash: [u8; HASH_BYTES],
+}
+
+impl EnvelopeDraft {
+    /// Encodes the envelope and computes its hash: the sealed envelope and its stored bytes.
+    pub fn seal(self) -> Result<(Envelope, Vec<u8>), CorruptionKind> {
+        let unsealed = UnsealedEnvelope {
+            position: self.position,
+            stream: &self.stream,
+            revision: self.revision,
+            kind: self.kind,
+            kind_schema: self.kind_schema,
+            timestamp: self.timestamp,
+            record: &self.record,
+            previous_hash: self.previous_hash,
+        };
+        let (bytes, hash) = unsealed.seal().map_err(|e| CorruptionKind::Undecodable(e.to_string()))?;
+        let envelope = Envelope {
+            position: self.position,
+            stream: self.stream,
+            revision: self.revision,
+            kind: self.kind,
+            kind_schema: self.kind_schema,
+            timestamp: self.timestamp,
+            record: self.record,
+            previous_hash: self.previous_hash,
+            hash,
+        };
+        Ok((envelope, bytes))
+    }
+}
+
 impl Envelope {
     /// Decodes and checks one stored envelope: exact length, known format version, valid stream id,
     /// and a hash that matches its bytes. It does not check the link to the previous envelope.

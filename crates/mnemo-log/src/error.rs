@@ -63,6 +63,12 @@ pub enum LogError {
     /// The log was closed while the request waited.
     #[error("log is closed")]
     Closed,
+    /// A replicated log could not be reached or did not answer within its retry budget, or refused a
+    /// request for a reason other than a revision conflict. For an append it is unknown whether it
+    /// landed: read the stream's head before appending it again (or retry with the same expected
+    /// revision, which turns a landed append into a conflict, never into a duplicate).
+    #[error("replicated log unavailable: {0}")]
+    Unavailable(String),
     /// A file of the store's database is damaged: it fails its checksum, does not decode, or is
     /// missing. Nothing was read from it. Restore the store from a copy; `mnemo verify` reports what
     /// still verifies.

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
@@ -181,7 +180,7 @@ impl FjallLog {
         &self,
         request: AppendRequest,
     ) -> Result<crossbeam_channel::Receiver<Result<AppendOutcome, LogError>>, LogError> {
-        check_append(&request)?;
+        request.check()?;
         if let Some(reason) = self.shared.poison_reason() {
             return Err(LogError::Poisoned { reason });
         }
@@ -189,19 +188,6 @@ impl FjallLog {
         let queue = self.queue.as_ref().ok_or(LogError::Closed)?;
         queue.send(Pending { request, reply }).map_err(|_| LogError::Closed)?;
         Ok(outcome)
-    }
-
-    /// Checks the whole hash chain and the stream index, reporting progress as it goes.
-    /// Returns the number of envelopes checked, or the first damage found.
-    pub fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
-        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
-        for envelope in self.scan(Position::FIRST) {
-            let envelope = envelope?;
-            verifier.check(&envelope)?;
-            self.check_stream_index(&envelope)?;
-            progress(envelope.position);
-        }
-        Ok(verifier.checked())
     }
 
     fn check_stream_index(&self, envelope: &Envelope) -> Result<(), LogError> {
@@ -294,6 +280,19 @@ impl LogBackend for FjallLog {
 
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
         self.shared.tail.wait_for(position, timeout)
+    }
+
+    /// Checks the whole hash chain and the stream index beside it, reporting progress as it goes.
+    /// Returns the number of envelopes checked, or the first damage found.
+    fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
+        let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
+        for envelope in self.scan(Position::FIRST) {
+            let envelope = envelope?;
+            verifier.check(&envelope)?;
+            self.check_stream_index(&envelope)?;
+            progress(envelope.position);
+        }
+        Ok(verifier.checked())
     }
 }
 
@@ -429,35 +428,6 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
             position: head,
             kind: CorruptionKind::MissingPosition { before: verifier.last_position(), after: head },
         });
-    }
-    Ok(())
-}
-
-fn check_append(request: &AppendRequest) -> Result<(), LogError> {
-    let count = request.records.len();
-    if count == 0 {
-        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
-    }
-    if count > APPEND_RECORDS_MAX {
-        return Err(LogError::InvalidAppend(format!("{count} records, the limit is {APPEND_RECORDS_MAX}")));
-    }
-    let mut total = 0;
-    for (index, record) in request.records.iter().enumerate() {
-        if record.bytes.len() > RECORD_BYTES_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "record {index} is {} bytes, the limit is {RECORD_BYTES_MAX}",
-                record.bytes.len()
-            )));
-        }
-        if record.kind == 0 {
-            return Err(LogError::InvalidAppend(format!("record {index} has kind 0, which is reserved")));
-        }
-        total += record.bytes.len();
-    }
-    if total > APPEND_BYTES_MAX {
-        return Err(LogError::InvalidAppend(format!(
-            "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
-        )));
     }
     Ok(())
 }

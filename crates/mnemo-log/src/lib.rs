@@ -21,7 +21,7 @@ pub use backend::{
     NewRecord, RevisionConflict, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
+pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
 pub use error::{CorruptionKind, LogError, damage};
 pub use fjall_log::{
     DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE,

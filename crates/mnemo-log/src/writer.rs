@@ -9,9 +9,7 @@ use fjall::PersistMode;
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, error};
 
-use crate::backend::{
-    AppendOutcome, AppendRequest, Appended, Durability, ExpectedRevision, RevisionConflict, StreamHead,
-};
+use crate::backend::{AppendOutcome, AppendRequest, Appended, Durability, RevisionConflict, StreamHead};
 use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
@@ -97,7 +95,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             }
         };
         let actual = current.map(|head| head.revision);
-        if !revision_matches(request.expected, actual) {
+        if !request.expected.matches(actual) {
             outcomes
                 .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
             continue;
@@ -169,14 +167,6 @@ fn current_head(
         return Ok(Some(*head));
     }
     shared.stream_head(stream)
-}
-
-fn revision_matches(expected: ExpectedRevision, actual: Option<StreamRevision>) -> bool {
-    match expected {
-        ExpectedRevision::Any => true,
-        ExpectedRevision::NoStream => actual.is_none(),
-        ExpectedRevision::Exact(revision) => actual == Some(revision),
-    }
 }
 
 fn stage(

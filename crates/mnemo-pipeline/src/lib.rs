@@ -17,7 +17,7 @@ pub use error::PipelineError;
 pub use projector::{COMMIT_ENVELOPES_MAX, LoggedRecord, Projector};
 pub use runner::{Pipeline, STAGE_QUEUE_DEPTH_MAX, Stage, StageStatus, fold_to};
 pub use spec::{
-    DEFAULT_SPEC_TOML, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory, StageRegistry, StageSpec,
+    DEFAULT_SPEC_TOML, LogSpec, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory, StageRegistry, StageSpec,
 };
 pub use store::{
     Changes, FjallStore, MemoryStore, Pair, STAGE_META_KEYSPACE, StageMeta, StateStore, projection_digest,

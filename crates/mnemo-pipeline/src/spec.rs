@@ -23,6 +23,18 @@ pub struct PipelineSpec {
     /// The stages, in the order they are listed.
     #[serde(rename = "stage")]
     pub stages: Vec<StageSpec>,
+    /// Where the log is, when the spec names it (`[log] url = "nats://HOST:PORT[/STREAM]"`); a host
+    /// that passes a log location itself overrides it. Absent: the store's embedded log.
+    #[serde(default)]
+    pub log: Option<LogSpec>,
+}
+
+/// The `[log]` table of a spec: the log the store follows. Projections stay local either way.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogSpec {
+    /// `local` (the embedded log), or `nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]`.
+    pub url: String,
 }
 
 /// One stage of a spec.

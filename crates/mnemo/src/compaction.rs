@@ -14,9 +14,7 @@ use mnemo_compaction::{
 };
 use mnemo_core::BoundaryDisposition;
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
-use mnemo_log::{
-    AppendOutcome, AppendRequest, Durability, ExpectedRevision, FjallLog, LogBackend, NewRecord,
-};
+use mnemo_log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, LogBackend, NewRecord};
 use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
 
 use crate::error::Error;
@@ -69,7 +67,7 @@ pub struct CopyReport {
 /// cached by the coordinator), appends at the store's durability.
 #[derive(Debug)]
 struct LogRecorder {
-    log: Arc<FjallLog>,
+    log: Arc<dyn LogBackend>,
     durability: Durability,
 }
 
@@ -119,7 +117,7 @@ impl CheckpointRecorder for LogRecorder {
 }
 
 /// The coordinator a newly opened store uses.
-pub(crate) fn coordinator(log: &Arc<FjallLog>, durability: Durability) -> Arc<Coordinator> {
+pub(crate) fn coordinator(log: &Arc<dyn LogBackend>, durability: Durability) -> Arc<Coordinator> {
     Arc::new(Coordinator::new(Arc::new(LogRecorder { log: Arc::clone(log), durability })))
 }
 

@@ -16,7 +16,6 @@ use mnemo_core::{
     Author, Content, MemoryMode, Position, Record, Role, RuntimeEvent, SessionId, StreamId, StreamRevision,
     TimestampMs, TurnStatus,
 };
-use mnemo_log::LogBackend;
 use serde::Serialize;
 use serde_json::Value;
 

@@ -16,7 +16,7 @@ use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
     Record, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
 };
-use mnemo_log::{Clock, ExpectedRevision, LogBackend};
+use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
     Canonicalizer, Decide, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionReport,
     GateReason, ItemInput, LocalizationSearch, MemoryError, MemoryLedger, MemoryProposer, MemoryView, Models,

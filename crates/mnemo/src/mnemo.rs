@@ -17,6 +17,7 @@ use mnemo_pipeline::{
 use tracing::info_span;
 
 use crate::error::Error;
+use crate::log_location::{LogLocation, open_log};
 use crate::transcript::{Transcript, TranscriptError, TranscriptRecord};
 
 /// How long a read waits for the projections to catch up with the log before giving up.
@@ -34,6 +35,8 @@ pub struct Config {
     /// Whether opening refuses a log whose newest envelopes do not verify (only `verify` turns it off,
     /// to report on a damaged log instead of refusing it).
     pub verify_tail_on_open: bool,
+    /// The log the store follows; `None` takes the pipeline spec's `[log]`, else the embedded log.
+    pub log: Option<LogLocation>,
 }
 
 impl Default for Config {
@@ -43,6 +46,7 @@ impl Default for Config {
             durability: Durability::default(),
             clock: Arc::new(SystemClock),
             verify_tail_on_open: true,
+            log: None,
         }
     }
 }
@@ -154,7 +158,11 @@ impl Verification {
 /// An open store: the log and its projections.
 #[derive(Debug)]
 pub struct Mnemo {
-    pub(crate) log: Arc<FjallLog>,
+    /// The log the store follows: `local` itself, or a shared one.
+    pub(crate) log: Arc<dyn LogBackend>,
+    /// The store directory's database: the projections, and the embedded log when it is the one followed.
+    local: Arc<FjallLog>,
+    location: LogLocation,
     pipeline: RwLock<Pipeline>,
     spec: PipelineSpec,
     registry: StageRegistry,
@@ -177,11 +185,19 @@ impl Mnemo {
         let options =
             LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
         let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
-        let log = Arc::new(FjallLog::open(dir, options)?);
-        let pipeline = start_pipeline(&log, &spec, &registry)?;
+        let location = match (&config.log, &spec.log) {
+            (Some(location), _) => location.clone(),
+            (None, Some(log)) => LogLocation::parse(&log.url)?,
+            (None, None) => LogLocation::Local,
+        };
+        let local = Arc::new(FjallLog::open(dir, options)?);
+        let log = open_log(&location, &local, Arc::clone(&config.clock))?;
+        let pipeline = start_pipeline(&log, &local, &spec, &registry)?;
         let compaction = crate::compaction::coordinator(&log, config.durability);
         Ok(Mnemo {
             log,
+            local,
+            location,
             pipeline: RwLock::new(pipeline),
             spec,
             registry,
@@ -204,6 +220,11 @@ impl Mnemo {
     /// The log, for reads.
     pub fn log(&self) -> &dyn LogBackend {
         self.log.as_ref()
+    }
+
+    /// Where the log the store follows is.
+    pub fn log_location(&self) -> &LogLocation {
+        &self.location
     }
 
     /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
@@ -368,12 +389,12 @@ impl Mnemo {
         let pipeline = self.pipeline();
         let stages = stage_reports(&pipeline)?;
         Ok(Stats {
-            dir: self.log.dir().display().to_string(),
+            dir: self.local.dir().display().to_string(),
             head: self.log.head(),
             sessions: sessions.len() as u64,
             events: sessions.iter().map(|s| s.event_count).sum(),
             turns: sessions.iter().map(|s| s.turn_count).sum(),
-            disk_bytes: self.log.database().disk_space().unwrap_or(0),
+            disk_bytes: self.local.database().disk_space().unwrap_or(0),
             stages,
         })
     }
@@ -398,9 +419,9 @@ impl Mnemo {
         // commit a stale watermark over the emptied state.
         pipeline.shutdown();
         for name in &names {
-            FjallStore::open(self.log.database(), name)?.reset()?;
+            FjallStore::open(self.local.database(), name)?.reset()?;
         }
-        *pipeline = start_pipeline(&self.log, &self.spec, &self.registry)?;
+        *pipeline = start_pipeline(&self.log, &self.local, &self.spec, &self.registry)?;
         pipeline.wait_all(self.log.head(), CATCH_UP_TIMEOUT)?;
         let reports = stage_reports(&pipeline)?;
         Ok(reports.into_iter().filter(|r| names.contains(&r.name)).collect())
@@ -549,17 +570,18 @@ fn import_chunks(
 }
 
 fn start_pipeline(
-    log: &Arc<FjallLog>,
+    log: &Arc<dyn LogBackend>,
+    local: &FjallLog,
     spec: &PipelineSpec,
     registry: &StageRegistry,
 ) -> Result<Pipeline, Error> {
     let mut stages = Vec::with_capacity(spec.stages.len());
     for stage_spec in &spec.stages {
         let projector = registry.build(stage_spec)?;
-        let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(log.database(), &stage_spec.name)?);
+        let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(local.database(), &stage_spec.name)?);
         stages.push(Stage { projector, store, config_hash: stage_spec.config_hash()? });
     }
-    Ok(Pipeline::start(Arc::clone(log) as Arc<dyn LogBackend>, stages)?)
+    Ok(Pipeline::start(Arc::clone(log), stages)?)
 }
 
 fn stage_reports(pipeline: &Pipeline) -> Result<Vec<StageReport>, Error> {

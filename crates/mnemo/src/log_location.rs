@@ -1,0 +1,151 @@
+//! Which log a store follows: its own embedded log, or a NATS JetStream stream shared with other
+//! hosts. The projections stay in the store directory either way.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use mnemo_log::{Clock, FjallLog, LogBackend};
+use mnemo_log_nats::{DEFAULT_STREAM_NAME, NatsLog, NatsOptions};
+
+use crate::error::Error;
+
+/// The file in a store directory that names the log its projections were folded from.
+pub const LOG_SOURCE_FILE_NAME: &str = "log-source";
+
+/// Where a store's log is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum LogLocation {
+    /// The embedded fjall log in the store directory.
+    #[default]
+    Local,
+    /// A JetStream stream on a NATS cluster, shared by every host that names it.
+    Nats {
+        /// Comma-separated `nats://HOST:PORT` servers.
+        servers: String,
+        /// The JetStream stream holding the log.
+        stream: String,
+    },
+}
+
+impl LogLocation {
+    /// Parses `local`, or `nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]` (the stream defaults to
+    /// `MNEMO`).
+    pub fn parse(text: &str) -> Result<LogLocation, Error> {
+        let text = text.trim();
+        if text == "local" {
+            return Ok(LogLocation::Local);
+        }
+        if !text.starts_with("nats://") {
+            return Err(Error::InvalidInput(format!(
+                "log location {text:?}: expected `local` or nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]"
+            )));
+        }
+        let (servers, stream) = match text.rsplit_once('/') {
+            Some((servers, stream)) if !stream.contains(':') && servers.len() > "nats:/".len() => {
+                (servers, if stream.is_empty() { DEFAULT_STREAM_NAME } else { stream })
+            }
+            _ => (text, DEFAULT_STREAM_NAME),
+        };
+        let options = NatsOptions::new(servers, stream)
+            .map_err(|e| Error::InvalidInput(format!("log location: {e}")))?;
+        Ok(LogLocation::Nats { servers: options.servers.join(","), stream: options.stream })
+    }
+
+    /// What the store directory records of the location: the stream, not the servers (hosts may reach
+    /// one cluster through different addresses).
+    fn source_tag(&self) -> String {
+        match self {
+            LogLocation::Local => "local".to_owned(),
+            LogLocation::Nats { stream, .. } => format!("nats:{stream}"),
+        }
+    }
+}
+
+impl std::fmt::Display for LogLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LogLocation::Local => f.write_str("local"),
+            LogLocation::Nats { servers, stream } => write!(f, "{servers}/{stream}"),
+        }
+    }
+}
+
+/// Opens the log `location` names for the store whose local database is `local`, after checking
+/// that the store's projections were folded from that log.
+pub(crate) fn open_log(
+    location: &LogLocation,
+    local: &Arc<FjallLog>,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn LogBackend>, Error> {
+    bind(local.dir(), location, local.head().0)?;
+    match location {
+        LogLocation::Local => Ok(Arc::clone(local) as Arc<dyn LogBackend>),
+        LogLocation::Nats { servers, stream } => {
+            let mut options =
+                NatsOptions::new(servers, stream).map_err(|e| Error::InvalidInput(e.to_string()))?;
+            options.clock = clock;
+            Ok(Arc::new(NatsLog::open(options)?))
+        }
+    }
+}
+
+/// A store follows one log for life: its projections are folds of that log alone.
+fn bind(dir: &Path, location: &LogLocation, local_envelopes: u64) -> Result<(), Error> {
+    let path = dir.join(LOG_SOURCE_FILE_NAME);
+    let wanted = location.source_tag();
+    let io = |source| Error::Read { path: path.display().to_string(), source };
+    match std::fs::read_to_string(&path) {
+        Ok(recorded) if recorded.trim() == wanted => Ok(()),
+        Ok(recorded) => Err(Error::InvalidInput(format!(
+            "store {} follows the log {}, not {wanted}; open it with that log or use another store directory",
+            dir.display(),
+            recorded.trim()
+        ))),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            if location != &LogLocation::Local && local_envelopes > 0 {
+                return Err(Error::InvalidInput(format!(
+                    "store {} holds its own log of {local_envelopes} envelopes; a store follows one log",
+                    dir.display()
+                )));
+            }
+            let temporary = dir.join(format!("{LOG_SOURCE_FILE_NAME}.tmp"));
+            std::fs::write(&temporary, format!("{wanted}\n")).map_err(io)?;
+            std::fs::rename(&temporary, &path).map_err(io)
+        }
+        Err(error) => Err(io(error)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locations_parse() {
+        assert_eq!(LogLocation::parse("local").unwrap(), LogLocation::Local);
+        assert_eq!(
+            LogLocation::parse("nats://127.0.0.1:4222").unwrap(),
+            LogLocation::Nats { servers: "nats://127.0.0.1:4222".into(), stream: "MNEMO".into() }
+        );
+        assert_eq!(
+            LogLocation::parse("nats://a:1,nats://b:2/shop").unwrap(),
+            LogLocation::Nats { servers: "nats://a:1,nats://b:2".into(), stream: "shop".into() }
+        );
+        for bad in ["", "fjall", "nats://", "nats://a:1/bad.name", "http://a:1"] {
+            assert!(matches!(LogLocation::parse(bad), Err(Error::InvalidInput(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_store_keeps_the_log_it_was_bound_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let nats = LogLocation::Nats { servers: "nats://a:1".into(), stream: "S".into() };
+        bind(dir.path(), &nats, 0).unwrap();
+        bind(dir.path(), &nats, 0).unwrap();
+        let error = bind(dir.path(), &LogLocation::Local, 0).unwrap_err();
+        assert!(error.to_string().contains("follows the log nats:S"), "{error}");
+        let other = tempfile::tempdir().unwrap();
+        assert!(bind(other.path(), &nats, 3).unwrap_err().to_string().contains("holds its own log"));
+    }
+}
