@@ -816,3 +816,21 @@ fn overflow_recovery_retries_once_and_otherwise_surfaces_the_provider_error() {
     assert_eq!(checkpoint_records(&mnemo).len(), 1);
     assert_eq!(recover(&mut latch, &overflow(request, 0), &defaults), OverflowRecovery::SurfaceProviderError);
 }
+
+#[test]
+fn compaction_only_appends_a_checkpoint_and_coverage_only_grows() {
+    // §6.3 invariants 1 (source immutability) and 4 (monotonic coverage).
+    let (_dir, mnemo) = store(10, "");
+    let before = mnemo.log_entries(Position(1), usize::MAX).unwrap();
+    let first = compact(&mnemo).recorded.unwrap();
+    let after = mnemo.log_entries(Position(1), usize::MAX).unwrap();
+    assert_eq!(after.len(), before.len() + 1, "one record appended");
+    assert_eq!(&after[..before.len()], &before[..], "nothing before it changed");
+    assert_eq!(after[before.len()].kind, "checkpoint_recorded");
+    append_turns(&mnemo, 10, 3);
+    let second = compact(&mnemo).recorded.unwrap();
+    assert!(second.checkpoint.coverage.event_count > first.checkpoint.coverage.event_count);
+    assert_eq!(second.checkpoint.previous.as_ref(), Some(&first.checkpoint.checkpoint), "a successor");
+    let events: Vec<RuntimeEvent> = session_events(&mnemo);
+    assert_eq!(events.len(), 13 * 4, "the events themselves are never rewritten or removed");
+}
