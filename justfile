@@ -18,6 +18,14 @@ fmt:
 lint:
     cargo clippy --workspace --all-targets -- -D warnings
 
+# The concurrency stress test for ten minutes instead of CI's thirty seconds.
+soak:
+    MNEMO_STRESS_SECS=600 cargo test --release -p mnemo-acceptance --test stress -- --nocapture
+
+# Each fuzz target for SECS seconds (needs `cargo install cargo-fuzz`; stable with RUSTC_BOOTSTRAP).
+fuzz secs="60":
+    cd fuzz && for target in $(cargo fuzz list); do RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time={{secs}} || exit 1; done
+
 # A 3-node NATS JetStream cluster on 127.0.0.1 for the shared-log tests; prints what to export.
 nats-up dir="/tmp/mnemo-nats":
     .ci/nats-cluster.sh start {{dir}}

@@ -320,3 +320,118 @@ fn incognito_sessions_never_feed_extraction() {
     let recalled = mnemo.recall_memory(&session, &RecallMemory { query: "tabs".to_owned(), limit: None });
     assert!(recalled.map(|r| r.is_empty()).unwrap_or(true));
 }
+
+/// A shared buffer that tracing writes into.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+const PROVIDER_STATE: &str = "ZW5jcnlwdGVkLXByb3ZpZGVyLXN0YXRlLW5ldmVyLXNob3du";
+
+/// A provider compactor that answers with one opaque, encrypted compaction item.
+#[derive(Debug)]
+struct Opaque;
+
+impl mnemo::ProviderCompactor for Opaque {
+    fn identity(&self) -> mnemo::SummarizerIdentity {
+        mnemo::SummarizerIdentity { name: "opaque".to_owned(), prompt_version: "v1".to_owned() }
+    }
+    fn connection(&self) -> mnemo::Connection {
+        mnemo::Connection {
+            provider_type: "openai-codex".to_owned(),
+            slug: "codex".to_owned(),
+            model: "gpt-5".to_owned(),
+        }
+    }
+    fn compact<'a>(
+        &'a self,
+        _: &'a mnemo::ProviderCompactionRequest,
+    ) -> mnemo::BoxFuture<'a, Result<Vec<serde_json::Value>, mnemo::SummarizeError>> {
+        let part = serde_json::json!({"type": "custom", "kind": "openai.compaction",
+            "providerMetadata": {"openai": {"itemId": "it-1", "encryptedContent": PROVIDER_STATE}}});
+        Box::pin(async move { Ok(vec![part]) })
+    }
+}
+
+#[test]
+fn provider_state_is_never_rendered_logged_or_copied() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(move || writer.clone())
+        .finish();
+    // Global, so the log's writer thread and the stage threads are captured too.
+    tracing::subscriber::set_global_default(subscriber).unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
+    let long = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/mnemo-cli/samples/long-session.jsonl");
+    let report = mnemo.import_transcript(&std::fs::read(long).unwrap(), "long.jsonl").unwrap();
+    let session = mnemo.sessions().unwrap()[0].session.clone();
+    let codex = mnemo::ProviderCompactor::connection(&Opaque);
+    let options = mnemo::CompactOptions {
+        context: mnemo::ContextOptions { connection: codex.clone(), ..mnemo::ContextOptions::default() },
+        provider_compactor: Some(std::sync::Arc::new(Opaque)),
+        ..mnemo::CompactOptions::default()
+    };
+    let outcome = runtime().block_on(mnemo.compact(&session, &options)).unwrap();
+    let recorded = outcome.recorded.unwrap_or_else(|| panic!("nothing was compacted: {report:?}"));
+    assert_eq!(recorded.checkpoint.version(), 3);
+    // The state is in the log (it must replay), so the log is where it is allowed to be.
+    let in_log = mnemo.log_entries(Position(1), 100_000).unwrap();
+    assert!(
+        in_log.iter().any(|e| e.record.to_string().contains(PROVIDER_STATE)),
+        "the state was not recorded"
+    );
+
+    // Rendered: only as a provider item to its own connection, never as text; not at all to another.
+    let own = mnemo
+        .context(
+            &session,
+            &mnemo::ContextOptions { connection: codex.clone(), ..mnemo::ContextOptions::default() },
+        )
+        .unwrap();
+    for item in &own.items {
+        if !matches!(item, mnemo::HistoryItem::ProviderState { .. }) {
+            assert!(
+                !format!("{item:?}").contains(PROVIDER_STATE),
+                "rendered outside a provider item: {item:?}"
+            );
+        }
+    }
+    let other = mnemo::Connection { model: "gpt-4".to_owned(), ..codex };
+    let theirs = mnemo
+        .context(&session, &mnemo::ContextOptions { connection: other, ..mnemo::ContextOptions::default() })
+        .unwrap();
+    assert!(!format!("{theirs:?}").contains(PROVIDER_STATE), "rendered to another connection");
+    let shown = mnemo.show(&session, None).unwrap();
+    assert!(!format!("{shown:?}").contains(PROVIDER_STATE));
+
+    // Copied: the copy's records never carry it.
+    let copy = mnemo.copy_conversation(&session, None, None).unwrap();
+    assert_eq!(copy.checkpoints_dropped, 1);
+    let copied: Vec<String> = mnemo
+        .log_entries(copy.positions.0, 100_000)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.stream == format!("session/{}", copy.session))
+        .map(|e| e.record.to_string())
+        .collect();
+    assert!(!copied.is_empty());
+    assert!(copied.iter().all(|r| !r.contains(PROVIDER_STATE)), "the copy carries provider state");
+
+    // Logged: nothing traced at any level carries it.
+    let log = String::from_utf8_lossy(&captured.0.lock().unwrap()).into_owned();
+    assert!(log.len() > 100, "tracing captured nothing, so nothing was checked");
+    assert!(!log.contains(PROVIDER_STATE), "tracing logged provider state");
+}
