@@ -10,8 +10,8 @@ use std::process::{Command, Output};
 use mnemo::{Config, ExpectedRevision, Mnemo, Position, StreamId};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 
-const FSIZE_ROUNDS: u64 = 4;
-const TORN_ROUNDS: u64 = 8;
+const FSIZE_ROUNDS: u64 = 3;
+const TORN_ROUNDS: u64 = 6;
 /// Appends the torn-journal child acknowledges before it notes where the journal's bytes end.
 const TORN_ACKED_APPENDS: u64 = 16;
 /// An `End` marker closes each journal batch with a little-endian checksum whose last bytes may be

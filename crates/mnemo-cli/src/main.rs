@@ -40,7 +40,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Import the bundled sample transcripts into a fresh store, then rebuild and verify it.
+    /// The main job, offline: import the bundled samples into a fresh store, compact, remember,
+    /// extract, recall, print the next request's context, search, read, copy, rebuild and verify.
     Demo {
         /// Where to create the demo store (default: a new directory under the system temp dir).
         #[arg(long)]

@@ -13,7 +13,7 @@ const SAMPLES: &[&str] = &[
     concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl"),
     concat!(env!("CARGO_MANIFEST_DIR"), "/samples/research-session.jsonl"),
 ];
-const ROUNDS: u64 = 16;
+const ROUNDS: u64 = 12;
 
 /// A small deterministic generator (SplitMix64), seeded from `MNEMO_SEED` when set.
 struct Rng(u64);

@@ -127,3 +127,8 @@ fn async_api_is_send_and_sync(mnemo: &Mnemo, session: &SessionId, options: &Comp
     send(&mnemo.remember(session, None));
     send(&mnemo.extract(session, None));
 }
+
+/// The README's Rust examples compile as doctests, so the embedding guide stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
