@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use fjall::config::CompressionPolicy;
+use fjall::config::{CompressionPolicy, PinningPolicy};
 use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
@@ -312,9 +312,19 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
     // Every level's data blocks are compressed (fjall's default leaves the first two levels, where
     // a store of a few million events keeps most of its data, uncompressed): event text and the
     // stages' copies of it compress well, and a block read costs a decompression of a few KiB.
+    //
+    // Every level's bloom filters and block indexes are pinned in memory with their table. By
+    // default only the first levels' are, and a deeper table's filter is read from disk through
+    // the block cache, where a filter larger than a cache shard's share is never admitted: a table
+    // of a million keys then cost a read and checksum of its whole 1 MiB filter on every point
+    // lookup, and the stages' lookups of keys that do not exist yet (most of an index's) slowed as
+    // the store grew. Pinned, a filter costs about 10 bits per key and an index one entry per
+    // data block, a few MiB for a store of millions of events.
     KeyspaceCreateOptions::default()
         .max_memtable_size(MEMTABLE_BYTES_MAX)
         .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
+        .filter_block_pinning_policy(PinningPolicy::all(true))
+        .index_block_pinning_policy(PinningPolicy::all(true))
 }
 
 fn create_private_dir(dir: &Path) -> Result<(), LogError> {
