@@ -12,6 +12,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mnemo::{Config, Error, ErrorCategory, LogLocation, Mnemo, Position};
 use serde::Serialize;
 
+/// The binary's allocator (the library leaves the choice to its host; see decision 0080).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_cmd;
 mod compaction_cmd;
 mod demo;

@@ -21,7 +21,7 @@ use crate::error::{CorruptionKind, LogError};
 use crate::keys;
 use crate::limits::{
     BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
-    RECOVERY_VERIFY_ENVELOPES_MAX, WRITER_QUEUE_DEPTH_MAX,
+    RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::tail::Tail;
 use crate::verify::ChainVerifier;
@@ -138,6 +138,7 @@ impl FjallLog {
         let db = Database::builder(dir.join(DATABASE_DIR_NAME))
             .cache_size(BLOCK_CACHE_BYTES)
             .max_journaling_size(JOURNAL_BYTES_MAX)
+            .worker_threads(STORAGE_WORKER_THREADS)
             .open()
             .map_err(|error| match error {
                 fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
@@ -230,17 +231,14 @@ impl LogBackend for FjallLog {
     fn scan(&self, from: Position) -> EnvelopeIter {
         // Reading only up to the acknowledged head keeps a scan from seeing a batch that is
         // written but not yet persisted and acknowledged.
-        let head = self.head();
-        let range = self.shared.log.range(from.to_key()..=head.to_key());
-        let dir = self.dir.clone();
-        Box::new(range.map(move |guard| {
-            let (key, value) = guard.into_inner().map_err(|e| LogError::storage(&dir, e))?;
-            let position = Position::from_key(&key).ok_or_else(|| LogError::Corrupt {
-                position: Position::ZERO,
-                kind: CorruptionKind::Undecodable(format!("log key of {} bytes", key.len())),
-            })?;
-            decode_at(position, &value)
-        }))
+        Box::new(ChunkedScan {
+            shared: Arc::clone(&self.shared),
+            dir: self.dir.clone(),
+            next: from.max(Position::FIRST),
+            head: self.head(),
+            chunk: std::collections::VecDeque::new(),
+            failed: false,
+        })
     }
 
     fn read_stream(
@@ -304,6 +302,60 @@ impl Drop for FjallLog {
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
+    }
+}
+
+/// A scan of the log from a position to the head as it was when the scan began, read in chunks
+/// of [`SCAN_CHUNK_ENVELOPES`], each through its own short-lived storage iterator.
+///
+/// A storage iterator pins a snapshot, and while any snapshot is open the engine keeps every
+/// later version of every keyspace, with the memtables they reference: one iterator held for a
+/// whole rebuild kept everything the stages wrote in memory until the rebuild ended.
+struct ChunkedScan {
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    next: Position,
+    head: Position,
+    chunk: std::collections::VecDeque<Result<Envelope, LogError>>,
+    failed: bool,
+}
+
+impl ChunkedScan {
+    fn read_chunk(&mut self) {
+        let last = Position(self.head.0.min(self.next.0.saturating_add(SCAN_CHUNK_ENVELOPES - 1)));
+        for guard in self.shared.log.range(self.next.to_key()..=last.to_key()) {
+            let entry =
+                guard.into_inner().map_err(|e| LogError::storage(&self.dir, e)).and_then(|(key, value)| {
+                    let position = Position::from_key(&key).ok_or_else(|| LogError::Corrupt {
+                        position: Position::ZERO,
+                        kind: CorruptionKind::Undecodable(format!("log key of {} bytes", key.len())),
+                    })?;
+                    decode_at(position, &value)
+                });
+            let failed = entry.is_err();
+            self.chunk.push_back(entry);
+            if failed {
+                break;
+            }
+        }
+        self.next = last.next();
+    }
+}
+
+impl Iterator for ChunkedScan {
+    type Item = Result<Envelope, LogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.chunk.is_empty() && !self.failed && self.next <= self.head {
+            self.read_chunk();
+        }
+        let entry = self.chunk.pop_front()?;
+        // A scan ends at the first error: what follows a damaged envelope is not read.
+        if entry.is_err() {
+            self.failed = true;
+            self.chunk.clear();
+        }
+        Some(entry)
     }
 }
 

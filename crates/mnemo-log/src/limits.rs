@@ -25,7 +25,7 @@ pub const READ_ENVELOPES_MAX: usize = 100_000;
 
 /// Size at which a keyspace's memtable is sealed and flushed to disk. Together with the journal
 /// limit below, it bounds resident memory however long the log grows or however large a rebuild is.
-pub const MEMTABLE_BYTES_MAX: u64 = 16 * 1024 * 1024;
+pub const MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// The storage engine's block cache.
 pub const BLOCK_CACHE_BYTES: u64 = 32 * 1024 * 1024;
@@ -34,3 +34,12 @@ pub const BLOCK_CACHE_BYTES: u64 = 32 * 1024 * 1024;
 /// The journal holds what the memtables hold, so this also bounds their memory; and it counts
 /// towards the store's size on disk until it is trimmed.
 pub const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// The storage engine's background threads (flushes, compactions and memtable rotations share
+/// them). Its default, one per core, left a memtable that had reached its size waiting behind long
+/// compactions, growing all the while.
+pub const STORAGE_WORKER_THREADS: usize = 4;
+
+/// Envelopes a scan of the log reads through one storage iterator before it opens the next (see
+/// the fjall log's scan): what a scan holds in memory at once.
+pub const SCAN_CHUNK_ENVELOPES: u64 = 1024;
