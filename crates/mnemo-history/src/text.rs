@@ -19,6 +19,15 @@ pub const QUERY_TERMS_MAX: usize = 32;
 /// Folds text for matching: NFC, then each character lowercased on its own (locale independent),
 /// with final sigma `ς` folded to `σ` so that a word matches whatever its position.
 pub fn fold(text: &str) -> String {
+    // ASCII is already NFC and lowercases byte by byte: most text takes this path, and NFC
+    // composition was a tenth of what indexing a message cost.
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
+    fold_unicode(text)
+}
+
+fn fold_unicode(text: &str) -> String {
     let mut folded = String::with_capacity(text.len());
     for c in text.nfc() {
         push_folded(&mut folded, c);
@@ -75,13 +84,14 @@ pub fn terms(folded: &str) -> impl Iterator<Item = &str> {
 /// Term frequencies of a document and its length in terms.
 pub(crate) fn term_counts(text: &str) -> (BTreeMap<String, u32>, u32) {
     let folded = fold(text);
-    let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+    // Counted on borrowed words; only each distinct term is copied.
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
     let mut length: u32 = 0;
     for term in terms(&folded) {
-        *counts.entry(term.to_owned()).or_default() += 1;
+        *counts.entry(term).or_default() += 1;
         length = length.saturating_add(1);
     }
-    (counts, length)
+    (counts.into_iter().map(|(term, count)| (term.to_owned(), count)).collect(), length)
 }
 
 /// The distinct terms of a query, in order of first appearance, at most [`QUERY_TERMS_MAX`].
@@ -154,6 +164,13 @@ mod tests {
         assert_eq!(fold("Cafe\u{301} ÜBER"), "café über");
         assert_eq!(fold("ΟΔΟΣ οδος"), "οδοσ οδοσ");
         assert_eq!(fold("İ"), "i\u{307}");
+    }
+
+    #[test]
+    fn the_ascii_path_folds_as_the_unicode_path_does() {
+        for text in ["", "Deploy STAGING: retry 3x", "src/Lib.rs:42 {\"ok\":true}\n\tTAB", "\u{7f}~!@#"] {
+            assert_eq!(fold(text), fold_unicode(text), "{text:?}");
+        }
     }
 
     #[test]
