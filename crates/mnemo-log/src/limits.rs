@@ -25,10 +25,10 @@ pub const READ_ENVELOPES_MAX: usize = 100_000;
 
 /// Size at which a keyspace's memtable is sealed and flushed to disk. Together with the journal
 /// limit below, it bounds resident memory however long the log grows or however large a rebuild is.
-pub const MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 
 /// The storage engine's block cache.
-pub const BLOCK_CACHE_BYTES: u64 = 32 * 1024 * 1024;
+pub const BLOCK_CACHE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Journal bytes kept before the storage engine flushes memtables so it can drop old journals.
 /// The journal holds what the memtables hold, so this also bounds their memory; and it counts
