@@ -246,7 +246,7 @@ fn a_scan_reads_across_its_chunks_and_stops_at_the_head_it_began_with() {
     let texts: Vec<String> = (0..total).map(|n| format!("r{n}")).collect();
     for chunk in texts.chunks(500) {
         let refs: Vec<&str> = chunk.iter().map(String::as_str).collect();
-        append(&log, "long", ExpectedRevision::Any, &refs);
+        appended(append(&log, "long", ExpectedRevision::Any, &refs));
     }
     let positions: Vec<u64> = log.scan(Position::FIRST).map(|e| e.unwrap().position.0).collect();
     assert_eq!(positions, (1..=total as u64).collect::<Vec<_>>());
@@ -256,7 +256,7 @@ fn a_scan_reads_across_its_chunks_and_stops_at_the_head_it_began_with() {
     let first = scan.next().unwrap().unwrap();
     assert_eq!(first.record, format!("r{}", from - 1).into_bytes());
     // What is appended once a scan has begun is not part of it, whichever chunk it reaches.
-    append(&log, "long", ExpectedRevision::Any, &["late"]);
+    appended(append(&log, "long", ExpectedRevision::Any, &["late"]));
     assert_eq!(scan.map(|e| e.unwrap().position.0).last(), Some(total as u64));
     assert_eq!(log.scan(Position(total as u64 + 1)).count(), 1);
 }
