@@ -157,6 +157,13 @@ pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.get(values.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// The `at` quantile of `samples`, in milliseconds.
+pub(crate) fn quantile_ms(samples: &mut [Duration], at: f64) -> f64 {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * at).round() as usize;
+    samples.get(index).copied().unwrap_or_default().as_secs_f64() * 1e3
+}
+
 pub(crate) fn fresh_dir(out: &Path, name: &str) -> Result<PathBuf, BenchError> {
     let dir = out.join("stores").join(name);
     if dir.exists() {

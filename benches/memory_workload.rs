@@ -17,7 +17,7 @@ use mnemo_core::{
 };
 
 use crate::baseline::Baseline;
-use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, open_mnemo, ratio};
+use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, open_mnemo, quantile_ms, ratio};
 
 /// Items sharing one `topic-<n>` key.
 pub const ITEMS_PER_TOPIC: u64 = 1000;
@@ -142,12 +142,6 @@ pub fn key_request(key: String) -> SearchRequest {
         include_archived: false,
         limit: None,
     }
-}
-
-fn quantile_ms(samples: &mut [Duration], at: f64) -> f64 {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * at).round() as usize;
-    samples.get(index).copied().unwrap_or_default().as_secs_f64() * 1e3
 }
 
 /// Times `samples` searches, each for a different key of `keys`.

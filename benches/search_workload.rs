@@ -18,7 +18,7 @@ use mnemo_core::{
 };
 
 use crate::baseline::Baseline;
-use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, payloads, ratio};
+use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, payloads, quantile_ms, ratio};
 use crate::workload::Rng;
 
 /// Visible messages per generated session.
@@ -159,13 +159,6 @@ pub fn wait_indexed(mnemo: &Mnemo) -> Result<(), BenchError> {
 pub fn search(mnemo: &Mnemo, query: &str) -> Result<usize, BenchError> {
     let found = mnemo.search_history(&HistorySearchRequest::new(query), &HistoryContext::default(), None)?;
     Ok(found.map(|f| f.rows.len()).unwrap_or(0))
-}
-
-/// The `at` quantile of `samples`, in milliseconds.
-fn quantile_ms(samples: &mut [Duration], at: f64) -> f64 {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * at).round() as usize;
-    samples.get(index).copied().unwrap_or_default().as_secs_f64() * 1e3
 }
 
 /// Times `samples` calls of `work`, the queries in turn.

@@ -8,41 +8,11 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use mnemo::{Config, Durability, ExpectedRevision, ManualClock, MatchMode, Mnemo, SearchRequest};
+use mnemo_benches::memory_workload::{ITEMS_PER_TOPIC, fields};
 use mnemo_core::{
-    EventId, KeyOrigin, KeyType, MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin,
-    MemoryScope, Mutation, OperationId, Record, RunId, SessionId, SourcePointer, StatementType, TemporalType,
-    TimestampMs, TurnId, WorkspaceId,
+    MemoryMutation, MemoryScope, Mutation, OperationId, Record, TimestampMs, WorkspaceId,
     limits::{APPEND_RECORDS_MAX, MEMORY_MUTATIONS_MAX},
 };
-
-/// Items sharing one `topic-<n>` key.
-const ITEMS_PER_TOPIC: u64 = 1000;
-
-fn fields(i: u64, scope: &MemoryScope) -> MemoryItemFields {
-    let mut keys = vec![
-        MemoryKey::new(format!("item-{i:07}"), KeyType::Exact, KeyOrigin::Llm),
-        MemoryKey::new(format!("topic-{:04}", i / ITEMS_PER_TOPIC), KeyType::Concept, KeyOrigin::Llm),
-    ];
-    keys.sort_by(|a, b| a.normalized_key.cmp(&b.normalized_key));
-    MemoryItemFields {
-        content: format!("Fact number {i} about topic {}", i / ITEMS_PER_TOPIC),
-        kind: MemoryKind::Knowledge,
-        statement_type: StatementType::Fact,
-        temporal_type: TemporalType::Undated,
-        scope: scope.clone(),
-        event_started_at: None,
-        event_ended_at: None,
-        observed_at: TimestampMs(1_767_225_600_000),
-        origin: MemoryOrigin::AgentExtracted,
-        keys,
-        sources: vec![SourcePointer {
-            session: SessionId::new("bench").unwrap_or_else(|e| panic!("{e}")),
-            run: RunId::new("run").unwrap_or_else(|e| panic!("{e}")),
-            turn: TurnId::new("turn").unwrap_or_else(|e| panic!("{e}")),
-            event: EventId::new(format!("e{i}")).unwrap_or_else(|e| panic!("{e}")),
-        }],
-    }
-}
 
 /// A store holding `items` items, half global and half in workspace `w1`, written as
 /// 32-item mutation batches appended 256 records (about 4 MiB) at a time.
