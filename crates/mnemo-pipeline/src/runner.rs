@@ -1,12 +1,17 @@
 //! The runner: one feeder thread reads and decodes each envelope once and fans it out over bounded
 //! channels to one thread per stage. Live catch-up, rebuild and crash recovery are this same path.
+//!
+//! A stage commits what it has folded in groups, like the log's writer: when a reader waits for a
+//! position it has folded, when a piece of `COMMIT_ENVELOPES_MAX` records is full, or at the latest
+//! `LIVE_COMMIT_DELAY` after the oldest uncommitted fold. Committing every live append on its own
+//! rewrote the same index blocks once per event and made every durable append wait behind them.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TrySendError};
 use mnemo_core::{Digest, Position};
 use mnemo_log::LogBackend;
 use tracing::{debug_span, error, info};
@@ -21,6 +26,14 @@ pub const STAGE_QUEUE_DEPTH_MAX: usize = 1024;
 
 /// How long the feeder waits for new appends before checking whether it should stop.
 const FOLLOW_POLL: Duration = Duration::from_millis(50);
+
+/// Longest a stage holds folded records uncommitted when no reader waits for them: how stale a
+/// read that does not wait (`wait_until`) can be, beyond the time folding takes.
+pub const LIVE_COMMIT_DELAY: Duration = Duration::from_millis(100);
+
+/// How much the pipeline's threads raise their nice value over the host's: appends are what callers
+/// wait on, so on a busy machine the stages fold in the time appends leave, and catch up after.
+pub const PIPELINE_NICE_INCREMENT: i32 = 10;
 
 /// One stage to run: its projector, its store, and the hash of its configuration.
 #[derive(Debug)]
@@ -46,11 +59,22 @@ pub struct StageStatus {
 
 #[derive(Debug, Default)]
 struct Progress {
+    /// The committed watermark, and why the stage stopped if it did.
     state: Mutex<(Position, Option<String>)>,
     moved: Condvar,
+    /// The highest position a reader has waited for: the stage commits as soon as it has folded it.
+    wanted: AtomicU64,
 }
 
 impl Progress {
+    fn want(&self, position: Position) {
+        self.wanted.fetch_max(position.0, Ordering::AcqRel);
+    }
+
+    fn wanted(&self) -> Position {
+        Position(self.wanted.load(Ordering::Acquire))
+    }
+
     fn publish(&self, watermark: Position) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).0 = watermark;
         self.moved.notify_all();
@@ -71,6 +95,8 @@ struct StageHandle {
     name: String,
     store: Arc<dyn StateStore>,
     progress: Arc<Progress>,
+    /// Wakes the stage when a reader starts waiting; dropped at shutdown so the stage thread ends.
+    nudge: Option<Sender<StageInput>>,
 }
 
 /// The running projection pipeline over one log.
@@ -104,8 +130,9 @@ impl Pipeline {
             threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
                 run_stage(worker, receiver, &thread_progress)
             })?);
+            let nudge = Some(sender.clone());
             senders.push((sender, Arc::clone(&progress)));
-            handles.push(StageHandle { name, store: stage.store, progress });
+            handles.push(StageHandle { name, store: stage.store, progress, nudge });
         }
         let from = from.unwrap_or(Position::ZERO).next();
         let feeder_stop = Arc::clone(&stop);
@@ -144,6 +171,15 @@ impl Pipeline {
     ) -> Result<(), PipelineError> {
         let handle = self.handle(stage)?;
         let deadline = Instant::now() + timeout;
+        if handle.progress.snapshot().0 < position {
+            handle.progress.want(position);
+            if let Some(nudge) = &handle.nudge {
+                // A full queue needs no nudge: the stage checks what readers want after every fold.
+                match nudge.try_send(StageInput::ReaderWaits) {
+                    Ok(()) | Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {}
+                }
+            }
+        }
         let mut state = handle.progress.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if let Some(reason) = &state.1 {
@@ -189,6 +225,9 @@ impl Pipeline {
     /// stopped pipeline still read the committed state; waits for new positions time out.
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
+        for stage in &mut self.stages {
+            stage.nudge = None;
+        }
         for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
@@ -209,10 +248,28 @@ impl Drop for Pipeline {
 }
 
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, PipelineError> {
-    std::thread::Builder::new().name(name.to_owned()).spawn(body).map_err(|e| PipelineError::InvalidSpec {
-        origin: name.to_owned(),
-        reason: format!("cannot start thread: {e}"),
+    let background = move || {
+        run_in_background();
+        body();
+    };
+    std::thread::Builder::new().name(name.to_owned()).spawn(background).map_err(|e| {
+        PipelineError::InvalidSpec { origin: name.to_owned(), reason: format!("cannot start thread: {e}") }
     })
+}
+
+/// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. On Linux the
+/// nice value belongs to the thread, not the process, so the host's own threads keep theirs.
+/// Where the system refuses, the thread runs at the host's priority: slower appends, same results.
+fn run_in_background() {
+    #[cfg(target_os = "linux")]
+    {
+        let thread = Some(rustix::thread::gettid());
+        let lowered = rustix::process::getpriority_process(thread)
+            .and_then(|nice| rustix::process::setpriority_process(thread, nice + PIPELINE_NICE_INCREMENT));
+        if let Err(error) = lowered {
+            tracing::debug!(%error, "cannot lower the pipeline thread's priority");
+        }
+    }
 }
 
 /// Resets a stage whose stored state was written by other code or configuration, or that is ahead
@@ -237,10 +294,8 @@ fn prepare(stage: &Stage, log_head: Position) -> Result<Position, PipelineError>
 enum StageInput {
     /// The next record to fold.
     Record(Arc<LoggedRecord>),
-    /// The feeder has handed over everything the log held: commit now. Stages otherwise commit
-    /// only every `COMMIT_ENVELOPES_MAX` records, so a long replay commits in large pieces while
-    /// a live append is visible as soon as it is folded.
-    CaughtUp,
+    /// A reader has started waiting for a position (see [`Progress::wanted`]).
+    ReaderWaits,
 }
 
 /// Reads the log from `from`, decodes each envelope once and hands it to every stage, then follows
@@ -252,7 +307,6 @@ fn feed(
     stop: &AtomicBool,
 ) {
     while !stop.load(Ordering::Acquire) {
-        let before = from;
         for envelope in log.scan(from) {
             let logged = match envelope.map_err(PipelineError::from).and_then(LoggedRecord::decode) {
                 Ok(logged) => Arc::new(logged),
@@ -273,38 +327,48 @@ fn feed(
                 return;
             }
         }
-        if from > before {
-            for (sender, _) in stages {
-                let _ = sender.send(StageInput::CaughtUp);
-            }
-        }
         log.wait_for(from, FOLLOW_POLL);
     }
 }
 
-/// A stage thread: folds what arrives, commits when the feeder is caught up or a piece is full.
+/// A stage thread: folds what arrives and commits in groups (see the module's documentation).
 fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Progress) {
     let name = worker.projector.name().to_owned();
     let fail = |failure: PipelineError| {
         error!(stage = %name, %failure, "stage stopped");
         progress.fail(failure.to_string());
     };
-    while let Ok(input) = queue.recv() {
+    let mut committed = worker.watermark;
+    // When the oldest fold not yet committed happened; `None` when everything folded is committed.
+    let mut oldest_uncommitted: Option<Instant> = None;
+    loop {
+        let input = match oldest_uncommitted {
+            None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(since) => queue.recv_deadline(since + LIVE_COMMIT_DELAY),
+        };
         let commit_now = match input {
-            StageInput::Record(logged) => {
+            Ok(StageInput::Record(logged)) => {
                 let _span = debug_span!("project", stage = %name, position = logged.position.0).entered();
                 if let Err(failure) = worker.apply(&logged) {
                     return fail(failure);
                 }
-                worker.should_commit()
+                if worker.watermark > committed {
+                    oldest_uncommitted.get_or_insert_with(Instant::now);
+                }
+                let wanted = progress.wanted();
+                worker.should_commit() || (wanted > committed && worker.watermark >= wanted)
             }
-            StageInput::CaughtUp => true,
+            Ok(StageInput::ReaderWaits) => progress.wanted() > committed,
+            Err(RecvTimeoutError::Timeout) => true,
+            Err(RecvTimeoutError::Disconnected) => break,
         };
-        if commit_now {
+        if commit_now && worker.watermark > committed {
             if let Err(failure) = worker.commit() {
                 return fail(failure);
             }
-            progress.publish(worker.watermark);
+            committed = worker.watermark;
+            oldest_uncommitted = None;
+            progress.publish(committed);
         }
     }
     // The feeder is gone: commit what is folded so a clean shutdown loses no work.
