@@ -15,7 +15,9 @@ mod txn;
 
 pub use error::PipelineError;
 pub use projector::{COMMIT_ENVELOPES_MAX, LoggedRecord, Projector};
-pub use runner::{Pipeline, STAGE_QUEUE_DEPTH_MAX, Stage, StageStatus, fold_to};
+pub use runner::{
+    LIVE_COMMIT_DELAY, PIPELINE_NICE_INCREMENT, Pipeline, STAGE_QUEUE_DEPTH_MAX, Stage, StageStatus, fold_to,
+};
 pub use spec::{
     DEFAULT_SPEC_TOML, LogSpec, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory, StageRegistry, StageSpec,
 };

@@ -112,6 +112,16 @@ impl Pipeline {
     /// configuration hash differs from the code's (or that has no meta) is reset and rebuilt from
     /// position 0 first.
     pub fn start(log: Arc<dyn LogBackend>, stages: Vec<Stage>) -> Result<Pipeline, PipelineError> {
+        Pipeline::start_with(log, stages, LIVE_COMMIT_DELAY)
+    }
+
+    /// [`Pipeline::start`] with another longest delay before folded records are committed when no
+    /// reader waits for them.
+    pub fn start_with(
+        log: Arc<dyn LogBackend>,
+        stages: Vec<Stage>,
+        live_commit_delay: Duration,
+    ) -> Result<Pipeline, PipelineError> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(stages.len());
         let mut threads = Vec::with_capacity(stages.len() + 1);
@@ -128,7 +138,7 @@ impl Pipeline {
             let (sender, receiver) = crossbeam_channel::bounded::<StageInput>(STAGE_QUEUE_DEPTH_MAX);
             let thread_progress = Arc::clone(&progress);
             threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
-                run_stage(worker, receiver, &thread_progress)
+                run_stage(worker, receiver, &thread_progress, live_commit_delay)
             })?);
             let nudge = Some(sender.clone());
             senders.push((sender, Arc::clone(&progress)));
@@ -332,7 +342,7 @@ fn feed(
 }
 
 /// A stage thread: folds what arrives and commits in groups (see the module's documentation).
-fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Progress) {
+fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Progress, delay: Duration) {
     let name = worker.projector.name().to_owned();
     let fail = |failure: PipelineError| {
         error!(stage = %name, %failure, "stage stopped");
@@ -344,7 +354,7 @@ fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Pr
     loop {
         let input = match oldest_uncommitted {
             None => queue.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            Some(since) => queue.recv_deadline(since + LIVE_COMMIT_DELAY),
+            Some(since) => queue.recv_deadline(since + delay),
         };
         let commit_now = match input {
             Ok(StageInput::Record(logged)) => {

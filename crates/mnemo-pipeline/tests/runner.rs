@@ -7,8 +7,8 @@ use std::time::Duration;
 use mnemo_core::{Position, Record, SessionArchived, SessionId, StreamId};
 use mnemo_log::{AppendRequest, ExpectedRevision, FjallLog, LogBackend, LogOptions, NewRecord};
 use mnemo_pipeline::{
-    FjallStore, LoggedRecord, MemoryStore, Pipeline, PipelineError, PipelineSpec, Projector, Stage,
-    StageRegistry, StateStore, StateTxn, fold_to, projection_digest,
+    FjallStore, LIVE_COMMIT_DELAY, LoggedRecord, MemoryStore, Pipeline, PipelineError, PipelineSpec,
+    Projector, Stage, StageRegistry, StateStore, StateTxn, fold_to, projection_digest,
 };
 
 /// Counts records per stream; `fail_at` makes it refuse one position; `delay` slows it down.
@@ -76,6 +76,14 @@ fn count(store: &dyn StateStore, session: &str) -> u64 {
 }
 
 fn start(log: &Arc<FjallLog>, projectors: Vec<(Counter, [u8; 32])>) -> (Pipeline, Vec<Arc<dyn StateStore>>) {
+    start_with(log, projectors, LIVE_COMMIT_DELAY)
+}
+
+fn start_with(
+    log: &Arc<FjallLog>,
+    projectors: Vec<(Counter, [u8; 32])>,
+    live_commit_delay: Duration,
+) -> (Pipeline, Vec<Arc<dyn StateStore>>) {
     let mut stages = Vec::new();
     let mut stores = Vec::new();
     for (projector, config_hash) in projectors {
@@ -83,7 +91,8 @@ fn start(log: &Arc<FjallLog>, projectors: Vec<(Counter, [u8; 32])>) -> (Pipeline
         stores.push(Arc::clone(&store));
         stages.push(Stage { projector: Box::new(projector), store, config_hash });
     }
-    (Pipeline::start(Arc::clone(log) as Arc<dyn LogBackend>, stages).unwrap(), stores)
+    let pipeline = Pipeline::start_with(Arc::clone(log) as Arc<dyn LogBackend>, stages, live_commit_delay);
+    (pipeline.unwrap(), stores)
 }
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -104,6 +113,40 @@ fn stages_follow_the_log_and_queries_can_wait_for_their_writes() {
     let error = pipeline.wait_until("count", Position(last.0 + 1), Duration::from_millis(50)).unwrap_err();
     assert!(matches!(error, PipelineError::Timeout { reached, .. } if reached == last), "{error}");
     assert!(matches!(pipeline.wait_until("nope", last, WAIT), Err(PipelineError::UnknownStage(_))));
+}
+
+#[test]
+fn a_waiting_reader_makes_the_stage_commit_what_it_has_folded_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    // No commit falls due by time within the test: only the reader's wait can make one.
+    let (pipeline, stores) =
+        start_with(&log, vec![(Counter::new("count"), [0; 32])], Duration::from_secs(3600));
+    for round in 1..=3 {
+        let last = append(&log, "a", 2);
+        // Most likely folded by now, so the wait below must nudge the stage rather than be seen
+        // by it after its next fold (a stage that has not folded yet commits either way).
+        std::thread::sleep(Duration::from_millis(100));
+        pipeline.wait_until("count", last, WAIT).unwrap();
+        assert_eq!(count(stores[0].as_ref(), "a"), 2 * round);
+        assert_eq!(stores[0].meta().unwrap().map(|m| m.watermark), Some(last));
+    }
+}
+
+#[test]
+fn folded_records_are_committed_without_a_reader_after_the_delay() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let (pipeline, stores) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+    let last = append(&log, "a", 3);
+    // Polls the committed state only: nothing here waits through the pipeline.
+    let deadline = std::time::Instant::now() + WAIT;
+    while stores[0].meta().unwrap().map(|m| m.watermark) != Some(last) {
+        assert!(std::time::Instant::now() < deadline, "the stage never committed position {last}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(count(stores[0].as_ref(), "a"), 3);
+    assert_eq!(pipeline.status()[0].watermark, last);
 }
 
 #[test]
