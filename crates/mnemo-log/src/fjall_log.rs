@@ -23,6 +23,7 @@ use crate::limits::{
     BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
     RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
+use crate::reply::PendingAppend;
 use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
@@ -176,17 +177,14 @@ impl FjallLog {
         &self.shared.db
     }
 
-    /// Queues an append and returns at once; the outcome arrives on the returned channel.
+    /// Queues an append and returns at once; [`PendingAppend::wait`] gives its outcome.
     /// Limits are checked here, before anything is queued.
-    pub fn submit(
-        &self,
-        request: AppendRequest,
-    ) -> Result<crossbeam_channel::Receiver<Result<AppendOutcome, LogError>>, LogError> {
+    pub fn submit(&self, request: AppendRequest) -> Result<PendingAppend, LogError> {
         request.check()?;
         if let Some(reason) = self.shared.poison_reason() {
             return Err(LogError::Poisoned { reason });
         }
-        let (reply, outcome) = crossbeam_channel::bounded(1);
+        let (reply, outcome) = crate::reply::reply_pair();
         let queue = self.queue.as_ref().ok_or(LogError::Closed)?;
         queue.send(Pending { request, reply }).map_err(|_| LogError::Closed)?;
         Ok(outcome)
@@ -210,8 +208,7 @@ impl FjallLog {
 
 impl LogBackend for FjallLog {
     fn append(&self, request: AppendRequest) -> Result<AppendOutcome, LogError> {
-        let outcome = self.submit(request)?;
-        outcome.recv().map_err(|_| LogError::Closed)?
+        self.submit(request)?.wait()
     }
 
     fn head(&self) -> Position {

@@ -12,6 +12,7 @@ mod error;
 mod fjall_log;
 mod keys;
 pub mod limits;
+mod reply;
 mod tail;
 mod verify;
 mod writer;
@@ -27,4 +28,5 @@ pub use fjall_log::{
     DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE,
     keyspace_options,
 };
+pub use reply::PendingAppend;
 pub use verify::ChainVerifier;

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crossbeam_channel::{Receiver, Sender};
+use crossbeam_channel::Receiver;
 use fjall::PersistMode;
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, error};
@@ -16,8 +16,7 @@ use crate::error::LogError;
 use crate::fjall_log::Shared;
 use crate::keys;
 use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
-
-pub(crate) type Reply = Sender<Result<AppendOutcome, LogError>>;
+use crate::reply::Reply;
 
 /// One queued append and where to send its outcome.
 pub(crate) struct Pending {
@@ -68,7 +67,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
     if let Some(reason) = shared.poison_reason() {
         for pending in group {
-            let _ = pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
+            pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
         }
         return;
     }
@@ -137,7 +136,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
             shared.poison(reason.clone());
             for pending in group {
-                let _ = pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
+                pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
             }
             return;
         }
@@ -154,7 +153,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     state.heads.extend(group_heads);
     shared.tail.advance(Position(next_position.0 - 1));
     for (pending, outcome) in group.into_iter().zip(outcomes) {
-        let _ = pending.reply.send(outcome);
+        pending.reply.send(outcome);
     }
 }
 
