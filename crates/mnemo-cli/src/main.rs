@@ -197,7 +197,8 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
         let message = format!("{error:#}");
         print_json(&serde_json::json!({ "error": { "kind": kind, "message": message } }));
     }
-    eprintln!("error: {error:#}");
+    // A closed stderr must not turn the error's exit code into a panic's.
+    let _ = writeln!(std::io::stderr(), "error: {error:#}");
     ExitCode::from(code)
 }
 
@@ -271,7 +272,14 @@ fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
         }
         None => {
             let mut writer = std::io::BufWriter::new(std::io::stdout().lock());
-            mnemo.export_transcript(&mut writer)?
+            match mnemo.export_transcript(&mut writer) {
+                Ok(report) => report,
+                // A reader that stops early (`mnemo export | head`): end quietly, as `log` does.
+                Err(Error::Write { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                Err(error) => return Err(error.into()),
+            }
         }
     };
     // The transcript may be on stdout, so the report goes there only when asked for and the

@@ -40,6 +40,13 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Writing an output failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// Verification found a difference between the log and a projection.
     #[error(
         "stage {stage} at position {watermark}: live digest {live} differs from a fresh rebuild's {rebuilt}"

@@ -174,7 +174,7 @@ impl Mnemo {
 }
 
 fn write_error(source: std::io::Error) -> Error {
-    Error::Read { path: "export output".to_owned(), source }
+    Error::Write { path: "the export output".to_owned(), source }
 }
 
 fn json<T: Serialize>(value: &T) -> Result<String, Error> {
