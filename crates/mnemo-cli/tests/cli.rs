@@ -276,7 +276,11 @@ fn a_store_pointed_at_a_directory_with_an_executable_script_leaves_its_mode_alon
     for args in [&["sessions"][..], &["stats"], &["verify"], &["import", SAMPLE]] {
         let output = mnemo(&project, args);
         assert_eq!(code(&output), 2, "{args:?}: {}", stderr(&output));
-        assert!(stderr(&output).contains("is not a Mnemo store and is not empty (it holds bin)"), "{}", stderr(&output));
+        assert!(
+            stderr(&output).contains("is not a Mnemo store and is not empty (it holds bin)"),
+            "{}",
+            stderr(&output)
+        );
         assert_eq!(mode(&script), 0o755, "{args:?}");
         assert_eq!(mode(&project), 0o755, "{args:?}");
         assert_eq!(mode(&project.join("bin")), 0o755, "{args:?}");

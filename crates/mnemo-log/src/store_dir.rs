@@ -125,8 +125,9 @@ fn create_store(dir: &Path, create: &dyn Fn(&Path) -> Result<(), LogError>) -> R
     remove_abandoned(&parent, &name);
     let temporary = parent.join(format!("{CREATING_PREFIX}{name}.{}", std::process::id()));
     let built = build(&temporary, create).and_then(|()| {
-        std::fs::rename(&temporary, dir)
-            .map_err(|e| LogError::io(format!("cannot move the new store into place at {}", dir.display()), e))
+        std::fs::rename(&temporary, dir).map_err(|e| {
+            LogError::io(format!("cannot move the new store into place at {}", dir.display()), e)
+        })
     });
     if let Err(error) = built {
         // The temporary directory is ours: it was created new above.
