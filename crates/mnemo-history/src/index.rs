@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
-use crate::redaction::redact_secrets;
+use mnemo_core::redaction::redact_secrets;
 use crate::text::term_counts;
 
 /// The stage's registered name.

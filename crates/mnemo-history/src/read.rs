@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use crate::index::MatchKind;
 use crate::messages::{self, MessageKind, VisibleMessage};
-use crate::redaction::redact_secrets;
+use mnemo_core::redaction::redact_secrets;
 use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
     string_arg,

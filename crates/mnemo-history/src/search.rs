@@ -23,7 +23,7 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use crate::index::{IndexReader, IndexStats, IndexedDoc, MatchKind};
 use crate::messages::{self, SessionCursor, SessionHeader};
-use crate::redaction::redact_secrets;
+use mnemo_core::redaction::redact_secrets;
 use crate::text::{
     Folded, TERM_BYTES_MAX, cap_code_points, code_points, collapse_whitespace, fold, prefix_at_char_boundary,
     query_terms, utf16_len,

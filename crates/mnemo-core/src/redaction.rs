@@ -1,4 +1,5 @@
-//! Secret redaction (spec §3.8): the one implementation that search, read and memory share.
+//! Secret redaction (spec §3.8): the one implementation that history search and read, memory
+//! admission and checkpoint summaries share.
 //!
 //! [`redact_secrets`] replaces credentials in text with [`REDACTED`]:
 //! - text that parses as a JSON object, array or string is redacted structurally: the whole value
