@@ -16,8 +16,10 @@
 //!   ("This session is being continued from a previous conversation ...") a system event holding
 //!   the summary, both in the open turn;
 //! - "[Request interrupted by user ...]" ends the open turn as aborted at that line's time;
-//! - the title: the `summary` line whose `leafUuid` is a line of this file, else the file's last
-//!   `summary` line (Claude Code writes summaries of other sessions into a file too);
+//! - the title: a `summary` line whose `leafUuid` is a line above it titles that line's session
+//!   (a title change at the summary line, so a growing file never changes an earlier record).
+//!   Claude Code also writes summaries of other sessions into a file (their leaf is elsewhere):
+//!   those are counted as skipped;
 //! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
 //!   (`/sidechain` without an `agentId`), marked as a sub-agent's, so the id names the parent.
 //!
@@ -61,10 +63,11 @@ struct Session {
 
 struct ClaudeFile<'a> {
     source: &'a str,
-    title: Option<String>,
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
+    /// The session of every line read so far, by `uuid`.
+    uuids: BTreeMap<String, String>,
 }
 
 pub(crate) fn convert(
@@ -72,19 +75,19 @@ pub(crate) fn convert(
     source: &str,
     out: &mut Converted,
 ) -> Result<(), TranscriptError> {
-    let title = title(lines);
     let mut file = ClaudeFile {
         source,
-        title,
         sessions: BTreeMap::new(),
         order: Vec::new(),
         tool_names: BTreeMap::new(),
+        uuids: BTreeMap::new(),
     };
     for SourceLine { line, object } in lines {
         let kind = str_field(object, "type", source, *line, "")?;
         match kind {
             "user" | "assistant" => file.message(object, kind, *line, out)?,
             "system" => file.system(object, *line, out)?,
+            "summary" => file.summary(object, *line, out),
             other => out.skip(other),
         }
     }
@@ -108,26 +111,6 @@ enum UserKind {
     CompactSummary,
 }
 
-/// The session's title: the `summary` whose `leafUuid` is a line of this file, else the last one.
-fn title(lines: &[SourceLine]) -> Option<String> {
-    let uuids: std::collections::BTreeSet<&str> =
-        lines.iter().filter_map(|l| l.object.get("uuid").and_then(Value::as_str)).collect();
-    let summaries: Vec<(&str, &str)> = lines
-        .iter()
-        .filter(|l| l.object.get("type").and_then(Value::as_str) == Some("summary"))
-        .filter_map(|l| {
-            let summary = l.object.get("summary").and_then(Value::as_str)?;
-            Some((l.object.get("leafUuid").and_then(Value::as_str).unwrap_or_default(), summary))
-        })
-        .collect();
-    summaries
-        .iter()
-        .rev()
-        .find(|(leaf, _)| uuids.contains(leaf))
-        .or_else(|| summaries.last())
-        .map(|(_, summary)| (*summary).to_owned())
-}
-
 impl ClaudeFile<'_> {
     /// The session a line belongs to (a sub-agent's lines their own), opened on its first line,
     /// with the line's uuid and time.
@@ -149,11 +132,11 @@ impl ClaudeFile<'_> {
         } else {
             parent.to_owned()
         };
+        self.uuids.insert(uuid.clone(), session.clone());
         if !self.sessions.contains_key(&session) {
             let workspace = object.get("cwd").and_then(Value::as_str);
-            let title = if sidechain { None } else { self.title.take() };
             let at = out.len();
-            out.session(line, &session, workspace, title.as_deref(), ts);
+            out.session(line, &session, workspace, None, ts);
             if sidechain && let Some(value) = out.line_mut(at) {
                 value["subagent"] = json!(true);
             }
@@ -161,6 +144,19 @@ impl ClaudeFile<'_> {
             self.order.push(session.clone());
         }
         Ok((session, uuid, ts))
+    }
+
+    /// A `summary` line titles the session that holds its `leafUuid` (a line above). Claude Code
+    /// also writes summaries of other sessions into a file; those are skipped and counted.
+    fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
+        let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
+        match (self.uuids.get(leaf), object.get("summary").and_then(Value::as_str)) {
+            (Some(session), Some(summary)) if !summary.trim().is_empty() => {
+                let session = session.clone();
+                out.title(line, &session, summary, None);
+            }
+            _ => out.skip("summary (of another session)"),
+        }
     }
 
     /// A `system` line: compaction boundaries and local command output are kept, others counted.

@@ -89,11 +89,6 @@ struct Rollout<'a> {
     results: BTreeMap<String, usize>,
     /// Calls that an event before their result declared failed.
     failed: BTreeMap<String, bool>,
-    /// Whether the rollout marks its turns (`task_started`, `turn_context` with a `turn_id`).
-    explicit: bool,
-    /// Text Codex injects between two marked turns (the notice after an interruption): held for
-    /// the next turn rather than given a turn of its own.
-    between: Vec<(usize, Option<u64>, String, String)>,
 }
 
 pub(crate) fn convert(
@@ -109,8 +104,6 @@ pub(crate) fn convert(
         unechoed: Vec::new(),
         results: BTreeMap::new(),
         failed: BTreeMap::new(),
-        explicit: false,
-        between: Vec::new(),
     };
     let mut last_line = 1;
     for SourceLine { line, object } in lines {
@@ -130,11 +123,11 @@ pub(crate) fn convert(
             "response_item" => rollout.item(payload, *line, ts, out)?,
             "event_msg" => rollout.event_msg(payload, *line, ts, out)?,
             "turn_context" => rollout.turn_context(payload, *line, ts, out)?,
-            _ => rollout.compacted(payload, *line, ts, out)?,
+            "compacted" => rollout.compacted(payload, *line, ts, out)?,
+            other => out.skip(other),
         }
     }
     if let Some(session) = rollout.session.clone() {
-        rollout.flush_between(&session, out);
         rollout.turns.end(out, last_line, &session, None);
     }
     Ok(())
@@ -184,11 +177,10 @@ impl Rollout<'_> {
     /// consumed: each item has at most one echo).
     fn is_echo(&mut self, said: Said, from: From, text: &str) -> bool {
         let turn = self.turns.current().unwrap_or_default().to_owned();
-        let trimmed = text.trim();
         match self
             .unechoed
             .iter()
-            .position(|(s, f, t, at)| *s == said && *f != from && *at == turn && t.trim() == trimmed)
+            .position(|(s, f, t, at)| *s == said && *f != from && *at == turn && echoes(said, t, text))
         {
             Some(at) => {
                 self.unechoed.remove(at);
@@ -228,10 +220,6 @@ impl Rollout<'_> {
         }
         let parts = vec![text_part(text)];
         if INJECTED_PREFIXES.iter().any(|p| text.trim_start().starts_with(p)) {
-            if self.explicit && self.turns.current().is_none() {
-                self.between.push((line, ts, id.to_owned(), text.to_owned()));
-                return;
-            }
             self.turns.event_by(out, line, session, "system", "host", ts, id, parts);
         } else {
             self.turns.user(out, line, session, None, ts, id, parts);
@@ -451,17 +439,9 @@ impl Rollout<'_> {
         Ok(())
     }
 
-    /// Starts a turn the rollout marks, with the injected text held since the last one.
+    /// Starts a turn the rollout marks.
     fn start_turn(&mut self, session: &str, name: Option<&str>, line: usize, ts: Option<u64>, out: &mut Converted) {
-        self.explicit = true;
         self.turns.start(out, line, session, name, ts);
-        self.flush_between(session, out);
-    }
-
-    fn flush_between(&mut self, session: &str, out: &mut Converted) {
-        for (line, ts, id, text) in std::mem::take(&mut self.between) {
-            self.turns.event_by(out, line, session, "system", "host", ts, &id, vec![text_part(&text)]);
-        }
     }
 
     /// Records that call `call` failed (or not), on its result when that is already kept.
@@ -513,6 +493,22 @@ impl Rollout<'_> {
         self.turns.event_by(out, line, &session, "system", "host", ts, &id, vec![text_part(&text)]);
         Ok(())
     }
+}
+
+/// Whether two texts of one kind are an item and its echo: the same text, or (model text and
+/// thinking, whose echoes some versions shorten) one is the other's beginning, a trailing `...`
+/// aside.
+fn echoes(said: Said, a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return true;
+    }
+    if said == Said::User {
+        return false;
+    }
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let short = short.trim_end_matches("...").trim_end_matches('…').trim_end();
+    !short.is_empty() && long.starts_with(short)
 }
 
 /// A tool call's id: `call_id`, or (chat-completions `local_shell_call`s) `id`.
