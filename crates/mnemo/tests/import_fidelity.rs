@@ -103,7 +103,8 @@ fn codex_injected(text: &str) -> bool {
 fn header_exit_code(text: &str) -> Option<i64> {
     let header = text.split("\nOutput:").next().unwrap_or_default();
     header.lines().find_map(|line| {
-        let rest = line.strip_prefix("Exit code: ").or_else(|| line.strip_prefix("Process exited with code "))?;
+        let rest =
+            line.strip_prefix("Exit code: ").or_else(|| line.strip_prefix("Process exited with code "))?;
         rest.trim().parse().ok()
     })
 }
@@ -267,13 +268,19 @@ fn claude_source(paths: &[PathBuf]) -> Counts {
                 "assistant" => {
                     for block in content.as_array().unwrap() {
                         match block["type"].as_str().unwrap() {
-                            "text" => add(&mut counts, Said::Assistant(block["text"].as_str().unwrap().to_owned())),
-                            "thinking" => {
-                                add(&mut counts, Said::Thinking(block["thinking"].as_str().unwrap().to_owned()))
+                            "text" => {
+                                add(&mut counts, Said::Assistant(block["text"].as_str().unwrap().to_owned()))
                             }
+                            "thinking" => add(
+                                &mut counts,
+                                Said::Thinking(block["thinking"].as_str().unwrap().to_owned()),
+                            ),
                             "tool_use" => add(
                                 &mut counts,
-                                Said::Call(block["name"].as_str().unwrap().to_owned(), canonical(&block["input"])),
+                                Said::Call(
+                                    block["name"].as_str().unwrap().to_owned(),
+                                    canonical(&block["input"]),
+                                ),
                             ),
                             _ => {}
                         }

@@ -326,7 +326,11 @@ fn every_fixture_imports_into_one_store_and_says_which_format_it_chose() {
     }
     assert_eq!(formats, ["codex", "claude-code", "openai-chat", "openai-chat", "maka"]);
     let sessions = mnemo.sessions().unwrap();
-    assert_eq!(sessions.len(), 7, "the claude-code fixture's sidechain line is a sub-agent session of its own");
+    assert_eq!(
+        sessions.len(),
+        7,
+        "the claude-code fixture's sidechain line is a sub-agent session of its own"
+    );
     let codex = sessions.iter().find(|s| s.session.as_str().starts_with("0199a3f2")).unwrap();
     assert_eq!(codex.workspace.as_ref().map(|w| w.as_str()), Some("/home/dana/src/ledger-sync"));
     // The partial and hidden maka events never reach the visible transcript.

@@ -160,7 +160,12 @@ impl ClaudeFile<'_> {
     }
 
     /// A `system` line: compaction boundaries and local command output are kept, others counted.
-    fn system(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) -> Result<(), TranscriptError> {
+    fn system(
+        &mut self,
+        object: &Map<String, Value>,
+        line: usize,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
         let subtype = object.get("subtype").and_then(Value::as_str).unwrap_or("none");
         if !matches!(subtype, "compact_boundary" | "local_command") {
             out.skip(format!("system {subtype}"));
@@ -176,7 +181,9 @@ impl ClaudeFile<'_> {
                 .and_then(|m| m.get("preTokens"))
                 .and_then(Value::as_u64)
                 .map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string());
-            let text = format!("Claude Code compacted the conversation (trigger: {trigger}; {tokens} tokens before).");
+            let text = format!(
+                "Claude Code compacted the conversation (trigger: {trigger}; {tokens} tokens before)."
+            );
             state.turns.event_by(out, line, &session, "system", "host", ts, &uuid, vec![text_part(&text)]);
         } else {
             let content = object.get("content").and_then(Value::as_str).unwrap_or_default();

@@ -245,7 +245,9 @@ impl Rollout<'_> {
             if self.is_echo(said, from, &text) {
                 out.skip(match (said, from) {
                     (Said::Thinking, From::Event) => "event_msg agent_reasoning (echo of its response_item)",
-                    (Said::Thinking, From::Item) => "response_item reasoning (echo of its agent_reasoning event)",
+                    (Said::Thinking, From::Item) => {
+                        "response_item reasoning (echo of its agent_reasoning event)"
+                    }
                     (_, From::Event) => "event_msg agent_message (echo of its response_item)",
                     (_, From::Item) => "response_item assistant message (echo of its agent_message event)",
                 });
@@ -324,8 +326,7 @@ impl Rollout<'_> {
                     ("image_generation", json!({"revised_prompt": prompt}), result)
                 };
                 let call_part = json!({"type": "tool_call", "id": call, "name": name, "args": args});
-                let result_part =
-                    json!({"type": "tool_result", "id": call, "name": name, "result": result, "is_error": status == "failed"});
+                let result_part = json!({"type": "tool_result", "id": call, "name": name, "result": result, "is_error": status == "failed"});
                 self.turns.event(out, line, &session, "model", ts, &id, vec![call_part]);
                 self.turns.event(out, line, &session, "tool", ts, &format!("{id}/result"), vec![result_part]);
             }
@@ -343,7 +344,9 @@ impl Rollout<'_> {
                 self.results.insert(call, out.len());
                 self.turns.event(out, line, &session, "tool", ts, &id, vec![part]);
             }
-            "ghost_snapshot" | "compaction" | "compaction_summary" => out.skip(format!("response_item {kind}")),
+            "ghost_snapshot" | "compaction" | "compaction_summary" => {
+                out.skip(format!("response_item {kind}"))
+            }
             other => out.skip(format!("response_item {other}")),
         }
         Ok(())
@@ -362,7 +365,9 @@ impl Rollout<'_> {
         let text = content_text(payload, self.source, line, out)?;
         match role {
             "user" => self.user_input(&text, From::Item, session, id, line, ts, out),
-            "assistant" => self.model_texts(Said::Assistant, vec![text], From::Item, session, id, line, ts, out),
+            "assistant" => {
+                self.model_texts(Said::Assistant, vec![text], From::Item, session, id, line, ts, out)
+            }
             "developer" | "system" if !text.trim().is_empty() => {
                 self.turns.event_by(out, line, session, "system", "host", ts, id, vec![text_part(&text)]);
             }
@@ -412,7 +417,9 @@ impl Rollout<'_> {
             "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
                 let call = str_field(payload, "call_id", self.source, line, "payload")?.to_owned();
                 let failed = match kind {
-                    "exec_command_end" => payload.get("exit_code").and_then(Value::as_i64).is_some_and(|c| c != 0),
+                    "exec_command_end" => {
+                        payload.get("exit_code").and_then(Value::as_i64).is_some_and(|c| c != 0)
+                    }
                     "patch_apply_end" => payload.get("success").and_then(Value::as_bool) == Some(false),
                     _ => mcp_failed(payload.get("result")),
                 };
@@ -440,7 +447,14 @@ impl Rollout<'_> {
     }
 
     /// Starts a turn the rollout marks.
-    fn start_turn(&mut self, session: &str, name: Option<&str>, line: usize, ts: Option<u64>, out: &mut Converted) {
+    fn start_turn(
+        &mut self,
+        session: &str,
+        name: Option<&str>,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) {
         self.turns.start(out, line, session, name, ts);
     }
 

@@ -401,7 +401,14 @@ impl Turns {
 
     /// Starts a turn at the source's own boundary (named `name` when the source names it): the
     /// open turn, if any, ends first.
-    pub(crate) fn start(&mut self, out: &mut Converted, line: usize, session: &str, name: Option<&str>, ts: Option<u64>) {
+    pub(crate) fn start(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        name: Option<&str>,
+        ts: Option<u64>,
+    ) {
         self.end(out, line, session, ts);
         self.open(name);
         self.explicit = true;
@@ -410,7 +417,14 @@ impl Turns {
     /// Before what comes ahead of a user's request (a slash command, its output): the open turn
     /// ends if it already had its user message, and a turn named `name` opens if none is open,
     /// which the request that follows then joins.
-    pub(crate) fn before_request(&mut self, out: &mut Converted, line: usize, session: &str, name: &str, ts: Option<u64>) {
+    pub(crate) fn before_request(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        name: &str,
+        ts: Option<u64>,
+    ) {
         if self.has_user {
             self.end(out, line, session, ts);
         }

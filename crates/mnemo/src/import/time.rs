@@ -6,9 +6,8 @@ use time::format_description::well_known::Rfc3339;
 
 /// Parses an RFC 3339 date-time into Unix milliseconds (fractions beyond milliseconds truncated).
 pub(crate) fn parse_rfc3339_ms(text: &str) -> Result<u64, String> {
-    let parsed = OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-        format!("{text:?} is not an RFC 3339 timestamp (like 2026-01-05T09:30:00.123Z): {e}")
-    })?;
+    let parsed = OffsetDateTime::parse(text, &Rfc3339)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 timestamp (like 2026-01-05T09:30:00.123Z): {e}"))?;
     let millis = parsed.unix_timestamp_nanos().div_euclid(1_000_000);
     u64::try_from(millis).map_err(|_| format!("{text:?} is before 1970"))
 }
@@ -35,7 +34,9 @@ mod tests {
 
     #[test]
     fn impossible_calendar_dates_are_refused() {
-        for bad in ["2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T10:00:00Z", "2026-06-00T00:00:00Z"] {
+        for bad in
+            ["2026-02-31T00:00:00Z", "2026-02-29T00:00:00Z", "2026-04-31T10:00:00Z", "2026-06-00T00:00:00Z"]
+        {
             let error = parse_rfc3339_ms(bad).unwrap_err();
             assert!(error.contains(bad), "{error}");
         }
