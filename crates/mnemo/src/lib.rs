@@ -81,8 +81,7 @@ pub use import::{
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
-    CATCH_UP_TIMEOUT, Config, LogEntry, Mnemo, StageReport, StageVerification, Stats,
-    Verification,
+    CATCH_UP_TIMEOUT, Config, LogEntry, Mnemo, StageReport, StageVerification, Stats, Verification,
 };
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,

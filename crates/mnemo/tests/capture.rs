@@ -178,7 +178,8 @@ fn an_interrupted_import_is_completed_by_a_rerun_and_the_log_equals_an_uninterru
     assert_eq!(rest.status, ImportStatus::Resumed);
     assert_eq!(rest.records + rest.already, whole.records);
     assert_eq!(observed(&resumed), observed(&once));
-    let envelopes = |m: &Mnemo| m.log().scan(Position::FIRST).map(|e| e.unwrap().encode()).collect::<Vec<_>>();
+    let envelopes =
+        |m: &Mnemo| m.log().scan(Position::FIRST).map(|e| e.unwrap().encode()).collect::<Vec<_>>();
     assert_eq!(envelopes(&resumed), envelopes(&once), "byte for byte the same log");
 }
 
@@ -186,7 +187,8 @@ fn an_interrupted_import_is_completed_by_a_rerun_and_the_log_equals_an_uninterru
 fn an_event_id_already_used_by_another_file_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
-    let first = r#"{"session":"s1","turn":"t1","role":"user","id":"e1","parts":[{"type":"text","text":"hi"}]}"#;
+    let first =
+        r#"{"session":"s1","turn":"t1","role":"user","id":"e1","parts":[{"type":"text","text":"hi"}]}"#;
     mnemo.import_transcript(first.as_bytes(), "one.jsonl").unwrap();
     let head = mnemo.log().head();
     let second = "{\"session\":\"s2\",\"turn\":\"t1\",\"role\":\"user\",\"id\":\"e2\",\"parts\":[{\"type\":\"text\",\"text\":\"a\"}]}\n\

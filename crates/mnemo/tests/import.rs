@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mnemo::{Config, Error, ErrorCategory, ManualClock, Mnemo, Position};
+use mnemo::{Config, ErrorCategory, ManualClock, Mnemo, Position};
 
 const GOOD: &str = r#"{"kind":"session","session":"s1","workspace":"w1","title":"Demo"}
 {"session":"s1","turn":"t1","role":"user","ts":1767225600000,"parts":[{"type":"text","text":"list the files"}]}

@@ -25,8 +25,8 @@ use crate::transcript::{
     TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
 };
 
-pub use append::{ImportReport, ImportStatus};
 pub(crate) use append::{EventIdIndex, event_id_index};
+pub use append::{ImportReport, ImportStatus};
 
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
