@@ -152,7 +152,8 @@ fn the_demo_runs_and_verifies() {
     let formats: Vec<&str> =
         report["imports"].as_array().unwrap().iter().map(|i| i["format"].as_str().unwrap()).collect();
     assert_eq!(formats, ["mnemo", "mnemo", "mnemo", "claude-code", "codex"]);
-    assert_eq!(report["sessions"].as_array().unwrap().len(), 5);
+    // Five sessions and the sub-agent session of the Claude Code sample's sidechain lines.
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 6);
     assert!(report["workspaces"].as_array().unwrap().len() >= 2);
     // The long session crossed the high water: a checkpoint was recorded and the next request is smaller.
     assert!(report["compaction"]["recorded"]["position"].as_u64().is_some(), "{}", report["compaction"]);
