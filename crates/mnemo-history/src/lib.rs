@@ -4,8 +4,8 @@
 //! its header and a recency index of sessions; `history-search` ([`index`]) keeps an inverted index
 //! of the redacted searchable text with BM25 statistics, for the whole store and for each
 //! workspace. [`search_history`] and [`read_history`] answer the agent tools of spec §3 from their
-//! stores, each inside the caller's workspace ([`Scope`]); [`redaction`] is the secret redaction that
-//! they (and memory) share.
+//! stores, each inside the caller's workspace ([`Scope`]), redacting secrets with
+//! `mnemo_core::redaction`, the rules memory admission and checkpoint summaries share.
 //!
 //! It is not:
 //! - a store: the stages write through `mnemo-pipeline`'s state stores and never touch the log;
@@ -17,7 +17,6 @@ mod codec;
 pub mod index;
 pub mod messages;
 mod read;
-pub mod redaction;
 mod search;
 pub mod text;
 mod tool;

@@ -16,8 +16,8 @@
 //! whose default [`ScanLocalization`] scans the session's events as the reference does. The
 //! history crate's search index is not part of the workspace yet; when it is, an adapter
 //! implementing [`LocalizationSearch`] over it plugs in through the facade's `MemoryModels`
-//! without changing this crate's checks. Secret detection ([`is_sensitive`]) is this crate's
-//! own implementation of memory.md §3.8 until a shared redaction module exists to reuse.
+//! without changing this crate's checks. Secret detection ([`is_sensitive`]) is memory.md §3.8 by
+//! the shared rules of `mnemo_core::redaction`.
 
 mod error;
 mod extract;
