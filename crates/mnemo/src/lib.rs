@@ -116,12 +116,13 @@ pub use compaction::{
 pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
-pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
+pub use import::{
+    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
+};
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
-    CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
-    Verification,
+    CATCH_UP_TIMEOUT, Config, LogEntry, Mnemo, StageReport, StageVerification, Stats, Verification,
 };
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
