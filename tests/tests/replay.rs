@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use mnemo::{Config, ExpectedRevision, Mnemo, Position, Record, StreamId};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::{Position, Record, StreamId};
+use mnemo::{Config, Mnemo};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 use mnemo_core::{MemoryMode, SessionArchived, SessionId, SessionOpened, TurnEnded, TurnId, TurnStatus};
 
