@@ -62,6 +62,7 @@ mod error;
 mod export;
 mod history;
 mod import;
+mod listing;
 mod log_location;
 mod memory;
 mod mnemo;
@@ -76,6 +77,7 @@ pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
 pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
+pub use listing::SessionListing;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
