@@ -45,7 +45,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 2: redaction covers private key blocks, JWTs, URL passwords and more providers' keys.
 // 3: postings lose their count key (a flag byte per block) and store document gaps.
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
-const VERSION: u32 = 4;
+// 5: redaction finds a secret assignment inside another assignment's value (`Command: PGPASSWORD=x`).
+const VERSION: u32 = 5;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
