@@ -513,8 +513,8 @@ mod tests {
     use crate::checkpoint::tests::checkpoint;
     use crate::digest::Digest;
     use crate::event::{Author, Content, FunctionCall, FunctionResponse, Role, TextContent};
-    use crate::limits::TOOL_NAME_BYTES_MAX;
     use crate::ids::TimestampMs;
+    use crate::limits::TOOL_NAME_BYTES_MAX;
     use crate::memory::tests::{fields, id};
     use crate::memory::{
         CursorAdvance, DenialReason, ExtractionFailureClass, ExtractionReceipt, ExtractionTrigger,
@@ -556,7 +556,10 @@ mod tests {
         event.content = Some(Content::FunctionCall(FunctionCall::new(id("c1"), name, json!({}))));
         let record = Record::RuntimeEvent(event.clone());
         let error = record.encode().unwrap_err().to_string();
-        assert!(error.contains("content.name") && error.contains("is 257 bytes, the limit is 256 bytes"), "{error}");
+        assert!(
+            error.contains("content.name") && error.contains("is 257 bytes, the limit is 256 bytes"),
+            "{error}"
+        );
         // A record written before the limit existed decodes.
         let bytes = canonical_json(&event).unwrap();
         let kind = RecordKind::RuntimeEvent;

@@ -27,7 +27,7 @@ fn an_unbounded_tool_call_name_is_refused_at_import_and_append() {
     let long = "n".repeat(TOOL_NAME_BYTES_MAX + 1);
     let error = mnemo.import_transcript(transcript(&long).as_bytes(), "tools.jsonl").unwrap_err();
     let message = error.to_string();
-    for part in ["tools.jsonl", "line 3", "name", "is 257 bytes, the limit is 256 bytes"] {
+    for part in ["tools.jsonl:3", "content.name", "is 257 bytes, the limit is 256 bytes"] {
         assert!(message.contains(part), "{part} in: {message}");
     }
     assert_eq!(error.category(), mnemo::ErrorCategory::Input);
