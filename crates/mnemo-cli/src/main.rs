@@ -244,35 +244,82 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Imports each file all or nothing, in order. A file that fails stops the command: the files
+/// before it stay committed (their reports are printed), and the error names the failing file,
+/// its line, what was committed before it and what was not imported.
 fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let mut reports = Vec::new();
     let bar = progress(files.len() as u64, "importing");
-    for file in files {
-        let bytes = read_input(file)?;
+    for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        reports.push(mnemo.import(&bytes, file, format)?);
+        let result = read_input(file).and_then(|bytes| Ok(mnemo.import(&bytes, file, format)?));
+        match result {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                bar.finish_and_clear();
+                if !cli.json {
+                    print_import_reports(&reports, format);
+                }
+                if files.len() == 1 {
+                    return Err(error);
+                }
+                return Err(error.context(import_stopped(file, &reports, &files[index + 1..])));
+            }
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    output(cli, &reports, || {
-        for r in &reports {
-            let span = r.positions.map_or("nothing".to_owned(), |(a, b)| format!("positions {a}..={b}"));
-            let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
-            say!(
-                "{}: {} format{chosen}: {} records in {} sessions from {} lines ({span})",
-                r.source,
-                r.format,
-                r.records,
-                r.sessions,
-                r.lines
-            );
-            for (what, count) in &r.skipped {
-                say!("  skipped {count} × {what}");
-            }
-        }
-    });
+    output(cli, &reports, || print_import_reports(&reports, format));
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a multi-file import that stopped at `file` leaves: which files were committed, which not.
+fn import_stopped(file: &str, committed: &[mnemo::ImportReport], rest: &[String]) -> String {
+    let committed = if committed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        let files: Vec<String> = committed
+            .iter()
+            .map(|r| format!("{} ({}, {} records appended)", r.source, r.status.name(), r.records))
+            .collect();
+        files.join(", ")
+    };
+    let mut not_imported = vec![file.to_owned()];
+    not_imported.extend(rest.iter().cloned());
+    format!(
+        "import stopped at {file}; committed before it: {committed}; not imported: {}",
+        not_imported.join(", ")
+    )
+}
+
+fn print_import_reports(reports: &[mnemo::ImportReport], format: mnemo::ImportFormat) {
+    for r in reports {
+        let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
+        let what = match r.status {
+            mnemo::ImportStatus::Imported => {
+                format!("imported {} records in {} new sessions", r.records, r.sessions)
+            }
+            mnemo::ImportStatus::Resumed => format!(
+                "resumed: appended {} new records after {} already in the store",
+                r.records, r.already
+            ),
+            mnemo::ImportStatus::AlreadyComplete if r.store_ahead > 0 => format!(
+                "already complete: all {} records are in the store, which holds {} more from a later \
+                 version of this file; nothing appended",
+                r.already, r.store_ahead
+            ),
+            mnemo::ImportStatus::AlreadyComplete => {
+                format!("already complete: all {} records are in the store, nothing appended", r.already)
+            }
+            _ => format!("{} records appended", r.records),
+        };
+        let span = r.positions.map_or(String::new(), |(a, b)| format!(" (positions {a}..={b})"));
+        say!("{}: {} format{chosen}, {} lines: {what}{span}", r.source, r.format, r.lines);
+        for (what, count) in &r.skipped {
+            say!("  skipped {count} × {what}");
+        }
+    }
 }
 
 fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
@@ -341,10 +388,14 @@ fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
-    let sessions = open(cli, true)?.sessions()?;
+    let sessions = open(cli, true)?.session_list()?;
     output(cli, &sessions, || {
-        say!("{:<32} {:<24} {:>6} {:>6}  {:<8} title", "session", "workspace", "events", "turns", "flags");
-        for s in &sessions {
+        let mut rows = vec![
+            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
+                .map(str::to_owned),
+        ];
+        for listing in &sessions {
+            let s = &listing.summary;
             let mut flags = Vec::new();
             if s.incognito {
                 flags.push("incog");
@@ -355,19 +406,73 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
             if s.subagent {
                 flags.push("sub");
             }
-            let workspace = s.workspace.as_ref().map_or("-".to_owned(), ToString::to_string);
-            let title = s.title.as_deref().unwrap_or("");
-            say!(
-                "{:<32} {:<24} {:>6} {:>6}  {:<8} {title}",
-                s.session.as_str(),
-                workspace,
-                s.event_count,
-                s.turn_count,
-                flags.join(",")
-            );
+            let title = match (&listing.display_title, listing.title_from_request) {
+                (Some(title), true) => format!("“{title}”"),
+                (Some(title), false) => title.clone(),
+                (None, _) => String::new(),
+            };
+            rows.push([
+                listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
+                listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
+                s.session.to_string(),
+                s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
+                s.event_count.to_string(),
+                s.turn_count.to_string(),
+                if flags.is_empty() { "-".to_owned() } else { flags.join(",") },
+                title,
+            ]);
+        }
+        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+            say!("{row}");
         }
     });
     Ok(if sessions.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// A time as `YYYY-MM-DD HH:MM` UTC.
+fn date_time(at: mnemo::TimestampMs) -> String {
+    let nanos = i128::from(at.0) * 1_000_000;
+    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute()
+        ),
+        Err(_) => at.0.to_string(),
+    }
+}
+
+/// Table rows as lines whose columns line up (widths in characters after control characters are
+/// escaped); `right[i]` right-aligns column `i`. The last column is not padded.
+fn aligned<const N: usize>(rows: &[[String; N]], right: &[bool; N]) -> Vec<String> {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| term::escape_controls(cell).into_owned()).collect())
+        .collect();
+    let mut widths = [0; N];
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    cells
+        .iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                let pad = " ".repeat(widths[i] - cell.chars().count());
+                match (i + 1 == N, right[i]) {
+                    (true, _) => line.push_str(cell),
+                    (false, true) => line.push_str(&format!("{pad}{cell}  ")),
+                    (false, false) => line.push_str(&format!("{cell}{pad}  ")),
+                }
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
 }
 
 fn log(cli: &Cli, from: Position, limit: usize) -> anyhow::Result<ExitCode> {
