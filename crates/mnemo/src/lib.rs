@@ -64,6 +64,7 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
+mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
@@ -119,6 +120,7 @@ pub use history::SessionTranscript;
 pub use import::{
     DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
 };
+pub use listing::SessionListing;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
@@ -157,6 +159,7 @@ pub use mnemo_memory::{
     SessionEvent,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it
