@@ -180,7 +180,9 @@ fn is_dev_source(relative: &Path) -> bool {
 /// `[dev-dependencies]`, `[build-dependencies]` and their `[target.'cfg(..)'.*]` forms.
 fn dependency_tables(manifest: &toml::Table) -> Vec<(&toml::Table, bool)> {
     fn collect<'a>(table: &'a toml::Table, tables: &mut Vec<(&'a toml::Table, bool)>) {
-        for (section, dev) in [("dependencies", false), ("build-dependencies", false), ("dev-dependencies", true)] {
+        for (section, dev) in
+            [("dependencies", false), ("build-dependencies", false), ("dev-dependencies", true)]
+        {
             if let Some(deps) = table.get(section).and_then(|d| d.as_table()) {
                 tables.push((deps, dev));
             }
@@ -212,10 +214,15 @@ fn unused_dependencies(name: &str, manifest: &toml::Table, sources: &[(PathBuf, 
     for (deps, dev) in &tables {
         for key in deps.keys() {
             let ident = key.replace('-', "_");
-            let used = if *dev { normal.contains(key.as_str()) || named(&ident, true) } else { named(&ident, false) };
+            let used = if *dev {
+                normal.contains(key.as_str()) || named(&ident, true)
+            } else {
+                named(&ident, false)
+            };
             if !used {
                 let section = if *dev { "dev-dependencies" } else { "dependencies" };
-                unused.insert(format!("{name} declares {key} ({section}) but its sources never name {ident}"));
+                unused
+                    .insert(format!("{name} declares {key} ({section}) but its sources never name {ident}"));
             }
         }
     }
@@ -228,7 +235,11 @@ fn every_declared_dependency_is_used() {
     for (name, dir, manifest) in member_manifests() {
         unused.extend(unused_dependencies(&name, &manifest, &rust_sources(&dir)));
     }
-    assert!(unused.is_empty(), "unused dependencies (remove them, or move them to dev-dependencies):\n{}", unused.join("\n"));
+    assert!(
+        unused.is_empty(),
+        "unused dependencies (remove them, or move them to dev-dependencies):\n{}",
+        unused.join("\n")
+    );
 }
 
 #[test]
@@ -251,8 +262,15 @@ fn the_unused_dependency_check_catches_an_unused_or_misplaced_dependency() {
     .parse()
     .unwrap();
     let sources = vec![
-        (PathBuf::from("src/lib.rs"), "use serde_json::Value;\n// hex digits, a hexagon: no hex path\nfn f() { renamed::go() }\n".to_owned()),
-        (PathBuf::from("tests/t.rs"), "use used_in_tests_only::X;\nfn t() { tempfile::tempdir(); }\n".to_owned()),
+        (
+            PathBuf::from("src/lib.rs"),
+            "use serde_json::Value;\n// hex digits, a hexagon: no hex path\nfn f() { renamed::go() }\n"
+                .to_owned(),
+        ),
+        (
+            PathBuf::from("tests/t.rs"),
+            "use used_in_tests_only::X;\nfn t() { tempfile::tempdir(); }\n".to_owned(),
+        ),
     ];
     assert_eq!(
         unused_dependencies("example", &manifest, &sources),
@@ -277,6 +295,7 @@ fn every_workspace_dependency_is_inherited_by_a_member() {
         .map(String::as_str)
         .collect();
     let declared = workspace["workspace"]["dependencies"].as_table().unwrap();
-    let orphans: Vec<&str> = declared.keys().map(String::as_str).filter(|key| !inherited.contains(key)).collect();
+    let orphans: Vec<&str> =
+        declared.keys().map(String::as_str).filter(|key| !inherited.contains(key)).collect();
     assert!(orphans.is_empty(), "[workspace.dependencies] no member uses: {orphans:?}");
 }

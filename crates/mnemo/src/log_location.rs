@@ -210,7 +210,10 @@ mod tests {
         let config = crate::Config { log: Some(nats), ..crate::Config::default() };
         let error = crate::Mnemo::open(dir.path(), config).unwrap_err();
         assert!(error.to_string().contains("`nats` feature"), "{error}");
-        assert!(!dir.path().join(LOG_SOURCE_FILE_NAME).exists(), "the store was bound to a log it cannot follow");
+        assert!(
+            !dir.path().join(LOG_SOURCE_FILE_NAME).exists(),
+            "the store was bound to a log it cannot follow"
+        );
         crate::Mnemo::open(dir.path(), crate::Config::default()).unwrap().close().unwrap();
     }
 }
