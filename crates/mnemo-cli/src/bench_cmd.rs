@@ -7,6 +7,7 @@ use clap::Args;
 use mnemo_benches::harness::{self, BenchOptions};
 use mnemo_benches::report;
 
+use crate::term::{say, say_inline};
 use crate::{Cli, output, progress};
 
 /// Options of `mnemo bench`.
@@ -82,10 +83,10 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     let written = report::write(&bench_report)?;
     output(cli, &bench_report, || {
-        print!("{}", report::table(&bench_report));
-        println!();
+        say_inline!("{}", report::table(&bench_report));
+        say!();
         for path in &written {
-            println!("wrote {}", path.display());
+            say!("wrote {}", path.display());
         }
     });
     Ok(ExitCode::SUCCESS)

@@ -9,6 +9,7 @@ use mnemo::{
 };
 use serde_json::Value;
 
+use crate::term::{say, say_err};
 use crate::{Cli, open, output};
 
 /// Arguments of `compact`.
@@ -79,7 +80,7 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
         match &outcome.recorded {
             Some(recorded) => {
                 let checkpoint = &recorded.checkpoint;
-                println!(
+                say!(
                     "recorded {} at position {}: {} events across {} turns, ~{} tokens",
                     checkpoint.checkpoint,
                     recorded.position,
@@ -88,14 +89,14 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
                     checkpoint.estimated_tokens
                 );
                 if let Some(report) = &checkpoint.faithfulness {
-                    println!(
+                    say!(
                         "faithfulness: {} claims checked, {} unsupported",
                         report.checked,
                         report.unsupported.len()
                     );
                 }
             }
-            None => println!("nothing recorded: {}", reason(history)),
+            None => say!("nothing recorded: {}", reason(history)),
         }
         print_notes(history);
     });
@@ -138,8 +139,8 @@ pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> anyhow::Result<ExitCode> {
     let target = args.to.as_deref().map(session_id).transpose()?;
     let report = mnemo.copy_conversation(&session, up_to, target)?;
     output(cli, &report, || {
-        println!("{}", report.session);
-        eprintln!(
+        say!("{}", report.session);
+        say_err!(
             "copied {} events of {} ({} checkpoints rebuilt, {} dropped) at positions {}..={}",
             report.events,
             report.source,
@@ -172,51 +173,55 @@ fn redacted(value: &Value) -> Value {
 
 fn print_history(history: &AssembledHistory) {
     let diagnostics = &history.diagnostics;
-    println!("session {} at position {}", history.session, history.position);
+    say!("session {} at position {}", history.session, history.position);
     match &history.boundary {
-        Some(boundary) => println!(
+        Some(boundary) => say!(
             "checkpoint {} (v{}, {:?}) covering {} events, recorded at position {}",
-            boundary.checkpoint, boundary.version, boundary.phase, boundary.covered_events, boundary.position
+            boundary.checkpoint,
+            boundary.version,
+            boundary.phase,
+            boundary.covered_events,
+            boundary.position
         ),
-        None => println!("checkpoint none"),
+        None => say!("checkpoint none"),
     }
-    println!("--- history: {} items, ~{} tokens", history.items.len(), diagnostics.tokens_after);
+    say!("--- history: {} items, ~{} tokens", history.items.len(), diagnostics.tokens_after);
     for item in &history.items {
         match item {
-            HistoryItem::Checkpoint { text, .. } => println!("[checkpoint]\n{text}"),
+            HistoryItem::Checkpoint { text, .. } => say!("[checkpoint]\n{text}"),
             HistoryItem::ProviderState { checkpoint, .. } => {
-                println!("[provider state] {checkpoint} (opaque, replayed as an assistant custom part)")
+                say!("[provider state] {checkpoint} (opaque, replayed as an assistant custom part)")
             }
-            HistoryItem::Event { event, position } => println!("{}", event_line(*position, event)),
+            HistoryItem::Event { event, position } => say!("{}", event_line(*position, event)),
         }
     }
-    println!("--- diagnostics");
+    say!("--- diagnostics");
     let decision = match diagnostics.decision {
         Decision::Unchanged => "unchanged",
         Decision::Replaced => "replaced",
         Decision::FailedOpen => "failed_open",
     };
-    println!("decision        {decision}");
-    println!("reason          {}", reason(history));
+    say!("decision        {decision}");
+    say!("reason          {}", reason(history));
     let skipped: Vec<String> =
         diagnostics.skipped_reason_counts.iter().map(|(reason, count)| format!("{reason}={count}")).collect();
-    println!("skipped         {}", if skipped.is_empty() { "-".to_owned() } else { skipped.join(", ") });
-    println!("tokens          {} before, {} after", diagnostics.tokens_before, diagnostics.tokens_after);
-    println!(
+    say!("skipped         {}", if skipped.is_empty() { "-".to_owned() } else { skipped.join(", ") });
+    say!("tokens          {} before, {} after", diagnostics.tokens_before, diagnostics.tokens_after);
+    say!(
         "budget          {} history, {} high water, {} reserve, {} chars/token",
         diagnostics.max_history_tokens,
         diagnostics.high_water_tokens,
         diagnostics.reserve_tokens,
         diagnostics.chars_per_token
     );
-    println!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
-    println!("events read     {}", diagnostics.events_read);
+    say!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
+    say!("events read     {}", diagnostics.events_read);
     print_notes(history);
 }
 
 fn print_notes(history: &AssembledHistory) {
     for note in &history.notes {
-        println!("note            {}: {}", note.kind, note.text);
+        say!("note            {}: {}", note.kind, note.text);
     }
 }
 

@@ -16,6 +16,7 @@ use mnemo::{
 };
 use serde::Serialize;
 
+use crate::term::say;
 use crate::{dir_is_empty, fresh_demo_dir, print_json};
 
 /// The bundled samples: realistic coding sessions with tool calls, in three formats.
@@ -235,9 +236,9 @@ fn shorten(text: &str) -> String {
 }
 
 fn print_report(report: &DemoReport) {
-    println!("Mnemo demo");
-    println!("==========");
-    println!(
+    say!("Mnemo demo");
+    say!("==========");
+    say!(
         "Store: {}  (every fact in one hash-chained log; everything else is rebuilt from it)\n",
         report.store
     );
@@ -247,21 +248,26 @@ fn print_report(report: &DemoReport) {
     print_context(report);
     print_history(report);
     let copy = &report.copy;
-    println!("\n7. Copy a conversation ({} ms)", report.timings_ms.copy);
-    println!(
+    say!("\n7. Copy a conversation ({} ms)", report.timings_ms.copy);
+    say!(
         "   {} -> {}: {} events under new ids, {} checkpoints rebuilt, positions {}..={}",
-        copy.source, copy.session, copy.events, copy.checkpoints_rebuilt, copy.positions.0, copy.positions.1
+        copy.source,
+        copy.session,
+        copy.events,
+        copy.checkpoints_rebuilt,
+        copy.positions.0,
+        copy.positions.1
     );
     print_rebuild(report);
 }
 
 fn print_import(report: &DemoReport) {
-    println!("1. Import the bundled samples ({} ms)", report.timings_ms.import);
+    say!("1. Import the bundled samples ({} ms)", report.timings_ms.import);
     for import in &report.imports {
         let skipped: u64 = import.skipped.values().sum();
         let skipped =
             if skipped == 0 { String::new() } else { format!(", {skipped} lines of other types skipped") };
-        println!(
+        say!(
             "   {:<36} {:<12} {:>3} records, {} session(s){skipped}",
             import.source,
             import.format.name(),
@@ -269,10 +275,10 @@ fn print_import(report: &DemoReport) {
             import.sessions
         );
     }
-    println!("\n2. Sessions ({} in {} workspaces)", report.sessions.len(), report.workspaces.len());
+    say!("\n2. Sessions ({} in {} workspaces)", report.sessions.len(), report.workspaces.len());
     for s in &report.sessions {
         let workspace = s.workspace.as_ref().map_or("-".to_owned(), ToString::to_string);
-        println!(
+        say!(
             "   {:<38} {:<28} {:>3} events {:>2} turns  {}",
             s.session.as_str(),
             workspace,
@@ -286,18 +292,19 @@ fn print_import(report: &DemoReport) {
 fn print_compaction(report: &DemoReport) {
     let history = &report.compaction.history;
     let d = &history.diagnostics;
-    println!(
+    say!(
         "\n3. Prepare the next request of {LONG_SESSION} for a {DEMO_WINDOW_TOKENS}-token window ({} ms)",
         report.timings_ms.compaction
     );
-    println!(
+    say!(
         "   history was ~{} tokens, the high water is {}: compaction is due",
-        d.tokens_before, d.high_water_tokens
+        d.tokens_before,
+        d.high_water_tokens
     );
     match &report.compaction.recorded {
         Some(recorded) => {
             let c = &recorded.checkpoint;
-            println!(
+            say!(
                 "   recorded {} at position {}: {} events across {} turns folded into ~{} tokens",
                 c.checkpoint,
                 recorded.position,
@@ -306,55 +313,55 @@ fn print_compaction(report: &DemoReport) {
                 c.estimated_tokens
             );
             if let Some(f) = &c.faithfulness {
-                println!(
+                say!(
                     "   faithfulness: {} claims checked against the folded events, {} unsupported",
                     f.checked,
                     f.unsupported.len()
                 );
             }
-            println!("   the checkpoint triggered memory extraction over the folded turns");
+            say!("   the checkpoint triggered memory extraction over the folded turns");
         }
-        None => println!(
+        None => say!(
             "   nothing recorded ({})",
             d.fail_open_reason.as_deref().or(d.reason.as_deref()).unwrap_or("-")
         ),
     }
-    println!("   the next request now carries ~{} tokens", d.tokens_after);
+    say!("   the next request now carries ~{} tokens", d.tokens_after);
 }
 
 fn print_memory(memory: &MemoryReport, ms: u128) {
-    println!("\n4. Long-term memory: remember, extract, recall ({ms} ms)");
+    say!("\n4. Long-term memory: remember, extract, recall ({ms} ms)");
     let requested: Vec<&str> = memory.remember.requested_items.iter().map(|i| i.content.as_str()).collect();
-    println!("   remember ({:?}): {}", memory.remember.status, requested.join("; "));
+    say!("   remember ({:?}): {}", memory.remember.status, requested.join("; "));
     for (session, report) in &memory.extractions {
-        println!(
+        say!(
             "   extract {session}: {} model call(s), {} candidate(s) turned down",
             report.model_calls,
             report.rejections.len()
         );
     }
-    println!("   {} items stored:", memory.items.len());
+    say!("   {} items stored:", memory.items.len());
     for item in &memory.items {
         let fields = &item.fields;
-        println!("     [{:?}, {}] {}", fields.kind, fields.scope, shorten(&fields.content));
+        say!("     [{:?}, {}] {}", fields.kind, fields.scope, shorten(&fields.content));
     }
-    println!(
+    say!(
         "   push recall for {LONG_SESSION} ({} items, ~{} tokens):",
         memory.recall_block.items.len(),
         memory.recall_block.tokens
     );
     for line in memory.recall_block.text.lines() {
-        println!("     {line}");
+        say!("     {line}");
     }
-    println!("   pull recall {:?}:", memory.recall_query);
+    say!("   pull recall {:?}:", memory.recall_query);
     for item in &memory.recalled {
-        println!("     {}", shorten(&item.content));
+        say!("     {}", shorten(&item.content));
     }
 }
 
 fn print_context(report: &DemoReport) {
     let context = &report.context;
-    println!(
+    say!(
         "\n5. The context the next request of {LONG_SESSION} receives ({} ms): {} items, ~{} tokens",
         report.timings_ms.context,
         context.items.len(),
@@ -363,18 +370,18 @@ fn print_context(report: &DemoReport) {
     for item in &context.items {
         match item {
             HistoryItem::Checkpoint { text, .. } => {
-                println!("   [checkpoint summary]");
+                say!("   [checkpoint summary]");
                 let lines: Vec<&str> = text.lines().collect();
                 for line in lines.iter().take(SUMMARY_LINES_SHOWN) {
-                    println!("     {}", shorten(line));
+                    say!("     {}", shorten(line));
                 }
                 if lines.len() > SUMMARY_LINES_SHOWN {
-                    println!("     … {} more lines", lines.len() - SUMMARY_LINES_SHOWN);
+                    say!("     … {} more lines", lines.len() - SUMMARY_LINES_SHOWN);
                 }
             }
-            HistoryItem::ProviderState { checkpoint, .. } => println!("   [provider state {checkpoint}]"),
+            HistoryItem::ProviderState { checkpoint, .. } => say!("   [provider state {checkpoint}]"),
             HistoryItem::Event { event, position } => {
-                println!("   [{position:>4} {:?}] {}", event.role, shorten(&event_text(event)));
+                say!("   [{position:>4} {:?}] {}", event.role, shorten(&event_text(event)));
             }
         }
     }
@@ -393,37 +400,39 @@ fn event_text(event: &mnemo::RuntimeEvent) -> String {
 }
 
 fn print_history(report: &DemoReport) {
-    println!(
+    say!(
         "\n6. Search history for {DEMO_QUERY:?}, ranked by BM25 ({} ms with the read)",
         report.timings_ms.history
     );
     for (rank, row) in report.search.rows.iter().take(5).enumerate() {
         let turn = row.turn_id.as_deref().map_or(String::new(), |t| format!(" turn {t}"));
-        println!("   {}. {:<18} {}{turn}", rank + 1, row.summary, row.session_id);
-        println!("      {}", shorten(&row.snippet));
+        say!("   {}. {:<18} {}{turn}", rank + 1, row.summary, row.session_id);
+        say!("      {}", shorten(&row.snippet));
     }
     if let Some(read) = &report.read {
         let turn = read.anchor_turn_id.as_deref().unwrap_or("-");
-        println!("   Read around the best match (turn {turn}, at most 5 turns and 32 KiB):");
+        say!("   Read around the best match (turn {turn}, at most 5 turns and 32 KiB):");
         for message in read.turns.iter().flat_map(|t| &t.messages) {
-            println!("     [{}] {}", message.role, shorten(&message.text));
+            say!("     [{}] {}", message.role, shorten(&message.text));
         }
     }
 }
 
 fn print_rebuild(report: &DemoReport) {
-    println!(
+    say!(
         "\n8. Rebuild every projection from the log ({} ms): {} envelopes, {} bytes on disk",
-        report.timings_ms.rebuild, report.stats.head, report.stats.disk_bytes
+        report.timings_ms.rebuild,
+        report.stats.head,
+        report.stats.disk_bytes
     );
     for stage in &report.rebuild {
-        println!("   {:<20} at {:>4}  {}", stage.name, stage.watermark.0, stage.digest);
+        say!("   {:<20} at {:>4}  {}", stage.name, stage.watermark.0, stage.digest);
     }
-    println!("\n9. Verify ({} ms)", report.timings_ms.verify);
-    println!("   hash chain: {} envelopes verified", report.verification.envelopes);
+    say!("\n9. Verify ({} ms)", report.timings_ms.verify);
+    say!("   hash chain: {} envelopes verified", report.verification.envelopes);
     for stage in &report.verification.stages {
         let verdict = if stage.matches() { "live digest equals a fresh rebuild" } else { "MISMATCH" };
-        println!("   {:<20} {verdict}", stage.name);
+        say!("   {:<20} {verdict}", stage.name);
     }
-    println!("\nDone in {} ms.", report.timings_ms.total);
+    say!("\nDone in {} ms.", report.timings_ms.total);
 }

@@ -12,6 +12,7 @@ use mnemo::{
 };
 use serde::Serialize;
 
+use crate::term::{say, say_err};
 use crate::{Cli, open, output, print_json};
 
 /// Longest tool-result text `show` prints per message, in characters.
@@ -112,7 +113,7 @@ pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let session =
         SessionId::new(args.session.clone()).map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?;
     let Some(transcript) = open(cli, true)?.show(&session, args.as_of.map(Position))? else {
-        eprintln!("error: no session {session}");
+        say_err!("error: no session {session}");
         return Ok(ExitCode::from(1));
     };
     output(cli, &transcript, || print_transcript(&transcript));
@@ -155,13 +156,13 @@ fn refuse<R: Serialize + std::fmt::Display>(cli: &Cli, refused: &ToolFailure<R>)
     if cli.json {
         print_json(refused);
     }
-    eprintln!("error: {refused}");
+    say_err!("error: {refused}");
     ExitCode::from(2)
 }
 
 fn print_transcript(transcript: &SessionTranscript) {
     let header = &transcript.header;
-    println!(
+    say!(
         "session {}  {}  ({} messages{})",
         header.session,
         header.title.as_deref().unwrap_or("(untitled)"),
@@ -171,10 +172,10 @@ fn print_transcript(transcript: &SessionTranscript) {
     let mut turn = None;
     for message in &transcript.messages {
         if turn != Some(&message.turn_id) {
-            println!("── turn {}", message.turn_id);
+            say!("── turn {}", message.turn_id);
             turn = Some(&message.turn_id);
         }
-        println!("  {}", describe(message));
+        say!("  {}", describe(message));
     }
 }
 
@@ -203,36 +204,36 @@ fn print_search(found: &HistorySearch) {
             _ => String::new(),
         };
         let title = if row.title.is_empty() { String::new() } else { format!("  \"{}\"", row.title) };
-        println!("{:>2}. {}  session {}{place}{title}", rank + 1, row.summary, row.session_id);
-        println!("    {}", row.snippet);
+        say!("{:>2}. {}  session {}{place}{title}", rank + 1, row.summary, row.session_id);
+        say!("    {}", row.snippet);
     }
     if found.rows.is_empty() {
-        println!("no match for {:?}", found.query);
+        say!("no match for {:?}", found.query);
     }
     if found.truncated {
-        println!("(truncated: more matched than shown)");
+        say!("(truncated: more matched than shown)");
     }
     if let Some(cursor) = &found.next_cursor {
-        println!("next page: --cursor {cursor}");
+        say!("next page: --cursor {cursor}");
     }
 }
 
 fn print_read(read: &HistoryRead) {
     let title = if read.title.is_empty() { "(untitled)" } else { read.title.as_str() };
-    println!("session {}  {title}", read.session_id);
+    say!("session {}  {title}", read.session_id);
     if read.has_more_before {
-        println!("  (earlier turns exist)");
+        say!("  (earlier turns exist)");
     }
     for turn in &read.turns {
-        println!("── turn {}", turn.turn_id);
+        say!("── turn {}", turn.turn_id);
         for message in &turn.messages {
-            println!("  [{}] {}", message.role, message.text);
+            say!("  [{}] {}", message.role, message.text);
         }
     }
     if read.has_more_after {
-        println!("  (later turns exist)");
+        say!("  (later turns exist)");
     }
     if read.truncated == Some(true) {
-        println!("(truncated to fit the read budget)");
+        say!("(truncated to fit the read budget)");
     }
 }

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use mnemo::{Config, Error, ErrorCategory, LogLocation, Mnemo, Position};
 use serde::Serialize;
+use term::{say, say_err};
 
 /// The binary's allocator (the library leaves the choice to its host; see decision 0080).
 #[global_allocator]
@@ -20,6 +21,7 @@ mod compaction_cmd;
 mod demo;
 mod history_cmd;
 mod memory_cmd;
+mod term;
 
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version, about = "A replayable context and memory ledger for AI agent runtimes")]
@@ -154,7 +156,7 @@ fn main() -> ExitCode {
 }
 
 /// A reader that stops early (`mnemo log | head`) closes the pipe; the command then ends quietly,
-/// as Unix tools do, instead of reporting the panic `println!` raises on a closed stdout. Every
+/// as Unix tools do, instead of reporting the panic `say!` raises on a closed stdout. Every
 /// other panic keeps the default report.
 fn exit_quietly_when_stdout_closes() {
     let default = std::panic::take_hook();
@@ -198,7 +200,7 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
         print_json(&serde_json::json!({ "error": { "kind": kind, "message": message } }));
     }
     // A closed stderr must not turn the error's exit code into a panic's.
-    let _ = writeln!(std::io::stderr(), "error: {error:#}");
+    say_err!("error: {error:#}");
     ExitCode::from(code)
 }
 
@@ -249,12 +251,16 @@ fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::R
         for r in &reports {
             let span = r.positions.map_or("nothing".to_owned(), |(a, b)| format!("positions {a}..={b}"));
             let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
-            println!(
+            say!(
                 "{}: {} format{chosen}: {} records in {} sessions from {} lines ({span})",
-                r.source, r.format, r.records, r.sessions, r.lines
+                r.source,
+                r.format,
+                r.records,
+                r.sessions,
+                r.lines
             );
             for (what, count) in &r.skipped {
-                println!("  skipped {count} × {what}");
+                say!("  skipped {count} × {what}");
             }
         }
     });
@@ -290,7 +296,7 @@ fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
         let skipped: Vec<String> = report.skipped.iter().map(|(k, n)| format!("{n} {k}")).collect();
         let skipped =
             if skipped.is_empty() { String::new() } else { format!("; skipped {}", skipped.join(", ")) };
-        eprintln!("exported {} sessions in {} lines{skipped}", report.sessions, report.lines);
+        say_err!("exported {} sessions in {} lines{skipped}", report.sessions, report.lines);
     }
     Ok(if report.sessions == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
@@ -308,10 +314,7 @@ fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
     let sessions = open(cli, true)?.sessions()?;
     output(cli, &sessions, || {
-        println!(
-            "{:<32} {:<24} {:>6} {:>6}  {:<8} title",
-            "session", "workspace", "events", "turns", "flags"
-        );
+        say!("{:<32} {:<24} {:>6} {:>6}  {:<8} title", "session", "workspace", "events", "turns", "flags");
         for s in &sessions {
             let mut flags = Vec::new();
             if s.incognito {
@@ -325,7 +328,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
             let workspace = s.workspace.as_ref().map_or("-".to_owned(), ToString::to_string);
             let title = s.title.as_deref().unwrap_or("");
-            println!(
+            say!(
                 "{:<32} {:<24} {:>6} {:>6}  {:<8} {title}",
                 s.session.as_str(),
                 workspace,
@@ -342,7 +345,7 @@ fn log(cli: &Cli, from: Position, limit: usize) -> anyhow::Result<ExitCode> {
     let entries = open(cli, true)?.log_entries(from, limit)?;
     output(cli, &entries, || {
         for e in &entries {
-            println!(
+            say!(
                 "{:>8} {:<40} r{:<5} {:<20} {} {}",
                 e.position.0,
                 e.stream,
@@ -357,14 +360,14 @@ fn log(cli: &Cli, from: Position, limit: usize) -> anyhow::Result<ExitCode> {
 }
 
 fn print_stats(stats: &mnemo::Stats) {
-    println!("store       {}", stats.dir);
-    println!("log head    {}", stats.head);
-    println!("sessions    {}", stats.sessions);
-    println!("turns       {}", stats.turns);
-    println!("events      {}", stats.events);
-    println!("disk bytes  {}", stats.disk_bytes);
+    say!("store       {}", stats.dir);
+    say!("log head    {}", stats.head);
+    say!("sessions    {}", stats.sessions);
+    say!("turns       {}", stats.turns);
+    say!("events      {}", stats.events);
+    say!("disk bytes  {}", stats.disk_bytes);
     for stage in &stats.stages {
-        println!("stage       {:<20} at {:>8}  {}", stage.name, stage.watermark.0, stage.digest);
+        say!("stage       {:<20} at {:>8}  {}", stage.name, stage.watermark.0, stage.digest);
     }
 }
 
@@ -375,7 +378,7 @@ fn rebuild(cli: &Cli, stage: Option<&str>) -> anyhow::Result<ExitCode> {
     spinner.finish_and_clear();
     output(cli, &reports, || {
         for r in &reports {
-            println!("{:<20} at {:>8}  {}", r.name, r.watermark.0, r.digest);
+            say!("{:<20} at {:>8}  {}", r.name, r.watermark.0, r.digest);
         }
     });
     Ok(ExitCode::SUCCESS)
@@ -389,12 +392,15 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
     let verification = mnemo.verify(&mut |position| bar.set_position(position.0))?;
     bar.finish_and_clear();
     output(cli, &verification, || {
-        println!("chain       {} envelopes verified", verification.envelopes);
+        say!("chain       {} envelopes verified", verification.envelopes);
         for stage in &verification.stages {
             let verdict = if stage.matches() { "ok" } else { "MISMATCH" };
-            println!(
+            say!(
                 "stage       {:<20} at {:>8}  {verdict}  live {}  rebuilt {}",
-                stage.name, stage.watermark.0, stage.live, stage.rebuilt
+                stage.name,
+                stage.watermark.0,
+                stage.live,
+                stage.rebuilt
             );
         }
     });
@@ -402,7 +408,7 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if !cli.json {
-        eprintln!("error: verification failed: a live projection differs from a fresh rebuild");
+        say_err!("error: verification failed: a live projection differs from a fresh rebuild");
     }
     Ok(ExitCode::from(1))
 }

@@ -8,6 +8,7 @@ use mnemo::{
     OperationResult, RecallMemory, RememberStatus, SearchRequest, SessionId, ToolCallId, WorkspaceId,
 };
 
+use crate::term::{say, say_inline};
 use crate::{Cli, open, output};
 
 /// Memory commands.
@@ -126,7 +127,7 @@ fn found(any: bool) -> ExitCode {
 
 fn print_item(item: &MemoryItem) {
     let keys: Vec<&str> = item.fields.keys.iter().map(|k| k.key.as_str()).collect();
-    println!(
+    say!(
         "{}  v{}  {:?}  {}  [{}]\n    {}",
         item.item,
         item.version,
@@ -139,7 +140,7 @@ fn print_item(item: &MemoryItem) {
 
 fn print_operation(result: &OperationResult) {
     for r in &result.results {
-        println!(
+        say!(
             "{}  v{}  {:?}  {:?}{}",
             r.item,
             r.version,
@@ -158,13 +159,13 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             let call = tool_call.as_deref().map(ToolCallId::new).transpose().map_err(input)?;
             let result = runtime()?.block_on(mnemo.remember(&session(s)?, call))?;
             output(cli, &result, || {
-                println!(
+                say!(
                     "{:?}{}",
                     result.status,
                     result.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
                 );
                 for item in &result.requested_items {
-                    println!("  {}  {}", item.item, item.content);
+                    say!("  {}  {}", item.item, item.content);
                 }
             });
             Ok(found(result.status == RememberStatus::Remembered))
@@ -172,9 +173,7 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
         MemoryCommand::Extract { session: s, through } => {
             let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
             let report = runtime()?.block_on(mnemo.extract(&session(s)?, through))?;
-            output(cli, &report, || {
-                println!("{}", serde_json::to_string(&report.outcome).unwrap_or_default())
-            });
+            output(cli, &report, || say!("{}", serde_json::to_string(&report.outcome).unwrap_or_default()));
             Ok(ExitCode::SUCCESS)
         }
         MemoryCommand::Get { id } => {
@@ -263,14 +262,14 @@ pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
                 mnemo.recall_memory(&session, &RecallMemory { query: query.clone(), limit: args.limit })?;
             output(cli, &items, || {
                 for item in &items {
-                    println!("{}  score {}  {}", item.item, item.score, item.content);
+                    say!("{}  score {}  {}", item.item, item.score, item.content);
                 }
             });
             Ok(found(!items.is_empty()))
         }
         None => {
             let block = mnemo.recall_block(&session, None)?;
-            output(cli, &block, || print!("{}", block.text));
+            output(cli, &block, || say_inline!("{}", block.text));
             Ok(found(!block.items.is_empty()))
         }
     }
