@@ -145,7 +145,12 @@ enum ExportFormat {
     Jsonl,
 }
 
+/// What the binary's file-creation mask withholds: every file and directory it creates (the store's,
+/// the storage engine's, an export) is its owner's alone from the moment it exists.
+const CREATION_MASK: u32 = 0o077;
+
 fn main() -> ExitCode {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(CREATION_MASK));
     exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
@@ -271,8 +276,7 @@ fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let report = match out {
         Some(path) => {
-            let file = std::fs::File::create(path)
-                .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", path.display()))?;
+            let file = create_export_file(path)?;
             let mut writer = std::io::BufWriter::new(file);
             mnemo.export_transcript(&mut writer)?
         }
@@ -299,6 +303,28 @@ fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
         say_err!("exported {} sessions in {} lines{skipped}", report.sessions, report.lines);
     }
     Ok(if report.sessions == 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// The file `export --out` writes: created new and owner-only, since a transcript holds whatever its
+/// sessions held. An existing regular file is refused rather than overwritten (Mnemo changes no file
+/// it did not create); a device or pipe (`/dev/stdout`, a FIFO) is written to as it is.
+fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let error = |e: std::io::Error| Error::Write { path: path.display().to_string(), source: e };
+    match std::fs::metadata(path) {
+        Ok(metadata) if metadata.is_file() || metadata.is_dir() => Err(Error::InvalidInput(format!(
+            "--out {}: it exists; export writes only a new file (remove it or name another)",
+            path.display()
+        ))
+        .into()),
+        Ok(_) => Ok(std::fs::OpenOptions::new().write(true).open(path).map_err(error)?),
+        Err(_) => Ok(std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mnemo::PRIVATE_FILE_MODE)
+            .open(path)
+            .map_err(error)?),
+    }
 }
 
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {

@@ -1,6 +1,7 @@
 //! The CLI as a process in a temp dir: exit codes, `--json` output, and the errors a user sees.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -152,7 +153,8 @@ fn the_demo_runs_and_verifies() {
     let formats: Vec<&str> =
         report["imports"].as_array().unwrap().iter().map(|i| i["format"].as_str().unwrap()).collect();
     assert_eq!(formats, ["mnemo", "mnemo", "mnemo", "claude-code", "codex"]);
-    assert_eq!(report["sessions"].as_array().unwrap().len(), 5);
+    // Five sessions and the sub-agent session of the Claude Code sample's sidechain lines.
+    assert_eq!(report["sessions"].as_array().unwrap().len(), 6);
     assert!(report["workspaces"].as_array().unwrap().len() >= 2);
     // The long session crossed the high water: a checkpoint was recorded and the next request is smaller.
     assert!(report["compaction"]["recorded"]["position"].as_u64().is_some(), "{}", report["compaction"]);
@@ -255,4 +257,79 @@ fn a_closed_stderr_as_well_ends_the_command_quietly() {
     drop(reader);
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{status}");
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[test]
+fn a_store_pointed_at_a_directory_with_an_executable_script_leaves_its_mode_alone_and_refuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("v");
+    std::fs::create_dir_all(project.join("bin")).unwrap();
+    let script = project.join("bin/run.sh");
+    std::fs::write(&script, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for path in [&project, &project.join("bin")] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    for args in [&["sessions"][..], &["stats"], &["verify"], &["import", SAMPLE]] {
+        let output = mnemo(&project, args);
+        assert_eq!(code(&output), 2, "{args:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("is not a Mnemo store and is not empty (it holds bin)"),
+            "{}",
+            stderr(&output)
+        );
+        assert_eq!(mode(&script), 0o755, "{args:?}");
+        assert_eq!(mode(&project), 0o755, "{args:?}");
+        assert_eq!(mode(&project.join("bin")), 0o755, "{args:?}");
+        let entries: Vec<_> = std::fs::read_dir(&project).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(entries, ["bin"], "{args:?}");
+    }
+    // Nothing was created beside it either.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+}
+
+#[test]
+fn every_file_of_a_new_store_and_of_an_export_is_owner_only_from_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let import = mnemo(&store, &["import", SAMPLE]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    let mut checked = 0;
+    let mut pending = vec![store.clone()];
+    while let Some(path) = pending.pop() {
+        let metadata = std::fs::symlink_metadata(&path).unwrap();
+        if metadata.is_dir() {
+            assert_eq!(mode(&path), 0o700, "{}", path.display());
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+        checked += 1;
+    }
+    assert!(checked > 5, "only {checked} paths");
+
+    let exported = dir.path().join("out.jsonl");
+    let export = mnemo(&store, &["export", "--out", exported.to_str().unwrap()]);
+    assert_eq!(code(&export), 0, "{}", stderr(&export));
+    assert_eq!(mode(&exported), 0o600);
+    let length = std::fs::metadata(&exported).unwrap().len();
+    assert!(length > 0);
+    // A second export to the same path refuses to overwrite what is there.
+    let again = mnemo(&store, &["export", "--out", exported.to_str().unwrap()]);
+    assert_eq!(code(&again), 2, "{}", stderr(&again));
+    assert!(stderr(&again).contains("it exists"), "{}", stderr(&again));
+    assert_eq!(std::fs::metadata(&exported).unwrap().len(), length);
+}
+
+#[test]
+fn an_empty_directory_becomes_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let import = mnemo(dir.path(), &["import", SAMPLE]);
+    assert_eq!(code(&import), 0, "{}", stderr(&import));
+    assert!(dir.path().join("mnemo-store").is_file());
+    assert_eq!(code(&mnemo(dir.path(), &["sessions"])), 0);
 }

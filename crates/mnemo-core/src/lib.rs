@@ -1,6 +1,9 @@
 //! Pure types: ids (newtypes), records, RuntimeEvent, checkpoints, MemoryItem, canonical encoding,
 //! digests, limits. No I/O, no clock, no randomness.
 //!
+//! It also holds [`redaction`], the one secret redaction every crate shares: history search and
+//! read, memory admission and checkpoint summaries decide what a secret is by the same rules.
+//!
 //! It is not:
 //! - a store: nothing here reads or writes files (see `mnemo-log`);
 //! - a projection: nothing here folds records into state (see `mnemo-pipeline`).
@@ -15,6 +18,7 @@ mod ids;
 pub mod limits;
 mod memory;
 mod record;
+pub mod redaction;
 mod validation;
 
 pub use checkpoint::{

@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
-use crate::redaction::redact_secrets;
 use crate::text::term_counts;
+use mnemo_core::redaction::redact_secrets;
 
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "history-search";
@@ -44,7 +44,8 @@ pub const STAGE_NAME: &str = "history-search";
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 // 2: redaction covers private key blocks, JWTs, URL passwords and more providers' keys.
 // 3: postings lose their count key (a flag byte per block) and store document gaps.
-const VERSION: u32 = 3;
+// 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
+const VERSION: u32 = 4;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

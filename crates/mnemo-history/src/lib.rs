@@ -3,8 +3,8 @@
 //! Two projector stages: `history-messages` ([`messages`]) keeps each session's visible transcript,
 //! its header and a recency index of sessions; `history-search` ([`index`]) keeps an inverted index
 //! of the redacted searchable text with BM25 statistics. [`search_history`] and [`read_history`]
-//! answer the agent tools of spec §3 from their stores; [`redaction`] is the secret redaction that
-//! they (and memory) share.
+//! answer the agent tools of spec §3 from their stores, redacting secrets with
+//! `mnemo_core::redaction`, the rules memory admission and checkpoint summaries share.
 //!
 //! It is not:
 //! - a store: the stages write through `mnemo-pipeline`'s state stores and never touch the log;
@@ -16,7 +16,6 @@ mod codec;
 pub mod index;
 pub mod messages;
 mod read;
-pub mod redaction;
 mod search;
 pub mod text;
 mod tool;

@@ -18,11 +18,11 @@ use serde_json::Value;
 
 use crate::index::MatchKind;
 use crate::messages::{self, MessageKind, VisibleMessage};
-use crate::redaction::redact_secrets;
 use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
     string_arg,
 };
+use mnemo_core::redaction::redact_secrets;
 
 /// Most turns one read returns (`before + 1 + after`).
 pub const READ_TURNS_MAX: i64 = 5;

@@ -23,7 +23,6 @@ use unicode_segmentation::UnicodeSegmentation;
 
 use crate::index::{IndexReader, IndexStats, IndexedDoc, MatchKind};
 use crate::messages::{self, SessionCursor, SessionHeader};
-use crate::redaction::redact_secrets;
 use crate::text::{
     Folded, TERM_BYTES_MAX, cap_code_points, code_points, collapse_whitespace, fold, prefix_at_char_boundary,
     query_terms, utf16_len,
@@ -32,6 +31,7 @@ use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
     string_arg,
 };
+use mnemo_core::redaction::redact_secrets;
 
 /// Longest query, after trimming, in code points (and in UTF-16 units, the schema's unit).
 pub const SEARCH_QUERY_CHARS_MAX: usize = 500;

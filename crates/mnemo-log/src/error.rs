@@ -45,6 +45,13 @@ pub enum LogError {
     /// Another process holds the store. Close it there, or open another directory.
     #[error("store is locked by another process: {path}")]
     Locked { path: PathBuf },
+    /// The directory is not a store and is not empty, so Mnemo will not create one there; nothing in
+    /// it was changed. Name a new or empty directory, or the directory of an existing store.
+    #[error(
+        "{} is not a Mnemo store and is not empty (it holds {}); nothing was changed: name a new or empty directory for a store",
+        path.display(), entries.join(", ")
+    )]
+    NotAStore { path: PathBuf, entries: Vec<String> },
     /// The stored hash chain is broken or an envelope is damaged. The store must not be written to;
     /// restore it from a copy or export what verifies.
     #[error("log is damaged at position {position}: {kind}")]

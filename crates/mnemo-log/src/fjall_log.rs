@@ -1,8 +1,8 @@
 //! The embedded log on fjall: opening and recovery, reads, and the handle that queues appends
 //! for the writer thread.
 
-use std::fs::{DirBuilder, File, TryLockError};
-use std::os::unix::fs::DirBuilderExt;
+use std::fs::{File, TryLockError};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -24,6 +24,7 @@ use crate::limits::{
     RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
+use crate::store_dir;
 use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
@@ -134,22 +135,9 @@ impl FjallLog {
     }
 
     fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
-        create_private_dir(dir)?;
+        store_dir::ensure_store(dir, &create_database)?;
         let lock = acquire_lock(dir)?;
-        let db = Database::builder(dir.join(DATABASE_DIR_NAME))
-            .cache_size(BLOCK_CACHE_BYTES)
-            .max_journaling_size(JOURNAL_BYTES_MAX)
-            .worker_threads(STORAGE_WORKER_THREADS)
-            .open()
-            .map_err(|error| match error {
-                fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-                other => LogError::Storage(other),
-            })?;
-        let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
-        let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
-        let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
-        check_format(&meta)?;
-        restrict_permissions(dir)?;
+        let (db, log, streams) = open_database(dir)?;
 
         let shared = Arc::new(Shared { db, log, streams, tail: Tail::default(), poisoned: Mutex::new(None) });
         let state = recover(&shared, &options)?;
@@ -376,34 +364,30 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
         .index_block_pinning_policy(PinningPolicy::all(true))
 }
 
-fn create_private_dir(dir: &Path) -> Result<(), LogError> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(|e| LogError::io(format!("cannot create store directory {}", dir.display()), e))
+/// Opens the store's database and the log's keyspaces, checking the store's format.
+fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace), LogError> {
+    let db = Database::builder(dir.join(DATABASE_DIR_NAME))
+        .cache_size(BLOCK_CACHE_BYTES)
+        .max_journaling_size(JOURNAL_BYTES_MAX)
+        .worker_threads(STORAGE_WORKER_THREADS)
+        .open()
+        .map_err(|error| match error {
+            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
+            other => LogError::Storage(other),
+        })?;
+    let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
+    let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
+    let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
+    check_format(&meta)?;
+    Ok((db, log, streams))
 }
 
-/// Makes the store private to its owner: directories 0700, files 0600. The storage engine creates
-/// its files with the process umask; they are tightened here on every open, and the store directory
-/// itself is 0700, so files created since the last open are out of other users' reach too.
-fn restrict_permissions(dir: &Path) -> Result<(), LogError> {
-    use std::os::unix::fs::PermissionsExt;
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(current) = pending.pop() {
-        let error = |e| LogError::io(format!("cannot restrict permissions of {}", current.display()), e);
-        std::fs::set_permissions(&current, std::fs::Permissions::from_mode(0o700)).map_err(error)?;
-        for entry in std::fs::read_dir(&current).map_err(error)? {
-            let entry = entry.map_err(error)?;
-            let file_type = entry.file_type().map_err(error)?;
-            if file_type.is_dir() {
-                pending.push(entry.path());
-            } else if file_type.is_file() {
-                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o600))
-                    .map_err(error)?;
-            }
-        }
-    }
+/// Creates an empty store's database in `dir` (the temporary directory a new store is built in) and
+/// makes it durable, so that the store is complete when it is renamed into place.
+fn create_database(dir: &Path) -> Result<(), LogError> {
+    let _lock = acquire_lock(dir)?;
+    let (db, _, _) = open_database(dir)?;
+    db.persist(fjall::PersistMode::SyncAll)?;
     Ok(())
 }
 
@@ -413,6 +397,7 @@ fn acquire_lock(dir: &Path) -> Result<File, LogError> {
         .create(true)
         .truncate(false)
         .write(true)
+        .mode(store_dir::PRIVATE_FILE_MODE)
         .open(&path)
         .map_err(|e| LogError::io(format!("cannot open lock file {}", path.display()), e))?;
     match file.try_lock() {

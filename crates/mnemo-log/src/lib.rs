@@ -13,6 +13,7 @@ mod fjall_log;
 mod keys;
 pub mod limits;
 mod reply;
+mod store_dir;
 mod tail;
 mod verify;
 mod writer;
@@ -29,4 +30,5 @@ pub use fjall_log::{
     keyspace_options,
 };
 pub use reply::PendingAppend;
+pub use store_dir::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME};
 pub use verify::ChainVerifier;

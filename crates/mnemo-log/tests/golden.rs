@@ -106,7 +106,10 @@ fn golden_fixtures_decode() {
     // The whole store: this build opens it, verifies it and reads the same envelopes.
     let copy = tempfile::tempdir().unwrap();
     copy_dir(&store, copy.path());
+    assert!(!copy.path().join(mnemo_log::STORE_MARKER_FILE_NAME).exists());
     let log = FjallLog::open(copy.path(), LogOptions::default()).unwrap();
+    // A store made before stores carried a marker is recognised by the storage engine's own files.
+    assert!(copy.path().join(mnemo_log::STORE_MARKER_FILE_NAME).is_file());
     assert_eq!(log.verify_chain(&mut |_| {}).unwrap(), 4);
     let read: Vec<_> = log.scan(Position::FIRST).map(Result::unwrap).collect();
     assert_eq!(read, envelopes);

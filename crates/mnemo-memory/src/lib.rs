@@ -15,8 +15,9 @@
 //! The `search_required` localization searches through the [`LocalizationSearch`] seam, whose
 //! default [`ScanLocalization`] scans the session's events as the reference does; a host may plug in
 //! another through the facade's `MemoryModels` without changing this crate's checks. Secret
-//! detection ([`is_sensitive`]) is the history crate's shared redaction: a text is sensitive when
-//! redacting it would change it, so memory refuses exactly what search and read hide.
+//! detection ([`is_sensitive`]) is memory.md §3.8 by the shared rules of `mnemo_core::redaction`: a
+//! text is sensitive when redacting it would change it, so memory refuses exactly what search and
+//! read hide.
 
 mod error;
 mod extract;

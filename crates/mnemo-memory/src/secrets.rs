@@ -1,10 +1,10 @@
 //! Secret detection for memory admission (memory.md §3.8): a text is sensitive exactly when the
-//! shared redaction of search and read ([`mnemo_history::redaction`]) would change it, so what
+//! shared redaction of search and read ([`mnemo_core::redaction`]) would change it, so what
 //! memory refuses to store and what history hides are decided by one set of rules.
 
-use mnemo_history::redaction::redact_secrets;
+use mnemo_core::redaction::redact_secrets;
 
-pub use mnemo_history::redaction::is_sensitive_key;
+pub use mnemo_core::redaction::is_sensitive_key;
 
 /// Whether `text` holds a secret by the rules of memory.md §3.8: `redact_secrets(text) != text`.
 pub fn is_sensitive(text: &str) -> bool {

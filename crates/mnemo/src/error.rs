@@ -101,7 +101,9 @@ impl Error {
     pub fn category(&self) -> ErrorCategory {
         match self {
             Error::Transcript(_) | Error::InvalidInput(_) | Error::Read { .. } => ErrorCategory::Input,
-            Error::Log(mnemo_log::LogError::InvalidAppend(_)) => ErrorCategory::Input,
+            Error::Log(mnemo_log::LogError::InvalidAppend(_) | mnemo_log::LogError::NotAStore { .. }) => {
+                ErrorCategory::Input
+            }
             Error::Pipeline(mnemo_pipeline::PipelineError::InvalidSpec { .. }) => ErrorCategory::Input,
             Error::Conflict { .. } => ErrorCategory::Conflict,
             Error::Compaction(error) => compaction_category(error),

@@ -103,7 +103,9 @@ pub use mnemo_history::{
     MessageKind, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SearchFailure,
     SearchFailureReason, SearchOutcome, SearchRow, SessionHeader, ToolFailure, VisibleMessage,
 };
-pub use mnemo_log::{Durability, ExpectedRevision, ManualClock};
+pub use mnemo_log::{
+    Durability, ExpectedRevision, ManualClock, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME,
+};
 pub use mnemo_memory::{
     BoxFuture, CanonicalizePrompt, Canonicalizer, Conflict, ConflictReason, EmbeddedCanonicalizer,
     EmbeddedProposer, ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, LocalizationQuery,

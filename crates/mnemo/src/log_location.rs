@@ -155,11 +155,25 @@ fn bind(dir: &Path, location: &LogLocation, local_envelopes: u64) -> Result<(), 
                 )));
             }
             let temporary = dir.join(format!("{LOG_SOURCE_FILE_NAME}.tmp"));
-            std::fs::write(&temporary, format!("{wanted}\n")).map_err(io)?;
+            write_private(&temporary, format!("{wanted}\n").as_bytes()).map_err(io)?;
             std::fs::rename(&temporary, &path).map_err(io)
         }
         Err(error) => Err(io(error)),
     }
+}
+
+/// Writes a file of the store, owner-only from its creation (a leftover from a crash is replaced).
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mnemo_log::PRIVATE_FILE_MODE)
+        .open(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 #[cfg(test)]

@@ -440,7 +440,7 @@ impl Mnemo {
 
 /// The host's direct writes pass the same secret check as extraction's admission.
 fn refuse_secrets(request: &MutationRequest) -> Result<(), Error> {
-    let sensitive = |text: &str| mnemo_history::redaction::redact_secrets(text) != text;
+    let sensitive = |text: &str| mnemo_core::redaction::redact_secrets(text) != text;
     for (index, mutation) in request.mutations.iter().enumerate() {
         let item = match mutation {
             MutationInput::Create { item } | MutationInput::Update { item, .. } => item,

@@ -8,9 +8,12 @@ use std::sync::Arc;
 
 use mnemo::{Config, ImportFormat, ManualClock, Mnemo, Position, SessionId};
 
-const FIXTURES: [&str; 5] = [
+const FIXTURES: [&str; 8] = [
     "codex-rollout.jsonl",
+    "codex-rollout-0.128.jsonl",
+    "codex-rollout-legacy.jsonl",
     "claude-code.jsonl",
+    "claude-code-2.0-compaction.jsonl",
     "chat-completions.json",
     "chat-dataset.jsonl",
     "maka-events.jsonl",

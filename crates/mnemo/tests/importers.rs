@@ -96,7 +96,7 @@ fn codex_rollout() {
 format codex
 session 0199a3f2-6c1e-7d40-9b8e-2f1c5e7a9d01
   L1 @1767794531408 opened workspace=/home/dana/src/ledger-sync title=-
-  L2 @1767794531410 t1 System/System text \"<environment_context>\\n  <cwd>/ho\"
+  L2 @1767794531410 t1 System/Host text \"<environment_context>\\n  <cwd>/ho\"
   L3 @1767794539002 t1 User/User text \"The nightly sync job fails with \"
   L6 @1767794542731 t1 Model/Agent thinking signed=false
   L8 @1767794543114 t1 Model/Agent call call_Qx7n2kLm0aZ1 shell
@@ -112,13 +112,13 @@ session 0199a3f2-6c1e-7d40-9b8e-2f1c5e7a9d01
   L22 @1767794706802 t2 Tool/Tool result call_Lc2Yw8Rt5Ua0 local_shell error=true
   L23 @1767794709240 t2 Model/Agent text \"There is no CHANGELOG.md yet. Sh\"
   L24 @1767794721700 turn_end t2 Aborted
-skipped 1 × event_msg agent_message
-skipped 1 × event_msg agent_reasoning
+skipped 1 × event_msg agent_message (echo of its response_item)
+skipped 1 × event_msg agent_reasoning (echo of its response_item)
 skipped 1 × event_msg token_count
-skipped 1 × event_msg user_message
+skipped 1 × event_msg user_message (echo of its response_item)
 skipped 1 × ghost_snapshot
-skipped 1 × response_item reasoning (encrypted)
-skipped 2 × turn_context
+skipped 1 × response_item reasoning (encrypted only)
+skipped 2 × turn_context (settings)
 ",
     );
 }
@@ -128,7 +128,7 @@ fn claude_code_session() {
     check("claude-code.jsonl", ImportFormat::ClaudeCode, "
 format claude-code
 session 5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b
-  L2 @1767953702114 opened workspace=/Users/mira/work/photo-api title=Add rate limiting to the upload endpoint
+  L2 @1767953702114 opened workspace=/Users/mira/work/photo-api title=-
   L2 @1767953702114 a1b2c3d4-0001-4000-8000-000000000001 User/User text \"Uploads can be hammered by one c\"
   L3 @1767953706880 a1b2c3d4-0001-4000-8000-000000000001 Model/Agent thinking signed=true
   L4 @1767953707512 a1b2c3d4-0001-4000-8000-000000000001 Model/Agent call toolu_01A9bC8dE7fG6hI5jK4lM3nO Grep
@@ -138,15 +138,18 @@ session 5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b
   L8 @1767953714602 a1b2c3d4-0001-4000-8000-000000000001 Tool/Tool result toolu_01P2qR3sT4uV5wX6yZ7aB8cD Edit error=false
   L10 @1767953718447 a1b2c3d4-0001-4000-8000-000000000001 Model/Agent call toolu_01Bash9x8y7z6a5b4c3d2e1f Bash
   L11 @1767953731090 a1b2c3d4-0001-4000-8000-000000000001 Tool/Tool result toolu_01Bash9x8y7z6a5b4c3d2e1f Bash error=true
-  L14 @1767953762310 turn_end a1b2c3d4-0001-4000-8000-000000000001 Aborted
+  L12 @1767953733500 turn_end a1b2c3d4-0001-4000-8000-000000000001 Aborted
   L14 @1767953762310 a1b2c3d4-0012-4000-8000-000000000012 User/User text \"Define upload_limit() next to th\"
   L15 @1767953800775 a1b2c3d4-0012-4000-8000-000000000012 Model/Agent text \"Done: `upload_limit()` builds a \"
   L15 @1767953800776 turn_end a1b2c3d4-0012-4000-8000-000000000012 Completed
+session 5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b/sidechain
+  L9 @1767953715000 opened workspace=/Users/mira/work/photo-api title=-
+  L9 @1767953715000 a1b2c3d4-0007-4000-8000-000000000007 User/User text \"Find every route that accepts mu\"
+  L9 @1767953800777 turn_end a1b2c3d4-0007-4000-8000-000000000007 Completed
 skipped 1 × file-history-snapshot
-skipped 1 × summary
-skipped 1 × system
-skipped 1 × user (sidechain)
-skipped 1 × user interruption notice
+skipped 1 × summary (of another session)
+skipped 1 × system informational
+skipped 1 × user interruption notice (the turn ends aborted)
 ");
 }
 
@@ -323,7 +326,11 @@ fn every_fixture_imports_into_one_store_and_says_which_format_it_chose() {
     }
     assert_eq!(formats, ["codex", "claude-code", "openai-chat", "openai-chat", "maka"]);
     let sessions = mnemo.sessions().unwrap();
-    assert_eq!(sessions.len(), 6);
+    assert_eq!(
+        sessions.len(),
+        7,
+        "the claude-code fixture's sidechain line is a sub-agent session of its own"
+    );
     let codex = sessions.iter().find(|s| s.session.as_str().starts_with("0199a3f2")).unwrap();
     assert_eq!(codex.workspace.as_ref().map(|w| w.as_str()), Some("/home/dana/src/ledger-sync"));
     // The partial and hidden maka events never reach the visible transcript.

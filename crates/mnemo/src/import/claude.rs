@@ -1,13 +1,30 @@
-//! Claude Code session files (`~/.claude/projects/<project>/<session>.jsonl`): one object per line,
-//! `type` `user` or `assistant` with an API `message`, plus bookkeeping lines.
+//! Claude Code session files (`~/.claude/projects/<project>/<session>.jsonl`, and a sub-agent's
+//! `agent-<id>.jsonl` beside it or under `<session>/subagents/`): one object per line, `type`
+//! `user` or `assistant` with an API `message`, plus bookkeeping lines.
 //!
-//! A user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
-//! tool results. An assistant line's `thinking` (with its signature), `text` and `tool_use` blocks
-//! become model parts. `isMeta` user lines (injected caveats and command output) become system
-//! events; `isSidechain` lines belong to a subagent's conversation and are skipped, as are
-//! `system`, `file-history-snapshot`, `queue-operation` and `progress` lines. The first `summary`
-//! line titles the session. `cwd` is the workspace. "[Request interrupted by user...]" ends the turn
-//! as aborted.
+//! What is kept:
+//! - a user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
+//!   tool results with their `is_error`; an assistant line's `thinking` (with its signature),
+//!   `text` and `tool_use` blocks (with their input) become model parts;
+//! - what Claude Code itself writes in user-role lines becomes a system event written by the
+//!   host, never a user turn: `isMeta` lines (`Caveat: ...`, injected reminders), slash-command
+//!   markup (`<command-name>`, `<command-message>`, `<command-args>`, `<local-command-stdout>`,
+//!   `<local-command-stderr>`, `<bash-input>`, `<bash-stdout>`, `<bash-stderr>`) and `system` lines of
+//!   subtype `local_command`. Such lines go in the turn of the request they come before;
+//! - Claude Code's own compaction: the `system` line of subtype `compact_boundary` becomes a system
+//!   event stating the trigger and the tokens before, and the `isCompactSummary` continuation
+//!   ("This session is being continued from a previous conversation ...") a system event holding
+//!   the summary, both in the open turn;
+//! - "[Request interrupted by user ...]" ends the open turn as aborted at that line's time;
+//! - the title: a `summary` line whose `leafUuid` is a line above it titles that line's session
+//!   (a title change at the summary line, so a growing file never changes an earlier record).
+//!   Claude Code also writes summaries of other sessions into a file (their leaf is elsewhere):
+//!   those are counted as skipped;
+//! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
+//!   (`/sidechain` without an `agentId`), marked as a sub-agent's, so the id names the parent.
+//!
+//! `cwd` is the workspace. Skipped and counted: other `system` lines (by subtype),
+//! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
 
 use std::collections::BTreeMap;
 
@@ -23,6 +40,21 @@ pub(crate) const LINE_TYPES: [&str; 7] =
 /// The text Claude Code writes as a user message when the user interrupts a turn.
 const INTERRUPTED: &str = "[Request interrupted by user";
 
+/// Markup Claude Code writes in user-role lines for slash commands and `!` shell commands.
+const COMMAND_PREFIXES: [&str; 8] = [
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<bash-input>",
+    "<bash-stdout>",
+    "<bash-stderr>",
+];
+
+/// The text Claude Code puts before local command output.
+const CAVEAT: &str = "Caveat:";
+
 #[derive(Default)]
 struct Session {
     turns: Turns,
@@ -31,10 +63,11 @@ struct Session {
 
 struct ClaudeFile<'a> {
     source: &'a str,
-    title: Option<String>,
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
+    /// The session of every line read so far, by `uuid`.
+    uuids: BTreeMap<String, String>,
 }
 
 pub(crate) fn convert(
@@ -42,25 +75,19 @@ pub(crate) fn convert(
     source: &str,
     out: &mut Converted,
 ) -> Result<(), TranscriptError> {
-    let title = lines.iter().find_map(|l| {
-        (l.object.get("type").and_then(Value::as_str) == Some("summary"))
-            .then(|| l.object.get("summary").and_then(Value::as_str).map(str::to_owned))
-            .flatten()
-    });
     let mut file = ClaudeFile {
         source,
-        title,
         sessions: BTreeMap::new(),
         order: Vec::new(),
         tool_names: BTreeMap::new(),
+        uuids: BTreeMap::new(),
     };
     for SourceLine { line, object } in lines {
         let kind = str_field(object, "type", source, *line, "")?;
         match kind {
-            "user" | "assistant" if object.get("isSidechain").and_then(Value::as_bool) == Some(true) => {
-                out.skip(format!("{kind} (sidechain)"));
-            }
             "user" | "assistant" => file.message(object, kind, *line, out)?,
+            "system" => file.system(object, *line, out)?,
+            "summary" => file.summary(object, *line, out),
             other => out.skip(other),
         }
     }
@@ -73,7 +100,100 @@ pub(crate) fn convert(
     Ok(())
 }
 
+/// What a user-role line is, by its flags.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum UserKind {
+    /// Typed by the user (or tool results).
+    Plain,
+    /// Written by Claude Code (`isMeta`).
+    Meta,
+    /// The continuation after Claude Code compacted the conversation (`isCompactSummary`).
+    CompactSummary,
+}
+
 impl ClaudeFile<'_> {
+    /// The session a line belongs to (a sub-agent's lines their own), opened on its first line,
+    /// with the line's uuid and time.
+    fn line_session(
+        &mut self,
+        object: &Map<String, Value>,
+        line: usize,
+        out: &mut Converted,
+    ) -> Result<(String, String, Option<u64>), TranscriptError> {
+        let parent = str_field(object, "sessionId", self.source, line, "")?;
+        let uuid = str_field(object, "uuid", self.source, line, "")?.to_owned();
+        let ts = timestamp_field(object, "timestamp", self.source, line)?;
+        let sidechain = object.get("isSidechain").and_then(Value::as_bool) == Some(true);
+        let session = if sidechain {
+            match object.get("agentId").and_then(Value::as_str).filter(|a| !a.is_empty()) {
+                Some(agent) => format!("{parent}/agent-{agent}"),
+                None => format!("{parent}/sidechain"),
+            }
+        } else {
+            parent.to_owned()
+        };
+        self.uuids.insert(uuid.clone(), session.clone());
+        if !self.sessions.contains_key(&session) {
+            let workspace = object.get("cwd").and_then(Value::as_str);
+            let at = out.len();
+            out.session(line, &session, workspace, None, ts);
+            if sidechain && let Some(value) = out.line_mut(at) {
+                value["subagent"] = json!(true);
+            }
+            self.sessions.insert(session.clone(), Session::default());
+            self.order.push(session.clone());
+        }
+        Ok((session, uuid, ts))
+    }
+
+    /// A `summary` line titles the session that holds its `leafUuid` (a line above). Claude Code
+    /// also writes summaries of other sessions into a file; those are skipped and counted.
+    fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
+        let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
+        match (self.uuids.get(leaf), object.get("summary").and_then(Value::as_str)) {
+            (Some(session), Some(summary)) if !summary.trim().is_empty() => {
+                let session = session.clone();
+                out.title(line, &session, summary, None);
+            }
+            _ => out.skip("summary (of another session)"),
+        }
+    }
+
+    /// A `system` line: compaction boundaries and local command output are kept, others counted.
+    fn system(
+        &mut self,
+        object: &Map<String, Value>,
+        line: usize,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
+        let subtype = object.get("subtype").and_then(Value::as_str).unwrap_or("none");
+        if !matches!(subtype, "compact_boundary" | "local_command") {
+            out.skip(format!("system {subtype}"));
+            return Ok(());
+        }
+        let (session, uuid, ts) = self.line_session(object, line, out)?;
+        let mut state = self.sessions.remove(&session).unwrap_or_default();
+        state.last_line = line;
+        if subtype == "compact_boundary" {
+            let meta = object.get("compactMetadata");
+            let trigger = meta.and_then(|m| m.get("trigger")).and_then(Value::as_str).unwrap_or("unknown");
+            let tokens = meta
+                .and_then(|m| m.get("preTokens"))
+                .and_then(Value::as_u64)
+                .map_or_else(|| "an unknown number of".to_owned(), |n| n.to_string());
+            let text = format!(
+                "Claude Code compacted the conversation (trigger: {trigger}; {tokens} tokens before)."
+            );
+            state.turns.event_by(out, line, &session, "system", "host", ts, &uuid, vec![text_part(&text)]);
+        } else {
+            let content = object.get("content").and_then(Value::as_str).unwrap_or_default();
+            state.turns.before_request(out, line, &session, &uuid, ts);
+            state.turns.event_by(out, line, &session, "system", "host", ts, &uuid, vec![text_part(content)]);
+        }
+        self.sessions.insert(session, state);
+        Ok(())
+    }
+
     fn message(
         &mut self,
         object: &Map<String, Value>,
@@ -81,21 +201,18 @@ impl ClaudeFile<'_> {
         line: usize,
         out: &mut Converted,
     ) -> Result<(), TranscriptError> {
-        let session = str_field(object, "sessionId", self.source, line, "")?.to_owned();
-        let uuid = str_field(object, "uuid", self.source, line, "")?.to_owned();
-        let ts = timestamp_field(object, "timestamp", self.source, line)?;
+        let (session, uuid, ts) = self.line_session(object, line, out)?;
         let Some(Value::Object(message)) = object.get("message") else {
             return Err(error(self.source, line, Some("message"), "must be an object with role and content"));
         };
-        if !self.sessions.contains_key(&session) {
-            let workspace = object.get("cwd").and_then(Value::as_str);
-            let title = if self.order.is_empty() { self.title.as_deref() } else { None };
-            out.session(line, &session, workspace, title, ts);
-            self.sessions.insert(session.clone(), Session::default());
-            self.order.push(session.clone());
-        }
         let blocks = blocks(message, self.source, line)?;
-        let meta = object.get("isMeta").and_then(Value::as_bool) == Some(true);
+        let meta = if object.get("isCompactSummary").and_then(Value::as_bool) == Some(true) {
+            UserKind::CompactSummary
+        } else if object.get("isMeta").and_then(Value::as_bool) == Some(true) {
+            UserKind::Meta
+        } else {
+            UserKind::Plain
+        };
         let mut state = self.sessions.remove(&session).unwrap_or_default();
         state.last_line = line;
         let result = if kind == "user" {
@@ -114,7 +231,7 @@ impl ClaudeFile<'_> {
         blocks: &[Map<String, Value>],
         session: &str,
         uuid: &str,
-        meta: bool,
+        meta: UserKind,
         line: usize,
         ts: Option<u64>,
         out: &mut Converted,
@@ -130,13 +247,27 @@ impl ClaudeFile<'_> {
             }
         }
         state.turns.event(out, line, session, "tool", ts, &format!("{uuid}/results"), results);
-        let interrupted =
-            texts.len() == 1 && texts[0]["text"].as_str().is_some_and(|t| t.starts_with(INTERRUPTED));
+        let text_of = |part: &Value| part["text"].as_str().unwrap_or_default().trim_start().to_owned();
+        let interrupted = texts.len() == 1 && text_of(&texts[0]).starts_with(INTERRUPTED);
+        let command = !texts.is_empty()
+            && texts.iter().all(|t| {
+                let text = text_of(t);
+                COMMAND_PREFIXES.iter().any(|p| text.starts_with(p)) || text.starts_with(CAVEAT)
+            });
         if interrupted {
+            // The turn ends here, at the interruption's time, as aborted.
             state.turns.set_status("aborted");
-            out.skip("user interruption notice");
-        } else if meta {
-            state.turns.event(out, line, session, "system", ts, uuid, texts);
+            state.turns.end(out, line, session, ts);
+            out.skip("user interruption notice (the turn ends aborted)");
+        } else if meta == UserKind::CompactSummary {
+            state.turns.event_by(out, line, session, "system", "host", ts, uuid, texts);
+        } else if command || meta == UserKind::Meta {
+            // Command markup and its caveat come before the request they precede; other
+            // injected text belongs where it stands.
+            if command {
+                state.turns.before_request(out, line, session, uuid, ts);
+            }
+            state.turns.event_by(out, line, session, "system", "host", ts, uuid, texts);
         } else {
             state.turns.user(out, line, session, Some(uuid), ts, uuid, texts);
         }

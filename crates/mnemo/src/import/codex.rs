@@ -1,13 +1,40 @@
-//! Codex CLI rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): one
-//! `{"timestamp", "type", "payload"}` object per line.
+//! Codex rollout files (`~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl`): one
+//! `{"timestamp", "type", "payload"}` object per line, `type` one of `session_meta`,
+//! `response_item`, `event_msg`, `turn_context` and `compacted` (Codex's `RolloutItem`).
 //!
-//! `session_meta` opens the session (its `id`, with `cwd` as the workspace). `response_item`s carry
-//! the conversation: `message` (user, assistant, developer/system; user messages that only inject
-//! `<environment_context>` or `<user_instructions>` become system events), `reasoning` (its readable
-//! summary as thinking; encrypted-only reasoning is skipped), `function_call` /
-//! `custom_tool_call` / `local_shell_call` and their outputs. `event_msg` `task_complete` and
-//! `turn_aborted` end turns; the other `event_msg`s repeat what the response items say and are
-//! skipped with a count, as are `turn_context` and `compacted` lines.
+//! What is kept, and from where:
+//! - the session: `session_meta` (`id`, `cwd` as the workspace; a `source` naming a sub-agent
+//!   marks the session as a sub-agent's); `event_msg` `thread_name_updated` retitles it;
+//! - turns: `event_msg` `task_started` / `turn_started` opens one (named by its `turn_id` when it
+//!   has one), as does a `turn_context` naming a turn other than the open one; `task_complete` /
+//!   `turn_complete` ends it completed and `turn_aborted` aborted, at that line's time. Rollouts
+//!   older than those events get a turn per user message;
+//! - user input: the `response_item` user message, or the `event_msg` `user_message` when the
+//!   rollout holds no such item (newer exec and desktop rollouts record only the event). Each
+//!   input is kept once: an event and an item of the same text in the same turn are one input.
+//!   Input given while a turn runs is kept as steering text in that turn;
+//! - assistant text and thinking likewise from `response_item` `message` / `reasoning` (its
+//!   summaries; its `reasoning_text` content when it has no summary) or their `agent_message` /
+//!   `agent_reasoning` / `agent_reasoning_raw_content` echoes when the item is absent. Reasoning
+//!   with only `encrypted_content` is unreadable and counted as skipped;
+//! - `developer` and `system` messages, and user-role messages that Codex injects (environment
+//!   context, AGENTS.md and other instructions), as system events written by the host;
+//! - tool calls with their arguments: `function_call`, `custom_tool_call` (`apply_patch` and
+//!   other freeform tools, with their `input`), `local_shell_call` (its `action`),
+//!   `tool_search_call`, `image_generation_call`, and `web_search_call` (its `action`, the query,
+//!   as arguments, answered at once by a result marked as recorded without its results, since the
+//!   search runs on the provider and the rollout keeps none);
+//! - tool results: `function_call_output`, `custom_tool_call_output`, `tool_search_output`. A result
+//!   is an error when its output says so (`metadata.exit_code`, `success: false`, a header line
+//!   `Exit code: N` or `Process exited with code N` with N ≠ 0), or when an `exec_command_end`
+//!   (non-zero `exit_code`), `patch_apply_end` (`success: false`) or `mcp_tool_call_end` (an error
+//!   result) of the same call says so, before or after the result;
+//! - Codex's own compaction: a `compacted` line becomes a system event written by the host that
+//!   holds its summary text; `event_msg` `error` a system event with the error's message.
+//!
+//! Everything else is counted as skipped by type: `turn_context` settings, token counts, the
+//! `event_msg`s that only echo items kept above (`exec_command_end` and friends after their flag
+//! is read, `context_compacted`, `web_search_end`), `ghost_snapshot`, encrypted `compaction` items.
 
 use std::collections::BTreeMap;
 
@@ -20,15 +47,48 @@ use crate::transcript::TranscriptError;
 pub(crate) const LINE_TYPES: [&str; 5] =
     ["session_meta", "response_item", "event_msg", "turn_context", "compacted"];
 
-/// Prefixes of user messages that the CLI injects rather than the user types.
-const INJECTED_PREFIXES: [&str; 4] =
-    ["<environment_context>", "<user_instructions>", "# AGENTS.md instructions", "<INSTRUCTIONS>"];
+/// Prefixes of user-role messages that Codex injects rather than the user types.
+const INJECTED_PREFIXES: [&str; 8] = [
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md instructions",
+    "<INSTRUCTIONS>",
+    "<permissions instructions>",
+    "<turn_aborted>",
+    "<user_shell_command>",
+    "<skill>",
+];
+
+/// How many header lines of a tool's text output are read for its exit code: Codex writes the
+/// code above the `Output:` line, and the command's own output must not be mistaken for it.
+const OUTPUT_HEADER_LINES_MAX: usize = 8;
+
+/// What a piece of conversation text is, for telling an item and its event echo apart.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum Said {
+    User,
+    Assistant,
+    Thinking,
+}
+
+/// Which line type a piece of text came from.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+enum From {
+    Item,
+    Event,
+}
 
 struct Rollout<'a> {
     source: &'a str,
     session: Option<String>,
     turns: Turns,
     tool_names: BTreeMap<String, String>,
+    /// Texts kept that the other line type has not echoed yet, with the turn they were kept in.
+    unechoed: Vec<(Said, From, String, String)>,
+    /// Tool results by call id: the index of their line, to set the error flag an event after them tells.
+    results: BTreeMap<String, usize>,
+    /// Calls that an event before their result declared failed.
+    failed: BTreeMap<String, bool>,
 }
 
 pub(crate) fn convert(
@@ -36,7 +96,15 @@ pub(crate) fn convert(
     source: &str,
     out: &mut Converted,
 ) -> Result<(), TranscriptError> {
-    let mut rollout = Rollout { source, session: None, turns: Turns::default(), tool_names: BTreeMap::new() };
+    let mut rollout = Rollout {
+        source,
+        session: None,
+        turns: Turns::default(),
+        tool_names: BTreeMap::new(),
+        unechoed: Vec::new(),
+        results: BTreeMap::new(),
+        failed: BTreeMap::new(),
+    };
     let mut last_line = 1;
     for SourceLine { line, object } in lines {
         last_line = *line;
@@ -54,6 +122,8 @@ pub(crate) fn convert(
             "session_meta" => rollout.meta(payload, *line, ts, out)?,
             "response_item" => rollout.item(payload, *line, ts, out)?,
             "event_msg" => rollout.event_msg(payload, *line, ts, out)?,
+            "turn_context" => rollout.turn_context(payload, *line, ts, out)?,
+            "compacted" => rollout.compacted(payload, *line, ts, out)?,
             other => out.skip(other),
         }
     }
@@ -85,7 +155,14 @@ impl Rollout<'_> {
             ));
         }
         let workspace = payload.get("cwd").and_then(Value::as_str);
+        let at = out.len();
         out.session(line, id, workspace, None, ts);
+        // `source` is "cli", "exec", "vscode", ... or {"subagent": ...} for a spawned agent.
+        if payload.get("source").and_then(|s| s.get("subagent")).is_some()
+            && let Some(value) = out.line_mut(at)
+        {
+            value["subagent"] = json!(true);
+        }
         self.session = Some(id.to_owned());
         Ok(())
     }
@@ -94,6 +171,95 @@ impl Rollout<'_> {
         self.session.clone().ok_or_else(|| {
             error(self.source, line, Some("type"), "a conversation line comes before the session_meta line")
         })
+    }
+
+    /// Whether `text` echoes a text of the other line type kept in the open turn (then it is
+    /// consumed: each item has at most one echo).
+    fn is_echo(&mut self, said: Said, from: From, text: &str) -> bool {
+        let turn = self.turns.current().unwrap_or_default().to_owned();
+        match self
+            .unechoed
+            .iter()
+            .position(|(s, f, t, at)| *s == said && *f != from && *at == turn && echoes(said, t, text))
+        {
+            Some(at) => {
+                self.unechoed.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn kept(&mut self, said: Said, from: From, text: &str) {
+        let turn = self.turns.current().unwrap_or_default().to_owned();
+        self.unechoed.push((said, from, text.to_owned(), turn));
+    }
+
+    /// A user input, from an item or an event, kept once.
+    #[expect(clippy::too_many_arguments, reason = "the line's identity and content, each distinct")]
+    fn user_input(
+        &mut self,
+        text: &str,
+        from: From,
+        session: &str,
+        id: &str,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) {
+        if text.trim().is_empty() {
+            out.skip("empty user message");
+            return;
+        }
+        if self.is_echo(Said::User, from, text) {
+            out.skip(match from {
+                From::Item => "response_item user message (echo of its user_message event)",
+                From::Event => "event_msg user_message (echo of its response_item)",
+            });
+            return;
+        }
+        let parts = vec![text_part(text)];
+        if INJECTED_PREFIXES.iter().any(|p| text.trim_start().starts_with(p)) {
+            self.turns.event_by(out, line, session, "system", "host", ts, id, parts);
+        } else {
+            self.turns.user(out, line, session, None, ts, id, parts);
+        }
+        self.kept(Said::User, from, text);
+    }
+
+    /// Model text or thinking, from an item or an event, kept once.
+    #[expect(clippy::too_many_arguments, reason = "the line's identity and content, each distinct")]
+    fn model_texts(
+        &mut self,
+        said: Said,
+        texts: Vec<String>,
+        from: From,
+        session: &str,
+        id: &str,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) {
+        let mut parts = Vec::new();
+        for text in texts.into_iter().filter(|t| !t.trim().is_empty()) {
+            if self.is_echo(said, from, &text) {
+                out.skip(match (said, from) {
+                    (Said::Thinking, From::Event) => "event_msg agent_reasoning (echo of its response_item)",
+                    (Said::Thinking, From::Item) => {
+                        "response_item reasoning (echo of its agent_reasoning event)"
+                    }
+                    (_, From::Event) => "event_msg agent_message (echo of its response_item)",
+                    (_, From::Item) => "response_item assistant message (echo of its agent_message event)",
+                });
+                continue;
+            }
+            self.kept(said, from, &text);
+            parts.push(match said {
+                Said::Thinking => json!({"type": "thinking", "text": text}),
+                _ => text_part(&text),
+            });
+        }
+        self.turns.event(out, line, session, "model", ts, id, parts);
     }
 
     fn item(
@@ -109,23 +275,19 @@ impl Rollout<'_> {
         match kind {
             "message" => self.message(payload, &session, &id, line, ts, out)?,
             "reasoning" => {
-                let text = reasoning_text(payload);
-                if text.is_empty() {
-                    out.skip("response_item reasoning (encrypted)");
+                let texts = reasoning_texts(payload);
+                if texts.is_empty() {
+                    out.skip(if payload.get("encrypted_content").is_some_and(Value::is_string) {
+                        "response_item reasoning (encrypted only)"
+                    } else {
+                        "response_item reasoning (empty)"
+                    });
                 } else {
-                    self.turns.event(
-                        out,
-                        line,
-                        &session,
-                        "model",
-                        ts,
-                        &id,
-                        vec![json!({"type": "thinking", "text": text})],
-                    );
+                    self.model_texts(Said::Thinking, texts, From::Item, &session, &id, line, ts, out);
                 }
             }
-            "function_call" | "custom_tool_call" | "local_shell_call" => {
-                let call = str_field(payload, "call_id", self.source, line, "payload")?;
+            "function_call" | "custom_tool_call" | "local_shell_call" | "tool_search_call" => {
+                let call = call_id(payload, self.source, line)?;
                 let (name, args) = match kind {
                     "function_call" => {
                         let name = str_field(payload, "name", self.source, line, "payload")?;
@@ -134,28 +296,56 @@ impl Rollout<'_> {
                     }
                     "custom_tool_call" => {
                         let name = str_field(payload, "name", self.source, line, "payload")?;
-                        (name.to_owned(), payload.get("input").cloned().unwrap_or(Value::Null))
+                        let input = str_field(payload, "input", self.source, line, "payload")?;
+                        (name.to_owned(), Value::String(input.to_owned()))
+                    }
+                    "tool_search_call" => {
+                        ("tool_search".to_owned(), payload.get("arguments").cloned().unwrap_or(Value::Null))
                     }
                     _ => ("local_shell".to_owned(), payload.get("action").cloned().unwrap_or(Value::Null)),
                 };
-                self.tool_names.insert(call.to_owned(), name.clone());
+                self.tool_names.insert(call.clone(), name.clone());
                 let part = json!({"type": "tool_call", "id": call, "name": name, "args": args});
                 self.turns.event(out, line, &session, "model", ts, &id, vec![part]);
             }
-            "function_call_output" | "custom_tool_call_output" => {
-                let call = str_field(payload, "call_id", self.source, line, "payload")?;
-                let name = self.tool_names.get(call).cloned().unwrap_or_else(|| "unknown".to_owned());
-                let result = match payload.get("output") {
-                    Some(Value::String(text)) => json_or_string(text),
-                    Some(other) => other.clone(),
-                    None => return Err(error(self.source, line, Some("payload.output"), "is missing")),
+            "web_search_call" | "image_generation_call" => {
+                // Both run on the provider: the call and what the rollout says of its outcome.
+                let call = payload
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .filter(|c| !c.is_empty())
+                    .map_or_else(|| format!("{session}/L{line}/call"), str::to_owned);
+                let status = payload.get("status").cloned().unwrap_or(Value::Null);
+                let (name, args, result) = if kind == "web_search_call" {
+                    let action = payload.get("action").cloned().unwrap_or(Value::Null);
+                    let result = json!({"status": status, "results": "not recorded: the search ran on the provider and the rollout keeps no results"});
+                    ("web_search", action, result)
+                } else {
+                    let prompt = payload.get("revised_prompt").cloned().unwrap_or(Value::Null);
+                    let result = json!({"status": status, "image": "not kept: the generated image's bytes stay in the rollout"});
+                    ("image_generation", json!({"revised_prompt": prompt}), result)
                 };
-                let failed = result
-                    .pointer("/metadata/exit_code")
-                    .and_then(Value::as_i64)
-                    .is_some_and(|code| code != 0);
+                let call_part = json!({"type": "tool_call", "id": call, "name": name, "args": args});
+                let result_part = json!({"type": "tool_result", "id": call, "name": name, "result": result, "is_error": status == "failed"});
+                self.turns.event(out, line, &session, "model", ts, &id, vec![call_part]);
+                self.turns.event(out, line, &session, "tool", ts, &format!("{id}/result"), vec![result_part]);
+            }
+            "function_call_output" | "custom_tool_call_output" | "tool_search_output" => {
+                let call = call_id(payload, self.source, line)?;
+                let name = self.tool_names.get(&call).cloned().unwrap_or_else(|| "unknown".to_owned());
+                let result = match (kind, payload.get("output")) {
+                    ("tool_search_output", _) => Value::Object(payload.clone()),
+                    (_, Some(Value::String(text))) => json_or_string(text),
+                    (_, Some(other)) => other.clone(),
+                    (_, None) => return Err(error(self.source, line, Some("payload.output"), "is missing")),
+                };
+                let failed = self.failed.remove(&call).unwrap_or(false) || output_failed(&result);
                 let part = json!({"type": "tool_result", "id": call, "name": name, "result": result, "is_error": failed});
+                self.results.insert(call, out.len());
                 self.turns.event(out, line, &session, "tool", ts, &id, vec![part]);
+            }
+            "ghost_snapshot" | "compaction" | "compaction_summary" => {
+                out.skip(format!("response_item {kind}"))
             }
             other => out.skip(format!("response_item {other}")),
         }
@@ -173,17 +363,15 @@ impl Rollout<'_> {
     ) -> Result<(), TranscriptError> {
         let role = str_field(payload, "role", self.source, line, "payload")?;
         let text = content_text(payload, self.source, line, out)?;
-        if text.is_empty() {
-            return Ok(());
-        }
-        let parts = vec![text_part(&text)];
         match role {
-            "user" if INJECTED_PREFIXES.iter().any(|p| text.trim_start().starts_with(p)) => {
-                self.turns.event(out, line, session, "system", ts, id, parts);
+            "user" => self.user_input(&text, From::Item, session, id, line, ts, out),
+            "assistant" => {
+                self.model_texts(Said::Assistant, vec![text], From::Item, session, id, line, ts, out)
             }
-            "user" => self.turns.user(out, line, session, None, ts, id, parts),
-            "assistant" => self.turns.event(out, line, session, "model", ts, id, parts),
-            "developer" | "system" => self.turns.event(out, line, session, "system", ts, id, parts),
+            "developer" | "system" if !text.trim().is_empty() => {
+                self.turns.event_by(out, line, session, "system", "host", ts, id, vec![text_part(&text)]);
+            }
+            "developer" | "system" => out.skip(format!("response_item {role} message (empty)")),
             other => out.skip(format!("response_item message role {other}")),
         }
         Ok(())
@@ -197,18 +385,198 @@ impl Rollout<'_> {
         out: &mut Converted,
     ) -> Result<(), TranscriptError> {
         let kind = str_field(payload, "type", self.source, line, "payload")?;
+        let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or_default().to_owned();
         match kind {
-            "task_complete" | "turn_aborted" => {
+            "task_started" | "turn_started" => {
+                let session = self.session(line)?;
+                let name = payload.get("turn_id").and_then(Value::as_str).filter(|t| !t.is_empty());
+                self.start_turn(&session, name, line, ts, out);
+            }
+            "task_complete" | "turn_complete" | "turn_aborted" => {
                 let session = self.session(line)?;
                 if kind == "turn_aborted" {
                     self.turns.set_status("aborted");
                 }
                 self.turns.end(out, line, &session, ts);
             }
+            "user_message" => {
+                let session = self.session(line)?;
+                let message = text("message");
+                let id = format!("{session}/L{line}");
+                self.user_input(&message, From::Event, &session, &id, line, ts, out);
+            }
+            "agent_message" | "agent_reasoning" | "agent_reasoning_raw_content" => {
+                let session = self.session(line)?;
+                let (said, key) = match kind {
+                    "agent_message" => (Said::Assistant, "message"),
+                    _ => (Said::Thinking, "text"),
+                };
+                let id = format!("{session}/L{line}");
+                self.model_texts(said, vec![text(key)], From::Event, &session, &id, line, ts, out);
+            }
+            "exec_command_end" | "patch_apply_end" | "mcp_tool_call_end" => {
+                let call = str_field(payload, "call_id", self.source, line, "payload")?.to_owned();
+                let failed = match kind {
+                    "exec_command_end" => {
+                        payload.get("exit_code").and_then(Value::as_i64).is_some_and(|c| c != 0)
+                    }
+                    "patch_apply_end" => payload.get("success").and_then(Value::as_bool) == Some(false),
+                    _ => mcp_failed(payload.get("result")),
+                };
+                self.flag(&call, failed, out);
+                out.skip(format!("event_msg {kind} (its exit status read)"));
+            }
+            "thread_name_updated" => {
+                let session = self.session(line)?;
+                let name = payload.get("thread_name").or_else(|| payload.get("name"));
+                match name.and_then(Value::as_str) {
+                    Some(title) if !title.trim().is_empty() => out.title(line, &session, title, ts),
+                    _ => out.skip("event_msg thread_name_updated (no name)"),
+                }
+            }
+            "error" => {
+                let session = self.session(line)?;
+                let message = text("message");
+                let id = format!("{session}/L{line}");
+                let parts = vec![text_part(&format!("Codex error: {message}"))];
+                self.turns.event_by(out, line, &session, "system", "host", ts, &id, parts);
+            }
             other => out.skip(format!("event_msg {other}")),
         }
         Ok(())
     }
+
+    /// Starts a turn the rollout marks.
+    fn start_turn(
+        &mut self,
+        session: &str,
+        name: Option<&str>,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) {
+        self.turns.start(out, line, session, name, ts);
+    }
+
+    /// Records that call `call` failed (or not), on its result when that is already kept.
+    fn flag(&mut self, call: &str, failed: bool, out: &mut Converted) {
+        if !failed {
+            return;
+        }
+        match self.results.get(call).and_then(|at| out.line_mut(*at)) {
+            Some(value) => value["parts"][0]["is_error"] = json!(true),
+            None => {
+                self.failed.insert(call.to_owned(), true);
+            }
+        }
+    }
+
+    fn turn_context(
+        &mut self,
+        payload: &Map<String, Value>,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
+        let session = self.session(line)?;
+        match payload.get("turn_id").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            Some(turn) if self.turns.current() != Some(turn) => {
+                self.start_turn(&session, Some(turn), line, ts, out);
+                out.skip("turn_context (its turn kept; settings skipped)");
+            }
+            _ => out.skip("turn_context (settings)"),
+        }
+        Ok(())
+    }
+
+    fn compacted(
+        &mut self,
+        payload: &Map<String, Value>,
+        line: usize,
+        ts: Option<u64>,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
+        let session = self.session(line)?;
+        let message = payload.get("message").and_then(Value::as_str).unwrap_or_default();
+        let id = format!("{session}/L{line}");
+        let text = if message.trim().is_empty() {
+            "Codex compacted the conversation.".to_owned()
+        } else {
+            format!("Codex compacted the conversation. Its summary:\n{message}")
+        };
+        self.turns.event_by(out, line, &session, "system", "host", ts, &id, vec![text_part(&text)]);
+        Ok(())
+    }
+}
+
+/// Whether two texts of one kind are an item and its echo: the same text, or (model text and
+/// thinking, whose echoes some versions shorten) one is the other's beginning, a trailing `...`
+/// aside.
+fn echoes(said: Said, a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim(), b.trim());
+    if a == b {
+        return true;
+    }
+    if said == Said::User {
+        return false;
+    }
+    let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    let short = short.trim_end_matches("...").trim_end_matches('…').trim_end();
+    !short.is_empty() && long.starts_with(short)
+}
+
+/// A tool call's id: `call_id`, or (chat-completions `local_shell_call`s) `id`.
+fn call_id(payload: &Map<String, Value>, source: &str, line: usize) -> Result<String, TranscriptError> {
+    match (payload.get("call_id"), payload.get("id")) {
+        (Some(Value::String(call)), _) if !call.is_empty() => Ok(call.clone()),
+        (_, Some(Value::String(id))) if !id.is_empty() => Ok(id.clone()),
+        _ => Err(error(source, line, Some("payload.call_id"), "is missing")),
+    }
+}
+
+/// Whether a tool's output says it failed: the old `{"output", "metadata": {"exit_code"}}` JSON,
+/// a `success: false` payload, or a text output whose header has a non-zero exit code.
+fn output_failed(result: &Value) -> bool {
+    if let Some(code) = result.pointer("/metadata/exit_code").and_then(Value::as_i64) {
+        return code != 0;
+    }
+    if result.get("success").and_then(Value::as_bool) == Some(false) {
+        return true;
+    }
+    let text = match result {
+        Value::String(text) => text.as_str(),
+        _ => match result.get("content").or_else(|| result.get("output")) {
+            Some(Value::String(text)) => text.as_str(),
+            _ => return false,
+        },
+    };
+    text_exit_code(text).is_some_and(|code| code != 0)
+}
+
+/// The exit code a tool's text output states in its header (`Exit code: 1`, `Process exited
+/// with code 1`), read only above the `Output:` line.
+fn text_exit_code(text: &str) -> Option<i64> {
+    for line in text.lines().take(OUTPUT_HEADER_LINES_MAX) {
+        let line = line.trim();
+        if line == "Output:" {
+            return None;
+        }
+        let code = line.strip_prefix("Exit code:").or_else(|| line.strip_prefix("Process exited with code"));
+        if let Some(code) = code.and_then(|c| c.trim().parse::<i64>().ok()) {
+            return Some(code);
+        }
+    }
+    None
+}
+
+/// Whether an `mcp_tool_call_end` result is an error: `{"Err": ...}`, or `{"Ok": {"isError": true}}`.
+fn mcp_failed(result: Option<&Value>) -> bool {
+    let Some(result) = result else { return false };
+    if result.get("Err").is_some() {
+        return true;
+    }
+    let ok = result.get("Ok").unwrap_or(result);
+    ok.get("isError").or_else(|| ok.get("is_error")).and_then(Value::as_bool) == Some(true)
 }
 
 /// A message's text: its `input_text` / `output_text` parts joined (images and others skipped).
@@ -237,8 +605,8 @@ fn content_text(
     Ok(texts.join("\n"))
 }
 
-/// The readable part of a reasoning item: its summary texts, else its `reasoning_text` content.
-fn reasoning_text(payload: &Map<String, Value>) -> String {
+/// The readable parts of a reasoning item: its summary texts, else its `reasoning_text` content.
+fn reasoning_texts(payload: &Map<String, Value>) -> Vec<String> {
     let texts = |key: &str| -> Vec<String> {
         payload
             .get(key)
@@ -247,11 +615,12 @@ fn reasoning_text(payload: &Map<String, Value>) -> String {
                 items
                     .iter()
                     .filter_map(|i| i.get("text").and_then(Value::as_str))
+                    .filter(|t| !t.trim().is_empty())
                     .map(str::to_owned)
                     .collect()
             })
             .unwrap_or_default()
     };
     let summary = texts("summary");
-    if summary.is_empty() { texts("content").join("\n") } else { summary.join("\n") }
+    if summary.is_empty() { texts("content") } else { summary }
 }

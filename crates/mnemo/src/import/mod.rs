@@ -247,6 +247,30 @@ impl Converted {
         self.lines.push((line, value));
     }
 
+    /// How many lines were produced so far: the index the next line gets.
+    pub(crate) fn len(&self) -> usize {
+        self.lines.len()
+    }
+
+    /// A line produced earlier, to amend what a later source line tells about it (a tool
+    /// result's error flag learnt from an event that follows the result).
+    pub(crate) fn line_mut(&mut self, index: usize) -> Option<&mut Value> {
+        self.lines.get_mut(index).map(|(_, value)| value)
+    }
+
+    /// A `flags` line changing the session's title.
+    pub(crate) fn title(&mut self, line: usize, session: &str, title: &str, ts: Option<u64>) {
+        let title = title.trim();
+        if title.is_empty() {
+            return;
+        }
+        let mut value = json!({"kind": "flags", "session": session, "title": title});
+        if let Some(ts) = ts {
+            value["ts"] = json!(ts);
+        }
+        self.push(line, value);
+    }
+
     pub(crate) fn session(
         &mut self,
         line: usize,
@@ -309,6 +333,9 @@ pub(crate) struct Turns {
     has_user: bool,
     has_events: bool,
     status: Option<&'static str>,
+    /// The open turn was started by the source's own turn boundary: a second user message inside
+    /// it is input given while the turn ran (steering), not a new turn.
+    explicit: bool,
 }
 
 impl Turns {
@@ -356,13 +383,79 @@ impl Turns {
         if parts.is_empty() {
             return;
         }
-        if self.has_user {
+        let mut parts = parts;
+        if self.has_user && self.explicit && self.current.is_some() {
+            for part in &mut parts {
+                if part["type"] == "text" {
+                    part["steering"] = json!(true);
+                }
+            }
+        } else if self.has_user {
             self.end(out, line, session, ts);
         }
         let turn = self.open(name);
         self.has_user = true;
         self.has_events = true;
         out.event(line, session, &turn, "user", ts, id, parts);
+    }
+
+    /// Starts a turn at the source's own boundary (named `name` when the source names it): the
+    /// open turn, if any, ends first.
+    pub(crate) fn start(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        name: Option<&str>,
+        ts: Option<u64>,
+    ) {
+        self.end(out, line, session, ts);
+        self.open(name);
+        self.explicit = true;
+    }
+
+    /// Before what comes ahead of a user's request (a slash command, its output): the open turn
+    /// ends if it already had its user message, and a turn named `name` opens if none is open,
+    /// which the request that follows then joins.
+    pub(crate) fn before_request(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        name: &str,
+        ts: Option<u64>,
+    ) {
+        if self.has_user {
+            self.end(out, line, session, ts);
+        }
+        self.open(Some(name));
+    }
+
+    /// The name of the open turn, if one is open.
+    pub(crate) fn current(&self) -> Option<&str> {
+        self.current.as_deref()
+    }
+
+    /// An event written by `author` (`host` for what the host runtime injected or did itself).
+    #[expect(clippy::too_many_arguments, reason = "an event line's fields, each distinct")]
+    pub(crate) fn event_by(
+        &mut self,
+        out: &mut Converted,
+        line: usize,
+        session: &str,
+        role: &str,
+        author: &str,
+        ts: Option<u64>,
+        id: &str,
+        parts: Vec<Value>,
+    ) {
+        let before = out.len();
+        self.event(out, line, session, role, ts, id, parts);
+        if out.len() > before
+            && let Some(value) = out.line_mut(before)
+        {
+            value["author"] = json!(author);
+        }
     }
 
     /// Marks how the open turn will end (`aborted`, ...); `completed` unless said otherwise.
@@ -380,6 +473,7 @@ impl Turns {
         self.has_user = false;
         self.has_events = false;
         self.status = None;
+        self.explicit = false;
     }
 }
 

@@ -1,4 +1,5 @@
-//! Secret redaction (spec §3.8): the one implementation that search, read and memory share.
+//! Secret redaction (spec §3.8): the one implementation that history search and read, memory
+//! admission and checkpoint summaries share.
 //!
 //! [`redact_secrets`] replaces credentials in text with [`REDACTED`]:
 //! - text that parses as a JSON object, array or string is redacted structurally: the whole value
@@ -7,13 +8,21 @@
 //! - otherwise, in plain text: values of sensitive keys in `key=value` and `key: value`
 //!   assignments (except `auth` / `authorization`, which are headers), sensitive URL query
 //!   parameters, the credential of `Authorization: Bearer|Basic|Token ...` headers, AWS secret key
-//!   flags, and free-standing tokens: `sk-` / `sk-ant-` + at least 8 characters, `AIza` + 20,
-//!   `gh[pousr]_` + 20, `xox[abprs]-` + 10, and runs of at least 40 hex digits.
+//!   flags, the values of sensitive long flags (`--password VALUE`, `--api-key VALUE`), the
+//!   password glued to a MySQL / MariaDB client's `-p`, passwords stated in words ("my password is
+//!   ...", "the password for the admin account was ...", "I changed my password to ..."), and
+//!   free-standing tokens: `sk-` / `sk-ant-` + at least 8 characters, `AIza` + 20, `gh[pousr]_` + 20,
+//!   `xox[abprs]-` + 10, and runs of at least 40 hex digits.
 //!
 //! A key is sensitive when, split at camelCase and separator boundaries and lowercased, its last
-//! segment is `auth`, `authorization`, `credential(s)`, `passwd`, `password`, `secret` or `token`;
-//! or it is `key` alone or `key` after `api`, `private`, `secret` or `ssh`; or it ends in
-//! `service_account_key` or `secret_access_key`.
+//! segment is `auth`, `authorization`, `credential(s)`, `passphrase`, `passwd`, `password`, `secret`
+//! or `token`, or ends in `password` / `passwd` (`PGPASSWORD`); or it is `pwd` after another
+//! segment (`MYSQL_PWD`, while `PWD` alone is the working directory); or it is `key` alone or `key`
+//! after `api`, `private`, `secret` or `ssh`; or it ends in `service_account_key` or
+//! `secret_access_key`.
+//!
+//! The rules lean towards redacting, but ordinary text stays: `-p 8080` outside a MySQL client,
+//! `mysql -u root -p` (which prompts), "the password policy", "the password is incorrect".
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -24,16 +33,32 @@ use serde_json::Value;
 /// What a secret is replaced with.
 pub const REDACTED: &str = "[redacted]";
 
-const SENSITIVE_LAST_SEGMENTS: [&str; 9] =
-    ["auth", "authorization", "credential", "credentials", "passwd", "password", "secret", "token", "key"];
+const SENSITIVE_LAST_SEGMENTS: [&str; 10] = [
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "passphrase",
+    "passwd",
+    "password",
+    "secret",
+    "token",
+    "key",
+];
+/// Endings that make one glued segment a password (`PGPASSWORD`, `DBPASSWD`).
+const PASSWORD_ENDINGS: [&str; 2] = ["password", "passwd"];
 const KEY_QUALIFIERS: [&str; 4] = ["api", "private", "secret", "ssh"];
 
 /// Whether a key name holds a secret (see the module docs).
 pub fn is_sensitive_key(key: &str) -> bool {
     let segments = key_segments(key);
+    if segments.last().is_some_and(|last| PASSWORD_ENDINGS.iter().any(|ending| last.ends_with(ending))) {
+        return true;
+    }
     match segments.as_slice() {
         [] => false,
         [only] => SENSITIVE_LAST_SEGMENTS.contains(&only.as_str()),
+        [.., _, last] if last == "pwd" => true,
         [.., previous, last] => {
             if last == "key" {
                 KEY_QUALIFIERS.contains(&previous.as_str())
@@ -162,6 +187,155 @@ static AWS_FLAG: LazyLock<Regex> = LazyLock::new(|| {
         r"(?i)((?:--(?:aws-)?secret-access-key|\baws\s+configure\s+set\s+aws_secret_access_key)(?:(?:\s|\\\n)+|=))([^\s\-\\][^\s]*)",
     )
 });
+/// Bare words that, assigned to a sensitive name, are code rather than a secret
+/// (`const credentials = await load()`, `token = None`).
+const CODE_VALUES: [&str; 15] = [
+    "await",
+    "new",
+    "null",
+    "nil",
+    "None",
+    "undefined",
+    "true",
+    "false",
+    "self",
+    "this",
+    "yield",
+    "function",
+    "lambda",
+    "typeof",
+    "require",
+];
+
+/// A long flag and its value, separated by spaces (`--password hunter2`); whether the flag names a
+/// secret is decided by [`is_sensitive_flag`]. The `=` form is an [`ASSIGNMENT`].
+static LONG_FLAG: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r#"((?:^|\s)--([A-Za-z][A-Za-z0-9_\-]*)[ \t]+)("[^"]*"|'[^']*'|[^\s"'\-$/~.<\\][^\s]*)"#)
+});
+/// The MySQL and MariaDB clients' `-pPASSWORD` (the password glued to `-p`; `-p` alone prompts,
+/// and a word after it is the database). `-P` is the port and stays.
+static MYSQL_PASSWORD: LazyLock<Regex> = LazyLock::new(|| {
+    regex(concat!(
+        r"((?i:\b(?:mysql(?:dump|admin|import|show|check|slap|pump|sh)?|mariadb(?:-dump|-admin|-import|-show|-check|-slap)?))\b",
+        r#"[^\n;|&]*?\s-p)("[^"]*"|'[^']*'|[^\s"']+)"#,
+    ))
+});
+/// A password stated in words: "my password is ...", "the password for the admin account was ...",
+/// "the api key is ...". The value is checked by [`stated_secret`].
+static STATED_PASSWORD: LazyLock<Regex> = LazyLock::new(|| {
+    regex(concat!(
+        r"(?i)(\b(?:password|passwd|passphrase|passcode|pass\s+phrase|api[\s_\-]?key|secret[\s_\-]?key",
+        r"|(?:client|app|api|shared|webhook)[\s_\-]?secret",
+        r"|(?:access|auth|api|bearer|refresh|session)[\s_\-]?token)",
+        r"(?:\s+(?:for|of|to|on|at)(?:\s+[^\s,;:.]+){1,3}?)?",
+        r"(?:\s+(?:is|was|will\s+be|becomes|remains)|'s|’s)\s+(?:(?:now|still|just|actually|simply)\s+)?)",
+        r#"("[^"]*"|'[^']*'|`[^`]*`|[^\s"'`]+)"#,
+    ))
+});
+/// A password being set in words: "I changed my password to ...", "set the root password to ...".
+static PASSWORD_SET_TO: LazyLock<Regex> = LazyLock::new(|| {
+    regex(concat!(
+        r"(?i)(\b(?:set|change|changed|reset|update|updated)\s+(?:(?:my|the|your|his|her|our|their|its)\s+)?",
+        r"(?:[\w\-]+\s+)?(?:password|passwd|passphrase|passcode)\s+(?:for\s+\S+\s+)?to\s+)",
+        r#"("[^"]*"|'[^']*'|`[^`]*`|[^\s"'`]+)"#,
+    ))
+});
+/// Words that follow "the password is" in ordinary prose about passwords rather than in a
+/// statement of one: "the password is incorrect", "the api key is required".
+const STATED_NOT_SECRET: [&str; 58] = [
+    "a",
+    "an",
+    "the",
+    "not",
+    "no",
+    "required",
+    "incorrect",
+    "wrong",
+    "invalid",
+    "correct",
+    "valid",
+    "expired",
+    "missing",
+    "empty",
+    "blank",
+    "set",
+    "unset",
+    "stored",
+    "saved",
+    "hashed",
+    "encrypted",
+    "needed",
+    "optional",
+    "mandatory",
+    "changed",
+    "reset",
+    "too",
+    "very",
+    "being",
+    "in",
+    "on",
+    "at",
+    "to",
+    "from",
+    "of",
+    "for",
+    "with",
+    "by",
+    "that",
+    "this",
+    "it",
+    "what",
+    "how",
+    "where",
+    "which",
+    "used",
+    "sent",
+    "hidden",
+    "weak",
+    "strong",
+    "only",
+    "also",
+    "same",
+    "different",
+    "case",
+    "rotated",
+    "revoked",
+    "ignored",
+];
+
+/// The value of a stated password, or `None` when the phrase is prose about passwords. A bare value
+/// keeps its trailing sentence punctuation outside the redaction.
+fn stated_secret(value: &str) -> Option<(&str, &str)> {
+    if value.starts_with(['"', '\'', '`']) {
+        return Some((value, ""));
+    }
+    let secret = value.trim_end_matches(['.', ',', ';', ':', '!', '?', ')']);
+    let word = secret.to_lowercase();
+    if secret.is_empty() || STATED_NOT_SECRET.contains(&word.as_str()) {
+        return None;
+    }
+    Some((secret, &value[secret.len()..]))
+}
+
+/// Whether a long flag's value is a secret: its name is a sensitive key, except `--auth` and
+/// `--authorization` (a scheme or a header, as in assignments), `--key` alone (a file, as in
+/// `curl --key`) and a negation (`--no-password`).
+fn is_sensitive_flag(name: &str) -> bool {
+    let segments = key_segments(name);
+    let excluded = matches!(segments.as_slice(), [only] if only == "key")
+        || segments.first().is_some_and(|first| first == "no")
+        || matches!(segments.last().map(String::as_str), Some("auth" | "authorization"));
+    !excluded && is_sensitive_key(name)
+}
+
+/// A quoted value keeps its quotes around the redaction.
+fn redacted_value(value: &str) -> String {
+    match value.chars().next().filter(|q| matches!(q, '"' | '\'' | '`')) {
+        Some(q) => format!("{q}{REDACTED}{q}"),
+        None => REDACTED.to_owned(),
+    }
+}
+
 /// A PEM private key block, whole (an unterminated block runs to the end of the text).
 static PRIVATE_KEY_BLOCK: LazyLock<Regex> = LazyLock::new(|| {
     regex(
@@ -198,18 +372,22 @@ fn redact_plain(text: &str) -> Cow<'_, str> {
     current = replace(current, &ASSIGNMENT, |c| {
         let key = &c[2];
         let header = matches!(key_segments(key).last().map(String::as_str), Some("auth" | "authorization"));
-        if !is_sensitive_key(key) || header {
+        if !is_sensitive_key(key) || header || CODE_VALUES.contains(&&c[4]) {
             return c[0].to_owned();
         }
-        let value = &c[4];
-        let quote = value.chars().next().filter(|q| matches!(q, '"' | '\''));
-        let redacted = match quote {
-            Some(q) => format!("{q}{REDACTED}{q}"),
-            None => REDACTED.to_owned(),
-        };
-        format!("{}{}{}{redacted}", &c[1], key, &c[3])
+        format!("{}{}{}{}", &c[1], key, &c[3], redacted_value(&c[4]))
     });
     current = replace(current, &AWS_FLAG, |c| format!("{}{REDACTED}", &c[1]));
+    current = replace(current, &LONG_FLAG, |c| {
+        if is_sensitive_flag(&c[2]) { format!("{}{}", &c[1], redacted_value(&c[3])) } else { c[0].to_owned() }
+    });
+    current = replace(current, &MYSQL_PASSWORD, |c| format!("{}{}", &c[1], redacted_value(&c[2])));
+    for stated in [&STATED_PASSWORD, &PASSWORD_SET_TO] {
+        current = replace(current, stated, |c| match stated_secret(&c[2]) {
+            Some((secret, rest)) => format!("{}{}{rest}", &c[1], redacted_value(secret)),
+            None => c[0].to_owned(),
+        });
+    }
     replace(current, &TOKENS, |_| REDACTED.to_owned())
 }
 
@@ -266,6 +444,11 @@ mod tests {
         check("password: hunter2, user: bob", "password: [redacted], user: bob");
         check(r#"config "token": "t0k3n" end"#, r#"config "token": "[redacted]" end"#);
         check("auth=yes stays", "auth=yes stays");
+        check(
+            "const credentials = await setup.getCredentials();",
+            "const credentials = await setup.getCredentials();",
+        );
+        check("token = None; password: null", "token = None; password: null");
         check("call Token::new(); if token == other {}", "call Token::new(); if token == other {}");
         check("Authorization: Bearer abc.def.ghi", "Authorization: Bearer [redacted]");
         check(
@@ -333,6 +516,104 @@ mod tests {
         check(r#"["see sk-abcdefgh12"]"#, r#"["see [redacted]"]"#);
         check(r#"{"user":"bob"}"#, r#"{"user":"bob"}"#);
         check(r#""token=abc""#, r#""token=[redacted]""#);
+    }
+
+    #[test]
+    fn glued_password_variables_are_redacted() {
+        check("PGPASSWORD=hunter2 psql -h db -U app", "PGPASSWORD=[redacted] psql -h db -U app");
+        check("export PGPASSWORD='x y z'", "export PGPASSWORD='[redacted]'");
+        check("MYSQL_PWD=s3cr3t mysql -u root", "MYSQL_PWD=[redacted] mysql -u root");
+        check(r#"{"env":{"PGPASSWORD":"hunter2"}}"#, r#"{"env":{"PGPASSWORD":"[redacted]"}}"#);
+        // The working directory variables are not passwords.
+        check("PWD=/home/me OLDPWD=/tmp", "PWD=/home/me OLDPWD=/tmp");
+        assert!(
+            is_sensitive_key("PGPASSWORD") && is_sensitive_key("db_pwd") && is_sensitive_key("passphrase")
+        );
+        assert!(
+            !is_sensitive_key("PWD") && !is_sensitive_key("OLDPWD") && !is_sensitive_key("password_policy")
+        );
+    }
+
+    #[test]
+    fn mysql_passwords_are_redacted_and_ports_and_prompts_stay() {
+        check("mysql -u root -pS3cret shop", "mysql -u root -p[redacted] shop");
+        check("mysqldump -uroot -p'S3 cret' shop > d.sql", "mysqldump -uroot -p'[redacted]' shop > d.sql");
+        check("MYSQL -h db -P 3306 -p\"pw\"", "MYSQL -h db -P 3306 -p\"[redacted]\"");
+        check("mariadb-dump -pS3cret shop", "mariadb-dump -p[redacted] shop");
+        check("mysql --password=S3cret shop", "mysql --password=[redacted] shop");
+        check("mysql -u root", "mysql -u root");
+        check("mysql -u root -p", "mysql -u root -p");
+        check("mysql -u root -p shop", "mysql -u root -p shop");
+        check("mysql -h db -P 3306 shop", "mysql -h db -P 3306 shop");
+        check("docker run -p 8080:80 nginx", "docker run -p 8080:80 nginx");
+        check(
+            "ssh -p 2222 host; python -m http.server -p 8080",
+            "ssh -p 2222 host; python -m http.server -p 8080",
+        );
+        check("mkdir -p src/mysql && ls -p", "mkdir -p src/mysql && ls -p");
+    }
+
+    #[test]
+    fn sensitive_long_flags_are_redacted() {
+        check("docker login -u me --password hunter2 reg", "docker login -u me --password [redacted] reg");
+        check(
+            "tool --api-key abc123 --client-secret 'x y'",
+            "tool --api-key [redacted] --client-secret '[redacted]'",
+        );
+        check("gh auth login --with-token --token ghx1", "gh auth login --with-token --token [redacted]");
+        for kept in [
+            "docker login --password-stdin",
+            "psql --no-password shop",
+            "tool --token-file ~/.token",
+            "curl --key client.pem --cert c.pem",
+            "tool --password $DB_PASSWORD",
+            "tool --password <your-password>",
+            "tool --auth basic",
+            "tool --password --verbose",
+        ] {
+            check(kept, kept);
+        }
+    }
+
+    #[test]
+    fn passwords_stated_in_words_are_redacted() {
+        check("my password is hunter2.", "my password is [redacted].");
+        check("My password's swordfish, don't tell", "My password's [redacted], don't tell");
+        check(
+            "the password for the admin account was Tr0ub4dor&3 until today",
+            "the password for the admin account was [redacted] until today",
+        );
+        check("Our API key is now abc123xyz!", "Our API key is now [redacted]!");
+        check("the client secret is \"q w e\"", "the client secret is \"[redacted]\"");
+        check("I changed my password to hunter3 yesterday", "I changed my password to [redacted] yesterday");
+        check("set the root password to 'pw1'", "set the root password to '[redacted]'");
+        for kept in [
+            "the password policy requires 12 characters",
+            "Password is required.",
+            "the password is incorrect, try again",
+            "your password is too short",
+            "the api key is missing from the config",
+            "the access token is expired",
+            "the secret is out",
+            "the token is counted once",
+            "password reset link sent",
+            "the password is stored in the vault",
+        ] {
+            check(kept, kept);
+        }
+    }
+
+    #[test]
+    fn redaction_is_idempotent() {
+        for text in [
+            "my password is hunter2. PGPASSWORD=x mysql -pS3cret --token abc sk-abcdefgh12",
+            "Authorization: Bearer abc and postgres://u:p@h/db",
+            r#"{"password":"x","note":"my password is y"}"#,
+        ] {
+            let once = redact_secrets(text).into_owned();
+            assert_eq!(redact_secrets(&once), once, "input: {text}");
+            assert!(matches!(redact_secrets(&once), Cow::Borrowed(_)), "input: {text}");
+        }
     }
 
     #[test]

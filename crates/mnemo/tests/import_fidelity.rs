@@ -1,0 +1,336 @@
+//! Nothing of a source transcript is lost: for each fixture (written ones of every item type, and
+//! the real Claude Code sessions under `../shared/fixtures/real/`), the user messages, assistant
+//! texts, tool calls with their arguments, tool results with their error flags and thinking are
+//! counted from the source file line by line, by code written apart from the importers, and the
+//! same multiset must come out of the parsed log.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use mnemo::{Content, ImportFormat, Record, Role, parse_import};
+use serde_json::Value;
+
+/// One thing a transcript says, as both sides count it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Said {
+    User(String),
+    Assistant(String),
+    Thinking(String),
+    /// Tool name and arguments (as canonical JSON).
+    Call(String, String),
+    /// Tool-call id and error flag.
+    Result(String, bool),
+}
+
+type Counts = BTreeMap<Said, usize>;
+
+fn add(counts: &mut Counts, said: Said) {
+    *counts.entry(said).or_insert(0) += 1;
+}
+
+fn written(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)
+}
+
+/// The real transcripts: `../shared/fixtures/real/` from the repository root, or where
+/// `MNEMO_REAL_FIXTURES` points. Missing, the test fails: it is never skipped.
+fn real(relative: &str) -> PathBuf {
+    let base = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        PathBuf::from,
+    );
+    let path = base.join(relative);
+    assert!(path.exists(), "{} is missing (set MNEMO_REAL_FIXTURES to the real fixtures)", path.display());
+    path
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// What the log holds, counted from the parsed records.
+fn from_log(path: &Path, format: ImportFormat) -> Counts {
+    let parsed = parse_import(&std::fs::read(path).unwrap(), "fixture", format).unwrap();
+    let mut counts = Counts::new();
+    for (_, records) in &parsed.transcript.sessions {
+        for record in records {
+            let Record::RuntimeEvent(event) = &record.record else { continue };
+            let said = match (&event.content, event.role) {
+                (Some(Content::Text(text)), Role::User) => Said::User(text.text.clone()),
+                (Some(Content::Text(text)), Role::Model) => Said::Assistant(text.text.clone()),
+                (Some(Content::Thinking(thinking)), _) => Said::Thinking(thinking.text.clone()),
+                (Some(Content::FunctionCall(call)), _) => {
+                    Said::Call(call.name.clone(), serde_json::to_string(&call.args).unwrap())
+                }
+                (Some(Content::FunctionResponse(result)), _) => {
+                    Said::Result(result.id.to_string(), result.is_error == Some(true))
+                }
+                _ => continue,
+            };
+            add(&mut counts, said);
+        }
+    }
+    counts
+}
+
+fn canonical(value: &Value) -> String {
+    serde_json::to_string(value).unwrap()
+}
+
+fn assert_same(path: &Path, source: &Counts, log: &Counts) {
+    let total: usize = source.values().sum();
+    assert!(total > 0, "{}: the source count found nothing", path.display());
+    for (said, n) in source {
+        assert_eq!(log.get(said), Some(n), "{}: {said:?} is {n} times in the source", path.display());
+    }
+    for (said, n) in log {
+        assert_eq!(source.get(said), Some(n), "{}: {said:?} is {n} times in the log", path.display());
+    }
+    eprintln!("{}: {total} items, each in the log as often as in the source", path.display());
+}
+
+// ---- Codex ----------------------------------------------------------------------------------
+
+/// Text Codex puts in user-role messages itself.
+fn codex_injected(text: &str) -> bool {
+    let t = text.trim_start();
+    t.starts_with('<') || t.starts_with("# AGENTS.md")
+}
+
+/// The exit code in the header of a tool's text output (above `Output:`).
+fn header_exit_code(text: &str) -> Option<i64> {
+    let header = text.split("\nOutput:").next().unwrap_or_default();
+    header.lines().find_map(|line| {
+        let rest =
+            line.strip_prefix("Exit code: ").or_else(|| line.strip_prefix("Process exited with code "))?;
+        rest.trim().parse().ok()
+    })
+}
+
+fn codex_source(path: &Path) -> Counts {
+    let lines = lines(path);
+    let mut counts = Counts::new();
+    // Items and their event echoes: each text counts as often as the more frequent of the two.
+    let mut items: BTreeMap<Said, usize> = BTreeMap::new();
+    let mut events: BTreeMap<Said, usize> = BTreeMap::new();
+    let mut failed_by_event: BTreeMap<String, bool> = BTreeMap::new();
+    for line in &lines {
+        let p = &line["payload"];
+        if line["type"] == "event_msg" {
+            let call = p["call_id"].as_str().unwrap_or_default().to_owned();
+            match p["type"].as_str().unwrap() {
+                "exec_command_end" => {
+                    failed_by_event.insert(call, p["exit_code"].as_i64().unwrap() != 0);
+                }
+                "patch_apply_end" => {
+                    failed_by_event.insert(call, !p["success"].as_bool().unwrap());
+                }
+                _ => {}
+            }
+        }
+    }
+    for line in &lines {
+        let p = &line["payload"];
+        match (line["type"].as_str().unwrap(), p["type"].as_str().unwrap_or_default()) {
+            ("response_item", "message") => {
+                let text: Vec<&str> =
+                    p["content"].as_array().unwrap().iter().filter_map(|c| c["text"].as_str()).collect();
+                let text = text.join("\n");
+                match p["role"].as_str().unwrap() {
+                    "user" if !codex_injected(&text) => add(&mut items, Said::User(text)),
+                    "assistant" => add(&mut items, Said::Assistant(text)),
+                    _ => {}
+                }
+            }
+            ("response_item", "reasoning") => {
+                for summary in p["summary"].as_array().unwrap() {
+                    add(&mut items, Said::Thinking(summary["text"].as_str().unwrap().to_owned()));
+                }
+            }
+            ("event_msg", "user_message") => {
+                let text = p["message"].as_str().unwrap().to_owned();
+                if !codex_injected(&text) {
+                    add(&mut events, Said::User(text));
+                }
+            }
+            ("event_msg", "agent_message") => {
+                add(&mut events, Said::Assistant(p["message"].as_str().unwrap().to_owned()));
+            }
+            ("event_msg", "agent_reasoning") => {
+                add(&mut events, Said::Thinking(p["text"].as_str().unwrap().to_owned()));
+            }
+            ("response_item", "function_call") => {
+                let args: Value = serde_json::from_str(p["arguments"].as_str().unwrap()).unwrap();
+                add(&mut counts, Said::Call(p["name"].as_str().unwrap().to_owned(), canonical(&args)));
+            }
+            ("response_item", "custom_tool_call") => {
+                add(&mut counts, Said::Call(p["name"].as_str().unwrap().to_owned(), canonical(&p["input"])));
+            }
+            ("response_item", "local_shell_call") => {
+                add(&mut counts, Said::Call("local_shell".to_owned(), canonical(&p["action"])));
+            }
+            ("response_item", "web_search_call") => {
+                add(&mut counts, Said::Call("web_search".to_owned(), canonical(&p["action"])));
+                add(&mut counts, Said::Result(String::new(), false));
+            }
+            ("response_item", "function_call_output" | "custom_tool_call_output") => {
+                let call = p["call_id"].as_str().unwrap().to_owned();
+                let output = p["output"].as_str().unwrap();
+                let code = match serde_json::from_str::<Value>(output) {
+                    Ok(Value::Object(json)) => json["metadata"]["exit_code"].as_i64(),
+                    _ => header_exit_code(output),
+                };
+                let failed = code.is_some_and(|c| c != 0) || failed_by_event.get(&call) == Some(&true);
+                add(&mut counts, Said::Result(call, failed));
+            }
+            _ => {}
+        }
+    }
+    for said in items.keys().chain(events.keys()) {
+        let n = items.get(said).copied().unwrap_or(0).max(events.get(said).copied().unwrap_or(0));
+        counts.insert(said.clone(), n);
+    }
+    counts
+}
+
+/// The log's web-search results have generated ids; they are counted by error flag alone.
+fn without_search_ids(mut log: Counts) -> Counts {
+    let keys: Vec<Said> = log.keys().cloned().collect();
+    for said in keys {
+        if let Said::Result(id, failed) = &said
+            && id.contains("/L")
+        {
+            let n = log.remove(&said).unwrap();
+            *log.entry(Said::Result(String::new(), *failed)).or_insert(0) += n;
+        }
+    }
+    log
+}
+
+#[test]
+fn codex_rollouts_lose_nothing_old_or_new_layout() {
+    for name in ["codex-rollout-0.128.jsonl", "codex-rollout-legacy.jsonl"] {
+        let path = written(name);
+        let log = without_search_ids(from_log(&path, ImportFormat::Codex));
+        assert_same(&path, &codex_source(&path), &log);
+    }
+}
+
+// ---- Claude Code ----------------------------------------------------------------------------
+
+/// Text Claude Code puts in user-role lines itself.
+fn claude_injected(line: &Value, text: &str) -> bool {
+    let t = text.trim_start();
+    line["isMeta"] == true
+        || line["isCompactSummary"] == true
+        || t.starts_with("Caveat:")
+        || t.starts_with("[Request interrupted by user")
+        || ["<command-", "<local-command-", "<bash-"].iter().any(|p| t.starts_with(p))
+}
+
+fn claude_source(paths: &[PathBuf]) -> Counts {
+    let mut counts = Counts::new();
+    for path in paths {
+        for line in lines(path) {
+            let content = &line["message"]["content"];
+            match line["type"].as_str().unwrap() {
+                "user" => {
+                    if let Some(text) = content.as_str() {
+                        if !claude_injected(&line, text) {
+                            add(&mut counts, Said::User(text.to_owned()));
+                        }
+                        continue;
+                    }
+                    let texts: Vec<&Value> = content.as_array().unwrap().iter().collect();
+                    let only_interruption = texts.len() == 1
+                        && texts[0]["text"].as_str().is_some_and(|t| t.starts_with("[Request interrupted"));
+                    for block in texts {
+                        match block["type"].as_str().unwrap() {
+                            "text" if !only_interruption => {
+                                let text = block["text"].as_str().unwrap();
+                                if !claude_injected(&line, text) {
+                                    add(&mut counts, Said::User(text.to_owned()));
+                                }
+                            }
+                            "tool_result" => add(
+                                &mut counts,
+                                Said::Result(
+                                    block["tool_use_id"].as_str().unwrap().to_owned(),
+                                    block["is_error"] == true,
+                                ),
+                            ),
+                            _ => {}
+                        }
+                    }
+                }
+                "assistant" => {
+                    for block in content.as_array().unwrap() {
+                        match block["type"].as_str().unwrap() {
+                            "text" => {
+                                add(&mut counts, Said::Assistant(block["text"].as_str().unwrap().to_owned()))
+                            }
+                            "thinking" => add(
+                                &mut counts,
+                                Said::Thinking(block["thinking"].as_str().unwrap().to_owned()),
+                            ),
+                            "tool_use" => add(
+                                &mut counts,
+                                Said::Call(
+                                    block["name"].as_str().unwrap().to_owned(),
+                                    canonical(&block["input"]),
+                                ),
+                            ),
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    counts
+}
+
+fn claude_log(paths: &[PathBuf]) -> Counts {
+    let mut counts = Counts::new();
+    for path in paths {
+        for (said, n) in from_log(path, ImportFormat::ClaudeCode) {
+            *counts.entry(said).or_insert(0) += n;
+        }
+    }
+    counts
+}
+
+#[test]
+fn claude_code_real_sessions_and_sub_agents_lose_nothing() {
+    let sets: Vec<Vec<PathBuf>> = vec![
+        vec![real("claude-code/incremental-simple/turn-1.jsonl")],
+        vec![real("claude-code/incremental-simple/turn-2.jsonl")],
+        vec![
+            real("claude-code/incremental-subagents/turn-1.jsonl"),
+            real("claude-code/incremental-subagents/turn-1/subagents/agent-a485154.jsonl"),
+        ],
+        vec![
+            real("claude-code/incremental-subagents/turn-2.jsonl"),
+            real("claude-code/incremental-subagents/turn-2/subagents/agent-a485154.jsonl"),
+        ],
+        vec![
+            real("claude-code/small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"),
+            real("claude-code/small-with-subagents/agent-36541525.jsonl"),
+            real("claude-code/small-with-subagents/agent-50243ee8.jsonl"),
+        ],
+    ];
+    for paths in sets {
+        assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
+    }
+}
+
+#[test]
+fn claude_code_written_sessions_lose_nothing() {
+    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl"] {
+        let paths = vec![written(name)];
+        assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
+    }
+}
