@@ -8,7 +8,7 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
-pub use crate::mnemo::ImportReport;
+pub use crate::ImportReport;
 
 use std::collections::{BTreeMap, BTreeSet};
 
