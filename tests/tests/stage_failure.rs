@@ -62,9 +62,9 @@ fn a_failed_stage_is_named_to_readers_appenders_stats_and_verify_at_once() {
 
     let started = Instant::now();
     let session = SessionId::new("s1").unwrap();
-    assert_names_the_stage(&mnemo.show(&session, None).unwrap_err());
+    assert_names_the_stage(&mnemo.history().transcript(&session, None).unwrap_err());
     let search =
-        mnemo.search_history(&HistorySearchRequest::new("rollout"), &HistoryContext::default(), None);
+        mnemo.history().search(&HistorySearchRequest::new("rollout"), &HistoryContext::default(), None);
     assert_names_the_stage(&search.unwrap_err());
     assert_names_the_stage(&archive(&mnemo).unwrap_err());
     assert!(started.elapsed() < PROMPT_BOUND, "took {:?}", started.elapsed());
@@ -88,6 +88,6 @@ fn a_failed_stage_is_named_to_readers_appenders_stats_and_verify_at_once() {
     // Rebuilding the stage replays it from the log: readers and appenders work again.
     mnemo.rebuild(Some("history-messages")).unwrap();
     archive(&mnemo).unwrap();
-    assert!(mnemo.show(&session, None).unwrap().is_some());
+    assert!(mnemo.history().transcript(&session, None).unwrap().is_some());
     assert!(mnemo.verify(&mut |_| {}).unwrap().ok());
 }

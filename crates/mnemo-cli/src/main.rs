@@ -393,7 +393,7 @@ fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
-    let sessions = open(cli, true)?.session_list()?;
+    let sessions = open(cli, true)?.history().session_list()?;
     output(cli, &sessions, || {
         let mut rows = vec![
             ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]

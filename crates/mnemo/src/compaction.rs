@@ -134,7 +134,7 @@ pub(crate) fn coordinator(log: &Arc<dyn LogBackend>, durability: Durability) -> 
 impl Mnemo {
     /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
     /// the defaults when the pipeline does not run that stage.
-    pub fn compaction_policy(&self) -> Result<CompactionPolicy, Error> {
+    pub(crate) fn compaction_policy(&self) -> Result<CompactionPolicy, Error> {
         match self.pipeline_spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
             Some(stage) => CompactionPolicy::from_table(&stage.config).map_err(Error::InvalidInput),
             None => Ok(CompactionPolicy::default()),
@@ -169,7 +169,11 @@ impl Mnemo {
     /// The history the next provider request of `session` would receive, with the checkpoint it
     /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
     /// would make shows as `compaction_due`.
-    pub fn context(&self, session: &SessionId, options: &ContextOptions) -> Result<AssembledHistory, Error> {
+    pub(crate) fn context(
+        &self,
+        session: &SessionId,
+        options: &ContextOptions,
+    ) -> Result<AssembledHistory, Error> {
         let ledger = self.ledger(session, options.as_of)?;
         Ok(mnemo_compaction::assemble(&ledger, &self.assembly_options(options)?)?)
     }
@@ -201,7 +205,7 @@ impl Mnemo {
 
     /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
     /// record is not an error: the outcome's history says how it failed open.
-    pub async fn compact(
+    pub(crate) async fn compact(
         &self,
         session: &SessionId,
         options: &CompactOptions,
@@ -222,7 +226,7 @@ impl Mnemo {
 
     /// Prepares the next request's history the way a runtime does before each turn (§3.3-§3.5):
     /// replays a fitting checkpoint, or compacts when the policy says so, or falls back.
-    pub async fn prepare_history(
+    pub(crate) async fn prepare_history(
         &self,
         session: &SessionId,
         options: &CompactOptions,
@@ -263,13 +267,13 @@ impl Mnemo {
 
     /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
     /// meanwhile (`session_busy`). `None` if a turn already runs.
-    pub fn begin_turn(&self, session: &SessionId) -> Option<mnemo_compaction::TurnGuard<'_>> {
+    pub(crate) fn begin_turn(&self, session: &SessionId) -> Option<mnemo_compaction::TurnGuard<'_>> {
         self.compaction.begin_turn(session)
     }
 
     /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
     /// text checkpoints rebuilt: one atomic append of a new stream.
-    pub fn copy_conversation(
+    pub(crate) fn copy_conversation(
         &self,
         session: &SessionId,
         up_to: Option<CopyBoundary>,
@@ -379,7 +383,7 @@ impl Mnemo {
     /// Compacts inside a running turn: folds a safe prefix of prior history and the turn so far
     /// (never splitting a tool call from its result), records it, and returns what later steps send.
     /// Every failure is a fail-open outcome; the turn keeps its raw projection.
-    pub async fn compact_mid_turn(
+    pub(crate) async fn compact_mid_turn(
         &self,
         session: &SessionId,
         mid_turn: &MidTurnOptions,
@@ -447,7 +451,7 @@ impl Mnemo {
     /// historical images; otherwise a compaction (phase `pre_turn` at step 0, else `mid_turn`)
     /// whose replacement must be smaller than the rejected request. On failure the host surfaces
     /// the provider's real error; nothing synthetic is produced and nothing is recorded.
-    pub async fn recover_from_overflow(
+    pub(crate) async fn recover_from_overflow(
         &self,
         session: &SessionId,
         latch: &mut mnemo_compaction::OverflowLatch,

@@ -23,7 +23,7 @@ use crate::Result;
 use crate::compaction::{
     CompactOptions, ContextOptions, CopyReport, MidTurnOptions, OverflowRecovery, ProviderOverflow,
 };
-use crate::history::SessionTranscript;
+use crate::history::{SessionListing, SessionTranscript};
 use crate::memory::{ExtractToolResult, MemoryModels};
 use crate::mnemo::Mnemo;
 
@@ -58,6 +58,12 @@ impl History<'_> {
     /// Every session, in id order.
     pub fn sessions(&self) -> Result<Vec<SessionSummary>> {
         self.mnemo.sessions()
+    }
+
+    /// Every session as a person reads the list: most recent activity first (by the events' own
+    /// times), each with its activity span and a title (its own, else its first real request).
+    pub fn session_list(&self) -> Result<Vec<SessionListing>> {
+        self.mnemo.session_list()
     }
 
     /// One session's summary; `None` for a session the store does not hold.

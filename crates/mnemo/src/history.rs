@@ -37,7 +37,7 @@ pub struct SessionTranscript {
 impl Mnemo {
     /// A session's visible messages, as of `as_of` (the whole log when `None`); `None` when the
     /// session has no records by then.
-    pub fn show(
+    pub(crate) fn show(
         &self,
         session: &SessionId,
         as_of: Option<Position>,
@@ -54,7 +54,7 @@ impl Mnemo {
     /// SearchHistory: ranked matches across the logical sessions of the caller's workspace (of the
     /// whole store from no session), as of `as_of` (the whole log when `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
     /// error shape; the outer error is a store failure.
-    pub fn search_history(
+    pub(crate) fn search_history(
         &self,
         request: &HistorySearchRequest,
         context: &HistoryContext<'_>,
@@ -68,7 +68,7 @@ impl Mnemo {
 
     /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
     /// when `None`). A refused call is the inner `Err`, in the tool's error shape.
-    pub fn read_history(
+    pub(crate) fn read_history(
         &self,
         request: &HistoryReadRequest,
         context: &HistoryContext<'_>,

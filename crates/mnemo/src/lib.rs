@@ -5,6 +5,42 @@
 //! - a place for domain logic: that lives in the crates behind it, which hosts never name;
 //! - a command-line tool: `mnemo-cli` is a thin client of this crate.
 //!
+//! # Shape
+//!
+//! [`Mnemo`] holds what concerns the whole store: [`open`](Mnemo::open) and [`close`](Mnemo::close),
+//! [`append`](Mnemo::append), the [`log`](Mnemo::log), [`import`](Mnemo::import) and
+//! [`export_transcript`](Mnemo::export_transcript), [`stats`](Mnemo::stats),
+//! [`rebuild`](Mnemo::rebuild) and [`verify`](Mnemo::verify). Each concern has a sub-handle:
+//! [`mnemo.history()`](Mnemo::history) (sessions, transcripts, the SearchHistory and ReadHistory
+//! tools), [`mnemo.memory()`](Mnemo::memory) (remember, extract, recall, the item store) and
+//! [`mnemo.compaction()`](Mnemo::compaction) (the next request's history, compaction, overflow
+//! recovery, conversation copy). Types live in the module of their concern: [`records`], [`log`],
+//! [`history`], [`memory`], [`compaction`], [`transcript`] and [`stages`].
+//!
+//! # Blocking
+//!
+//! Which calls wait, for what, and for how long:
+//!
+//! | calls | wait for | at most |
+//! |---|---|---|
+//! | `Mnemo::open` | opening the database, checking the log's newest envelopes, starting the stages (for a NATS log, connecting and reading the stream) | I/O; the NATS client's timeouts |
+//! | `append`, `memory().create/update/archive/restore/apply`, `compaction().copy` | one durable group commit (a write and, at the default durability, one fsync); the writes then wait for their stage as reads do | I/O |
+//! | reads: `history().*`, `memory().get/search/recall/recall_block/cursor/request_extraction`, `compaction().context/policy`, `stats`, `catch_up` | the stages they read folding the log as it is at the call | [`stages::CATCH_UP_TIMEOUT`] (600 s); a stopped stage fails at once |
+//! | an `as_of` read, `import`, `export_transcript`, `rebuild`, `verify`, `log_entries` | reading (and for `as_of`, `rebuild` and `verify`, folding) the log | linear in the log read |
+//! | `close` | the stages folding everything appended, then their threads | `CATCH_UP_TIMEOUT` |
+//! | `compaction().compact/prepare_history/compact_mid_turn/recover_from_overflow`, `memory().remember/remember_report/extract/complete_turn/on_checkpoint_recorded` (async) | the host's model seams and the session's lane (awaited); the waits above for the ledger they read and the records they append; `compact_mid_turn` also `durable_through` | `MidTurnOptions::ledger_wait` for `durable_through`; otherwise as above |
+//!
+//! `history()`, `memory()`, `compaction()`, `log_location`, `stage_status`,
+//! `compaction().begin_turn`, `memory().set_models` and `memory().begin_drain` never wait.
+//!
+//! Async calls do not hold up a runtime's other tasks: every wait of the facade, in async calls and
+//! sync ones alike, runs through `tokio::task::block_in_place` when it is made on a worker of a
+//! multi-thread tokio runtime, so the worker hands its queued tasks to another thread before it
+//! waits. A current-thread runtime has no other thread to hand them to: there the waits block it,
+//! as a synchronous call would. A host that calls the synchronous API from async code on a
+//! current-thread runtime moves it onto `tokio::task::spawn_blocking` (a `Mnemo` is `Send + Sync`;
+//! share it in an `Arc`).
+//!
 //! # Embedding
 //!
 //! A host opens a store, appends each turn's events as they happen, asks for the history the next
@@ -113,62 +149,18 @@ pub mod records {
     };
 }
 
-pub use compaction::{
-    CompactOptions, ContextOptions, CopyReport, LEDGER_WAIT_DEFAULT, MidTurnOptions, OverflowRecovery,
-    ProviderOverflow,
-};
 pub use error::{Error, ErrorCategory};
-pub use export::ExportReport;
-pub use history::SessionTranscript;
-pub use import::{
-    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
-};
-pub use listing::SessionListing;
-pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
-pub use memory::{ExtractToolResult, MemoryModels};
-pub use mnemo::{
-    CATCH_UP_TIMEOUT, Config, LogEntry, Mnemo, StageReport, StageVerification, Stats, Verification,
-};
-pub use mnemo_compaction::{
-    AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,
-    ExtractiveSummarizer, FinishReason, HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
-    ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
-    SummaryRequest, SummaryResponse, TurnGuard,
-};
-/// The record and event types a host appends.
-pub use mnemo_core::{
-    Author, FunctionCall, FunctionResponse, InvocationId, MemoryMode, Role, RunId, SessionArchived,
-    SessionFlagsChanged, SessionOpened, TextContent, ThinkingContent, TimestampMs, TurnEnded, TurnStatus,
-};
-pub use mnemo_core::{
-    CheckpointPhase, CheckpointRecord, Content, CopyBoundary, EventId, ItemId, KeyOrigin, KeyType,
-    MemoryItem, MemoryScope, OperationId, Position, Record, RuntimeEvent, SessionId, StreamId, ToolCallId,
-    TurnId, WorkspaceId,
-};
-pub use mnemo_history::{
-    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
-    MessageKind, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SearchFailure,
-    SearchFailureReason, SearchOutcome, SearchRow, SessionHeader, ToolFailure, VisibleMessage,
-};
-pub use mnemo_log::{
-    Durability, ExpectedRevision, ManualClock, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME,
-};
-pub use mnemo_memory::{
-    BoxFuture, CanonicalizePrompt, Canonicalizer, Conflict, ConflictReason, EmbeddedCanonicalizer,
-    EmbeddedProposer, ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, LocalizationQuery,
-    LocalizationSearch, MatchMode, MemoryError, MemoryProposer, ModelError, MutationInput, MutationOutcome,
-    MutationRequest, MutationResult, OperationResult, ProposalPrompt, RecallBlock, RecallMemory,
-    RecalledItem, Receipt, RememberResult, RememberStatus, RequestedItem, ScanLocalization, SearchRequest,
-    SessionEvent,
-};
-pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
-pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
-pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
+pub use mnemo::{Config, Mnemo};
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it
 /// on a multi-threaded runtime. This fails to compile if that stops being true.
 #[expect(dead_code, reason = "a compile-time assertion, never called")]
-fn async_api_is_send_and_sync(mnemo: &Mnemo, session: &SessionId, turn: &TurnId, options: &CompactOptions) {
+fn async_api_is_send_and_sync(
+    mnemo: &Mnemo,
+    session: &records::SessionId,
+    turn: &records::TurnId,
+    options: &compaction::CompactOptions,
+) {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>(_: &T) {}
     send_sync::<Mnemo>();

@@ -31,7 +31,7 @@ pub struct SessionListing {
 impl Mnemo {
     /// Every session, most recent activity first (by the events' own times; sessions without
     /// messages last), ties by id.
-    pub fn session_list(&self) -> Result<Vec<SessionListing>, Error> {
+    pub(crate) fn session_list(&self) -> Result<Vec<SessionListing>, Error> {
         let catalog = self.caught_up_store(session_catalog::STAGE_NAME)?;
         let summaries = session_catalog::list(catalog.as_ref())?;
         let history = self.caught_up_store(messages::STAGE_NAME)?;

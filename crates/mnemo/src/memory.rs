@@ -213,13 +213,13 @@ impl Mnemo {
     }
 
     /// Replaces the model seams memory extraction uses (the embedded defaults until then).
-    pub fn set_memory_models(&self, models: MemoryModels) {
+    pub(crate) fn set_memory_models(&self, models: MemoryModels) {
         *self.memory.models.write().unwrap_or_else(PoisonError::into_inner) = models;
     }
 
     /// Starts draining: remember and extract calls become unavailable and nothing new is
     /// settled; compaction-triggered work settles only policy denials.
-    pub fn begin_memory_drain(&self) {
+    pub(crate) fn begin_memory_drain(&self) {
         self.memory.draining.store(true, Ordering::SeqCst);
     }
 
@@ -243,7 +243,7 @@ impl Mnemo {
     /// §3.1, §3.10). Runs in the session's lane ahead of queued background work. With a tool
     /// call id, the range ends just before that `memory_remember` call; without one, at the
     /// session's last event. A replay returns the same result with no model call.
-    pub async fn remember(
+    pub(crate) async fn remember(
         &self,
         session: &SessionId,
         tool_call: Option<ToolCallId>,
@@ -253,7 +253,7 @@ impl Mnemo {
     }
 
     /// [`Mnemo::remember`] with the whole extraction report.
-    pub async fn remember_report(
+    pub(crate) async fn remember_report(
         &self,
         session: &SessionId,
         tool_call: Option<ToolCallId>,
@@ -264,7 +264,7 @@ impl Mnemo {
 
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
     /// last event), in the session's background lane.
-    pub async fn extract(
+    pub(crate) async fn extract(
         &self,
         session: &SessionId,
         terminal_event: Option<EventId>,
@@ -275,7 +275,11 @@ impl Mnemo {
     /// The `memory_extract` tool (memory.md §3.1): flags the running `turn` and answers at once;
     /// the extraction itself runs in the background lane when the host reports the turn complete
     /// ([`Mnemo::complete_turn`]). A closed gate answers `unavailable` and flags nothing.
-    pub fn request_extraction(&self, session: &SessionId, turn: &TurnId) -> Result<ExtractToolResult, Error> {
+    pub(crate) fn request_extraction(
+        &self,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> Result<ExtractToolResult, Error> {
         if let Some(reason) = ExtractionHost::gate(self, session)? {
             return Ok(ExtractToolResult::Unavailable { reason: reason.name() });
         }
@@ -287,7 +291,7 @@ impl Mnemo {
     /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
     /// extraction, it runs now through the turn's last event, in the session's background lane,
     /// and its report is returned; otherwise nothing runs. Hosts that must not wait spawn this.
-    pub async fn complete_turn(
+    pub(crate) async fn complete_turn(
         &self,
         session: &SessionId,
         turn: &TurnId,
@@ -310,7 +314,7 @@ impl Mnemo {
 
     /// The compaction hook: extraction over what `checkpoint` covers, in the session's
     /// background lane (see the module documentation for how compaction calls it).
-    pub async fn on_checkpoint_recorded(
+    pub(crate) async fn on_checkpoint_recorded(
         &self,
         session: &SessionId,
         checkpoint: &CheckpointId,
@@ -320,13 +324,13 @@ impl Mnemo {
     }
 
     /// One memory item, re-validated on read.
-    pub fn memory_get(&self, item: &ItemId) -> Result<Option<MemoryItem>, Error> {
+    pub(crate) fn memory_get(&self, item: &ItemId) -> Result<Option<MemoryItem>, Error> {
         let store = MemoryLedger::state(self)?;
         Ok(MemoryView::new(store.as_ref()).item(item)?)
     }
 
     /// Items by keys (memory.md §2.5).
-    pub fn memory_search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, Error> {
+    pub(crate) fn memory_search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, Error> {
         let store = MemoryLedger::state(self)?;
         Ok(mnemo_memory::search(store.as_ref(), request)?)
     }
@@ -334,18 +338,22 @@ impl Mnemo {
     /// Applies a batch of mutations under one operation id (memory.md §2.6).
     /// Content or a key that holds credential material (by the redaction rules extraction admits
     /// with) is refused before anything is appended: a secret never becomes an item or a key.
-    pub fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
+    pub(crate) fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
         refuse_secrets(request)?;
         Ok(mnemo_memory::apply_mutations(self, request)?)
     }
 
     /// Creates one item.
-    pub fn memory_create(&self, operation: OperationId, item: ItemInput) -> Result<OperationResult, Error> {
+    pub(crate) fn memory_create(
+        &self,
+        operation: OperationId,
+        item: ItemInput,
+    ) -> Result<OperationResult, Error> {
         self.memory_apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
     }
 
     /// Replaces an item's fields at `expected_version`.
-    pub fn memory_update(
+    pub(crate) fn memory_update(
         &self,
         operation: OperationId,
         item_id: ItemId,
@@ -357,7 +365,7 @@ impl Mnemo {
     }
 
     /// Archives an active item at `expected_version`.
-    pub fn memory_archive(
+    pub(crate) fn memory_archive(
         &self,
         operation: OperationId,
         item_id: ItemId,
@@ -368,7 +376,7 @@ impl Mnemo {
     }
 
     /// Restores an archived item at `expected_version`.
-    pub fn memory_restore(
+    pub(crate) fn memory_restore(
         &self,
         operation: OperationId,
         item_id: ItemId,
@@ -388,7 +396,7 @@ impl Mnemo {
 
     /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never
     /// returns another workspace's items.
-    pub fn recall_memory(
+    pub(crate) fn recall_memory(
         &self,
         session: &SessionId,
         request: &RecallMemory,
@@ -400,7 +408,11 @@ impl Mnemo {
 
     /// The push route: the block of items relevant to the session's recent turns (or `query`)
     /// that fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
-    pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> Result<RecallBlock, Error> {
+    pub(crate) fn recall_block(
+        &self,
+        session: &SessionId,
+        query: Option<&str>,
+    ) -> Result<RecallBlock, Error> {
         let workspace = self.recall_workspace(session)?;
         let text = match query {
             Some(query) => query.to_owned(),
@@ -442,7 +454,7 @@ impl Mnemo {
     }
 
     /// A session's extraction cursor (the highest ordinal already evaluated), 0 when none.
-    pub fn memory_cursor(&self, session: &SessionId) -> Result<u64, Error> {
+    pub(crate) fn memory_cursor(&self, session: &SessionId) -> Result<u64, Error> {
         let store = MemoryLedger::state(self)?;
         Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
     }

@@ -277,13 +277,13 @@ impl Mnemo {
     }
 
     /// Every session, in id order.
-    pub fn sessions(&self) -> Result<Vec<SessionSummary>, Error> {
+    pub(crate) fn sessions(&self) -> Result<Vec<SessionSummary>, Error> {
         let store = self.caught_up_store(session_catalog::STAGE_NAME)?;
         Ok(session_catalog::list(store.as_ref())?)
     }
 
     /// One session's summary.
-    pub fn session(&self, session: &SessionId) -> Result<Option<SessionSummary>, Error> {
+    pub(crate) fn session(&self, session: &SessionId) -> Result<Option<SessionSummary>, Error> {
         let store = self.caught_up_store(session_catalog::STAGE_NAME)?;
         Ok(session_catalog::get(store.as_ref(), session)?)
     }

@@ -83,7 +83,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 fn compact(mnemo: &Mnemo, summarizer: Option<Arc<dyn Summarizer>>) -> CheckpointRecord {
     let options = CompactOptions { summarizer, ..CompactOptions::default() };
-    let outcome = block_on(mnemo.compact(&SessionId::new(SESSION).unwrap(), &options)).unwrap();
+    let outcome = block_on(mnemo.compaction().compact(&SessionId::new(SESSION).unwrap(), &options)).unwrap();
     let recorded =
         outcome.recorded.unwrap_or_else(|| panic!("a checkpoint is recorded: {:?}", outcome.history));
     // What the log holds, not only what the call returned.
