@@ -114,6 +114,7 @@ fn a_host_names_every_type_it_meets_through_mnemo_paths() {
     let bad = mnemo.import(b"{\"kind\":\"nonsense\"}\n", "bad.jsonl", ImportFormat::Mnemo).unwrap_err();
     assert_eq!(failed_part(&bad), "transcript", "{bad}");
 
+    mnemo.catch_up().unwrap();
     let stats: Stats = mnemo.stats().unwrap();
     let reports: &[StageReport] = &stats.stages;
     assert!(reports.iter().all(|stage| stage.watermark == appended.last_position), "{reports:?}");
