@@ -98,6 +98,7 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
             }
             None => say!("nothing recorded: {}", reason(history)),
         }
+        print_fit(history);
         print_notes(history);
     });
     let kept =
@@ -206,7 +207,7 @@ fn print_history(history: &AssembledHistory) {
     let skipped: Vec<String> =
         diagnostics.skipped_reason_counts.iter().map(|(reason, count)| format!("{reason}={count}")).collect();
     say!("skipped         {}", if skipped.is_empty() { "-".to_owned() } else { skipped.join(", ") });
-    say!("tokens          {} before, {} after", diagnostics.tokens_before, diagnostics.tokens_after);
+    print_fit(history);
     say!(
         "budget          {} history, {} high water, {} reserve, {} chars/token",
         diagnostics.max_history_tokens,
@@ -217,6 +218,53 @@ fn print_history(history: &AssembledHistory) {
     say!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
     say!("events read     {}", diagnostics.events_read);
     print_notes(history);
+}
+
+/// Tokens before and after against the budget, and what was folded, elided or dropped, and why.
+fn print_fit(history: &AssembledHistory) {
+    let diagnostics = &history.diagnostics;
+    let fit = &diagnostics.fit;
+    say!(
+        "tokens          {} before, {} after, budget {}",
+        diagnostics.tokens_before,
+        diagnostics.tokens_after,
+        diagnostics.max_history_tokens
+    );
+    match fit.unfit_reason {
+        None if fit.fits => say!("fits            yes"),
+        Some(reason) => say!(
+            "fits            NO ({}): {} tokens over the budget",
+            reason.code(),
+            diagnostics.tokens_after.saturating_sub(diagnostics.max_history_tokens)
+        ),
+        None => say!("fits            NO"),
+    }
+    if diagnostics.folded_events > 0 {
+        say!(
+            "folded          {} events into {}",
+            diagnostics.folded_events,
+            diagnostics.boundary_ids.first().map_or("-", String::as_str)
+        );
+    }
+    if !fit.elided.is_empty() {
+        let cut: u64 = fit.elided.iter().map(|e| e.elided_chars).sum();
+        let positions: Vec<String> = fit.elided.iter().map(|e| e.position.to_string()).collect();
+        say!(
+            "elided          {} tool payloads, {cut} characters cut from their middles (log positions {})",
+            fit.elided.len(),
+            positions.join(", ")
+        );
+    }
+    if let Some(dropped) = &fit.dropped {
+        say!(
+            "dropped         {} events (~{} tokens, log positions {}..={}): {}",
+            dropped.events,
+            dropped.tokens,
+            dropped.positions.0,
+            dropped.positions.1,
+            dropped.reason
+        );
+    }
 }
 
 fn print_notes(history: &AssembledHistory) {

@@ -19,6 +19,7 @@ use crate::checkpoint::{
     replay_token_estimate,
 };
 use crate::error::CompactionError;
+use crate::fit::{FitReport, fit_history, fitted_chars, result_cap_chars};
 use crate::ledger::{LoadPath, LoggedEvent, SessionLedger};
 use crate::policy::{CompactMode, CompactionPolicy};
 use crate::projection::{estimate_events_tokens, estimate_tokens, estimated_chars, turn_groups};
@@ -147,6 +148,11 @@ pub struct Diagnostics {
     pub load_path: Option<LoadPath>,
     /// RuntimeEvents assembly read from the log.
     pub events_read: u64,
+    /// Events the checkpoint in use stands in for (0 without one).
+    pub folded_events: u64,
+    /// Whether the history fits the budget, what was elided or dropped to make it fit, and why
+    /// it cannot when it does not (decision 0125).
+    pub fit: FitReport,
 }
 
 /// Diagnostics before any decision.
@@ -177,6 +183,8 @@ impl Diagnostics {
             context_budget_exhausted: None,
             load_path: None,
             events_read: 0,
+            folded_events: 0,
+            fit: FitReport::default(),
         }
     }
 
@@ -301,7 +309,7 @@ pub(crate) fn try_replay(
     }
     tail.extend(successors.iter().cloned());
     let cpt = options.policy.chars_per_token;
-    let tail_tokens = estimate_events_tokens(tail.iter().map(|e| &e.event), cpt);
+    let tail_tokens = fitted_tokens(tail.iter().map(|e| &e.event), &options.policy);
     let successor_chars: u64 = successors.iter().map(|e| estimated_chars(&e.event)).sum();
     let source_tokens = (projection.chars_through(count) + successor_chars).div_ceil(cpt.max(1));
     let tokens = match replay_fits(checkpoint, tail_tokens, Some(source_tokens), &options.policy) {
@@ -315,14 +323,75 @@ pub(crate) fn try_replay(
     Ok(Ok(Replay { items, tokens, source_tokens, boundary: boundary_of(logged) }))
 }
 
-/// Which events a compaction would fold and which it keeps (§3.3 steps 2-8).
+/// Which events a compaction would fold and which it keeps (§3.3 steps 2-8, decision 0125).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FoldPlan {
     /// Events `[0, folded)` are folded.
     pub folded: usize,
+    /// When the cut falls inside the newest turn (a mid-turn fold): the index of that turn's
+    /// request, which is covered and re-sent verbatim after the checkpoint's block.
+    pub anchor: Option<usize>,
+}
+
+/// The share (1/N) of the history budget the raw tail may take when the newest turn must be cut;
+/// the rest is left to the checkpoint's block.
+pub const TAIL_BUDGET_DIVISOR: u64 = 2;
+
+/// The tokens `events` take once their oversized tool results are elided under `policy`, counted
+/// per event the way the assembled history's size is (so a tail that passes this fits there).
+pub fn fitted_tokens<'a>(
+    events: impl IntoIterator<Item = &'a RuntimeEvent>,
+    policy: &CompactionPolicy,
+) -> u64 {
+    let cap = result_cap_chars(policy);
+    events.into_iter().map(|e| estimate_tokens(fitted_chars(e, cap), policy.chars_per_token)).sum()
+}
+
+/// The request that opens a turn group: its first user-authored, non-steering text.
+fn turn_request(events: &[RuntimeEvent], from: usize, to: usize) -> Option<usize> {
+    (from..to).find(|&i| {
+        let e = &events[i];
+        e.role == mnemo_core::Role::User
+            && e.author == mnemo_core::Author::User
+            && !e.partial
+            && matches!(&e.content, Some(mnemo_core::Content::Text(t)) if t.steering != Some(true))
+    })
+}
+
+/// Where to cut the newest turn `[from, to)` so that its request plus the raw tail after the cut
+/// fit `tail_budget` (tool results elided): the largest tail whose cut keeps every tool call with
+/// its result. `None` when no cut after the request is safe.
+fn mid_turn_cut(
+    events: &[RuntimeEvent],
+    from: usize,
+    to: usize,
+    anchor: usize,
+    tail_budget: u64,
+    policy: &CompactionPolicy,
+) -> Option<usize> {
+    let cap = result_cap_chars(policy);
+    let cpt = policy.chars_per_token.max(1);
+    let budget_chars = tail_budget.saturating_mul(cpt);
+    let mut chars = fitted_chars(&events[anchor], cap);
+    let mut wanted = to;
+    while wanted > anchor + 1 {
+        let next = chars + fitted_chars(&events[wanted - 1], cap);
+        if next > budget_chars {
+            break;
+        }
+        chars = next;
+        wanted -= 1;
+    }
+    // The safe boundary over the turn: never between a call and its result, never past a partial.
+    let turn = &events[from..to];
+    let reserve = to - wanted;
+    let cut = crate::midturn::select_safe_boundary(turn, reserve, &[]).map(|c| from + c)?;
+    (cut > anchor).then_some(cut)
 }
 
 /// The selector: given the compactable prior events, decides whether to fold and where, or why not.
+/// The tail is the newest turn, whole, when it fits half the budget (tool results elided); else the
+/// cut falls inside it, after its request (a mid-turn fold, decision 0125).
 pub fn select_fold(
     events: &[RuntimeEvent],
     policy: &CompactionPolicy,
@@ -336,24 +405,43 @@ pub fn select_fold(
         return Err("below_high_water");
     }
     let groups = turn_groups(events);
-    if groups.len() <= 1 && min_recent_turns != 0 {
-        return Err("insufficient_turns");
+    let tail_budget = (policy.max_history() / TAIL_BUDGET_DIVISOR).max(1);
+    let mut plan = FoldPlan { folded: events.len(), anchor: None };
+    if min_recent_turns != 0 {
+        let Some(&(_, from, to)) = groups.last() else {
+            return Err("no_foldable_turns");
+        };
+        let whole_fits = fitted_tokens(&events[from..to], policy) <= tail_budget;
+        // A request too large for the tail is folded with the rest (§3.5: fold everything).
+        let request =
+            turn_request(events, from, to).filter(|&a| fitted_tokens([&events[a]], policy) <= tail_budget);
+        match request {
+            None if !whole_fits => plan.folded = events.len(),
+            Some(anchor) if !whole_fits => {
+                match mid_turn_cut(events, from, to, anchor, tail_budget, policy) {
+                    Some(cut) => plan = FoldPlan { folded: cut, anchor: Some(anchor) },
+                    None if groups.len() > 1 => plan.folded = from,
+                    None => return Err("no_safe_completed_span"),
+                }
+            }
+            _ if groups.len() <= 1 => return Err("insufficient_turns"),
+            _ => plan.folded = from,
+        }
     }
-    // Under the V2 seam the tail is exactly the latest turn, whole; 0 folds everything.
-    let folded = if min_recent_turns == 0 { events.len() } else { groups.last().map_or(0, |g| g.1) };
-    if folded == 0 {
+    if plan.folded == 0 {
         return Err("no_foldable_turns");
     }
     if policy.mode == CompactMode::Lookup {
         return Err("lookup_miss");
     }
     let draft_chars: u64 =
-        events[..folded].iter().map(|e| estimated_chars(e).min(DRAFT_EVENT_CHARS_MAX)).sum();
+        events[..plan.folded].iter().map(|e| estimated_chars(e).min(DRAFT_EVENT_CHARS_MAX)).sum();
     let draft_tokens = estimate_tokens(draft_chars.min((DRAFT_SUMMARY_TOKENS_MAX * cpt).max(80)), cpt);
-    if draft_tokens + estimate_events_tokens(&events[folded..], cpt) > policy.max_history() {
+    let anchor_tokens = plan.anchor.map_or(0, |a| fitted_tokens([&events[a]], policy));
+    if draft_tokens + anchor_tokens + fitted_tokens(&events[plan.folded..], policy) > policy.max_history() {
         return Err("replay_over_budget");
     }
-    Ok(FoldPlan { folded })
+    Ok(plan)
 }
 
 /// Whole-turn trimming (§3.3 step 9): newest turns first, always the policy's minimum, then while
@@ -439,7 +527,7 @@ pub fn assemble(
             Err(reason) => diagnostics.skip(reason),
         }
     }
-    let kept = if policy.enabled { trim_whole_turns(&prior, policy) } else { prior.clone() };
+    let kept = if policy.enabled { limit_turns(&prior, policy) } else { prior.clone() };
     diagnostics.oversized_turn =
         policy.enabled && policy.max_history() > 0 && has_oversized_turn(&kept, policy);
     if diagnostics.oversized_turn {
@@ -449,16 +537,64 @@ pub fn assemble(
             diagnostics.context_budget_exhausted = Some("no_safe_completed_span");
         }
     }
-    let items = event_items(&kept);
-    diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
-    Ok(AssembledHistory {
+    let turn_limited = prior.len() - kept.len();
+    let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
-        items,
+        items: event_items(&kept),
         boundary: None,
         diagnostics,
         notes: Vec::new(),
-    })
+    };
+    if policy.enabled {
+        let reason = if history.diagnostics.compaction_due { "compaction_due" } else { "compaction_off" };
+        fit_history(&mut history, policy, Some(reason));
+        if turn_limited > 0 {
+            note_turn_limit(&mut history, &prior[..turn_limited], policy);
+        }
+    } else {
+        history.diagnostics.tokens_after = items_tokens(&history.items, policy.chars_per_token);
+        history.diagnostics.fit.fits = history.diagnostics.tokens_after <= policy.max_history();
+    }
+    Ok(history)
+}
+
+/// The policy's turn limit (`max_history_turns`), if any: the newest turns it allows.
+fn limit_turns(events: &[LoggedEvent], policy: &CompactionPolicy) -> Vec<LoggedEvent> {
+    let Some(max_turns) = policy.max_history_turns else {
+        return events.to_vec();
+    };
+    let plain: Vec<RuntimeEvent> = events.iter().map(|e| e.event.clone()).collect();
+    let groups = turn_groups(&plain);
+    let keep = usize::try_from(max_turns.max(policy.budget_min_recent_turns)).unwrap_or(usize::MAX);
+    let start = groups.len().checked_sub(keep).and_then(|i| groups.get(i)).map_or(0, |g| g.1);
+    events[start..].to_vec()
+}
+
+/// Records the turns the policy's turn limit left out as a drop (never silent).
+fn note_turn_limit(history: &mut AssembledHistory, left_out: &[LoggedEvent], policy: &CompactionPolicy) {
+    let cpt = policy.chars_per_token;
+    let tokens = estimate_events_tokens(left_out.iter().map(|e| &e.event), cpt);
+    let first = left_out.first().map_or(Position::ZERO, |e| e.position);
+    let last = left_out.last().map_or(Position::ZERO, |e| e.position);
+    let fit = &mut history.diagnostics.fit;
+    let dropped = fit.dropped.get_or_insert(crate::fit::Dropped {
+        events: 0,
+        tokens: 0,
+        positions: (first, last),
+        reason: "max_history_turns".to_owned(),
+    });
+    dropped.events += left_out.len() as u64;
+    dropped.tokens += tokens;
+    dropped.positions.0 = dropped.positions.0.min(first);
+    history.notes.push(Note {
+        kind: "context_history_dropped".to_owned(),
+        text: format!(
+            "{} events of turns beyond the policy's max_history_turns (~{tokens} tokens, log positions \
+             {first}..={last}) are not in this request.",
+            left_out.len()
+        ),
+    });
 }
 
 fn replayed(
@@ -472,16 +608,19 @@ fn replayed(
     diagnostics.phase = Some(replay.boundary.phase);
     diagnostics.boundary_kind = Some("history_compact");
     diagnostics.boundary_ids = vec![replay.boundary.checkpoint.to_string()];
+    diagnostics.folded_events = replay.boundary.covered_events;
     diagnostics.tokens_before = replay.source_tokens;
     diagnostics.tokens_after = replay.tokens;
     diagnostics.events_read = events_read;
-    let _ = policy;
-    AssembledHistory {
+    let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
         items: replay.items,
         boundary: Some(replay.boundary),
         diagnostics,
         notes: Vec::new(),
-    }
+    };
+    // The replay gate counted the tail with its tool results elided; elide them to match.
+    fit_history(&mut history, policy, None);
+    history
 }

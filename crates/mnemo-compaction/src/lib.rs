@@ -20,6 +20,7 @@ mod copy;
 mod error;
 mod extractive;
 mod faithfulness;
+mod fit;
 mod ledger;
 mod midturn;
 mod policy;
@@ -33,8 +34,8 @@ mod writer;
 
 pub use assembly::{
     AssembledHistory, AssemblyOptions, Boundary, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, Decision,
-    Diagnostics, FoldPlan, HistoryItem, Note, assemble, has_oversized_turn, replay_fits, select_fold,
-    trim_whole_turns,
+    Diagnostics, FoldPlan, HistoryItem, Note, TAIL_BUDGET_DIVISOR, assemble, fitted_tokens,
+    has_oversized_turn, replay_fits, select_fold, trim_whole_turns,
 };
 pub use checkpoint::{
     BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection,
@@ -48,6 +49,10 @@ pub use copy::{CopyOptions, CopyPlan, default_target as default_copy_target, pla
 pub use error::CompactionError;
 pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
 pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
+pub use fit::{
+    Dropped, ELIDED_RESULT_CHARS_MIN, Elision, FitReport, RESULT_BUDGET_DIVISOR, UnfitReason, WINDOW_MIN,
+    elide_event, elision_marker, fit_history, result_cap_chars,
+};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{
     MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,
@@ -70,6 +75,6 @@ pub use summarizer::{
 };
 pub use summary::{
     REQUIRED_SUMMARY_SECTIONS, SUMMARY_FLOOR_SPAN_TOKENS, SUMMARY_FLOOR_TOKENS, SUMMARY_FORMAT_TEMPLATE,
-    SummaryChecks, SummaryDefect, find_summary_defect,
+    SummaryChecks, SummaryDefect, find_summary_defect, shorten_summary,
 };
 pub use writer::{CompactionOutcome, ManualOptions, WriterSeams, compact_now, prepare_history};

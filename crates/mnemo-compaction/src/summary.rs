@@ -240,6 +240,46 @@ fn scan_structure(text: &str) -> StructureScan {
     }
 }
 
+/// A shorter version of a sectioned summary, at most `max_chars` long (UTF-16 units), made only by
+/// removing whole content lines: from the section with the most lines, its oldest first, never a
+/// section's last line, never inside a fence. `None` when it cannot get that short. Whatever it
+/// returns says nothing the original did not (decision 0125: a shorter summary rather than a
+/// refusal when a summary and the tail it stands before do not fit).
+pub fn shorten_summary(summary: &str, max_chars: u64) -> Option<String> {
+    let mut lines: Vec<String> = summary.replace("\r\n", "\n").lines().map(str::to_owned).collect();
+    let is_heading = |l: &str| l.trim_start().starts_with('#');
+    if lines.iter().any(|l| l.trim_start().starts_with("```") || l.trim_start().starts_with("~~~")) {
+        return None;
+    }
+    let length = |lines: &[String]| lines.iter().map(|l| utf16_len(l) + 1).sum::<u64>();
+    while length(&lines) > max_chars {
+        // Content lines per H2 section (a `###` subsection's lines count to its own group).
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (index, line) in lines.iter().enumerate() {
+            if is_heading(line) {
+                groups.push(Vec::new());
+            } else if !line.trim().is_empty()
+                && let Some(group) = groups.last_mut()
+            {
+                group.push(index);
+            }
+        }
+        let victim = groups.iter().filter(|g| g.len() > 1).max_by_key(|g| g.len())?;
+        // Numbered next steps keep their first; other lists lose their oldest.
+        let index = if lines[victim[0]].trim_start().starts_with("1.") {
+            victim[victim.len() - 1]
+        } else {
+            victim[0]
+        };
+        lines.remove(index);
+    }
+    let mut text = lines.join("\n");
+    while text.contains("\n\n\n") {
+        text = text.replace("\n\n\n", "\n\n");
+    }
+    Some(text.trim().to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

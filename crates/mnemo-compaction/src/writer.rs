@@ -10,7 +10,7 @@ use mnemo_core::{
 
 use crate::assembly::{
     AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of, checkpoint_items,
-    event_items, items_tokens, replay_fits, select_fold, trim_whole_turns,
+    event_items, fitted_tokens, items_tokens, replay_fits, select_fold,
 };
 use crate::checkpoint::{
     BodyInput, CODEX_PROVIDER_TYPE, CheckpointInput, build_checkpoint, can_continue, can_replay, match_prefix,
@@ -18,11 +18,13 @@ use crate::checkpoint::{
 use crate::coordinator::Coordinator;
 use crate::error::CompactionError;
 use crate::faithfulness::{check_faithfulness, exceeds};
+use crate::fit::{FitReport, fit_history};
 use crate::ledger::{LoggedEvent, SessionLedger};
 use crate::policy::{CompactionPolicy, MANUAL_HIGH_WATER_RATIO, MAX_HISTORY_TOKENS_DEFAULT};
 use crate::projection::estimate_events_tokens;
 use crate::stage::LoggedCheckpoint;
 use crate::summarizer::{ProviderCompactor, SummarizeError, Summarizer, compact_provider, summarize_text};
+use crate::summary::shorten_summary;
 
 /// The seams and the clock a write uses.
 #[derive(Debug, Clone, Copy)]
@@ -75,7 +77,9 @@ pub async fn prepare_history(
         return Ok(CompactionOutcome { history: assembled, recorded: None });
     }
     let oversized = assembled.diagnostics.oversized_turn;
-    let min_recent = if oversized { 0 } else { options.policy.min_recent_turns };
+    // An oversized newest turn is cut inside, after its request (a mid-turn fold, decision 0125),
+    // rather than folded whole.
+    let min_recent = options.policy.min_recent_turns;
     let mut outcome = write(ledger, options, seams, min_recent, assembled.diagnostics).await?;
     // §3.5: an oversized retained turn that could not be folded ends the turn.
     let diagnostics = &mut outcome.history.diagnostics;
@@ -141,9 +145,15 @@ async fn write(
             });
         }
     };
-    let (folded, retained) = prior.split_at(plan.folded);
+    let (folded, rest) = prior.split_at(plan.folded);
+    // A mid-turn fold re-sends the newest turn's request, verbatim, after the block.
+    let mut retained: Vec<LoggedEvent> = plan.anchor.map(|a| prior[a].clone()).into_iter().collect();
+    retained.extend(rest.iter().cloned());
+    let retained = retained.as_slice();
     let loaded = seams.coordinator.load(ledger.session()).await?;
-    let outcome = attempt(folded, retained, loaded.as_ref(), options, seams).await;
+    let anchor = plan.anchor.map(|a| &prior[a].event);
+    let outcome = attempt(folded, retained, anchor, loaded.as_ref(), options, seams).await;
+    diagnostics.fit = FitReport::default();
     match outcome {
         Ok(Written::Recorded(logged)) => {
             let mut items = checkpoint_items(&logged.checkpoint);
@@ -152,17 +162,23 @@ async fn write(
             diagnostics.phase = Some(logged.checkpoint.phase);
             diagnostics.boundary_kind = Some("history_compact");
             diagnostics.boundary_ids = vec![logged.checkpoint.checkpoint.to_string()];
+            diagnostics.folded_events = logged.checkpoint.coverage.event_count;
             diagnostics.reason = None;
             diagnostics.compaction_due = false;
             diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
+            let within = if plan.anchor.is_some() {
+                " (the newest turn's earlier steps included; its request follows verbatim)"
+            } else {
+                ""
+            };
             let note = Note {
                 kind: "context_compacted".to_owned(),
                 text: format!(
-                    "Compacted {} earlier events into checkpoint {}.",
+                    "Compacted {} earlier events into checkpoint {}{within}.",
                     logged.checkpoint.coverage.event_count, logged.checkpoint.checkpoint
                 ),
             };
-            let history = AssembledHistory {
+            let mut history = AssembledHistory {
                 session: ledger.session().clone(),
                 position: logged.position,
                 items,
@@ -170,6 +186,7 @@ async fn write(
                 diagnostics,
                 notes: vec![note],
             };
+            fit_history(&mut history, policy, None);
             Ok(CompactionOutcome { history, recorded: Some(logged) })
         }
         Ok(Written::AlreadyCompacted(logged)) => {
@@ -194,6 +211,7 @@ enum Written {
 async fn attempt(
     folded: &[LoggedEvent],
     retained: &[LoggedEvent],
+    anchor: Option<&RuntimeEvent>,
     loaded: Option<&LoggedCheckpoint>,
     options: &AssemblyOptions,
     seams: WriterSeams<'_>,
@@ -216,7 +234,8 @@ async fn attempt(
     let covered_before = previous.map_or(0, |p| p.checkpoint.coverage.event_count as usize);
     let newly = &folded_events[covered_before.min(folded_events.len())..];
     let source_tokens = estimate_events_tokens(folded_events.iter().chain(&retained_events), cpt);
-    let tail_tokens = estimate_events_tokens(&retained_events, cpt);
+    // What the tail costs once sent: its oversized tool results are elided (decision 0125).
+    let tail_tokens = fitted_tokens(&retained_events, policy);
     if let Some(previous) = previous
         && newly.is_empty()
         && replay_fits(&previous.checkpoint, tail_tokens, Some(source_tokens), policy).is_ok()
@@ -261,28 +280,54 @@ async fn attempt(
             (BodyInput::Text { summary: summary.text, legacy: false }, manifest, Some(report))
         }
     };
-    let checkpoint = build_checkpoint(CheckpointInput {
-        session: &folded_events[0].session_id,
-        covered: &folded_events,
-        body,
-        previous: previous.map(|p| p.checkpoint.checkpoint.clone()),
-        phase: CheckpointPhase::PreTurn,
-        head_anchor: None,
-        extraction_boundary: seams.extraction.and_then(|disposition| {
-            folded_events.last().map(|last| ExtractionBoundary {
-                run: last.run_id.clone(),
-                turn: last.turn_id.clone(),
-                event: last.id.clone(),
-                disposition,
-            })
-        }),
-        now: Some(seams.now),
-        manifest,
-        faithfulness,
-        chars_per_token: cpt,
-    })
-    .map_err(|e| fail(e.reason()))?;
-    replay_fits(&checkpoint, tail_tokens, Some(source_tokens), policy).map_err(fail)?;
+    let build = |body: BodyInput, faithfulness| {
+        build_checkpoint(CheckpointInput {
+            session: &folded_events[0].session_id,
+            covered: &folded_events,
+            body,
+            previous: previous.map(|p| p.checkpoint.checkpoint.clone()),
+            phase: if anchor.is_some() { CheckpointPhase::MidTurn } else { CheckpointPhase::PreTurn },
+            head_anchor: anchor.map(|a| a.id.clone()),
+            extraction_boundary: seams.extraction.and_then(|disposition| {
+                folded_events.last().map(|last| ExtractionBoundary {
+                    run: last.run_id.clone(),
+                    turn: last.turn_id.clone(),
+                    event: last.id.clone(),
+                    disposition,
+                })
+            }),
+            now: Some(seams.now),
+            manifest: manifest.clone(),
+            faithfulness,
+            chars_per_token: cpt,
+        })
+        .map_err(|e| e.reason())
+    };
+    let shorter = match &body {
+        BodyInput::Text { summary, .. } => Some(summary.clone()),
+        _ => None,
+    };
+    let mut checkpoint = build(body, faithfulness.clone()).map_err(fail)?;
+    if let Err(reason) = replay_fits(&checkpoint, tail_tokens, Some(source_tokens), policy) {
+        // Both `prefix_over_budget` and `replacement_not_smaller` are a summary too long for its room.
+        // A shorter summary rather than a refusal: drop its oldest lines until block and tail fit.
+        let room = policy
+            .max_history()
+            .min(source_tokens.saturating_sub(1))
+            .saturating_sub(tail_tokens)
+            .saturating_mul(cpt);
+        let block_overhead = crate::checkpoint::replay_token_estimate(&checkpoint, cpt)
+            .saturating_mul(cpt)
+            .saturating_sub(shorter.as_deref().map_or(0, crate::projection::utf16_len));
+        let shortened = shorter
+            .as_deref()
+            .and_then(|text| shorten_summary(text, room.saturating_sub(block_overhead)))
+            .ok_or_else(|| fail(reason))?;
+        let report = check_faithfulness(&shortened, &folded_events);
+        checkpoint =
+            build(BodyInput::Text { summary: shortened, legacy: false }, Some(report)).map_err(fail)?;
+        replay_fits(&checkpoint, tail_tokens, Some(source_tokens), policy).map_err(fail)?;
+    }
     match seams.coordinator.record(&checkpoint).await {
         Ok(logged) => Ok(Written::Recorded(logged)),
         Err(_) => Err(fail("write_failed")),
@@ -295,17 +340,18 @@ fn raw(
     policy: &CompactionPolicy,
     mut diagnostics: Diagnostics,
 ) -> AssembledHistory {
-    let kept = trim_whole_turns(prior, policy);
-    let items = event_items(&kept);
-    diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
-    AssembledHistory {
+    diagnostics.fit = FitReport::default();
+    let reason = diagnostics.reason.clone().unwrap_or_else(|| "compaction_skipped".to_owned());
+    let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
-        items,
+        items: event_items(prior),
         boundary: None,
         diagnostics,
         notes: Vec::new(),
-    }
+    };
+    fit_history(&mut history, policy, Some(&reason));
+    history
 }
 
 fn replay_with_retained(
@@ -321,80 +367,83 @@ fn replay_with_retained(
     diagnostics.phase = Some(logged.checkpoint.phase);
     diagnostics.boundary_kind = Some("history_compact");
     diagnostics.boundary_ids = vec![logged.checkpoint.checkpoint.to_string()];
+    diagnostics.folded_events = logged.checkpoint.coverage.event_count;
     diagnostics.tokens_after = items_tokens(&items, policy.chars_per_token);
-    AssembledHistory {
+    let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
         items,
         boundary: Some(boundary_of(logged)),
         diagnostics,
         notes: Vec::new(),
-    }
+    };
+    fit_history(&mut history, policy, None);
+    history
 }
 
-/// The fail-open context (§3.4): the old checkpoint, if one still matches, with the newest whole
-/// retained turns that fit; else the retained turn alone. Events folded in this round that the old
-/// checkpoint does not cover are not sent: no checkpoint ever claims them.
+/// The fail-open context (§3.4): the old checkpoint, if one still matches, with every event after
+/// it; else the raw history. Either is then fitted (elided, and dropped oldest first with the
+/// failure as the reason). Nothing is claimed covered that no recorded checkpoint covers, and the
+/// note says exactly what was left out, if anything.
 fn fail_open(
     ledger: &SessionLedger<'_>,
     failed: Failed,
     prior: &[LoggedEvent],
-    retained: &[LoggedEvent],
+    _retained: &[LoggedEvent],
     options: &AssemblyOptions,
     mut diagnostics: Diagnostics,
 ) -> AssembledHistory {
     let policy = &options.policy;
-    let cpt = policy.chars_per_token;
     diagnostics.decision = Decision::FailedOpen;
     diagnostics.compaction_due = false;
     diagnostics.fail_open_reason = Some(failed.reason.clone());
     *diagnostics.skipped_reason_counts.entry(failed.reason.clone()).or_insert(0) += 1;
-    let note = Note {
-        kind: "context_compaction_failed_open".to_owned(),
-        text: format!("Compaction failed ({}); earlier history is omitted from this request.", failed.reason),
-    };
     let mut items = Vec::new();
     let mut boundary = None;
+    let mut from = 0usize;
     if let Some(old) = &failed.fallback {
-        let covered = old.checkpoint.coverage.event_count as usize;
-        let candidates: Vec<&LoggedEvent> = retained
-            .iter()
-            .filter(|e| prior.iter().position(|p| p == *e).is_some_and(|i| i >= covered))
-            .collect();
-        let plain: Vec<RuntimeEvent> = candidates.iter().map(|e| e.event.clone()).collect();
-        let groups = crate::projection::turn_groups(&plain);
-        let checkpoint_tokens = crate::checkpoint::replay_token_estimate(&old.checkpoint, cpt);
-        let mut start = plain.len();
-        let mut tokens = checkpoint_tokens;
-        for (_, from, to) in groups.iter().rev() {
-            let group_tokens = estimate_events_tokens(&plain[*from..*to], cpt);
-            if tokens + group_tokens > policy.max_history() {
-                break;
-            }
-            tokens += group_tokens;
-            start = *from;
-        }
-        let tail: Vec<LoggedEvent> = candidates[start..].iter().map(|e| (*e).clone()).collect();
-        let tail_tokens = estimate_events_tokens(tail.iter().map(|e| &e.event), cpt);
-        if replay_fits(&old.checkpoint, tail_tokens, None, policy).is_ok() {
+        let covered = usize::try_from(old.checkpoint.coverage.event_count).unwrap_or(usize::MAX);
+        if covered <= prior.len() {
             items = checkpoint_items(&old.checkpoint);
-            items.extend(event_items(&tail));
             boundary = Some(boundary_of(old));
             diagnostics.boundary_kind = Some("history_compact");
             diagnostics.boundary_ids = vec![old.checkpoint.checkpoint.to_string()];
             diagnostics.phase = Some(old.checkpoint.phase);
+            diagnostics.folded_events = old.checkpoint.coverage.event_count;
+            from = covered;
+            if let (CheckpointPhase::MidTurn, Some(anchor)) =
+                (old.checkpoint.phase, &old.checkpoint.head_anchor)
+                && let Some(event) = prior[..covered].iter().find(|e| e.event.id == anchor.event)
+            {
+                items.extend(event_items(std::slice::from_ref(event)));
+            }
         }
     }
-    if items.is_empty() {
-        items = event_items(retained);
-    }
-    diagnostics.tokens_after = items_tokens(&items, cpt);
-    AssembledHistory {
+    items.extend(event_items(&prior[from..]));
+    let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
         items,
         boundary,
         diagnostics,
-        notes: vec![note],
-    }
+        notes: Vec::new(),
+    };
+    fit_history(&mut history, policy, Some(&failed.reason));
+    let sent = match (&history.boundary, &history.diagnostics.fit.dropped) {
+        (_, Some(dropped)) => {
+            format!("{} earlier events are not in this request (see the drop note)", dropped.events)
+        }
+        (Some(boundary), None) => {
+            format!("the previous checkpoint {} and every event after it are sent", boundary.checkpoint)
+        }
+        (None, None) => "the whole history is sent, without a checkpoint".to_owned(),
+    };
+    history.notes.insert(
+        0,
+        Note {
+            kind: "context_compaction_failed_open".to_owned(),
+            text: format!("Compaction failed ({}); {sent}.", failed.reason),
+        },
+    );
+    history
 }

@@ -286,7 +286,6 @@ fn a_crash_between_summarizing_and_the_durable_append_leaves_no_checkpoint() {
 /// Each writer fail-open row: its reason, its visible note, nothing persisted.
 #[test]
 fn every_writer_fail_open_row_records_nothing_and_says_why() {
-    let huge = format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(4_000));
     let invented = GOOD.replace("src/module_1.rs", "src/invented.rs").replace("crate_1", "crate_zzz");
     let cases: Vec<(Arc<Scripted>, &str, &str)> = vec![
         (Scripted::text("   "), "empty_summary", ""),
@@ -294,9 +293,14 @@ fn every_writer_fail_open_row_records_nothing_and_says_why() {
         (Scripted::error(SummarizeError::Provider("boom".to_owned())), "provider_error", ""),
         (Scripted::text("Just prose."), "malformed_summary_missing_section", ""),
         (Scripted::text(&format!("{GOOD} and then:")), "malformed_summary_truncated", ""),
-        (Scripted::text(&huge), "replacement_not_smaller", ""),
         (Scripted::text(&invented), "faithfulness_rejected", "faithfulness_max_unsupported_ratio = 0.2"),
-        (Scripted::text(&huge), "prefix_over_budget", "max_history_tokens = 6000"),
+        // Only content lines are removed when shortening: a summary whose sections hold one line
+        // each cannot get shorter, and a summary too long for its room is refused.
+        (
+            Scripted::text(&format!("{GOOD} {}", "x".repeat(40_000))),
+            "prefix_over_budget",
+            "max_history_tokens = 6000",
+        ),
     ];
     for (summarizer, reason, config) in cases {
         let (_dir, mnemo) = store(10, config);
@@ -307,7 +311,33 @@ fn every_writer_fail_open_row_records_nothing_and_says_why() {
         assert_eq!(diagnostics.fail_open_reason.as_deref(), Some(reason));
         assert_eq!(outcome.history.notes[0].kind, "context_compaction_failed_open", "{reason}");
         assert!(checkpoint_records(&mnemo).is_empty(), "{reason}: nothing persisted");
-        assert_eq!(outcome.history.events().count(), 4, "{reason}: only the latest turn is sent");
+        // The history fits without a checkpoint, so all of it is sent and the note says so: a
+        // failed compaction never claims that history was omitted when none was.
+        assert_eq!(outcome.history.events().count(), 40, "{reason}: the whole history is sent");
+        assert!(diagnostics.fit.fits && diagnostics.fit.dropped.is_none(), "{reason}");
+        assert_eq!(
+            outcome.history.notes[0].text,
+            format!("Compaction failed ({reason}); the whole history is sent, without a checkpoint."),
+        );
+    }
+}
+
+/// A summary too long for the room its tail leaves is shortened by whole lines, not refused.
+#[test]
+fn an_oversized_summary_is_shortened_rather_than_refused() {
+    let huge = format!("{GOOD}\n{}", "- src/module_1.rs\n".repeat(4_000));
+    for config in ["", "max_history_tokens = 6000"] {
+        let (_dir, mnemo) = store(10, config);
+        let outcome = compact_with(&mnemo, Scripted::text(&huge));
+        let recorded = outcome.recorded.unwrap_or_else(|| panic!("{:?}", outcome.history.diagnostics));
+        let diagnostics = &outcome.history.diagnostics;
+        assert!(diagnostics.tokens_after < diagnostics.tokens_before, "{diagnostics:?}");
+        assert!(diagnostics.fit.fits, "{diagnostics:?}");
+        let mnemo_core::CheckpointBody::Text { summary, .. } = &recorded.checkpoint.body else {
+            panic!("a text checkpoint")
+        };
+        assert!(summary.starts_with("## Goal") && summary.len() < huge.len(), "{summary}");
+        assert!(summary.contains("## Critical Context"), "{summary}");
     }
 }
 
@@ -341,11 +371,11 @@ fn a_rolling_failure_never_lets_the_old_checkpoint_claim_new_events() {
     assert_eq!(boundary.covered_events, old.checkpoint.coverage.event_count, "coverage unchanged");
     let sent = items_event_ids(history);
     let turns: Vec<String> = history.events().map(|e| e.turn_id.to_string()).collect();
-    assert!(turns.iter().all(|t| t == "t012"), "only the retained latest turn: {turns:?}");
-    assert_eq!(sent.len(), 4);
-    // The events folded in this round that the old checkpoint does not cover (turns 10 and 11)
-    // are absent, not claimed.
-    assert!(history.events().all(|e| e.turn_id.as_str() != "t010" && e.turn_id.as_str() != "t011"));
+    // Every event the old checkpoint does not cover is sent raw (they fit), none is claimed by it,
+    // and no covered event is sent twice.
+    assert!(turns.iter().all(|t| t.as_str() >= "t009"), "only uncovered turns: {turns:?}");
+    assert_eq!(sent.len(), 16);
+    assert!(history.diagnostics.fit.fits && history.diagnostics.fit.dropped.is_none());
     assert_eq!(checkpoint_records(&mnemo).len(), 1);
     // Assembly afterwards still stands on the old checkpoint with every uncovered event raw.
     let after = context(&mnemo);
@@ -434,7 +464,7 @@ fn every_selector_skip_row_leaves_raw_history() {
     let cases = [
         ("below_high_water", "", 6),
         ("max_history_tokens_missing", "max_history_tokens = 0", 6),
-        ("insufficient_turns", "max_history_tokens = 10", 1),
+        ("insufficient_turns", "max_history_tokens = 1000\nhigh_water_ratio = 0.05", 1),
         ("lookup_miss", "max_history_tokens = 500\nmode = \"lookup\"", 6),
         ("replay_over_budget", "max_history_tokens = 150", 6),
     ];

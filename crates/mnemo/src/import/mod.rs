@@ -6,10 +6,13 @@
 //! with the source line they came from, so errors name the source line), skips line types it does
 //! not import with a count by type, and fails on a malformed line with its line number.
 
+mod append;
+mod capture;
 mod chat;
 mod claude;
 mod codex;
 mod maka;
+mod swe_agent;
 mod time;
 
 use std::collections::BTreeMap;
@@ -22,6 +25,9 @@ use sha2::{Digest as _, Sha256};
 use crate::transcript::{
     TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
 };
+
+pub(crate) use append::{EventIdIndex, event_id_index};
+pub use append::{ImportReport, ImportStatus};
 
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
@@ -44,17 +50,20 @@ pub enum ImportFormat {
     ClaudeCode,
     /// The reference system's RuntimeEvent JSON, one event per line.
     Maka,
+    /// A SWE-agent trajectory: one JSON document with `trajectory`, `history` and `info`.
+    SweAgent,
 }
 
 impl ImportFormat {
     /// Every format, `auto` first.
-    pub const ALL: [ImportFormat; 6] = [
+    pub const ALL: [ImportFormat; 7] = [
         ImportFormat::Auto,
         ImportFormat::Mnemo,
         ImportFormat::OpenaiChat,
         ImportFormat::Codex,
         ImportFormat::ClaudeCode,
         ImportFormat::Maka,
+        ImportFormat::SweAgent,
     ];
 
     /// The name the CLI's `--format` takes.
@@ -66,6 +75,7 @@ impl ImportFormat {
             ImportFormat::Codex => "codex",
             ImportFormat::ClaudeCode => "claude-code",
             ImportFormat::Maka => "maka",
+            ImportFormat::SweAgent => "swe-agent",
         }
     }
 }
@@ -105,8 +115,15 @@ pub fn parse_import(
     format: ImportFormat,
 ) -> Result<ParsedImport, TranscriptError> {
     let format = match format {
-        // Nothing recognisable: the native format's parser says precisely what is wrong.
-        ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
+        // Nothing recognisable: the native format's parser says precisely what is wrong, unless the
+        // file is one JSON document spread over lines, which no line-by-line reading can name.
+        ImportFormat::Auto => match detect_format(bytes) {
+            Some(format) => format,
+            None => {
+                unknown_document(bytes, source)?;
+                ImportFormat::Mnemo
+            }
+        },
         format => format,
     };
     if format == ImportFormat::Mnemo {
@@ -118,6 +135,7 @@ pub fn parse_import(
         ImportFormat::OpenaiChat => chat::convert(bytes, source, &mut out)?,
         ImportFormat::Codex => codex::convert(&read_lines(bytes, source)?, source, &mut out)?,
         ImportFormat::ClaudeCode => claude::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
         _ => maka::convert(&read_lines(bytes, source)?, source, &mut out)?,
     }
     if out.lines.is_empty() {
@@ -149,13 +167,45 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
             return Some(format);
         }
     }
-    // A pretty-printed request body spans lines: try the file as one document.
+    // A pretty-printed document spans lines: try the file as one document.
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
             Some(ImportFormat::OpenaiChat)
         }
+        Ok(Value::Object(object)) if swe_agent::is_trajectory(&object) => Some(ImportFormat::SweAgent),
         _ => None,
     }
+}
+
+/// Keys of an unrecognised document named in its error, at most.
+const UNKNOWN_KEYS_NAMED_MAX: usize = 12;
+
+/// An error for a file that is a single JSON document over several lines that no importer reads
+/// (each of its lines alone is not JSON, so the line-by-line formats could only say "line 1: EOF").
+fn unknown_document(bytes: &[u8], source: &str) -> Result<(), TranscriptError> {
+    let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
+    if lines < 2 {
+        return Ok(());
+    }
+    let what = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(object)) => {
+            let keys: Vec<&str> = object.keys().take(UNKNOWN_KEYS_NAMED_MAX).map(String::as_str).collect();
+            let more = if object.len() > keys.len() { ", ..." } else { "" };
+            format!("an object with keys {}{more}", keys.join(", "))
+        }
+        Ok(Value::Array(items)) => format!("an array of {} items", items.len()),
+        _ => return Ok(()),
+    };
+    Err(error(
+        source,
+        1,
+        None,
+        format!(
+            "the file is one JSON document over {lines} lines ({what}), which no importer reads: \
+             expected JSON Lines (mnemo, codex, claude-code, maka), a chat-completions array or request \
+             body (openai-chat), or a SWE-agent trajectory with `trajectory` and `history` (swe-agent)"
+        ),
+    ))
 }
 
 fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
@@ -461,6 +511,16 @@ impl Turns {
     /// Marks how the open turn will end (`aborted`, ...); `completed` unless said otherwise.
     pub(crate) fn set_status(&mut self, status: &'static str) {
         self.status = Some(status);
+    }
+
+    /// At the end of the file: a turn whose status a line set (an interruption) ends now; any other
+    /// open turn stays open, because the file may still grow and its next line decides how the
+    /// turn ends. Ending it here would put a turn end in the log that a later import of the grown
+    /// file could not take back.
+    pub(crate) fn finish(&mut self, out: &mut Converted, line: usize, session: &str) {
+        if self.status.is_some() {
+            self.end(out, line, session, None);
+        }
     }
 
     /// Ends the open turn, if it has events.

@@ -1,0 +1,467 @@
+//! The fitting guarantee: the history a request receives fits the history budget, or says exactly
+//! why it cannot (decision 0125).
+//!
+//! Two tools, applied to the raw events of an assembled history and never to the log:
+//! - **elision**: a tool result larger than its share of the budget keeps its head and its end, and
+//!   its middle is replaced by a marker that says how much was cut, which event it was and how to
+//!   read it whole (the log keeps every byte);
+//! - **dropping**, the last resort when no checkpoint can be written (read-only assembly, a failed
+//!   write): the oldest raw events go first, never a tool call without its result, never the
+//!   request that opens the newest turn, and every drop is counted and explained.
+//!
+//! When the pinned items alone (a checkpoint block, the newest request) exceed the budget, the
+//! history is returned as it is with a typed [`UnfitReason`].
+
+use mnemo_core::{Author, Content, EventId, Position, Role, RuntimeEvent};
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::assembly::{AssembledHistory, HistoryItem, items_tokens};
+use crate::policy::CompactionPolicy;
+use crate::projection::{estimated_chars, utf16_len};
+
+/// The smallest share of a tool result kept when its middle is elided, in characters.
+pub const ELIDED_RESULT_CHARS_MIN: u64 = 1_024;
+/// A tool result may take at most this fraction (1/N) of the history budget before its middle is
+/// elided.
+pub const RESULT_BUDGET_DIVISOR: u64 = 8;
+/// The share of the kept characters taken from the head of an elided result (the rest is its end).
+const HEAD_SHARE_NUM: u64 = 2;
+const HEAD_SHARE_DEN: u64 = 3;
+
+/// One tool result whose middle was elided from the request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Elision {
+    /// The event.
+    pub event: EventId,
+    /// Its log position.
+    pub position: Position,
+    /// Characters of the result (UTF-16 units, as every estimate).
+    pub original_chars: u64,
+    /// Characters removed from its middle.
+    pub elided_chars: u64,
+}
+
+/// Events left out of a request, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Dropped {
+    /// How many raw events.
+    pub events: u64,
+    /// Their estimated tokens.
+    pub tokens: u64,
+    /// The first and last dropped positions.
+    pub positions: (Position, Position),
+    /// Why no checkpoint stands in for them: `compaction_due` (read-only assembly: a compaction
+    /// would fold them), or the typed reason a compaction failed.
+    pub reason: String,
+}
+
+/// Why a history cannot fit its budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnfitReason {
+    /// The request that opens the newest turn is larger than the budget on its own.
+    UserMessageExceedsBudget,
+    /// The checkpoint's block plus the newest request exceed the budget.
+    CheckpointExceedsBudget,
+    /// The budget is below the supported minimum (a window of 4,096 tokens).
+    BudgetTooSmall,
+}
+
+impl UnfitReason {
+    /// Its code.
+    pub fn code(self) -> &'static str {
+        match self {
+            UnfitReason::UserMessageExceedsBudget => "user_message_exceeds_budget",
+            UnfitReason::CheckpointExceedsBudget => "checkpoint_exceeds_budget",
+            UnfitReason::BudgetTooSmall => "budget_too_small",
+        }
+    }
+}
+
+/// The smallest window the guarantee holds for.
+pub const WINDOW_MIN: u64 = 4_096;
+
+/// Characters a single tool result may keep under `policy`.
+pub fn result_cap_chars(policy: &CompactionPolicy) -> u64 {
+    let budget_chars = policy.max_history().saturating_mul(policy.chars_per_token.max(1));
+    (budget_chars / RESULT_BUDGET_DIVISOR).max(ELIDED_RESULT_CHARS_MIN)
+}
+
+/// The marker that replaces an elided middle.
+pub fn elision_marker(event: &EventId, position: Position, elided: u64, total: u64) -> String {
+    format!(
+        "\n[... {elided} of {total} characters elided from the middle of this tool result (event {event}, \
+         log position {position}); the log keeps it whole: read it with `mnemo log --from {position} \
+         --limit 1 --json` ...]\n"
+    )
+}
+
+fn output_text(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Characters of `text`'s first `n` UTF-16 units, rounded down to a character boundary.
+fn take_utf16(text: &str, n: u64) -> &str {
+    let mut units = 0u64;
+    for (index, ch) in text.char_indices() {
+        units += ch.len_utf16() as u64;
+        if units > n {
+            return &text[..index];
+        }
+    }
+    text
+}
+
+fn last_utf16(text: &str, n: u64) -> &str {
+    let mut units = 0u64;
+    for (index, ch) in text.char_indices().rev() {
+        units += ch.len_utf16() as u64;
+        if units > n {
+            return &text[index + ch.len_utf8()..];
+        }
+    }
+    text
+}
+
+/// The middle of `text` elided so that `keep` of its characters remain around `marker`.
+fn elide_text(text: &str, keep: u64, marker: &str) -> String {
+    let head = take_utf16(text, keep * HEAD_SHARE_NUM / HEAD_SHARE_DEN);
+    let tail = last_utf16(text, keep.saturating_sub(utf16_len(head)));
+    format!("{head}{marker}{tail}")
+}
+
+/// The event with its oversized tool payload elided to about `cap` characters: a tool result's
+/// middle, or the middles of a tool call's longest string arguments (the call stays valid JSON
+/// with the same keys). `None` when the event is no tool payload or already small enough.
+pub fn elide_event(event: &RuntimeEvent, position: Position, cap: u64) -> Option<(RuntimeEvent, Elision)> {
+    match &event.content {
+        Some(Content::FunctionResponse(response)) => {
+            let provider =
+                matches!((response.provider_executed, &response.provider_output), (Some(true), Some(_)));
+            let output = if provider { response.provider_output.as_ref()? } else { &response.result };
+            let text = output_text(output);
+            let total = utf16_len(&text);
+            if total <= cap {
+                return None;
+            }
+            let marker = elision_marker(&event.id, position, total - cap, total);
+            let shortened = Value::String(elide_text(&text, cap, &marker));
+            let mut event = event.clone();
+            if let Some(Content::FunctionResponse(response)) = &mut event.content {
+                if provider {
+                    response.provider_output = Some(shortened);
+                } else {
+                    response.result = shortened;
+                }
+            }
+            let elision = Elision {
+                event: event.id.clone(),
+                position,
+                original_chars: total,
+                elided_chars: total - cap,
+            };
+            Some((event, elision))
+        }
+        Some(Content::FunctionCall(call)) => {
+            let total = crate::projection::json_utf16_len(&call.args);
+            if total <= cap {
+                return None;
+            }
+            let mut args = call.args.clone();
+            let mut leaves: Vec<u64> = Vec::new();
+            string_leaves(&args, &mut leaves);
+            leaves.sort_unstable_by(|a, b| b.cmp(a));
+            // Shorten the longest strings to one common length that brings the call under its cap.
+            let excess = total - cap;
+            let mut limit = leaves.first().copied().unwrap_or(0);
+            let mut saved = 0u64;
+            while saved < excess && limit > ELIDED_ARG_CHARS_MIN {
+                limit = (limit / 2).max(ELIDED_ARG_CHARS_MIN);
+                saved = leaves.iter().map(|l| l.saturating_sub(limit)).sum();
+            }
+            if saved == 0 {
+                return None;
+            }
+            let mut elided = 0u64;
+            shorten_leaves(&mut args, limit, &event.id, position, &mut elided);
+            let mut event = event.clone();
+            if let Some(Content::FunctionCall(call)) = &mut event.content {
+                call.args = args;
+            }
+            Some((
+                event.clone(),
+                Elision { event: event.id, position, original_chars: total, elided_chars: elided },
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The shortest a tool call's string argument is cut to.
+pub const ELIDED_ARG_CHARS_MIN: u64 = 256;
+
+fn string_leaves(value: &Value, out: &mut Vec<u64>) {
+    match value {
+        Value::String(text) => out.push(utf16_len(text)),
+        Value::Array(items) => items.iter().for_each(|v| string_leaves(v, out)),
+        Value::Object(map) => map.values().for_each(|v| string_leaves(v, out)),
+        _ => {}
+    }
+}
+
+fn shorten_leaves(value: &mut Value, limit: u64, event: &EventId, position: Position, elided: &mut u64) {
+    match value {
+        Value::String(text) => {
+            let total = utf16_len(text);
+            if total > limit {
+                let marker = format!(
+                    "\n[... {} of {total} characters of this tool call's argument elided (event {event}, log \
+                     position {position}); the log keeps it whole: `mnemo log --from {position} --limit 1 \
+                     --json` ...]\n",
+                    total - limit
+                );
+                *elided += total - limit;
+                *text = elide_text(text, limit, &marker);
+            }
+        }
+        Value::Array(items) => {
+            items.iter_mut().for_each(|v| shorten_leaves(v, limit, event, position, elided))
+        }
+        Value::Object(map) => {
+            map.values_mut().for_each(|v| shorten_leaves(v, limit, event, position, elided))
+        }
+        _ => {}
+    }
+}
+
+/// The estimated characters an event takes once elided under `cap`.
+pub fn fitted_chars(event: &RuntimeEvent, cap: u64) -> u64 {
+    match elide_event(event, Position::ZERO, cap) {
+        Some((elided, _)) => estimated_chars(&elided),
+        None => estimated_chars(event),
+    }
+}
+
+/// What the fitting pass did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct FitReport {
+    /// Whether the history fits the budget.
+    pub fits: bool,
+    /// Tool results whose middle was elided.
+    pub elided: Vec<Elision>,
+    /// Raw events left out, if any.
+    pub dropped: Option<Dropped>,
+    /// Why it cannot fit, when it does not.
+    pub unfit_reason: Option<UnfitReason>,
+}
+
+fn is_user_request(event: &RuntimeEvent) -> bool {
+    event.role == Role::User
+        && event.author == Author::User
+        && matches!(&event.content, Some(Content::Text(text)) if text.steering != Some(true))
+}
+
+/// Elides, then (only if `drop_reason` allows it) drops, until `history` fits its budget; records
+/// what it did in the history's diagnostics and, for drops, in a note.
+pub fn fit_history(history: &mut AssembledHistory, policy: &CompactionPolicy, drop_reason: Option<&str>) {
+    let cpt = policy.chars_per_token;
+    let max = policy.max_history();
+    let mut report = FitReport::default();
+    let mut tokens = items_tokens(&history.items, cpt);
+    if tokens > max {
+        let cap = result_cap_chars(policy);
+        for item in &mut history.items {
+            if let HistoryItem::Event { position, event } = item
+                && let Some((elided, elision)) = elide_event(event, *position, cap)
+            {
+                **event = elided;
+                report.elided.push(elision);
+            }
+        }
+        tokens = items_tokens(&history.items, cpt);
+    }
+    if tokens > max
+        && let Some(reason) = drop_reason
+    {
+        tokens = drop_oldest(history, policy, reason, &mut report);
+    }
+    report.fits = tokens <= max;
+    if !report.fits {
+        report.unfit_reason = Some(unfit_reason(history, policy));
+    }
+    history.diagnostics.tokens_after = tokens;
+    history.diagnostics.fit = report;
+}
+
+fn unfit_reason(history: &AssembledHistory, policy: &CompactionPolicy) -> UnfitReason {
+    if policy.context_window.is_some_and(|w| w < WINDOW_MIN) {
+        return UnfitReason::BudgetTooSmall;
+    }
+    let has_checkpoint = history.items.iter().any(|i| !matches!(i, HistoryItem::Event { .. }));
+    let request_too_big = history.items.iter().any(|i| match i {
+        HistoryItem::Event { event, .. } => {
+            is_user_request(event)
+                && crate::projection::estimate_events_tokens([event.as_ref()], policy.chars_per_token)
+                    > policy.max_history()
+        }
+        _ => false,
+    });
+    if request_too_big || !has_checkpoint {
+        UnfitReason::UserMessageExceedsBudget
+    } else {
+        UnfitReason::CheckpointExceedsBudget
+    }
+}
+
+/// Drops the oldest raw events (never splitting a call from its result, never the request that
+/// opens the newest turn) until the history fits; returns its tokens.
+fn drop_oldest(
+    history: &mut AssembledHistory,
+    policy: &CompactionPolicy,
+    reason: &str,
+    report: &mut FitReport,
+) -> u64 {
+    let cpt = policy.chars_per_token;
+    let max = policy.max_history();
+    let item_tokens: Vec<u64> =
+        history.items.iter().map(|item| items_tokens(std::slice::from_ref(item), cpt)).collect();
+    let events: Vec<(usize, &RuntimeEvent)> = history
+        .items
+        .iter()
+        .enumerate()
+        .filter_map(|(i, item)| match item {
+            HistoryItem::Event { event, .. } => Some((i, event.as_ref())),
+            _ => None,
+        })
+        .collect();
+    // The newest turn's request stays: the model must see what it is answering.
+    let newest_turn = events.last().map(|(_, e)| e.turn_id.clone());
+    let pinned = events
+        .iter()
+        .find(|(_, e)| Some(&e.turn_id) == newest_turn.as_ref() && is_user_request(e))
+        .map(|(i, _)| *i);
+    let plain: Vec<&RuntimeEvent> = events.iter().map(|(_, e)| *e).collect();
+    let mut total: u64 = item_tokens.iter().sum();
+    let mut remove = vec![false; history.items.len()];
+    let (mut removed, mut removed_chars) = (0u64, 0u64);
+    let (mut first, mut last) = (None::<Position>, None::<Position>);
+    let mut index = 0usize;
+    while total > max && index < events.len() {
+        // A call goes with its result: drop the whole span up to the result.
+        let end = pair_end(&plain, index);
+        for (k, event) in events.iter().take(end + 1).skip(index) {
+            if Some(*k) == pinned || remove[*k] {
+                continue;
+            }
+            remove[*k] = true;
+            removed += 1;
+            removed_chars += estimated_chars(event);
+            total -= item_tokens[*k];
+            if let HistoryItem::Event { position, .. } = &history.items[*k] {
+                first = Some(first.map_or(*position, |p| p.min(*position)));
+                last = Some(last.map_or(*position, |p| p.max(*position)));
+            }
+        }
+        index = end + 1;
+    }
+    if removed == 0 {
+        return total;
+    }
+    let (first, last) = (first.unwrap_or(Position::ZERO), last.unwrap_or(Position::ZERO));
+    let dropped = Dropped {
+        events: removed,
+        tokens: crate::projection::estimate_tokens(removed_chars, cpt),
+        positions: (first, last),
+        reason: reason.to_owned(),
+    };
+    history.notes.push(crate::assembly::Note {
+        kind: "context_history_dropped".to_owned(),
+        text: format!(
+            "{} earlier events (~{} tokens, log positions {}..={}) are not in this request: {}.",
+            dropped.events,
+            dropped.tokens,
+            first,
+            last,
+            drop_explanation(reason)
+        ),
+    });
+    report.dropped = Some(dropped);
+    let mut index = 0usize;
+    history.items.retain(|_| {
+        let keep = !remove[index];
+        index += 1;
+        keep
+    });
+    total
+}
+
+fn drop_explanation(reason: &str) -> String {
+    match reason {
+        "compaction_due" => {
+            "no checkpoint covers them yet; a compaction (`mnemo compact`, or the runtime's next turn) \
+             folds them into a summary"
+                .to_owned()
+        }
+        other => format!("the compaction that would have summarised them failed ({other})"),
+    }
+}
+
+/// The index of the last event that must leave together with `events[index]`: the result of a
+/// call, else the event itself.
+fn pair_end(events: &[&RuntimeEvent], index: usize) -> usize {
+    let Some(Content::FunctionCall(call)) = &events[index].content else {
+        return index;
+    };
+    events
+        .iter()
+        .enumerate()
+        .skip(index + 1)
+        .find(|(_, e)| matches!(&e.content, Some(Content::FunctionResponse(r)) if r.id == call.id))
+        .map_or(index, |(j, _)| j)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{call, result, text_event};
+
+    #[test]
+    fn elision_keeps_head_and_end_and_says_how_to_read_the_rest() {
+        let big = format!("HEAD{}TAIL", "x".repeat(10_000));
+        let event = result("e2", "t1", "c1", "shell", json!(big));
+        let (elided, elision) = elide_event(&event, Position(7), 1_200).unwrap_or_else(|| panic!("elided"));
+        let Some(Content::FunctionResponse(response)) = &elided.content else { panic!("response") };
+        let text = response.result.as_str().unwrap_or_default();
+        assert!(text.starts_with("HEAD") && text.ends_with("TAIL"), "{text}");
+        assert!(text.contains("event e2") && text.contains("--from 7"), "{text}");
+        assert_eq!(elision.original_chars, 10_008);
+        assert_eq!(elision.elided_chars, 10_008 - 1_200);
+        let write = call("e3", "t1", "c2", "Write", json!({"file_path": "a.md", "content": big}));
+        let (elided, elision) = elide_event(&write, Position(8), 1_200).unwrap_or_else(|| panic!("elided"));
+        let Some(Content::FunctionCall(shortened)) = &elided.content else { panic!("call") };
+        assert_eq!(shortened.args["file_path"], json!("a.md"));
+        let content = shortened.args["content"].as_str().unwrap_or_default();
+        assert!(content.starts_with("HEAD") && content.ends_with("TAIL") && content.contains("--from 8"));
+        assert!(crate::projection::estimated_chars(&elided) < 2_000, "{}", elision.elided_chars);
+        assert!(elide_event(&text_event("e1", "t1", "user", &big), Position(1), 100).is_none());
+    }
+
+    #[test]
+    fn pairs_leave_together() {
+        let events = [
+            text_event("e1", "t1", "user", "go"),
+            call("e2", "t1", "c1", "shell", json!({"cmd": "ls"})),
+            text_event("e3", "t1", "model", "waiting"),
+            result("e4", "t1", "c1", "shell", json!("ok")),
+        ];
+        let refs: Vec<&RuntimeEvent> = events.iter().collect();
+        assert_eq!(pair_end(&refs, 1), 3);
+        assert_eq!(pair_end(&refs, 2), 2);
+    }
+}
