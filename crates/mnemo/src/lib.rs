@@ -64,6 +64,7 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
+mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
@@ -120,6 +121,7 @@ pub use history::SessionTranscript;
 pub use import::{
     DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
 };
+pub use listing::SessionListing;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
@@ -159,6 +161,7 @@ pub use mnemo_memory::{
     SessionEvent,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
 pub use salvage::{SalvageReport, salvage};
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
 
