@@ -48,6 +48,14 @@ pub enum PipelineError {
         head.next()
     )]
     AheadOfLog { stage: String, watermark: Position, head: Position },
+    /// The system refused to start one of the pipeline's threads (too many threads or processes, or
+    /// no memory); nothing of the pipeline runs. Free resources and open the store again.
+    #[error("cannot start thread {thread}: {source}")]
+    Spawn {
+        thread: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The pipeline was shut down.
     #[error("pipeline is shut down")]
     ShutDown,

@@ -330,9 +330,10 @@ fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<
         run_in_background();
         body();
     };
-    std::thread::Builder::new().name(name.to_owned()).spawn(background).map_err(|e| {
-        PipelineError::InvalidSpec { origin: name.to_owned(), reason: format!("cannot start thread: {e}") }
-    })
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(background)
+        .map_err(|source| PipelineError::Spawn { thread: name.to_owned(), source })
 }
 
 /// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. On Linux the

@@ -244,6 +244,8 @@ impl Rollout<'_> {
 
     fn kept(&mut self, said: Said, from: From, text: &str) {
         let turn = self.turns.current().unwrap_or_default().to_owned();
+        // Echoes stay within their turn: what earlier turns left unechoed can never match again.
+        self.unechoed.retain(|(_, _, _, at)| *at == turn);
         self.unechoed.push((said, from, text.to_owned(), turn));
     }
 
