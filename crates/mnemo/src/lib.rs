@@ -62,6 +62,7 @@ mod error;
 mod export;
 mod history;
 mod import;
+mod json;
 mod log_location;
 mod memory;
 mod mnemo;

@@ -253,7 +253,7 @@ fn read_lines(bytes: &[u8], source: &str) -> Result<Vec<SourceLine>, TranscriptE
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(text) {
+        match crate::json::parse(text.as_bytes()) {
             Ok(Value::Object(object)) => lines.push(SourceLine { line, object }),
             Ok(_) => return Err(fail("a line must be a JSON object".to_owned())),
             Err(e) => return Err(fail(format!("not valid JSON: {e}"))),
