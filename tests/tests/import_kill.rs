@@ -45,8 +45,11 @@ fn transcript(lines: usize) -> String {
                 )
                 .unwrap();
             }
-            writeln!(text, r#"{{"kind":"turn_end","session":"big-{s}","turn":"t{turn}","status":"completed"}}"#)
-                .unwrap();
+            writeln!(
+                text,
+                r#"{{"kind":"turn_end","session":"big-{s}","turn":"t{turn}","status":"completed"}}"#
+            )
+            .unwrap();
             written += TURN_EVENTS + 1;
             turn += 1;
         }

@@ -3,7 +3,7 @@
 //! Exit codes: 0 success, 1 nothing found or verification failed, 2 usage or input error,
 //! 3 conflict, 4 any other failure (I/O, a locked store).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -378,13 +378,7 @@ fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    let read_error = |source| Error::Read { path: file.to_owned(), source };
-    if file == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map_err(read_error)?;
-        return Ok(bytes);
-    }
-    Ok(std::fs::read(file).map_err(read_error)?)
+    Ok(Mnemo::read_import_file(file)?)
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {

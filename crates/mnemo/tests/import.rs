@@ -172,7 +172,8 @@ fn a_json_key_repeated_in_a_line_of_any_format_is_refused_naming_the_line_and_ke
         r#"{"type":"assistant","sessionId":"s-dup","uuid":"u2","uuid":"u3","timestamp":"2026-01-14T10:00:01Z","message":{"role":"assistant","content":[{"type":"text","text":"yo"}]}}"#,
         "\n"
     );
-    let error = mnemo.import(claude.as_bytes(), "dup-key.jsonl", mnemo::ImportFormat::ClaudeCode).unwrap_err();
+    let error =
+        mnemo.import(claude.as_bytes(), "dup-key.jsonl", mnemo::ImportFormat::ClaudeCode).unwrap_err();
     let message = error.to_string();
     assert!(message.starts_with("dup-key.jsonl:2: "), "{message}");
     assert!(message.contains("duplicate key \"uuid\""), "{message}");

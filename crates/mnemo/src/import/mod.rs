@@ -29,6 +29,10 @@ use crate::transcript::{
 pub(crate) use append::{EventIdIndex, event_id_index};
 pub use append::{ImportReport, ImportStatus};
 
+/// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
+/// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
+pub const IMPORT_FILE_BYTES_MAX: u64 = 512 * 1024 * 1024;
+
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
 
