@@ -6,11 +6,18 @@
 //! ended at P. It costs one scan of the log up to P per stage consulted (two for a search or a read), and
 //! memory for the folded state; live calls read the stages' stores directly.
 
-use mnemo_core::{Position, SessionId};
-use mnemo_history::{
-    HistoryContext, HistoryReadRequest, HistorySearchRequest, ReadOutcome, SearchOutcome, SessionHeader,
-    VisibleMessage, index, messages,
+pub use crate::handles::History;
+pub use mnemo_history::{
+    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
+    MessageKind, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_SIDE_TURNS_MAX, READ_TURNS_MAX,
+    ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX, SearchFailure, SearchFailureReason, SearchOutcome, SearchRow, SessionHeader,
+    ToolFailure, VisibleMessage,
 };
+pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+
+use mnemo_core::{Position, SessionId};
+use mnemo_history::{index, messages};
 use serde::Serialize;
 use tracing::info_span;
 

@@ -249,7 +249,7 @@ impl Mnemo {
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
-        match self.log.append(request)? {
+        match crate::blocking::wait(|| self.log.append(request))? {
             AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
@@ -259,7 +259,7 @@ impl Mnemo {
 
     /// Blocks until every stage has folded `position`.
     pub fn catch_up_to(&self, position: Position) -> Result<(), Error> {
-        Ok(self.pipeline().wait_all(position, CATCH_UP_TIMEOUT)?)
+        Ok(crate::blocking::wait(|| self.pipeline().wait_all(position, CATCH_UP_TIMEOUT))?)
     }
 
     /// Blocks until every stage has folded the whole log as it is now.
@@ -377,7 +377,7 @@ impl Mnemo {
     /// A stage's store once the stage has folded the whole log as it is now (read-your-writes).
     pub(crate) fn caught_up_store(&self, stage: &str) -> Result<Arc<dyn StateStore>, Error> {
         let pipeline = self.pipeline();
-        pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT)?;
+        crate::blocking::wait(|| pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT))?;
         Ok(pipeline.store(stage)?)
     }
 
@@ -408,13 +408,10 @@ impl Mnemo {
             .ok_or_else(|| mnemo_pipeline::PipelineError::UnknownStage(stage.to_owned()))?;
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let projector = self.registry.build(spec)?;
-        mnemo_pipeline::fold_to(
-            self.log.as_ref(),
-            projector,
-            Arc::clone(&store),
-            spec.config_hash()?,
-            position,
-        )?;
+        let config_hash = spec.config_hash()?;
+        crate::blocking::wait(|| {
+            mnemo_pipeline::fold_to(self.log.as_ref(), projector, Arc::clone(&store), config_hash, position)
+        })?;
         Ok(store)
     }
 

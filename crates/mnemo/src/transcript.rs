@@ -1,8 +1,15 @@
-//! The mnemo transcript format (JSON Lines): parsing and validation into records.
+//! Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
+//! records, the foreign formats [`Mnemo::import`](crate::Mnemo::import) converts, and what an import
+//! or an export reports.
 //!
 //! A file is validated whole before anything is appended, so a bad line appends nothing. Ids and
 //! timestamps that a line leaves out are derived from the file alone, so the same file always
 //! yields the same records.
+
+pub use crate::export::ExportReport;
+pub use crate::import::{
+    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 
