@@ -29,16 +29,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use mnemo::compaction::{CompactOptions, ContextOptions};
+use mnemo::log::{ExpectedRevision, ManualClock};
+use mnemo::memory::{
+    BoxFuture, ItemInput, KeyInput, MemoryModels, MemoryProposer, ModelError, MutationInput, MutationRequest,
+    ProposalPrompt,
+};
+use mnemo::records::{ItemId, Position, Record, StreamId};
 use mnemo::records::{
     KeyOrigin, KeyType, MemoryKind, MemoryMode, MemoryOrigin, MemoryScope, OperationId, RecordKind,
     SessionArchived, SessionFlagsChanged, SessionId, SessionOpened, SourcePointer, StatementType,
     TemporalType, TurnEnded, TurnId, TurnStatus, WorkspaceId,
 };
-use mnemo::{
-    BoxFuture, CompactOptions, Config, ContextOptions, ErrorCategory, ExpectedRevision, ItemId, ItemInput,
-    KeyInput, ManualClock, MemoryModels, MemoryProposer, Mnemo, ModelError, MutationInput, MutationRequest,
-    Position, ProposalPrompt, Record, StreamId,
-};
+use mnemo::{Config, ErrorCategory, Mnemo};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 
 const SEEDS_PER_RUN: u64 = 6;
@@ -93,7 +96,7 @@ struct Session {
     /// Events appended by the host, all turns.
     events: usize,
     /// The running turn's latest user event: the anchor of a mid-turn compaction.
-    anchor: Option<mnemo::EventId>,
+    anchor: Option<mnemo::records::EventId>,
     copies: u64,
 }
 
@@ -247,8 +250,8 @@ impl Run {
         for record in &mut records {
             let Record::RuntimeEvent(event) = record else { continue };
             event.turn_id = session.turn_id();
-            event.run_id = mnemo::RunId::new(format!("run-{}", session.turn)).unwrap();
-            event.invocation_id = mnemo::InvocationId::new(format!("run-{}", session.turn)).unwrap();
+            event.run_id = mnemo::records::RunId::new(format!("run-{}", session.turn)).unwrap();
+            event.invocation_id = mnemo::records::InvocationId::new(format!("run-{}", session.turn)).unwrap();
         }
         self.append(&session.stream(), &records);
         self.sessions[which].turn_events += records.len();
@@ -343,11 +346,11 @@ impl Run {
         let Some(anchor) = session.anchor.clone() else { return self.compact(which) };
         let before = self.head();
         let reference_tokens = 200 + self.rng.below(2_000);
-        let mid_turn = mnemo::MidTurnOptions::new(session.turn_id(), anchor, reference_tokens);
+        let mid_turn = mnemo::compaction::MidTurnOptions::new(session.turn_id(), anchor, reference_tokens);
         let options = CompactOptions::default();
         let compaction = self.mnemo().compaction();
         match self.runtime.block_on(compaction.compact_mid_turn(&session.id, &mid_turn, &options)) {
-            Ok(mnemo::MidTurnOutcome::Replaced { checkpoint, .. }) => {
+            Ok(mnemo::compaction::MidTurnOutcome::Replaced { checkpoint, .. }) => {
                 *self.checkpoints.entry("mid-turn").or_default() += 1;
                 let hook = self.mnemo().memory();
                 let id = &checkpoint.checkpoint.checkpoint;
@@ -432,9 +435,9 @@ impl Run {
                 .collect(),
             sources: vec![SourcePointer {
                 session,
-                run: mnemo::RunId::new("run-1").unwrap(),
+                run: mnemo::records::RunId::new("run-1").unwrap(),
                 turn: TurnId::new("t1").unwrap(),
-                event: mnemo::EventId::new("s0:1:0").unwrap(),
+                event: mnemo::records::EventId::new("s0:1:0").unwrap(),
             }],
         }
     }
@@ -612,11 +615,11 @@ impl Run {
             other => panic!("not an event: {other:?}"),
         };
         event.turn_id = session.turn_id();
-        event.run_id = mnemo::RunId::new(format!("run-{}", session.turn)).unwrap();
-        event.invocation_id = mnemo::InvocationId::new(format!("run-{}", session.turn)).unwrap();
-        event.role = mnemo::Role::User;
-        event.author = mnemo::Author::User;
-        event.content = Some(mnemo::Content::Text(mnemo::TextContent::new(text)));
+        event.run_id = mnemo::records::RunId::new(format!("run-{}", session.turn)).unwrap();
+        event.invocation_id = mnemo::records::InvocationId::new(format!("run-{}", session.turn)).unwrap();
+        event.role = mnemo::records::Role::User;
+        event.author = mnemo::records::Author::User;
+        event.content = Some(mnemo::records::Content::Text(mnemo::records::TextContent::new(text)));
         let id = event.id.clone();
         self.append(&session.stream(), &[Record::RuntimeEvent(event)]);
         self.sessions[which].anchor = Some(id);
