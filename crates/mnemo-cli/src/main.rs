@@ -124,6 +124,8 @@ enum Format {
     ClaudeCode,
     /// The reference system's RuntimeEvent JSON Lines.
     Maka,
+    /// A SWE-agent trajectory (`.traj`, one JSON document).
+    SweAgent,
 }
 
 impl Format {
@@ -135,6 +137,7 @@ impl Format {
             Format::Codex => mnemo::ImportFormat::Codex,
             Format::ClaudeCode => mnemo::ImportFormat::ClaudeCode,
             Format::Maka => mnemo::ImportFormat::Maka,
+            Format::SweAgent => mnemo::ImportFormat::SweAgent,
         }
     }
 }

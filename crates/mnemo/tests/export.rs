@@ -8,12 +8,14 @@ use std::sync::Arc;
 
 use mnemo::{Config, ImportFormat, ManualClock, Mnemo, Position, SessionId};
 
-const FIXTURES: [&str; 8] = [
+const FIXTURES: [&str; 10] = [
     "codex-rollout.jsonl",
     "codex-rollout-0.128.jsonl",
     "codex-rollout-legacy.jsonl",
     "claude-code.jsonl",
     "claude-code-2.0-compaction.jsonl",
+    "swe-agent-function-calling.traj",
+    "swe-agent-thought-action.traj",
     "chat-completions.json",
     "chat-dataset.jsonl",
     "maka-events.jsonl",

@@ -334,3 +334,95 @@ fn claude_code_written_sessions_lose_nothing() {
         assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
     }
 }
+
+// ---- SWE-agent ------------------------------------------------------------------------------
+
+fn swe_agent_source(path: &Path) -> Counts {
+    let document: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let text = |content: &Value| match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => {
+            blocks.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("\n")
+        }
+        _ => String::new(),
+    };
+    let mut counts = Counts::new();
+    let mut task_seen = false;
+    let mut open_actions = 0;
+    for item in document["history"].as_array().unwrap() {
+        if item["is_demo"] == true || item["message_type"] == "demonstration" {
+            continue;
+        }
+        match item["role"].as_str().unwrap() {
+            "user" if !task_seen => {
+                task_seen = true;
+                add(&mut counts, Said::User(text(&item["content"])));
+            }
+            "user" if open_actions > 0 => {
+                open_actions -= 1;
+                add(&mut counts, Said::Result(String::new(), false));
+            }
+            "tool" => {
+                for _ in item["tool_call_ids"].as_array().unwrap() {
+                    add(&mut counts, Said::Result(String::new(), false));
+                }
+            }
+            "assistant" => {
+                for block in item["thinking_blocks"].as_array().into_iter().flatten() {
+                    add(&mut counts, Said::Thinking(block["thinking"].as_str().unwrap().to_owned()));
+                }
+                let calls = item["tool_calls"].as_array().filter(|c| !c.is_empty());
+                let said = match calls {
+                    Some(_) => text(&item["content"]),
+                    None => match item["thought"].as_str() {
+                        Some(thought) if !thought.trim().is_empty() => thought.to_owned(),
+                        _ => text(&item["content"]),
+                    },
+                };
+                if !said.trim().is_empty() {
+                    add(&mut counts, Said::Assistant(said));
+                }
+                match calls {
+                    Some(calls) => {
+                        for call in calls {
+                            let args: Value =
+                                serde_json::from_str(call["function"]["arguments"].as_str().unwrap())
+                                    .unwrap();
+                            let name = call["function"]["name"].as_str().unwrap().to_owned();
+                            add(&mut counts, Said::Call(name, canonical(&args)));
+                        }
+                    }
+                    None => {
+                        let action = item["action"].as_str().unwrap_or_default();
+                        if !action.trim().is_empty() {
+                            let name = action.split_whitespace().next().unwrap().to_owned();
+                            add(
+                                &mut counts,
+                                Said::Call(name, canonical(&serde_json::json!({"command": action}))),
+                            );
+                            open_actions = 1;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    counts
+}
+
+#[test]
+fn swe_agent_trajectories_lose_nothing_in_either_layout() {
+    for name in ["swe-agent-function-calling.traj", "swe-agent-thought-action.traj"] {
+        let path = written(name);
+        let mut log = Counts::new();
+        for (said, n) in from_log(&path, ImportFormat::SweAgent) {
+            let said = match said {
+                Said::Result(_, failed) => Said::Result(String::new(), failed),
+                other => other,
+            };
+            *log.entry(said).or_insert(0) += n;
+        }
+        assert_same(&path, &swe_agent_source(&path), &log);
+    }
+}

@@ -10,6 +10,7 @@ mod chat;
 mod claude;
 mod codex;
 mod maka;
+mod swe_agent;
 mod time;
 
 use std::collections::BTreeMap;
@@ -44,17 +45,20 @@ pub enum ImportFormat {
     ClaudeCode,
     /// The reference system's RuntimeEvent JSON, one event per line.
     Maka,
+    /// A SWE-agent trajectory: one JSON document with `trajectory`, `history` and `info`.
+    SweAgent,
 }
 
 impl ImportFormat {
     /// Every format, `auto` first.
-    pub const ALL: [ImportFormat; 6] = [
+    pub const ALL: [ImportFormat; 7] = [
         ImportFormat::Auto,
         ImportFormat::Mnemo,
         ImportFormat::OpenaiChat,
         ImportFormat::Codex,
         ImportFormat::ClaudeCode,
         ImportFormat::Maka,
+        ImportFormat::SweAgent,
     ];
 
     /// The name the CLI's `--format` takes.
@@ -66,6 +70,7 @@ impl ImportFormat {
             ImportFormat::Codex => "codex",
             ImportFormat::ClaudeCode => "claude-code",
             ImportFormat::Maka => "maka",
+            ImportFormat::SweAgent => "swe-agent",
         }
     }
 }
@@ -105,8 +110,15 @@ pub fn parse_import(
     format: ImportFormat,
 ) -> Result<ParsedImport, TranscriptError> {
     let format = match format {
-        // Nothing recognisable: the native format's parser says precisely what is wrong.
-        ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
+        // Nothing recognisable: the native format's parser says precisely what is wrong, unless the
+        // file is one JSON document spread over lines, which no line-by-line reading can name.
+        ImportFormat::Auto => match detect_format(bytes) {
+            Some(format) => format,
+            None => {
+                unknown_document(bytes, source)?;
+                ImportFormat::Mnemo
+            }
+        },
         format => format,
     };
     if format == ImportFormat::Mnemo {
@@ -118,6 +130,7 @@ pub fn parse_import(
         ImportFormat::OpenaiChat => chat::convert(bytes, source, &mut out)?,
         ImportFormat::Codex => codex::convert(&read_lines(bytes, source)?, source, &mut out)?,
         ImportFormat::ClaudeCode => claude::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
         _ => maka::convert(&read_lines(bytes, source)?, source, &mut out)?,
     }
     if out.lines.is_empty() {
@@ -149,13 +162,45 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
             return Some(format);
         }
     }
-    // A pretty-printed request body spans lines: try the file as one document.
+    // A pretty-printed document spans lines: try the file as one document.
     match serde_json::from_slice::<Value>(bytes) {
         Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
             Some(ImportFormat::OpenaiChat)
         }
+        Ok(Value::Object(object)) if swe_agent::is_trajectory(&object) => Some(ImportFormat::SweAgent),
         _ => None,
     }
+}
+
+/// Keys of an unrecognised document named in its error, at most.
+const UNKNOWN_KEYS_NAMED_MAX: usize = 12;
+
+/// An error for a file that is a single JSON document over several lines that no importer reads
+/// (each of its lines alone is not JSON, so the line-by-line formats could only say "line 1: EOF").
+fn unknown_document(bytes: &[u8], source: &str) -> Result<(), TranscriptError> {
+    let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
+    if lines < 2 {
+        return Ok(());
+    }
+    let what = match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(object)) => {
+            let keys: Vec<&str> = object.keys().take(UNKNOWN_KEYS_NAMED_MAX).map(String::as_str).collect();
+            let more = if object.len() > keys.len() { ", ..." } else { "" };
+            format!("an object with keys {}{more}", keys.join(", "))
+        }
+        Ok(Value::Array(items)) => format!("an array of {} items", items.len()),
+        _ => return Ok(()),
+    };
+    Err(error(
+        source,
+        1,
+        None,
+        format!(
+            "the file is one JSON document over {lines} lines ({what}), which no importer reads: \
+             expected JSON Lines (mnemo, codex, claude-code, maka), a chat-completions array or request \
+             body (openai-chat), or a SWE-agent trajectory with `trajectory` and `history` (swe-agent)"
+        ),
+    ))
 }
 
 fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {

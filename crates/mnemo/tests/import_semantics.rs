@@ -1,0 +1,212 @@
+//! What the importers make of what the source tools write about themselves: turn boundaries,
+//! input given while a turn runs, interruptions, the hosts' own compaction, slash commands,
+//! sub-agents and documents no importer reads. Each test is named after what went wrong before.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::PathBuf;
+
+use mnemo::{Author, Content, ImportFormat, Record, Role, TurnStatus, parse_import};
+
+fn fixture(name: &str) -> Vec<u8> {
+    std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)).unwrap()
+}
+
+/// Each event as (turn, role, author, text or tool name, steering), and each turn end as
+/// (turn, status, time).
+struct Flat {
+    events: Vec<(String, Role, Author, String, bool)>,
+    ends: Vec<(String, TurnStatus, u64)>,
+    sessions: Vec<(String, bool, Option<String>)>,
+    titles: Vec<String>,
+}
+
+fn flat(bytes: &[u8], format: ImportFormat) -> Flat {
+    let parsed = parse_import(bytes, "fixture", format).unwrap();
+    let mut flat = Flat { events: Vec::new(), ends: Vec::new(), sessions: Vec::new(), titles: Vec::new() };
+    for (_, records) in &parsed.transcript.sessions {
+        for r in records {
+            match &r.record {
+                Record::SessionOpened(s) => {
+                    flat.sessions.push((s.session.to_string(), s.subagent, s.title.clone()))
+                }
+                Record::SessionFlagsChanged(f) => flat.titles.extend(f.title.clone()),
+                Record::RuntimeEvent(e) => {
+                    let (what, steering) = match &e.content {
+                        Some(Content::Text(t)) => (t.text.clone(), t.steering == Some(true)),
+                        Some(Content::Thinking(t)) => (t.text.clone(), false),
+                        Some(Content::FunctionCall(c)) => (c.name.clone(), false),
+                        Some(Content::FunctionResponse(c)) => (c.name.clone(), false),
+                        _ => (String::new(), false),
+                    };
+                    flat.events.push((e.turn_id.to_string(), e.role, e.author, what, steering));
+                }
+                Record::TurnEnded(t) => flat.ends.push((t.turn.to_string(), t.status, r.timestamp.0)),
+                _ => {}
+            }
+        }
+    }
+    flat
+}
+
+#[test]
+fn codex_exec_rollouts_whose_user_input_is_only_an_event_keep_it_and_their_turns() {
+    let flat = flat(&fixture("codex-rollout-0.128.jsonl"), ImportFormat::Codex);
+    let users: Vec<(&str, &str, bool)> =
+        flat.events.iter().filter(|e| e.1 == Role::User).map(|e| (e.0.as_str(), e.3.as_str(), e.4)).collect();
+    assert_eq!(
+        users,
+        [
+            (
+                "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13",
+                "The totals test fails after the currency change. Fix it and keep rounding half-even.",
+                false
+            ),
+            ("019e1b7c-0a19-7e55-8b40-7d3c1e9f2a64", "Now add a test for negative amounts.", false),
+            ("019e1b7c-0a19-7e55-8b40-7d3c1e9f2a64", "use the table-driven style from tests/parse.rs", true),
+            ("019e1b7d-4410-7a08-91cc-2e5f0b6d7a38", "summarise what changed today", false),
+        ],
+        "each input once, in the turn task_started names; input during a turn is steering"
+    );
+    let ends: Vec<(&str, TurnStatus)> = flat.ends.iter().map(|e| (e.0.as_str(), e.1)).collect();
+    assert_eq!(
+        ends,
+        [
+            ("019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", TurnStatus::Completed),
+            ("019e1b7c-0a19-7e55-8b40-7d3c1e9f2a64", TurnStatus::Aborted),
+            ("t3", TurnStatus::Completed),
+            ("019e1b7d-4410-7a08-91cc-2e5f0b6d7a38", TurnStatus::Completed),
+        ]
+    );
+    // The aborted turn ends at the turn_aborted line's own time.
+    assert_eq!(flat.ends[1].2, 1_777_882_846_000);
+    // Developer messages, injected instructions, the compaction and errors are the host's system events.
+    let system: Vec<&str> = flat
+        .events
+        .iter()
+        .filter(|e| e.1 == Role::System)
+        .inspect(|e| assert_eq!(e.2, Author::Host))
+        .map(|e| e.3.lines().next().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        system,
+        [
+            "<permissions instructions>",
+            "# AGENTS.md instructions for /home/ines/src/tally",
+            "<environment_context>",
+            "<turn_aborted>",
+            "Codex compacted the conversation. Its summary:",
+            "Codex error: stream disconnected before completion: Transport error: error decoding response body",
+        ]
+    );
+    assert_eq!(flat.titles, ["Fix half-even rounding in totals"]);
+}
+
+#[test]
+fn codex_failures_in_plain_text_output_and_exec_command_end_are_errors() {
+    let parsed = parse_import(&fixture("codex-rollout-0.128.jsonl"), "f", ImportFormat::Codex).unwrap();
+    let results: Vec<(String, bool)> = parsed.transcript.sessions[0]
+        .1
+        .iter()
+        .filter_map(|r| match &r.record {
+            Record::RuntimeEvent(e) => match &e.content {
+                Some(Content::FunctionResponse(c)) => Some((c.name.clone(), c.is_error == Some(true))),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let expect = [
+        ("exec_command", true), // exit 101: `Process exited with code 101` and exec_command_end
+        ("shell_command", false), // `Exit code: 0`
+        ("shell_command", true), // `Exit code: 1`
+        ("web_search", false),
+        ("apply_patch", false),
+        ("exec_command", false),
+        ("exec_command", false),
+    ];
+    let results: Vec<(&str, bool)> = results.iter().map(|(n, e)| (n.as_str(), *e)).collect();
+    assert_eq!(results, expect);
+}
+
+#[test]
+fn claude_code_compaction_and_commands_are_the_hosts_system_events_never_user_turns() {
+    let flat = flat(&fixture("claude-code-2.0-compaction.jsonl"), ImportFormat::ClaudeCode);
+    let users: Vec<&str> = flat.events.iter().filter(|e| e.1 == Role::User).map(|e| e.3.as_str()).collect();
+    assert_eq!(
+        users,
+        [
+            "the CSV importer drops rows with quoted commas, fix it",
+            "use a small state machine instead of a regex"
+        ]
+    );
+    let system: Vec<(&str, &str)> = flat
+        .events
+        .iter()
+        .filter(|e| e.1 == Role::System)
+        .inspect(|e| assert_eq!(e.2, Author::Host))
+        .map(|e| (e.0.as_str(), e.3.get(..40).unwrap_or(&e.3)))
+        .collect();
+    let first_turn = flat.events.iter().find(|e| e.1 == Role::User).unwrap().0.clone();
+    let second_turn = flat.events.iter().filter(|e| e.1 == Role::User).nth(1).unwrap().0.clone();
+    assert_eq!(
+        system,
+        [
+            (first_turn.as_str(), "Caveat: The messages below were generate"),
+            (first_turn.as_str(), "<command-name>/model</command-name>\n    "),
+            (first_turn.as_str(), "<local-command-stdout>Set model to \u{1b}[1mo"),
+            (second_turn.as_str(), "Claude Code compacted the conversation ("),
+            (second_turn.as_str(), "This session is being continued from a p"),
+        ],
+        "commands go in the turn of the request they precede; compaction in the turn it happened in"
+    );
+    let compaction = flat.events.iter().find(|e| e.3.starts_with("Claude Code compacted")).unwrap();
+    assert_eq!(compaction.3, "Claude Code compacted the conversation (trigger: auto; 155312 tokens before).");
+    // The interruption ends the first turn, aborted, at the interruption line's time.
+    assert_eq!(flat.ends[0].0, first_turn);
+    assert_eq!(flat.ends[0].1, TurnStatus::Aborted);
+    assert_eq!(flat.ends[0].2, 1_770_714_041_010);
+    // The summary whose leaf is in the file titles the session; the other one is another session's.
+    assert_eq!(flat.titles, ["Fix CSV quoted-comma parsing with a state machine"]);
+}
+
+#[test]
+fn claude_code_sub_agent_files_are_sub_agent_sessions_named_after_their_parent() {
+    let real = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        PathBuf::from,
+    );
+    let path = real.join("claude-code/small-with-subagents/agent-36541525.jsonl");
+    let flat = flat(&std::fs::read(&path).unwrap(), ImportFormat::Auto);
+    assert_eq!(
+        flat.sessions,
+        [("4c2ddfdc-b619-4525-8d03-1950fb1b0257/agent-36541525".to_owned(), true, None)]
+    );
+    assert_eq!(flat.events.iter().filter(|e| e.1 == Role::User).count(), 1);
+}
+
+#[test]
+fn a_pretty_printed_document_no_importer_reads_is_named_as_such_not_as_line_1_eof() {
+    let bytes = b"{\n  \"runs\": [\n    {\"id\": 1}\n  ],\n  \"version\": 2\n}\n";
+    let error = parse_import(bytes, "results.json", ImportFormat::Auto).unwrap_err().to_string();
+    assert!(error.contains("one JSON document over 6 lines"), "{error}");
+    assert!(error.contains("keys runs, version"), "{error}");
+    assert!(!error.contains("EOF"), "{error}");
+    // A SWE-agent trajectory is told apart and read.
+    let parsed =
+        parse_import(&fixture("swe-agent-function-calling.traj"), "t.traj", ImportFormat::Auto).unwrap();
+    assert_eq!(parsed.format, ImportFormat::SweAgent);
+}
+
+#[test]
+fn swe_agent_task_is_a_user_message_and_a_run_that_did_not_submit_fails() {
+    let bytes = fixture("swe-agent-thought-action.traj");
+    let flat = flat(&bytes, ImportFormat::SweAgent);
+    assert!(flat.events.iter().any(|e| e.1 == Role::User && e.3.starts_with("We're currently solving")));
+    assert_eq!(flat.ends.iter().map(|e| e.1).collect::<Vec<_>>(), [TurnStatus::Completed]);
+    let text = String::from_utf8(bytes)
+        .unwrap()
+        .replace("\"exit_status\": \"submitted\"", "\"exit_status\": \"exit_cost\"");
+    let flat = self::flat(text.as_bytes(), ImportFormat::SweAgent);
+    assert_eq!(flat.ends.iter().map(|e| e.1).collect::<Vec<_>>(), [TurnStatus::Failed]);
+    assert!(flat.events.iter().any(|e| e.3.starts_with("SWE-agent finished with exit status exit_cost.")));
+}
