@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_core::{
-    Author, BoundaryDisposition, CheckpointManifest, ExtractionBoundary, CheckpointPhase, Content, EventId, Role, RuntimeEvent, TimestampMs,
+    Author, BoundaryDisposition, CheckpointManifest, CheckpointPhase, Content, EventId, ExtractionBoundary,
+    Role, RuntimeEvent, TimestampMs,
 };
 
 use crate::assembly::{HistoryItem, checkpoint_items, items_tokens, replay_fits};
