@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 
 use mnemo::{
     Config, Durability, ExpectedRevision, HistoryContext, HistoryReadRequest, HistorySearchRequest, Mnemo,
-    Position, Record, SessionId, StreamId, TurnId,
+    Position, Record, SessionId, StreamId, TurnId, WorkspaceId,
 };
 use mnemo_core::{
     Actions, Author, Content, ConversationCopied, CopyBoundary, EventId, FunctionCall, FunctionResponse,
@@ -41,11 +41,15 @@ impl Fixture {
     }
 
     fn open(&self, session: &str, title: &str) -> Position {
+        self.open_in(session, title, None)
+    }
+
+    fn open_in(&self, session: &str, title: &str, workspace: Option<&str>) -> Position {
         self.append(
             session,
             vec![Record::SessionOpened(SessionOpened {
                 session: sid(session),
-                workspace: None,
+                workspace: workspace.map(|w| WorkspaceId::new(w).unwrap()),
                 incognito: false,
                 memory: MemoryMode::Enabled,
                 subagent: false,
@@ -644,4 +648,104 @@ fn rebuilding_the_history_stages_gives_the_live_digests() {
     assert!(f.mnemo.verify(&mut |_| {}).unwrap().ok());
     let replaced = f.search(json!({"query": "replacement"}));
     assert_eq!(message_ids(&replaced), ["m1"]);
+}
+
+/// The sessions of a search's rows, in order.
+fn row_sessions(output: &Value) -> Vec<String> {
+    output["rows"].as_array().unwrap().iter().map(|r| r["session_id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn a_search_limit_is_filled_from_the_callers_workspace_when_another_workspace_ranks_higher() {
+    let mut f = fixture();
+    f.open_in("mine", "notes", Some("acme/api"));
+    for i in 0..3 {
+        f.user(
+            "mine",
+            &format!("t{i}"),
+            &format!("mine-{i}"),
+            &format!("in passing, the rollout of build {i} went out with the usual checklist and a review"),
+        );
+    }
+    // 50 shorter, denser matches in another workspace outrank every match of the caller's.
+    for i in 0..50 {
+        let session = format!("theirs-{i:02}");
+        f.open_in(&session, "notes", Some("globex/web"));
+        f.user(&session, "t1", &format!("theirs-{i}"), "rollout rollout rollout");
+    }
+    let anywhere = f.search(json!({"query": "rollout", "limit": 3}));
+    assert!(row_sessions(&anywhere).iter().all(|s| s.starts_with("theirs-")), "{anywhere}");
+
+    let mine = sid("mine");
+    let context = HistoryContext { current_session: Some(&mine), ..HistoryContext::default() };
+    let found = f.search_in(json!({"query": "rollout", "limit": 3}), &context, None);
+    let mut ids = message_ids(&found);
+    ids.sort();
+    assert_eq!(ids, ["mine-0", "mine-1", "mine-2"], "{found}");
+    assert_eq!(found["truncated"], json!(false), "nothing more matched in the caller's workspace: {found}");
+}
+
+#[test]
+fn a_page_of_sessions_holds_only_the_callers_workspace() {
+    let mut f = fixture();
+    f.open_in("mine", "old work", Some("acme/api"));
+    f.user("mine", "t1", "m-mine", "the needle we are after");
+    // More sessions than a page, all newer than the caller's, all in another workspace.
+    for i in 0..210 {
+        let session = format!("theirs-{i:03}");
+        f.open_in(&session, "busy", Some("globex/web"));
+        f.user(&session, "t1", &format!("m{i}"), "needle");
+    }
+    let mine = sid("mine");
+    let context = HistoryContext { current_session: Some(&mine), ..HistoryContext::default() };
+    let found = f.search_in(json!({"query": "needle"}), &context, None);
+    assert_eq!(message_ids(&found), ["m-mine"], "{found}");
+    assert_eq!(found["truncated"], json!(false), "{found}");
+    assert!(found.get("next_cursor").is_none(), "{found}");
+}
+
+#[test]
+fn ranking_statistics_are_the_callers_workspace() {
+    let mut f = fixture();
+    // In the caller's workspace `alpha` is rare and `beta` common, so the `alpha` message ranks
+    // first; across the whole store `alpha` is the common one.
+    f.open_in("mine", "work", Some("acme/api"));
+    f.user("mine", "t1", "a", "alpha");
+    f.user("mine", "t2", "b", "beta");
+    for i in 0..4 {
+        f.user("mine", &format!("u{i}"), &format!("filler-{i}"), &format!("beta filler {i}"));
+    }
+    f.open_in("theirs", "work", Some("globex/web"));
+    for i in 0..40 {
+        f.user("theirs", &format!("t{i}"), &format!("x{i}"), &format!("alpha note {i}"));
+    }
+    let mine = sid("mine");
+    let context = HistoryContext { current_session: Some(&mine), ..HistoryContext::default() };
+    let found = f.search_in(json!({"query": "alpha beta", "limit": 10}), &context, None);
+    assert_eq!(message_ids(&found)[..2], ["a", "b"], "{found}");
+    // Without a current session the whole store's statistics rank: `beta` is the rarer term.
+    let anywhere = f.search(json!({"query": "alpha beta", "limit": 10}));
+    assert_eq!(message_ids(&anywhere)[0], "b", "{anywhere}");
+}
+
+#[test]
+fn a_session_that_moves_workspace_takes_its_documents_along() {
+    let mut f = fixture();
+    f.open_in("s1", "first", Some("acme/api"));
+    f.user("s1", "t1", "m1", "the moving needle");
+    f.open_in("s2", "second", Some("globex/web"));
+    f.user("s2", "t1", "m2", "a needle that stays");
+    // Reopened in the other workspace: its documents count there now.
+    f.open_in("s1", "first", Some("globex/web"));
+    let s2 = sid("s2");
+    let context = HistoryContext { current_session: Some(&s2), ..HistoryContext::default() };
+    let mut ids = message_ids(&f.search_in(json!({"query": "needle"}), &context, None));
+    ids.sort();
+    assert_eq!(ids, ["m1", "m2"]);
+    f.mnemo.catch_up().unwrap();
+    let live = f.mnemo.stats().unwrap().stages;
+    let rebuilt = f.mnemo.rebuild(Some("history-search")).unwrap();
+    let before = live.iter().find(|s| s.name == "history-search").unwrap();
+    assert_eq!(rebuilt[0].digest, before.digest);
+    assert!(f.mnemo.verify(&mut |_| {}).unwrap().ok());
 }

@@ -244,35 +244,82 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Imports each file all or nothing, in order. A file that fails stops the command: the files
+/// before it stay committed (their reports are printed), and the error names the failing file,
+/// its line, what was committed before it and what was not imported.
 fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let mut reports = Vec::new();
     let bar = progress(files.len() as u64, "importing");
-    for file in files {
-        let bytes = read_input(file)?;
+    for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        reports.push(mnemo.import(&bytes, file, format)?);
+        let result = read_input(file).and_then(|bytes| Ok(mnemo.import(&bytes, file, format)?));
+        match result {
+            Ok(report) => reports.push(report),
+            Err(error) => {
+                bar.finish_and_clear();
+                if !cli.json {
+                    print_import_reports(&reports, format);
+                }
+                if files.len() == 1 {
+                    return Err(error);
+                }
+                return Err(error.context(import_stopped(file, &reports, &files[index + 1..])));
+            }
+        }
         bar.inc(1);
     }
     bar.finish_and_clear();
-    output(cli, &reports, || {
-        for r in &reports {
-            let span = r.positions.map_or("nothing".to_owned(), |(a, b)| format!("positions {a}..={b}"));
-            let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
-            say!(
-                "{}: {} format{chosen}: {} records in {} sessions from {} lines ({span})",
-                r.source,
-                r.format,
-                r.records,
-                r.sessions,
-                r.lines
-            );
-            for (what, count) in &r.skipped {
-                say!("  skipped {count} × {what}");
-            }
-        }
-    });
+    output(cli, &reports, || print_import_reports(&reports, format));
     Ok(ExitCode::SUCCESS)
+}
+
+/// What a multi-file import that stopped at `file` leaves: which files were committed, which not.
+fn import_stopped(file: &str, committed: &[mnemo::ImportReport], rest: &[String]) -> String {
+    let committed = if committed.is_empty() {
+        "nothing".to_owned()
+    } else {
+        let files: Vec<String> = committed
+            .iter()
+            .map(|r| format!("{} ({}, {} records appended)", r.source, r.status.name(), r.records))
+            .collect();
+        files.join(", ")
+    };
+    let mut not_imported = vec![file.to_owned()];
+    not_imported.extend(rest.iter().cloned());
+    format!(
+        "import stopped at {file}; committed before it: {committed}; not imported: {}",
+        not_imported.join(", ")
+    )
+}
+
+fn print_import_reports(reports: &[mnemo::ImportReport], format: mnemo::ImportFormat) {
+    for r in reports {
+        let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
+        let what = match r.status {
+            mnemo::ImportStatus::Imported => {
+                format!("imported {} records in {} new sessions", r.records, r.sessions)
+            }
+            mnemo::ImportStatus::Resumed => format!(
+                "resumed: appended {} new records after {} already in the store",
+                r.records, r.already
+            ),
+            mnemo::ImportStatus::AlreadyComplete if r.store_ahead > 0 => format!(
+                "already complete: all {} records are in the store, which holds {} more from a later \
+                 version of this file; nothing appended",
+                r.already, r.store_ahead
+            ),
+            mnemo::ImportStatus::AlreadyComplete => {
+                format!("already complete: all {} records are in the store, nothing appended", r.already)
+            }
+            _ => format!("{} records appended", r.records),
+        };
+        let span = r.positions.map_or(String::new(), |(a, b)| format!(" (positions {a}..={b})"));
+        say!("{}: {} format{chosen}, {} lines: {what}{span}", r.source, r.format, r.lines);
+        for (what, count) in &r.skipped {
+            say!("  skipped {count} × {what}");
+        }
+    }
 }
 
 fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {

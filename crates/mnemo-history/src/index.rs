@@ -8,14 +8,21 @@
 //! by a later event, or a title changed, has its old document's postings removed.
 //!
 //! Postings are grouped by session, so a query touches only the sessions of the page it searches
-//! (at most 200), however large the corpus; document frequencies and the corpus size and length
-//! are global. A session's postings of one term are packed into blocks read with point lookups, not
+//! (at most 200), however large the corpus. Document frequencies and the corpus size and length
+//! are kept twice: for the whole store, and for each workspace group (the sessions opened in one
+//! workspace; sessions without a workspace form group 0), so that a search from a session ranks
+//! with its own workspace's statistics ([`Scope`]). A session opened again in another workspace
+//! moves its documents' counts to the new group. A session's postings of one term are packed into blocks read with point lookups, not
 //! range scans: an LSM tree answers a lookup from its bloom filters, while a scan must seek every
 //! table that overlaps the range.
 //!
 //! Keys (`\0` separates; ids and terms never contain NUL):
-//! - `s` -> statistics: documents, total terms, next document number, next session ordinal (u64 BE
-//!   each), then BM25 `k1` and `b` in thousandths (u32 BE each);
+//! - `s` -> statistics: documents, total terms, next document number, next session ordinal,
+//!   workspace groups assigned (u64 BE each), then BM25 `k1` and `b` in thousandths (u32 BE each);
+//! - `W\0<workspace>` -> the workspace's group (u32 BE, from 1);
+//! - `w\0<session>` -> the session's group (u32 BE), absent for group 0 (no workspace);
+//! - `g\0<group u32 BE>` -> the group's documents and total terms (u64 BE each);
+//! - `F\0<group u32 BE><term>` -> how many of the group's documents hold the term (u64 BE);
 //! - `o\0<session>` -> the session's ordinal and its next turn ordinal (u32 BE each);
 //! - `u\0<session ordinal u32 BE><turn>` -> the turn's ordinal in its session (u32 BE, from 1);
 //! - `p\0<session ordinal u32 BE><term>\0<block u32 BE>` -> a flag byte (1: another block of the
@@ -29,7 +36,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use mnemo_core::{Record, SessionId, TimestampMs, TurnId};
+use mnemo_core::{Record, SessionId, TimestampMs, TurnId, WorkspaceId};
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
 use serde::{Deserialize, Serialize};
 
@@ -45,7 +52,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 2: redaction covers private key blocks, JWTs, URL passwords and more providers' keys.
 // 3: postings lose their count key (a flag byte per block) and store document gaps.
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
-const VERSION: u32 = 4;
+// 5: statistics and document frequencies per workspace group.
+const VERSION: u32 = 5;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -65,6 +73,13 @@ const POSTING_TAG: &[u8] = b"p\0";
 pub const POSTING_BLOCK_ENTRIES_MAX: u32 = 128;
 const DF_TAG: &[u8] = b"f\0";
 const DOC_TAG: &[u8] = b"d\0";
+const WORKSPACE_TAG: &[u8] = b"W\0";
+const SESSION_GROUP_TAG: &[u8] = b"w\0";
+const GROUP_STATS_TAG: &[u8] = b"g\0";
+const GROUP_DF_TAG: &[u8] = b"F\0";
+
+/// The group of sessions without a workspace.
+const NO_WORKSPACE_GROUP: u32 = 0;
 const MESSAGE_DOC_TAG: &[u8] = b"k\0";
 const TITLE_DOC_TAG: &[u8] = b"t\0";
 
@@ -147,16 +162,17 @@ pub struct IndexStats {
     pub terms: u64,
     next_doc: u64,
     next_session: u64,
+    groups: u64,
     /// The BM25 parameters queries use.
     pub bm25: Bm25,
 }
 
-const STATS_BYTES: usize = 4 * 8 + 2 * 4;
+const STATS_BYTES: usize = 5 * 8 + 2 * 4;
 
 impl IndexStats {
     fn encode(&self) -> Vec<u8> {
         let mut bytes = Vec::with_capacity(STATS_BYTES);
-        for value in [self.docs, self.terms, self.next_doc, self.next_session] {
+        for value in [self.docs, self.terms, self.next_doc, self.next_session, self.groups] {
             bytes.extend_from_slice(&value.to_be_bytes());
         }
         bytes.extend_from_slice(&self.bm25.k1_milli.to_be_bytes());
@@ -175,14 +191,72 @@ impl IndexStats {
             terms: u64_at(1),
             next_doc: u64_at(2),
             next_session: u64_at(3),
-            bm25: Bm25 { k1_milli: u32_at(32), b_milli: u32_at(36) },
+            groups: u64_at(4),
+            bm25: Bm25 { k1_milli: u32_at(40), b_milli: u32_at(44) },
         })
     }
 
-    /// Mean document length in terms (0 for an empty index).
+    /// The whole store's corpus.
+    pub fn corpus(&self) -> Corpus {
+        Corpus { docs: self.docs, terms: self.terms }
+    }
+}
+
+/// The size of a corpus, the whole store's or a workspace group's: what BM25 needs besides
+/// document frequencies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Corpus {
+    /// Documents.
+    pub docs: u64,
+    /// Terms over all documents.
+    pub terms: u64,
+}
+
+const CORPUS_BYTES: usize = 2 * 8;
+
+impl Corpus {
+    fn encode(&self) -> Vec<u8> {
+        [self.docs.to_be_bytes(), self.terms.to_be_bytes()].concat()
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Corpus, PipelineError> {
+        if bytes.len() != CORPUS_BYTES {
+            return Err(
+                CODEC.damaged(format!("group statistics are {} bytes, not {CORPUS_BYTES}", bytes.len()))
+            );
+        }
+        Ok(Corpus { docs: CODEC.decode_u64(&bytes[..8])?, terms: CODEC.decode_u64(&bytes[8..])? })
+    }
+
+    /// Mean document length in terms (0 for an empty corpus).
     pub fn average_length(&self) -> f64 {
         if self.docs == 0 { 0.0 } else { self.terms as f64 / self.docs as f64 }
     }
+
+    /// Counts a document in (`sign` 1) or out (`sign` -1).
+    fn count(&mut self, length: u32, sign: i64) -> Result<(), PipelineError> {
+        let docs = self.docs.checked_add_signed(sign);
+        let terms = self.terms.checked_add_signed(sign * i64::from(length));
+        let (Some(docs), Some(terms)) = (docs, terms) else {
+            return Err(CODEC.damaged("group statistics underflow".to_owned()));
+        };
+        *self = Corpus { docs, terms };
+        Ok(())
+    }
+}
+
+/// Which documents a search ranks against, and whose statistics it ranks with.
+///
+/// A search from inside a session sees only its workspace group (the sessions opened in the same
+/// workspace, or the sessions without one) and ranks with that group's statistics, as if the group
+/// were the whole store: another workspace's documents neither appear nor shift its scores. A
+/// search from no session (an operator's) sees the whole store, with the whole store's statistics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every session.
+    Store,
+    /// The sessions of one workspace group.
+    Group(u32),
 }
 
 /// Builds the stage from its configuration: optional `k1` (0..=3) and `b` (0..=1).
@@ -234,7 +308,10 @@ impl Projector for HistorySearchIndex {
             return Ok(());
         };
         let title = match &logged.record {
-            Record::SessionOpened(opened) => opened.title.as_ref(),
+            Record::SessionOpened(opened) => {
+                self.writer(state)?.set_workspace(&session, opened.workspace.as_ref())?;
+                opened.title.as_ref()
+            }
             Record::SessionFlagsChanged(changed) => changed.title.as_ref(),
             Record::RuntimeEvent(event) => {
                 if let Some(message) = messages::project(event, logged.position) {
@@ -274,6 +351,12 @@ struct WriteCache {
     stats: Option<(Option<IndexStats>, IndexStats)>,
     /// Document frequencies as stored and as they are now.
     df: HashMap<String, (u64, u64)>,
+    /// Workspace groups' document frequencies as stored and as they are now.
+    group_df: HashMap<(u32, String), (u64, u64)>,
+    /// Workspace groups' corpora as stored and as they are now.
+    groups: HashMap<u32, (Corpus, Corpus)>,
+    /// Sessions' workspace groups as stored and as they are now.
+    session_groups: HashMap<SessionId, (u32, u32)>,
     sessions: HashMap<SessionId, SessionSlot>,
     tails: HashMap<(u32, String), Tail>,
 }
@@ -316,6 +399,30 @@ impl WriteCache {
             if before != now {
                 let key = [DF_TAG, term.as_bytes()].concat();
                 if now == 0 { state.delete(key) } else { state.put(key, now.to_be_bytes().to_vec()) }
+            }
+        }
+        for ((group, term), (before, now)) in self.group_df {
+            if before != now {
+                let key = group_df_key(group, &term);
+                if now == 0 { state.delete(key) } else { state.put(key, now.to_be_bytes().to_vec()) }
+            }
+        }
+        for (group, (before, now)) in self.groups {
+            // NOTE: an empty group leaves no key, like a zero frequency, so what is stored does not
+            // depend on whether the group was ever committed non-empty.
+            if before != now {
+                let key = group_stats_key(group);
+                if now == Corpus::default() { state.delete(key) } else { state.put(key, now.encode()) }
+            }
+        }
+        for (session, (before, now)) in self.session_groups {
+            if before != now {
+                let key = [SESSION_GROUP_TAG, session.as_str().as_bytes()].concat();
+                if now == NO_WORKSPACE_GROUP {
+                    state.delete(key)
+                } else {
+                    state.put(key, now.to_be_bytes().to_vec())
+                }
             }
         }
         for (session, slot) in self.sessions {
@@ -401,14 +508,17 @@ impl Writer<'_, '_> {
             return Ok(());
         }
         let (ordinal, turn) = self.ordinals(&doc.session, doc.turn_id.as_ref())?;
+        let group = self.group_of(&doc.session)?;
         let stats = self.cache.stats()?;
         let number = stats.next_doc;
         stats.next_doc += 1;
         stats.docs += 1;
         stats.terms += u64::from(length);
+        self.group_corpus(group)?.count(length, 1)?;
         for (term, frequency) in counts {
             let posting = Posting { doc: number, frequency, length, turn };
             self.add_df(&term, 1)?;
+            self.add_group_df(group, &term, 1)?;
             self.add_posting(ordinal, term, posting)?;
         }
         self.state.put(doc_key(number), CODEC.encode(&doc)?);
@@ -423,10 +533,13 @@ impl Writer<'_, '_> {
         let doc: IndexedDoc = CODEC.decode(&bytes)?;
         let (counts, length) = term_counts(&doc.text);
         let (ordinal, _) = self.ordinals(&doc.session, None)?;
+        let group = self.group_of(&doc.session)?;
         for term in counts.keys() {
             self.remove_posting(ordinal, term, number)?;
             self.add_df(term, -1)?;
+            self.add_group_df(group, term, -1)?;
         }
+        self.group_corpus(group)?.count(length, -1)?;
         let stats = self.cache.stats()?;
         stats.docs -= 1;
         stats.terms -= u64::from(length);
@@ -518,6 +631,115 @@ impl Writer<'_, '_> {
         Ok(())
     }
 
+    fn add_group_df(&mut self, group: u32, term: &str, delta: i64) -> Result<(), PipelineError> {
+        use std::collections::hash_map::Entry;
+        let slot = match self.cache.group_df.entry((group, term.to_owned())) {
+            Entry::Occupied(occupied) => occupied.into_mut(),
+            Entry::Vacant(vacant) => {
+                let stored = self.state.get(&group_df_key(group, term))?;
+                let stored = stored.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0);
+                vacant.insert((stored, stored))
+            }
+        };
+        slot.1 = slot
+            .1
+            .checked_add_signed(delta)
+            .ok_or_else(|| CODEC.damaged(format!("df of {term:?} in group {group} underflows")))?;
+        Ok(())
+    }
+
+    /// A workspace group's corpus, loaded into the cache.
+    fn group_corpus(&mut self, group: u32) -> Result<&mut Corpus, PipelineError> {
+        use std::collections::hash_map::Entry;
+        let slot = match self.cache.groups.entry(group) {
+            Entry::Occupied(occupied) => occupied.into_mut(),
+            Entry::Vacant(vacant) => {
+                let stored = self.state.get(&group_stats_key(group))?;
+                let stored = stored.map(|b| Corpus::decode(&b)).transpose()?.unwrap_or_default();
+                vacant.insert((stored, stored))
+            }
+        };
+        Ok(&mut slot.1)
+    }
+
+    /// The session's workspace group ([`NO_WORKSPACE_GROUP`] until it is opened in a workspace).
+    fn group_of(&mut self, session: &SessionId) -> Result<u32, PipelineError> {
+        if let Some((_, now)) = self.cache.session_groups.get(session) {
+            return Ok(*now);
+        }
+        let key = [SESSION_GROUP_TAG, session.as_str().as_bytes()].concat();
+        let stored = self.state.get(&key)?.map(|b| CODEC.decode_u32(&b)).transpose()?;
+        let stored = stored.unwrap_or(NO_WORKSPACE_GROUP);
+        self.cache.session_groups.insert(session.clone(), (stored, stored));
+        Ok(stored)
+    }
+
+    /// The workspace's group, assigning the next one to a workspace seen for the first time.
+    fn workspace_group(&mut self, workspace: &WorkspaceId) -> Result<u32, PipelineError> {
+        let key = [WORKSPACE_TAG, workspace.as_str().as_bytes()].concat();
+        if let Some(bytes) = self.state.get(&key)? {
+            return CODEC.decode_u32(&bytes);
+        }
+        let stats = self.cache.stats()?;
+        stats.groups += 1;
+        let group =
+            u32::try_from(stats.groups).map_err(|_| CODEC.damaged("more than 2^32 workspaces".to_owned()))?;
+        self.state.put(key, group.to_be_bytes().to_vec());
+        Ok(group)
+    }
+
+    /// Records the workspace a session was opened in; a session that changes workspace moves its
+    /// documents' counts from its old group to the new one.
+    fn set_workspace(
+        &mut self,
+        session: &SessionId,
+        workspace: Option<&WorkspaceId>,
+    ) -> Result<(), PipelineError> {
+        let group = match workspace {
+            Some(workspace) => self.workspace_group(workspace)?,
+            None => NO_WORKSPACE_GROUP,
+        };
+        let old = self.group_of(session)?;
+        if old == group {
+            return Ok(());
+        }
+        for number in self.session_documents(session)? {
+            let bytes = self.state.get(&doc_key(number))?;
+            let bytes = bytes.ok_or_else(|| CODEC.damaged(format!("document {number} is missing")))?;
+            let doc: IndexedDoc = CODEC.decode(&bytes)?;
+            let (counts, length) = term_counts(&doc.text);
+            for term in counts.keys() {
+                self.add_group_df(old, term, -1)?;
+                self.add_group_df(group, term, 1)?;
+            }
+            self.group_corpus(old)?.count(length, -1)?;
+            self.group_corpus(group)?.count(length, 1)?;
+        }
+        if let Some(slot) = self.cache.session_groups.get_mut(session) {
+            slot.1 = group;
+        }
+        Ok(())
+    }
+
+    /// The numbers of a session's indexed documents: its title's and its messages'.
+    fn session_documents(&mut self, session: &SessionId) -> Result<Vec<u64>, PipelineError> {
+        let has_ordinal = self.cache.sessions.contains_key(session)
+            || self.state.get(&[SESSION_TAG, session.as_str().as_bytes()].concat())?.is_some();
+        if !has_ordinal {
+            // A session gets its ordinal with its first document.
+            return Ok(Vec::new());
+        }
+        let mut numbers = Vec::new();
+        if let Some(bytes) = self.state.get(&[TITLE_DOC_TAG, session.as_str().as_bytes()].concat())? {
+            numbers.push(CODEC.decode_u64(&bytes)?);
+        }
+        let prefix = [MESSAGE_DOC_TAG, session.as_str().as_bytes(), b"\0"].concat();
+        for (_, value) in self.state.scan_prefix(&prefix)? {
+            numbers.push(CODEC.decode_u64(&value)?);
+        }
+        Ok(numbers)
+    }
+
     /// The session's ordinal and the turn's (0 without a turn), assigning new ones as needed.
     fn ordinals(&mut self, session: &SessionId, turn: Option<&TurnId>) -> Result<(u32, u32), PipelineError> {
         if !self.cache.sessions.contains_key(session) {
@@ -566,6 +788,14 @@ impl Writer<'_, '_> {
 
 fn posting_block_key(ordinal: u32, term: &str, block: u32) -> Vec<u8> {
     [POSTING_TAG, &ordinal.to_be_bytes(), term.as_bytes(), b"\0", &block.to_be_bytes()].concat()
+}
+
+fn group_df_key(group: u32, term: &str) -> Vec<u8> {
+    [GROUP_DF_TAG, &group.to_be_bytes(), term.as_bytes()].concat()
+}
+
+fn group_stats_key(group: u32) -> Vec<u8> {
+    [GROUP_STATS_TAG, &group.to_be_bytes()].concat()
 }
 
 fn doc_key(number: u64) -> Vec<u8> {
@@ -678,8 +908,42 @@ impl<'a> IndexReader<'a> {
         self.store.get(&key)?.map(|bytes| CODEC.decode_u32(&bytes)).transpose()
     }
 
-    pub(crate) fn document_frequency(&self, term: &str) -> Result<u64, PipelineError> {
-        let key = [DF_TAG, term.as_bytes()].concat();
+    /// The workspace group of a session (group 0 for a session without a workspace, or unknown).
+    pub(crate) fn session_group(&self, session: &SessionId) -> Result<u32, PipelineError> {
+        let key = [SESSION_GROUP_TAG, session.as_str().as_bytes()].concat();
+        Ok(self.store.get(&key)?.map(|b| CODEC.decode_u32(&b)).transpose()?.unwrap_or(NO_WORKSPACE_GROUP))
+    }
+
+    /// The scope a caller in `session` searches: its workspace group; the whole store from none.
+    pub(crate) fn scope_of(&self, session: Option<&SessionId>) -> Result<Scope, PipelineError> {
+        session.map_or(Ok(Scope::Store), |session| self.session_group(session).map(Scope::Group))
+    }
+
+    /// Whether a session's documents belong to `scope`.
+    pub(crate) fn in_scope(&self, scope: Scope, session: &SessionId) -> Result<bool, PipelineError> {
+        match scope {
+            Scope::Store => Ok(true),
+            Scope::Group(group) => Ok(self.session_group(session)? == group),
+        }
+    }
+
+    /// The corpus of a scope.
+    pub(crate) fn corpus(&self, scope: Scope) -> Result<Corpus, PipelineError> {
+        match scope {
+            Scope::Store => Ok(self.stats.corpus()),
+            Scope::Group(group) => {
+                let stored = self.store.get(&group_stats_key(group))?;
+                Ok(stored.map(|b| Corpus::decode(&b)).transpose()?.unwrap_or_default())
+            }
+        }
+    }
+
+    /// How many documents of a scope hold `term`.
+    pub(crate) fn document_frequency(&self, scope: Scope, term: &str) -> Result<u64, PipelineError> {
+        let key = match scope {
+            Scope::Store => [DF_TAG, term.as_bytes()].concat(),
+            Scope::Group(group) => group_df_key(group, term),
+        };
         Ok(self.store.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0))
     }
 
@@ -740,7 +1004,8 @@ mod tests {
 
     #[test]
     fn stats_round_trip() {
-        let stats = IndexStats { docs: 3, terms: 40, next_doc: 7, next_session: 2, bm25: Bm25::default() };
+        let stats =
+            IndexStats { docs: 3, terms: 40, next_doc: 7, next_session: 2, groups: 5, bm25: Bm25::default() };
         assert_eq!(IndexStats::decode(&stats.encode()).unwrap(), stats);
         assert!(IndexStats::decode(&[0; 3]).is_err());
     }
@@ -753,6 +1018,87 @@ mod tests {
         assert!(factory(&table("b = 1.5")).unwrap_err().contains("outside"));
         assert!(factory(&table("x = 1")).unwrap_err().contains("unknown"));
         assert!(factory(&table("k1 = \"high\"")).unwrap_err().contains("number"));
+    }
+
+    /// Folds session openings (each with a title, one document) into a store, committing after
+    /// every record when `commit_each` is set and once at the end otherwise.
+    fn fold_openings(
+        openings: &[(&str, Option<&str>, &str)],
+        commit_each: bool,
+    ) -> mnemo_pipeline::MemoryStore {
+        use mnemo_core::{MemoryMode, SessionOpened, StreamId, StreamRevision};
+        use mnemo_pipeline::{Changes, StageMeta};
+        let store = mnemo_pipeline::MemoryStore::new();
+        let mut projector = HistorySearchIndex::default();
+        let mut changes = Changes::new();
+        let meta = StageMeta { watermark: mnemo_core::Position(1), version: VERSION, config_hash: [0; 32] };
+        for (i, (session, workspace, title)) in openings.iter().enumerate() {
+            let session = SessionId::new(*session).unwrap();
+            let logged = LoggedRecord {
+                position: mnemo_core::Position(i as u64 + 1),
+                stream: StreamId::session(&session),
+                revision: StreamRevision(0),
+                timestamp: TimestampMs(0),
+                record: Record::SessionOpened(SessionOpened {
+                    session,
+                    workspace: workspace.map(|w| WorkspaceId::new(w).unwrap()),
+                    incognito: false,
+                    memory: MemoryMode::Enabled,
+                    subagent: false,
+                    title: Some((*title).to_owned()),
+                }),
+            };
+            let mut txn = StateTxn::new(&store, &mut changes);
+            projector.apply(&mut txn, &logged).unwrap();
+            if commit_each || i + 1 == openings.len() {
+                projector.before_commit(&mut StateTxn::new(&store, &mut changes)).unwrap();
+                store.commit(&std::mem::take(&mut changes), &meta).unwrap();
+            }
+        }
+        store
+    }
+
+    #[test]
+    fn each_workspace_counts_its_own_documents_and_a_reopened_session_moves_them() {
+        let openings = [
+            ("s1", Some("acme"), "alpha beta"),
+            ("s2", Some("globex"), "alpha"),
+            ("s3", None, "gamma gamma"),
+            ("s1", Some("globex"), "alpha beta"),
+        ];
+        for commit_each in [true, false] {
+            let store = fold_openings(&openings[..3], commit_each);
+            let reader = IndexReader::open(&store).unwrap();
+            let group = |session: &str| reader.session_group(&SessionId::new(session).unwrap()).unwrap();
+            let (acme, globex) = (Scope::Group(group("s1")), Scope::Group(group("s2")));
+            assert_eq!((group("s1"), group("s2"), group("s3")), (1, 2, NO_WORKSPACE_GROUP));
+            assert_eq!(reader.corpus(acme).unwrap(), Corpus { docs: 1, terms: 2 });
+            assert_eq!(reader.corpus(Scope::Group(0)).unwrap(), Corpus { docs: 1, terms: 2 });
+            assert_eq!(reader.corpus(Scope::Store).unwrap(), Corpus { docs: 3, terms: 5 });
+            assert_eq!(reader.document_frequency(Scope::Store, "alpha").unwrap(), 2);
+            assert_eq!(reader.document_frequency(acme, "alpha").unwrap(), 1);
+            assert_eq!(reader.document_frequency(globex, "beta").unwrap(), 0);
+
+            let moved = fold_openings(&openings, commit_each);
+            let reader = IndexReader::open(&moved).unwrap();
+            assert_eq!(reader.corpus(acme).unwrap(), Corpus::default());
+            assert_eq!(reader.corpus(globex).unwrap(), Corpus { docs: 2, terms: 3 });
+            assert_eq!(reader.document_frequency(globex, "alpha").unwrap(), 2);
+            assert_eq!(reader.document_frequency(acme, "alpha").unwrap(), 0);
+            assert!(reader.in_scope(globex, &SessionId::new("s1").unwrap()).unwrap());
+            // A frequency that falls to zero leaves no key behind.
+            let mut acme_keys = 0;
+            moved
+                .scan_prefix(&[GROUP_DF_TAG, &1u32.to_be_bytes()].concat(), &mut |_, _| {
+                    acme_keys += 1;
+                    true
+                })
+                .unwrap();
+            assert_eq!(acme_keys, 0);
+        }
+        // Where commits fall does not change what is stored.
+        let digest = |store: &mnemo_pipeline::MemoryStore| mnemo_pipeline::projection_digest(store).unwrap();
+        assert_eq!(digest(&fold_openings(&openings, true)), digest(&fold_openings(&openings, false)));
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //!
 //! Two projector stages: `history-messages` ([`messages`]) keeps each session's visible transcript,
 //! its header and a recency index of sessions; `history-search` ([`index`]) keeps an inverted index
-//! of the redacted searchable text with BM25 statistics. [`search_history`] and [`read_history`]
-//! answer the agent tools of spec §3 from their stores, redacting secrets with
+//! of the redacted searchable text with BM25 statistics, for the whole store and for each
+//! workspace. [`search_history`] and [`read_history`] answer the agent tools of spec §3 from their
+//! stores, each inside the caller's workspace ([`Scope`]), redacting secrets with
 //! `mnemo_core::redaction`, the rules memory admission and checkpoint summaries share.
 //!
 //! It is not:
@@ -20,12 +21,12 @@ mod search;
 pub mod text;
 mod tool;
 
-pub use index::{BM25_B_DEFAULT, BM25_K1_DEFAULT, HistorySearchIndex, IndexedDoc, MatchKind};
+pub use index::{BM25_B_DEFAULT, BM25_K1_DEFAULT, HistorySearchIndex, IndexedDoc, MatchKind, Scope};
 pub use messages::{HistoryMessages, MessageKind, SessionHeader, TOOL_RESULT_SCAN_BYTES_MAX, VisibleMessage};
 pub use read::{
     HistoryRead, HistoryReadRequest, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_BYTES_MAX,
     READ_ID_CHARS_MAX, READ_MESSAGE_BYTES_MAX, READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure,
-    ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, read_history, session_not_found,
+    ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, read_history,
 };
 pub use search::{
     HistorySearch, HistorySearchRequest, SEARCH_CURSOR_CHARS_MAX, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX,

@@ -16,7 +16,7 @@ use mnemo_pipeline::{PipelineError, StateStore};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::index::MatchKind;
+use crate::index::{IndexReader, MatchKind};
 use crate::messages::{self, MessageKind, VisibleMessage};
 use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
@@ -72,9 +72,9 @@ fn failure(reason: ReadFailureReason, message: impl Into<String>) -> ReadFailure
     ToolFailure::new("history_read_error", reason, message)
 }
 
-/// The `session_not_found` failure, for a session the caller may not see (the facade's workspace
-/// isolation answers exactly as for a session that does not exist).
-pub fn session_not_found() -> ReadFailure {
+/// The `session_not_found` failure, also for a session the caller may not see: another
+/// workspace's session answers exactly as a session that does not exist.
+fn session_not_found() -> ReadFailure {
     failure(ReadFailureReason::SessionNotFound, "no such session")
 }
 
@@ -228,9 +228,12 @@ impl ReadMessage {
     }
 }
 
-/// Runs ReadHistory against the `history-messages` stage's store.
+/// Runs ReadHistory against the `history-messages` stage's store; the `history-search` stage's
+/// store says which workspace each session is in. From inside a session only sessions of its
+/// workspace can be read (see [`crate::index::Scope`]); from no session, any.
 pub fn read_history(
     messages: &dyn StateStore,
+    index: &dyn StateStore,
     request: &HistoryReadRequest,
     context: &HistoryContext<'_>,
 ) -> Result<ReadOutcome, PipelineError> {
@@ -254,6 +257,10 @@ pub fn read_history(
     let Ok(session) = SessionId::new(request.session_id.as_str()) else {
         return not_found();
     };
+    let reader = IndexReader::open(index)?;
+    if !reader.in_scope(reader.scope_of(context.current_session)?, &session)? {
+        return not_found();
+    }
     let Some(header) = messages::header(messages, &session)? else {
         return not_found();
     };

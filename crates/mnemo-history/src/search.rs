@@ -9,8 +9,15 @@
 //! the query's terms (any term matches; ties: the newer document first) and returns the best.
 //!
 //! BM25: `score(d) = Σ idf(t) · tf·(k1 + 1) / (tf + k1·(1 − b + b·|d| / avgdl))` over the query's
-//! distinct terms, with `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))`; `N`, `df` and `avgdl` are
-//! over the whole index. `k1` = 1.2 and `b` = 0.75 unless the pipeline spec sets them.
+//! distinct terms, with `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))`. `k1` = 1.2 and `b` = 0.75
+//! unless the pipeline spec sets them.
+//!
+//! Workspaces: a store may hold many workspaces, where the reference system keeps one database per
+//! workspace. A search from inside a session searches its workspace as if it were the whole store
+//! ([`Scope`]): the page holds up to 200 logical sessions *of that workspace* (sessions without a
+//! workspace form one group of their own), so candidates are chosen, ranked and cut to the limit
+//! among them only, and `N`, `df` and `avgdl` are that workspace's. A search from no session (an
+//! operator's) pages, ranks and counts over the whole store.
 
 use std::collections::BTreeMap;
 
@@ -21,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use unicode_segmentation::UnicodeSegmentation;
 
-use crate::index::{IndexReader, IndexStats, IndexedDoc, MatchKind};
+use crate::index::{Corpus, IndexReader, IndexedDoc, MatchKind, Scope};
 use crate::messages::{self, SessionCursor, SessionHeader};
 use crate::text::{
     Folded, TERM_BYTES_MAX, cap_code_points, code_points, collapse_whitespace, fold, prefix_at_char_boundary,
@@ -254,9 +261,10 @@ pub fn search_history(
             "history search is unavailable while incognito is active",
         )));
     }
-    let (page, more_sessions) = session_page(messages, current.as_ref(), cursor.as_ref())?;
     let reader = IndexReader::open(index)?;
-    let Some(candidates) = score_page(&reader, &page, &folded, context)? else {
+    let scope = reader.scope_of(context.current_session)?;
+    let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), cursor.as_ref())?;
+    let Some(candidates) = score_page(&reader, scope, &page, &folded, context)? else {
         return Ok(Err(aborted()));
     };
     let (mut rows, capped) = build_rows(&reader, &page, &candidates, &folded, limit, context)?;
@@ -276,15 +284,27 @@ fn aborted() -> SearchFailure {
     failure(SearchFailureReason::Aborted, "history search was aborted")
 }
 
-/// Up to [`SEARCH_SESSIONS_MAX`] logical sessions after the cursor, and whether more remain.
+/// Up to [`SEARCH_SESSIONS_MAX`] logical sessions of the scope after the cursor, and whether more
+/// remain.
 fn session_page(
     messages: &dyn StateStore,
+    reader: &IndexReader<'_>,
+    scope: Scope,
     current: Option<&SessionHeader>,
     cursor: Option<&SessionCursor>,
 ) -> Result<(Vec<SessionHeader>, bool), PipelineError> {
     let mut page = Vec::new();
     let mut more = false;
+    let mut failure = None;
     messages::visit_logical_sessions(messages, current, cursor, &mut |header| {
+        match reader.in_scope(scope, &header.session) {
+            Ok(true) => {}
+            Ok(false) => return true,
+            Err(error) => {
+                failure = Some(error);
+                return false;
+            }
+        }
         if page.len() == SEARCH_SESSIONS_MAX {
             more = true;
             return false;
@@ -292,26 +312,28 @@ fn session_page(
         page.push(header);
         true
     })?;
-    Ok((page, more))
+    failure.map_or(Ok((page, more)), Err)
 }
 
 /// Every document of the page that holds a query term, scored and sorted best first (ties: newer
 /// document first); `None` if the call was aborted meanwhile.
 fn score_page(
     reader: &IndexReader<'_>,
+    scope: Scope,
     page: &[SessionHeader],
     folded_query: &str,
     context: &HistoryContext<'_>,
 ) -> Result<Option<Vec<Candidate>>, PipelineError> {
-    let stats = reader.stats;
+    let corpus = reader.corpus(scope)?;
     let mut weighted = Vec::new();
     for term in query_terms(folded_query) {
-        let df = reader.document_frequency(&term)?;
+        let df = reader.document_frequency(scope, &term)?;
         if df > 0 {
-            weighted.push((term, idf(&stats, df)));
+            weighted.push((term, idf(&corpus, df)));
         }
     }
-    let (k1, b, average) = (stats.bm25.k1(), stats.bm25.b(), stats.average_length().max(1.0));
+    let bm25 = reader.stats.bm25;
+    let (k1, b, average) = (bm25.k1(), bm25.b(), corpus.average_length().max(1.0));
     let mut candidates = Vec::new();
     let mut scored = 0usize;
     for (page_index, header) in page.iter().enumerate() {
@@ -345,8 +367,8 @@ fn score_page(
     Ok(Some(candidates))
 }
 
-fn idf(stats: &IndexStats, df: u64) -> f64 {
-    let (n, df) = (stats.docs as f64, df as f64);
+fn idf(corpus: &Corpus, df: u64) -> f64 {
+    let (n, df) = (corpus.docs as f64, df as f64);
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 

@@ -7,10 +7,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::handles::Compaction;
+pub use mnemo_compaction::{
+    AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
+    CompactionPolicy, Connection, Decision, Diagnostics, ExtractiveSummarizer, FinishReason, HistoryItem,
+    LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest, ProviderCompactor,
+    SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
+};
+
 use mnemo_compaction::{
-    AssembledHistory, AssemblyOptions, CheckpointRecorder, CompactionError, CompactionOutcome,
-    CompactionPolicy, Connection, Coordinator, CopyOptions, ExtractiveSummarizer, LATEST_CHECKPOINT_STAGE,
-    LoggedCheckpoint, ManualOptions, ProviderCompactor, SessionLedger, Summarizer, WriterSeams,
+    AssemblyOptions, CheckpointRecorder, Coordinator, CopyOptions, LATEST_CHECKPOINT_STAGE, ManualOptions,
+    SessionLedger, WriterSeams,
 };
 use mnemo_core::BoundaryDisposition;
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
@@ -78,11 +85,11 @@ impl CheckpointRecorder for LogRecorder {
     ) -> mnemo_compaction::BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>> {
         Box::pin(async move {
             let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
-            match SessionLedger::at_head(self.log.as_ref(), store, session) {
+            crate::blocking::wait(|| match SessionLedger::at_head(self.log.as_ref(), store, session) {
                 Ok(ledger) => Ok(ledger.latest()?.0),
                 Err(CompactionError::UnknownSession(_)) => Ok(None),
                 Err(error) => Err(error),
-            }
+            })
         })
     }
 
@@ -98,7 +105,7 @@ impl CheckpointRecorder for LogRecorder {
             let mut request =
                 AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
             request.durability = self.durability;
-            match self.log.append(request)? {
+            match crate::blocking::wait(|| self.log.append(request))? {
                 AppendOutcome::Appended(appended) => {
                     let timestamp = self
                         .log
@@ -137,7 +144,7 @@ impl Mnemo {
         as_of: Option<Position>,
     ) -> Result<SessionLedger<'_>, Error> {
         if let Some(position) = as_of {
-            return Ok(SessionLedger::as_of(self.log.as_ref(), session, position)?);
+            return Ok(crate::blocking::wait(|| SessionLedger::as_of(self.log.as_ref(), session, position))?);
         }
         let store = match self.caught_up_store(LATEST_CHECKPOINT_STAGE) {
             Ok(store) => store,
@@ -145,7 +152,7 @@ impl Mnemo {
             Err(Error::Pipeline(PipelineError::UnknownStage(_))) => Arc::new(MemoryStore::new()),
             Err(error) => return Err(error),
         };
-        Ok(SessionLedger::at_head(self.log.as_ref(), store, session)?)
+        Ok(crate::blocking::wait(|| SessionLedger::at_head(self.log.as_ref(), store, session))?)
     }
 
     fn assembly_options(&self, options: &ContextOptions) -> Result<AssemblyOptions, Error> {
@@ -381,7 +388,7 @@ impl Mnemo {
         // NOTE: a blocking wait, like the facade's other read-your-writes waits; it is bounded by
         // `ledger_wait`.
         if let Some(position) = mid_turn.durable_through
-            && self.log.wait_for(position, mid_turn.ledger_wait) < position
+            && crate::blocking::wait(|| self.log.wait_for(position, mid_turn.ledger_wait)) < position
         {
             return Ok(MidTurnOutcome::FailOpen {
                 detail: "no_safe_completed_span",

@@ -3,14 +3,21 @@
 //!
 //! Time travel folds the log into memory up to the position with the stages' own projectors
 //! (`fold_to`), so an answer as of position P is exactly what the live stages answered when the log
-//! ended at P. It costs one scan of the log up to P per stage consulted (two for a search), and
+//! ended at P. It costs one scan of the log up to P per stage consulted (two for a search or a read), and
 //! memory for the folded state; live calls read the stages' stores directly.
 
-use mnemo_core::{Position, SessionId};
-use mnemo_history::{
-    HistoryContext, HistoryReadRequest, HistorySearchRequest, ReadOutcome, SearchOutcome, SessionHeader,
-    VisibleMessage, index, messages,
+pub use crate::handles::History;
+pub use mnemo_history::{
+    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
+    MessageKind, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_SIDE_TURNS_MAX, READ_TURNS_MAX,
+    ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SEARCH_LIMIT_DEFAULT,
+    SEARCH_LIMIT_MAX, SearchFailure, SearchFailureReason, SearchOutcome, SearchRow, SessionHeader,
+    ToolFailure, VisibleMessage,
 };
+pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+
+use mnemo_core::{Position, SessionId};
+use mnemo_history::{index, messages};
 use serde::Serialize;
 use tracing::info_span;
 
@@ -43,8 +50,8 @@ impl Mnemo {
         Ok(Some(SessionTranscript { header, messages }))
     }
 
-    /// SearchHistory: ranked matches across logical sessions, as of `as_of` (the whole log when
-    /// `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
+    /// SearchHistory: ranked matches across the logical sessions of the caller's workspace (of the
+    /// whole store from no session), as of `as_of` (the whole log when `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
     /// error shape; the outer error is a store failure.
     pub fn search_history(
         &self,
@@ -55,30 +62,7 @@ impl Mnemo {
         let _span = info_span!("search_history").entered();
         let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
         let index = self.store_as_of(index::STAGE_NAME, as_of)?;
-        let mut outcome = mnemo_history::search_history(messages.as_ref(), index.as_ref(), request, context)?;
-        // NOTE: a store may hold several workspaces; a tool running in a session sees only its
-        // workspace's sessions (sessions without a workspace form one group of their own).
-        if let (Ok(found), Some(current)) = (&mut outcome, context.current_session) {
-            let workspace = self.workspace_of(current)?;
-            let mut kept = Vec::with_capacity(found.rows.len());
-            for row in std::mem::take(&mut found.rows) {
-                let same = SessionId::new(row.session_id.as_str())
-                    .ok()
-                    .map(|session| self.workspace_of(&session))
-                    .transpose()?
-                    .is_some_and(|theirs| theirs == workspace);
-                if same {
-                    kept.push(row);
-                }
-            }
-            found.rows = kept;
-        }
-        Ok(outcome)
-    }
-
-    /// The workspace a session was opened in (`None` for no workspace or an unknown session).
-    fn workspace_of(&self, session: &SessionId) -> Result<Option<mnemo_core::WorkspaceId>, Error> {
-        Ok(self.session(session)?.and_then(|summary| summary.workspace))
+        Ok(mnemo_history::search_history(messages.as_ref(), index.as_ref(), request, context)?)
     }
 
     /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
@@ -90,14 +74,8 @@ impl Mnemo {
         as_of: Option<Position>,
     ) -> Result<ReadOutcome, Error> {
         let _span = info_span!("read_history").entered();
-        if let (Some(current), Ok(target)) =
-            (context.current_session, SessionId::new(request.session_id.as_str()))
-            && self.workspace_of(current)? != self.workspace_of(&target)?
-        {
-            // Another workspace's session reads as absent, so its existence does not leak either.
-            return Ok(Err(mnemo_history::session_not_found()));
-        }
         let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
-        Ok(mnemo_history::read_history(messages.as_ref(), request, context)?)
+        let index = self.store_as_of(index::STAGE_NAME, as_of)?;
+        Ok(mnemo_history::read_history(messages.as_ref(), index.as_ref(), request, context)?)
     }
 }

@@ -57,16 +57,57 @@
 //! # }
 //! ```
 
-mod compaction;
+mod blocking;
+pub mod compaction;
 mod error;
 mod export;
-mod history;
+mod handles;
+pub mod history;
 mod import;
 mod log_location;
-mod memory;
+pub mod memory;
 mod mnemo;
-mod stages;
-mod transcript;
+pub mod stages;
+pub mod transcript;
+
+/// The facade's result: its error is always [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The log: what an append takes and returns, the envelope readers see, the clock appends are
+/// stamped by, and where the log lives.
+pub mod log {
+    pub use crate::log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
+    pub use crate::mnemo::LogEntry;
+    pub use mnemo_log::{
+        AppendOutcome, AppendRequest, Appended, Clock, CorruptionKind, Durability, ENVELOPE_FORMAT_VERSION,
+        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, LogBackend, LogError,
+        ManualClock, NewRecord, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, RevisionConflict,
+        STORE_MARKER_FILE_NAME, StreamHead, SystemClock,
+    };
+}
+
+/// The facts the log carries: records and their kinds, runtime events and their content, ids,
+/// checkpoints, memory items, digests, and the limits every one of them is checked against.
+pub mod records {
+    pub use mnemo_core::limits;
+    pub use mnemo_core::{
+        AcceptedRequest, Actions, Attachment, AttachmentKind, Author, BoundaryDisposition, CheckpointBody,
+        CheckpointCoverage, CheckpointId, CheckpointManifest, CheckpointPhase, CheckpointRecord, Content,
+        ContentKind, ConversationCopied, CopyBoundary, CursorAdvance, DecodeError, DenialReason, Digest,
+        DigestParseError, EncodeError, ErrorContent, EventId, EventPoint, EventStatus, ExecutionOrigin,
+        ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt, ExtractionTrigger,
+        FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor, IdError,
+        InlineReference, InlineReferenceKind, InvocationId, ItemId, KeyOrigin, KeyType, LifecycleState,
+        MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode, MemoryMutation,
+        MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason, OperationId,
+        PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
+        ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind, Refs, Role, RunId,
+        RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId, SessionOpened,
+        SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision, SummaryFormat,
+        TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage, ToolCallId, TurnEnded, TurnId,
+        TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
+    };
+}
 
 pub use compaction::{
     CompactOptions, ContextOptions, CopyReport, LEDGER_WAIT_DEFAULT, MidTurnOptions, OverflowRecovery,
@@ -75,12 +116,13 @@ pub use compaction::{
 pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
-pub use import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
+pub use import::{
+    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
+};
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{
-    CATCH_UP_TIMEOUT, Config, ImportReport, LogEntry, Mnemo, StageReport, StageVerification, Stats,
-    Verification,
+    CATCH_UP_TIMEOUT, Config, LogEntry, Mnemo, StageReport, StageVerification, Stats, Verification,
 };
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, CompactionOutcome, CompactionPolicy, Connection, Decision, Diagnostics,

@@ -12,17 +12,26 @@ use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+pub use crate::handles::Memory;
+pub use mnemo_memory::{
+    BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
+    Conflict, ConflictReason, ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView,
+    ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, LocalizationQuery, LocalizationSearch,
+    MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError,
+    MutationInput, MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult,
+    OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT,
+    RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection,
+    RememberResult, RememberStatus, RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
+    ScanLocalization, SearchRequest, SessionEvent,
+};
+
 use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
     Record, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
 };
 use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
-    Canonicalizer, Decide, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionReport,
-    GateReason, ItemInput, LocalizationSearch, MemoryError, MemoryLedger, MemoryProposer, MemoryView, Models,
-    MutationInput, MutationRequest, OperationResult, Priority, RECALL_BUDGET_TOKENS_DEFAULT, RecallBlock,
-    RecallMemory, RecalledItem, RememberResult, ScanLocalization, SearchRequest, SessionEvent, SessionLanes,
-    Trigger,
+    Decide, ExtractionHost, GateReason, MemoryLedger, MemoryView, Models, Priority, SessionLanes, Trigger,
 };
 use mnemo_pipeline::StateStore;
 
@@ -172,7 +181,8 @@ impl Mnemo {
         let mut records = Vec::new();
         let mut from = StreamRevision(0);
         loop {
-            let page = self.log.read_stream(&stream, from, SESSION_PAGE_ENVELOPES_MAX)?;
+            let page =
+                crate::blocking::wait(|| self.log.read_stream(&stream, from, SESSION_PAGE_ENVELOPES_MAX))?;
             let Some(last) = page.last() else { break };
             from = StreamRevision(last.revision.0 + 1);
             let full = page.len() == SESSION_PAGE_ENVELOPES_MAX;

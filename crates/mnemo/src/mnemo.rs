@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
@@ -18,7 +17,6 @@ use tracing::info_span;
 
 use crate::error::Error;
 use crate::log_location::{LogLocation, open_log};
-use crate::transcript::{Transcript, TranscriptError, TranscriptRecord};
 
 /// How long a read waits for the projections to catch up with the log before giving up.
 pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
@@ -49,25 +47,6 @@ impl Default for Config {
             log: None,
         }
     }
-}
-
-/// What an import appended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ImportReport {
-    /// The file imported.
-    pub source: String,
-    /// Lines read.
-    pub lines: usize,
-    /// Sessions created.
-    pub sessions: usize,
-    /// Records appended.
-    pub records: usize,
-    /// First and last position appended (none for an empty file).
-    pub positions: Option<(Position, Position)>,
-    /// The format the file was read as (what `auto` chose, when it chose).
-    pub format: crate::import::ImportFormat,
-    /// Lines (or content blocks) of types the importer does not import, counted by type.
-    pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
 /// One envelope as `log` shows it.
@@ -171,6 +150,8 @@ pub struct Mnemo {
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
+    /// The event ids the log holds, for the import's check that a new event's id is unused.
+    pub(crate) event_ids: std::sync::Mutex<crate::import::EventIdIndex>,
 }
 
 impl Mnemo {
@@ -205,6 +186,7 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
+            event_ids: crate::import::event_id_index(),
         })
     }
 
@@ -256,7 +238,7 @@ impl Mnemo {
         Ok(appended)
     }
 
-    fn append_encoded(
+    pub(crate) fn append_encoded(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
@@ -267,7 +249,7 @@ impl Mnemo {
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
-        match self.log.append(request)? {
+        match crate::blocking::wait(|| self.log.append(request))? {
             AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
@@ -275,76 +257,9 @@ impl Mnemo {
         }
     }
 
-    /// Imports a transcript in the mnemo format. The whole file is validated first; a bad line appends
-    /// nothing. Sessions in the file must be new to the store.
-    pub fn import_transcript(&self, bytes: &[u8], source: &str) -> Result<ImportReport, Error> {
-        self.import(bytes, source, crate::import::ImportFormat::Mnemo)
-    }
-
-    /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
-    /// converted and validated first; a bad line appends nothing. Sessions must be new to the store.
-    pub fn import(
-        &self,
-        bytes: &[u8],
-        source: &str,
-        format: crate::import::ImportFormat,
-    ) -> Result<ImportReport, Error> {
-        let _span = info_span!("import", source, format = format.name()).entered();
-        let parsed = crate::import::parse_import(bytes, source, format)?;
-        let transcript = &parsed.transcript;
-        self.check_sessions_are_new(transcript)?;
-        // NOTE: every record is encoded and every append cut to the log's limits before the first
-        // append, so a record the log would refuse refuses the whole file instead of a tail of it.
-        let mut appends = Vec::with_capacity(transcript.sessions.len());
-        for (session, records) in &transcript.sessions {
-            let stream = StreamId::session(session);
-            let chunks = import_chunks(&stream, records, source)?;
-            appends.push((stream, chunks));
-        }
-        let total: usize = appends.iter().map(|(_, chunks)| chunks.len()).sum();
-        let mut done = 0;
-        let mut positions: Option<(Position, Position)> = None;
-        for (stream, chunks) in appends {
-            let mut expected = ExpectedRevision::NoStream;
-            for (encoded, timestamp) in chunks {
-                done += 1;
-                // Only the last append waits for the disk: persisting it persists every earlier one.
-                let durability = if done == total { self.durability() } else { Durability::Buffered };
-                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
-                expected = ExpectedRevision::Exact(appended.last_revision);
-                positions =
-                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
-            }
-        }
-        if let Some((_, last)) = positions {
-            self.catch_up_to(last)?;
-        }
-        Ok(ImportReport {
-            source: source.to_owned(),
-            lines: transcript.lines,
-            sessions: transcript.sessions.len(),
-            records: transcript.record_count(),
-            positions,
-            format: parsed.format,
-            skipped: parsed.skipped,
-        })
-    }
-
-    fn check_sessions_are_new(&self, transcript: &Transcript) -> Result<(), Error> {
-        for (session, records) in &transcript.sessions {
-            if self.log.stream_head(&StreamId::session(session))?.is_some() {
-                let line = records.first().map_or(0, |r| r.line);
-                return Err(Error::InvalidInput(format!(
-                    "line {line}: session {session} already exists in this store; import only adds new sessions"
-                )));
-            }
-        }
-        Ok(())
-    }
-
     /// Blocks until every stage has folded `position`.
     pub fn catch_up_to(&self, position: Position) -> Result<(), Error> {
-        Ok(self.pipeline().wait_all(position, CATCH_UP_TIMEOUT)?)
+        Ok(crate::blocking::wait(|| self.pipeline().wait_all(position, CATCH_UP_TIMEOUT))?)
     }
 
     /// Blocks until every stage has folded the whole log as it is now.
@@ -462,7 +377,7 @@ impl Mnemo {
     /// A stage's store once the stage has folded the whole log as it is now (read-your-writes).
     pub(crate) fn caught_up_store(&self, stage: &str) -> Result<Arc<dyn StateStore>, Error> {
         let pipeline = self.pipeline();
-        pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT)?;
+        crate::blocking::wait(|| pipeline.wait_until(stage, self.log.head(), CATCH_UP_TIMEOUT))?;
         Ok(pipeline.store(stage)?)
     }
 
@@ -493,13 +408,10 @@ impl Mnemo {
             .ok_or_else(|| mnemo_pipeline::PipelineError::UnknownStage(stage.to_owned()))?;
         let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
         let projector = self.registry.build(spec)?;
-        mnemo_pipeline::fold_to(
-            self.log.as_ref(),
-            projector,
-            Arc::clone(&store),
-            spec.config_hash()?,
-            position,
-        )?;
+        let config_hash = spec.config_hash()?;
+        crate::blocking::wait(|| {
+            mnemo_pipeline::fold_to(self.log.as_ref(), projector, Arc::clone(&store), config_hash, position)
+        })?;
         Ok(store)
     }
 
@@ -510,7 +422,7 @@ impl Mnemo {
 }
 
 /// One record ready for the log, checked to belong on `stream`.
-fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
+pub(crate) fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
     if record.stream() != *stream {
         return Err(Error::InvalidInput(format!(
             "a {} record belongs on {}, not {stream}",
@@ -520,53 +432,6 @@ fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord, Error> {
     }
     let kind = record.kind();
     Ok(NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes: record.encode()? })
-}
-
-/// One append of an import: its records and the time to append them at.
-type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
-
-/// A session's records encoded and cut into appends within the log's record-count and byte limits,
-/// each with the time of its last record. A record that is not an event (a session, turn end, flags
-/// or archive line, whose time lives only in its envelope) closes its append, so its envelope carries
-/// its own time and an export writes back exactly the time the file gave. A record that does not
-/// encode names its line.
-fn import_chunks(
-    stream: &StreamId,
-    records: &[TranscriptRecord],
-    source: &str,
-) -> Result<Vec<ImportChunk>, Error> {
-    let mut chunks = Vec::new();
-    let mut current: Vec<NewRecord> = Vec::new();
-    let mut current_bytes = 0;
-    let mut timestamp = None;
-    for record in records {
-        let encoded = encode_for(stream, &record.record).map_err(|error| {
-            Error::Transcript(TranscriptError {
-                source_name: source.to_owned(),
-                line: record.line,
-                field: None,
-                reason: error.to_string(),
-            })
-        })?;
-        let bytes = encoded.bytes.len();
-        if !current.is_empty()
-            && (current.len() == APPEND_RECORDS_MAX || current_bytes + bytes > APPEND_BYTES_MAX)
-        {
-            chunks.push((std::mem::take(&mut current), timestamp));
-            current_bytes = 0;
-        }
-        current.push(encoded);
-        current_bytes += bytes;
-        timestamp = Some(record.timestamp);
-        if !matches!(record.record, Record::RuntimeEvent(_)) {
-            chunks.push((std::mem::take(&mut current), timestamp));
-            current_bytes = 0;
-        }
-    }
-    if !current.is_empty() {
-        chunks.push((current, timestamp));
-    }
-    Ok(chunks)
 }
 
 fn start_pipeline(

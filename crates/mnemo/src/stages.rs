@@ -1,4 +1,9 @@
-//! Every projector stage this build knows, by name. A pipeline spec picks from these.
+//! The projector stages: what `stats`, `rebuild` and `verify` report about them, how long a read
+//! waits for them, and how they fail. Every stage this build knows is registered here by name; a
+//! pipeline spec picks from these.
+
+pub use crate::mnemo::{CATCH_UP_TIMEOUT, StageReport, StageVerification, Stats, Verification};
+pub use mnemo_pipeline::{PipelineError, StageStatus};
 
 use mnemo_pipeline::StageRegistry;
 

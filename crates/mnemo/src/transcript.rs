@@ -1,8 +1,14 @@
-//! The mnemo transcript format (JSON Lines): parsing and validation into records.
+//! Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
+//! records, the foreign formats [`Mnemo::import`](crate::Mnemo::import) converts, and what an import
+//! or an export reports.
 //!
 //! A file is validated whole before anything is appended, so a bad line appends nothing. Ids and
 //! timestamps that a line leaves out are derived from the file alone, so the same file always
 //! yields the same records.
+
+pub use crate::export::ExportReport;
+pub use crate::import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
+pub use crate::mnemo::ImportReport;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -198,6 +204,8 @@ struct ParseState {
     event_ids: BTreeSet<EventId>,
     tool_calls: BTreeSet<(SessionId, ToolCallId)>,
     turns: BTreeSet<(SessionId, TurnId)>,
+    /// Event lines seen per turn, for the ids derived for lines that give none.
+    event_lines: BTreeMap<(SessionId, TurnId), u64>,
     last_ts: Option<u64>,
 }
 
@@ -388,9 +396,12 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
     };
     let invocation = InvocationId::new(run.as_str()).map_err(|e| (Some("run".to_owned()), e.to_string()))?;
     let part_count = event.parts.len();
+    let ordinal = state.event_lines.entry((event.session.clone(), event.turn.clone())).or_insert(0);
+    *ordinal += 1;
+    let ordinal = *ordinal;
     for (index, part) in event.parts.into_iter().enumerate() {
         let field = format!("parts[{index}]");
-        let id = event_id(event.id.as_deref(), &event.session, &event.turn, line, index, part_count)
+        let id = event_id(event.id.as_deref(), &event.session, &event.turn, ordinal, index, part_count)
             .map_err(|reason| (Some("id".to_owned()), reason))?;
         if !state.event_ids.insert(id.clone()) {
             return Err((Some("id".to_owned()), format!("event id {id} is used by an earlier line")));
@@ -500,12 +511,14 @@ fn next_timestamp(state: &mut ParseState, given: Option<u64>) -> Result<u64, Lin
 }
 
 /// The event id: the line's own (with `#<part>` when the line has several parts), or one derived
-/// from the session, turn, line and part, so the same file always yields the same ids.
+/// from the session, turn, the line's place among the turn's event lines and the part, so the same
+/// file always yields the same ids, and a line added to another turn (a session file that grew)
+/// changes none of them.
 fn event_id(
     given: Option<&str>,
     session: &SessionId,
     turn: &TurnId,
-    line: usize,
+    ordinal: u64,
     part: usize,
     parts: usize,
 ) -> Result<EventId, String> {
@@ -514,7 +527,7 @@ fn event_id(
         Some(id) => format!("{id}#{part}"),
         None => {
             let mut hasher = Sha256::new();
-            for piece in [session.as_str(), turn.as_str(), &line.to_string(), &part.to_string()] {
+            for piece in [session.as_str(), turn.as_str(), &ordinal.to_string(), &part.to_string()] {
                 hasher.update((piece.len() as u64).to_le_bytes());
                 hasher.update(piece.as_bytes());
             }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use mnemo::{Config, Error, ErrorCategory, ManualClock, Mnemo, Position};
+use mnemo::{Config, ErrorCategory, ManualClock, Mnemo, Position};
 
 const GOOD: &str = r#"{"kind":"session","session":"s1","workspace":"w1","title":"Demo"}
 {"session":"s1","turn":"t1","role":"user","ts":1767225600000,"parts":[{"type":"text","text":"list the files"}]}
@@ -150,14 +150,14 @@ fn the_same_file_yields_identical_logs_in_two_stores() {
 }
 
 #[test]
-fn importing_a_session_the_store_has_is_refused_whole() {
+fn importing_a_file_again_appends_only_its_sessions_the_store_lacks() {
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
     mnemo.import_transcript(GOOD.as_bytes(), "good.jsonl").unwrap();
     let other = r#"{"session":"s3","turn":"t1","role":"user","parts":[{"type":"text","text":"new"}]}"#;
     let text = format!("{other}\n{GOOD}");
-    let error = mnemo.import_transcript(text.as_bytes(), "again.jsonl").unwrap_err();
-    assert!(matches!(error, Error::InvalidInput(_)), "{error}");
-    assert!(error.to_string().contains("line 2: session s1 already exists"), "{error}");
-    assert_eq!(mnemo.log().head(), Position(7), "nothing of the second file was appended");
+    let report = mnemo.import_transcript(text.as_bytes(), "again.jsonl").unwrap();
+    assert_eq!(report.status, mnemo::ImportStatus::Resumed);
+    assert_eq!((report.records, report.already, report.sessions), (1, 7, 1), "{report:?}");
+    assert_eq!(mnemo.log().head(), Position(8), "only s3 was appended");
 }

@@ -94,7 +94,7 @@ pub(crate) fn convert(
     for session in file.order.clone() {
         if let Some(state) = file.sessions.get_mut(&session) {
             let line = state.last_line;
-            state.turns.end(out, line, &session, None);
+            state.turns.finish(out, line, &session);
         }
     }
     Ok(())

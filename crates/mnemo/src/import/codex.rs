@@ -128,7 +128,7 @@ pub(crate) fn convert(
         }
     }
     if let Some(session) = rollout.session.clone() {
-        rollout.turns.end(out, last_line, &session, None);
+        rollout.turns.finish(out, last_line, &session);
     }
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! with the source line they came from, so errors name the source line), skips line types it does
 //! not import with a count by type, and fails on a malformed line with its line number.
 
+mod append;
+mod capture;
 mod chat;
 mod claude;
 mod codex;
@@ -23,6 +25,9 @@ use sha2::{Digest as _, Sha256};
 use crate::transcript::{
     TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
 };
+
+pub(crate) use append::{EventIdIndex, event_id_index};
+pub use append::{ImportReport, ImportStatus};
 
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
@@ -506,6 +511,16 @@ impl Turns {
     /// Marks how the open turn will end (`aborted`, ...); `completed` unless said otherwise.
     pub(crate) fn set_status(&mut self, status: &'static str) {
         self.status = Some(status);
+    }
+
+    /// At the end of the file: a turn whose status a line set (an interruption) ends now; any other
+    /// open turn stays open, because the file may still grow and its next line decides how the
+    /// turn ends. Ending it here would put a turn end in the log that a later import of the grown
+    /// file could not take back.
+    pub(crate) fn finish(&mut self, out: &mut Converted, line: usize, session: &str) {
+        if self.status.is_some() {
+            self.end(out, line, session, None);
+        }
     }
 
     /// Ends the open turn, if it has events.

@@ -1,0 +1,97 @@
+//! `mnemo import` of several files and of files imported before: what each file committed, what
+//! a failure left, and the difference between an import that resumed and one already complete.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn head(store: &Path) -> u64 {
+    let stats = mnemo(store, &["stats", "--json"]);
+    serde_json::from_slice::<serde_json::Value>(&stats.stdout).unwrap()["head"].as_u64().unwrap()
+}
+
+const ONE: &str = r#"{"session":"one","turn":"t1","role":"user","id":"one-1","parts":[{"type":"text","text":"first"}]}
+"#;
+const BAD: &str = r#"{"session":"two","turn":"t1","role":"user","id":"two-1","parts":[{"type":"text","text":"fine"}]}
+{"session":"two","turn":"t1","role":"model","id":"two-2","parts":[{"type":"text","text":"broken"}
+"#;
+const THREE: &str = r#"{"session":"three","turn":"t1","role":"user","id":"three-1","parts":[{"type":"text","text":"never"}]}
+"#;
+
+#[test]
+fn a_multi_file_import_that_fails_names_the_file_and_line_and_what_was_committed_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let write = |name: &str, body: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path.display().to_string()
+    };
+    let (one, bad, three) = (write("one.jsonl", ONE), write("bad.jsonl", BAD), write("three.jsonl", THREE));
+    let output = mnemo(&store, &["import", &one, SAMPLE, &bad, &three]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    // Every committed file is reported on stdout with what it committed.
+    assert!(
+        stdout.contains(&format!("{one}: mnemo format (detected), 1 lines: imported 1 records")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!("{SAMPLE}: mnemo format (detected), ")), "{stdout}");
+    assert!(stdout.contains("imported 23 records"), "{stdout}");
+    // The error names the failing file and line, what was committed before it and what was not.
+    assert!(stderr.contains(&format!("{bad}:2: not valid JSON")), "{stderr}");
+    assert!(stderr.contains(&format!("import stopped at {bad}")), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "committed before it: {one} (imported, 1 records appended), {SAMPLE} (imported, 23 records appended)"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("not imported: {bad}, {three}")), "{stderr}");
+    assert_eq!(head(&store), 24, "the two files before the bad one, nothing of it or after it");
+}
+
+#[test]
+fn importing_again_says_already_complete_and_a_grown_file_says_resumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let path = dir.path().join("growing.jsonl");
+    let first = "{\"session\":\"g\",\"turn\":\"t1\",\"role\":\"user\",\"id\":\"g-1\",\"parts\":[{\"type\":\"text\",\"text\":\"a\"}]}\n";
+    std::fs::write(&path, first).unwrap();
+    let file = path.display().to_string();
+    let output = mnemo(&store, &["import", &file]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let output = mnemo(&store, &["import", &file]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stdout).contains("already complete: all 1 records are in the store, nothing appended"),
+        "{}",
+        text(&output.stdout)
+    );
+    let grown = format!(
+        "{first}{{\"session\":\"g\",\"turn\":\"t1\",\"role\":\"model\",\"id\":\"g-2\",\"parts\":[{{\"type\":\"text\",\"text\":\"b\"}}]}}\n"
+    );
+    std::fs::write(&path, grown).unwrap();
+    let output = mnemo(&store, &["import", &file, "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report[0]["status"], "resumed");
+    assert_eq!((report[0]["records"].as_u64(), report[0]["already"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(head(&store), 2);
+}

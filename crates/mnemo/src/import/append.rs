@@ -1,0 +1,341 @@
+//! Appending an import: what the file yields that the log does not hold yet, cut into appends
+//! within the log's limits, after every check that could refuse the file.
+
+use std::collections::HashSet;
+use std::hash::Hasher as _;
+use std::sync::{Mutex, PoisonError};
+
+use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
+use mnemo_core::{Position, Record, RecordKind, StreamId, StreamRevision, TimestampMs};
+use mnemo_log::{Durability, ExpectedRevision, LogBackend, NewRecord};
+use tracing::info_span;
+
+use super::capture::{self, Identities, Taken};
+use super::{ImportFormat, parse_import};
+use crate::error::Error;
+use crate::mnemo::{Mnemo, encode_for};
+use crate::transcript::{TranscriptError, TranscriptRecord};
+
+/// Envelopes read per call while collecting what a session's stream holds.
+const STREAM_READ_ENVELOPES: usize = 4096;
+
+/// How an import ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ImportStatus {
+    /// Nothing the file yields was in the store: all of it was appended.
+    Imported,
+    /// Part of what the file yields was in the store already (an import that was interrupted, or a
+    /// session file that has grown since): the rest was appended.
+    Resumed,
+    /// Everything the file yields is in the store already: nothing was appended.
+    AlreadyComplete,
+}
+
+impl ImportStatus {
+    /// The status as the CLI prints it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportStatus::Imported => "imported",
+            ImportStatus::Resumed => "resumed",
+            ImportStatus::AlreadyComplete => "already complete",
+        }
+    }
+}
+
+/// What an import appended.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ImportReport {
+    /// The file imported.
+    pub source: String,
+    /// How the import ended.
+    pub status: ImportStatus,
+    /// Lines read.
+    pub lines: usize,
+    /// Sessions created.
+    pub sessions: usize,
+    /// Sessions the file holds records for (created or added to).
+    pub sessions_in_file: usize,
+    /// Records appended.
+    pub records: usize,
+    /// Records the file yields that the store held already (taken by an earlier import).
+    pub already: usize,
+    /// Records the store holds beyond the end of this file: it is an earlier snapshot of a
+    /// session file imported since (nothing is appended then).
+    pub store_ahead: usize,
+    /// First and last position appended (none when nothing was).
+    pub positions: Option<(Position, Position)>,
+    /// The format the file was read as (what `auto` chose, when it chose).
+    pub format: ImportFormat,
+    /// Lines (or content blocks) of types the importer does not import, counted by type.
+    pub skipped: std::collections::BTreeMap<String, u64>,
+}
+
+/// The event ids the log holds, as 64-bit hashes, through a position: what an import checks its
+/// new events against (an event id is unique in a store). A hash that matches is confirmed
+/// against the log before an import is refused, so a collision never refuses a good file.
+#[derive(Debug, Default)]
+pub(crate) struct EventIdIndex {
+    through: Position,
+    hashes: HashSet<u64>,
+}
+
+fn id_hash(id: &str) -> u64 {
+    // Fixed keys: the same id always hashes the same, which is all this needs.
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    hasher.write(id.as_bytes());
+    hasher.finish()
+}
+
+/// Only the id of an encoded RuntimeEvent.
+#[derive(serde::Deserialize)]
+struct EventIdOnly<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+}
+
+impl EventIdIndex {
+    fn catch_up(&mut self, log: &dyn LogBackend) -> Result<(), Error> {
+        let head = log.head();
+        if self.through >= head {
+            return Ok(());
+        }
+        let code = RecordKind::RuntimeEvent.code();
+        for envelope in log.scan(Position(self.through.0 + 1)) {
+            let envelope = envelope?;
+            if envelope.kind == code
+                && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
+            {
+                self.hashes.insert(id_hash(&event.id));
+            }
+            self.through = envelope.position;
+        }
+        Ok(())
+    }
+}
+
+/// Where an event id already is in the log, confirmed by reading it (the index holds hashes).
+fn find_event(log: &dyn LogBackend, id: &str) -> Result<Option<(Position, String)>, Error> {
+    let code = RecordKind::RuntimeEvent.code();
+    for envelope in log.scan(Position::FIRST) {
+        let envelope = envelope?;
+        if envelope.kind == code
+            && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
+            && event.id == id
+        {
+            return Ok(Some((envelope.position, envelope.stream.to_string())));
+        }
+    }
+    Ok(None)
+}
+
+/// One append of an import: its records and the time to append them at.
+type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
+
+/// One session's part of an import.
+struct SessionAppend {
+    stream: StreamId,
+    expected: ExpectedRevision,
+    chunks: Vec<ImportChunk>,
+}
+
+impl Mnemo {
+    /// Imports a transcript in the mnemo format; see [`Mnemo::import`].
+    pub fn import_transcript(&self, bytes: &[u8], source: &str) -> Result<ImportReport, Error> {
+        self.import(bytes, source, ImportFormat::Mnemo)
+    }
+
+    /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
+    /// converted and checked first; a bad line appends nothing.
+    ///
+    /// Importing a file again appends only what the log does not hold yet: the rest of an import
+    /// that was interrupted, or the new lines of a session file that has grown. Each record is
+    /// known by its identity (an event by its id, which the importers take from each source
+    /// line's own identity), never by its offset in the file. A line imported before that has
+    /// changed, or is gone, is an error naming it, and nothing is appended.
+    pub fn import(&self, bytes: &[u8], source: &str, format: ImportFormat) -> Result<ImportReport, Error> {
+        let _span = info_span!("import", source, format = format.name()).entered();
+        let parsed = parse_import(bytes, source, format)?;
+        let transcript = &parsed.transcript;
+        // NOTE: every record is encoded, compared with the log and cut into appends before the
+        // first append, so a record the log would refuse refuses the whole file, not a tail of it.
+        let mut appends = Vec::with_capacity(transcript.sessions.len());
+        let mut new_events: Vec<(&str, usize)> = Vec::new();
+        let (mut created, mut already, mut fresh_records, mut store_ahead) = (0, 0, 0, 0);
+        for (session, records) in &transcript.sessions {
+            let stream = StreamId::session(session);
+            let encoded = encode_records(&stream, records, source)?;
+            let head = self.log.stream_head(&stream)?;
+            let taken = match head {
+                Some(_) => self.taken(&stream)?,
+                None => Taken::default(),
+            };
+            let plan = capture::plan(&taken, records, &encoded, source, session.as_str())?;
+            if head.is_none() {
+                created += 1;
+            }
+            already += plan.already;
+            store_ahead += plan.store_ahead;
+            fresh_records += plan.fresh.len();
+            for index in &plan.fresh {
+                if let Record::RuntimeEvent(event) = &records[*index].record {
+                    new_events.push((event.id.as_str(), records[*index].line));
+                }
+            }
+            let mut encoded: Vec<Option<NewRecord>> = encoded.into_iter().map(Some).collect();
+            let fresh = plan.fresh.iter().filter_map(|i| Some((&records[*i], encoded[*i].take()?)));
+            let expected = head.map_or(ExpectedRevision::NoStream, |h| ExpectedRevision::Exact(h.revision));
+            appends.push(SessionAppend { stream, expected, chunks: import_chunks(fresh) });
+        }
+        self.check_event_ids_are_new(&new_events, source)?;
+        let positions = self.append_chunks(appends)?;
+        if let Some((_, last)) = positions {
+            self.catch_up_to(last)?;
+        }
+        let status = if fresh_records == 0 {
+            ImportStatus::AlreadyComplete
+        } else if already > 0 {
+            ImportStatus::Resumed
+        } else {
+            ImportStatus::Imported
+        };
+        Ok(ImportReport {
+            source: source.to_owned(),
+            status,
+            lines: transcript.lines,
+            sessions: created,
+            sessions_in_file: transcript.sessions.len(),
+            records: fresh_records,
+            already,
+            store_ahead,
+            positions,
+            format: parsed.format,
+            skipped: parsed.skipped,
+        })
+    }
+
+    /// What a session's stream holds, by identity.
+    fn taken(&self, stream: &StreamId) -> Result<Taken, Error> {
+        let mut taken = Taken::default();
+        let mut identities = Identities::default();
+        let mut from = StreamRevision::FIRST;
+        loop {
+            let envelopes = self.log.read_stream(stream, from, STREAM_READ_ENVELOPES)?;
+            let Some(last) = envelopes.last() else { break };
+            from = StreamRevision(last.revision.0 + 1);
+            for envelope in &envelopes {
+                let record = Record::decode(envelope.kind, envelope.kind_schema, &envelope.record)
+                    .map_err(|e| Error::InvalidInput(format!("{stream} at {}: {e}", envelope.position)))?;
+                taken.add(&mut identities, &record, &envelope.record, envelope.position);
+            }
+            if envelopes.len() < STREAM_READ_ENVELOPES {
+                break;
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Refuses the file when one of its new events reuses an event id the store already holds
+    /// (an event id is unique in a store, across sessions and files).
+    fn check_event_ids_are_new(&self, events: &[(&str, usize)], source: &str) -> Result<(), Error> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut index = self.event_ids.lock().unwrap_or_else(PoisonError::into_inner);
+        index.catch_up(self.log.as_ref())?;
+        for (id, line) in events {
+            if index.hashes.contains(&id_hash(id))
+                && let Some((position, stream)) = find_event(self.log.as_ref(), id)?
+            {
+                return Err(Error::Transcript(TranscriptError {
+                    source_name: source.to_owned(),
+                    line: *line,
+                    field: Some("id".to_owned()),
+                    reason: format!(
+                        "event id {id} is already in the store ({stream}, position {position}); an event id \
+                         is used once per store; nothing was appended"
+                    ),
+                }));
+            }
+        }
+        Ok(())
+    }
+
+    fn append_chunks(&self, appends: Vec<SessionAppend>) -> Result<Option<(Position, Position)>, Error> {
+        let total: usize = appends.iter().map(|a| a.chunks.len()).sum();
+        let mut done = 0;
+        let mut positions: Option<(Position, Position)> = None;
+        for SessionAppend { stream, mut expected, chunks } in appends {
+            for (encoded, timestamp) in chunks {
+                done += 1;
+                // Only the last append waits for the disk: persisting it persists every earlier one.
+                let durability = if done == total { self.durability() } else { Durability::Buffered };
+                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
+                expected = ExpectedRevision::Exact(appended.last_revision);
+                positions =
+                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
+            }
+        }
+        Ok(positions)
+    }
+}
+
+/// Every record of a session encoded for its stream; a record that does not encode names its line.
+fn encode_records(
+    stream: &StreamId,
+    records: &[TranscriptRecord],
+    source: &str,
+) -> Result<Vec<NewRecord>, Error> {
+    records
+        .iter()
+        .map(|record| {
+            encode_for(stream, &record.record).map_err(|error| {
+                Error::Transcript(TranscriptError {
+                    source_name: source.to_owned(),
+                    line: record.line,
+                    field: None,
+                    reason: error.to_string(),
+                })
+            })
+        })
+        .collect()
+}
+
+/// Records cut into appends within the log's record-count and byte limits, each with the time of
+/// its last record. A record that is not an event (a session, turn end, flags or archive line,
+/// whose time lives only in its envelope) closes its append, so its envelope carries its own time
+/// and an export writes back exactly the time the file gave. The cuts depend only on the records
+/// from the start of the current append, so the appends of a resumed import are the ones an
+/// uninterrupted import would have made.
+fn import_chunks<'a>(records: impl Iterator<Item = (&'a TranscriptRecord, NewRecord)>) -> Vec<ImportChunk> {
+    let mut chunks = Vec::new();
+    let mut current: Vec<NewRecord> = Vec::new();
+    let mut current_bytes = 0;
+    let mut timestamp = None;
+    for (record, encoded) in records {
+        let bytes = encoded.bytes.len();
+        if !current.is_empty()
+            && (current.len() == APPEND_RECORDS_MAX || current_bytes + bytes > APPEND_BYTES_MAX)
+        {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
+        }
+        current.push(encoded);
+        current_bytes += bytes;
+        timestamp = Some(record.timestamp);
+        if !matches!(record.record, Record::RuntimeEvent(_)) {
+            chunks.push((std::mem::take(&mut current), timestamp));
+            current_bytes = 0;
+        }
+    }
+    if !current.is_empty() {
+        chunks.push((current, timestamp));
+    }
+    chunks
+}
+
+/// The event-id index a store handle starts with.
+pub(crate) fn event_id_index() -> Mutex<EventIdIndex> {
+    Mutex::new(EventIdIndex::default())
+}
