@@ -26,7 +26,8 @@ fn compacted_store(events: usize) -> (tempfile::TempDir, Mnemo) {
     let mnemo = Mnemo::open(&dir.path().join("store"), Config::default()).unwrap_or_else(|e| panic!("{e}"));
     mnemo.import_transcript(transcript(events).as_bytes(), "bench").unwrap_or_else(|e| panic!("{e}"));
     let session = SessionId::new("bench").unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
     let outcome = runtime
         .block_on(mnemo.compact(&session, &CompactOptions::default()))
         .unwrap_or_else(|e| panic!("{e}"));

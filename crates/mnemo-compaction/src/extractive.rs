@@ -204,7 +204,8 @@ fn substantive_request(text: &str) -> Option<String> {
 }
 
 /// Phrases that mark a user sentence as a constraint or a preference.
-const CONSTRAINT_MARKERS: [&str; 24] = [
+const CONSTRAINT_MARKERS: [&str; 25] = [
+    "follow ",
     "don't",
     "do not",
     "dont ",

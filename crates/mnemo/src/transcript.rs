@@ -7,8 +7,9 @@
 //! yields the same records.
 
 pub use crate::export::ExportReport;
-pub use crate::import::{DETECT_LINES_MAX, ImportFormat, ParsedImport, detect_format, parse_import};
-pub use crate::mnemo::ImportReport;
+pub use crate::import::{
+    DETECT_LINES_MAX, ImportFormat, ImportReport, ParsedImport, detect_format, parse_import,
+};
 
 use std::collections::{BTreeMap, BTreeSet};
 
