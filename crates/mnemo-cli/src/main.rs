@@ -388,10 +388,14 @@ fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
-    let sessions = open(cli, true)?.sessions()?;
+    let sessions = open(cli, true)?.session_list()?;
     output(cli, &sessions, || {
-        say!("{:<32} {:<24} {:>6} {:>6}  {:<8} title", "session", "workspace", "events", "turns", "flags");
-        for s in &sessions {
+        let mut rows = vec![
+            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
+                .map(str::to_owned),
+        ];
+        for listing in &sessions {
+            let s = &listing.summary;
             let mut flags = Vec::new();
             if s.incognito {
                 flags.push("incog");
@@ -402,19 +406,73 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
             if s.subagent {
                 flags.push("sub");
             }
-            let workspace = s.workspace.as_ref().map_or("-".to_owned(), ToString::to_string);
-            let title = s.title.as_deref().unwrap_or("");
-            say!(
-                "{:<32} {:<24} {:>6} {:>6}  {:<8} {title}",
-                s.session.as_str(),
-                workspace,
-                s.event_count,
-                s.turn_count,
-                flags.join(",")
-            );
+            let title = match (&listing.display_title, listing.title_from_request) {
+                (Some(title), true) => format!("“{title}”"),
+                (Some(title), false) => title.clone(),
+                (None, _) => String::new(),
+            };
+            rows.push([
+                listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
+                listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
+                s.session.to_string(),
+                s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
+                s.event_count.to_string(),
+                s.turn_count.to_string(),
+                if flags.is_empty() { "-".to_owned() } else { flags.join(",") },
+                title,
+            ]);
+        }
+        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+            say!("{row}");
         }
     });
     Ok(if sessions.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// A time as `YYYY-MM-DD HH:MM` UTC.
+fn date_time(at: mnemo::TimestampMs) -> String {
+    let nanos = i128::from(at.0) * 1_000_000;
+    match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
+        Ok(t) => format!(
+            "{:04}-{:02}-{:02} {:02}:{:02}",
+            t.year(),
+            u8::from(t.month()),
+            t.day(),
+            t.hour(),
+            t.minute()
+        ),
+        Err(_) => at.0.to_string(),
+    }
+}
+
+/// Table rows as lines whose columns line up (widths in characters after control characters are
+/// escaped); `right[i]` right-aligns column `i`. The last column is not padded.
+fn aligned<const N: usize>(rows: &[[String; N]], right: &[bool; N]) -> Vec<String> {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| term::escape_controls(cell).into_owned()).collect())
+        .collect();
+    let mut widths = [0; N];
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    cells
+        .iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                let pad = " ".repeat(widths[i] - cell.chars().count());
+                match (i + 1 == N, right[i]) {
+                    (true, _) => line.push_str(cell),
+                    (false, true) => line.push_str(&format!("{pad}{cell}  ")),
+                    (false, false) => line.push_str(&format!("{cell}{pad}  ")),
+                }
+            }
+            line.trim_end().to_owned()
+        })
+        .collect()
 }
 
 fn log(cli: &Cli, from: Position, limit: usize) -> anyhow::Result<ExitCode> {

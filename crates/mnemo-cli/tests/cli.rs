@@ -333,3 +333,42 @@ fn an_empty_directory_becomes_a_store() {
     assert!(dir.path().join("mnemo-store").is_file());
     assert_eq!(code(&mnemo(dir.path(), &["sessions"])), 0);
 }
+
+/// Sessions imported out of date order used to list by append time (a September session imported
+/// last showed as the newest) and untitled ones showed no title.
+#[test]
+fn sessions_list_by_their_own_event_times_with_a_title_from_the_first_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    // Newest first on disk order, oldest imported last.
+    for name in
+        ["codex-rollout-0.128.jsonl", "claude-code-2.0-compaction.jsonl", "codex-rollout-legacy.jsonl"]
+    {
+        let path = fixtures.join(name);
+        assert_eq!(code(&mnemo(&store, &["import", path.to_str().unwrap()])), 0);
+    }
+    let output = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("last activity"), "{text}");
+    assert!(lines[1].starts_with("2026-05-04 08:31  2026-05-04 08:12  019e1b7a"), "{text}");
+    assert!(lines[2].starts_with("2026-02-10 09:02  2026-02-10 09:00  7d3f9a12"), "{text}");
+    assert!(lines[3].starts_with("2025-09-02 17:41  2025-09-02 17:40  5973b6c0"), "{text}");
+    assert!(lines[3].ends_with("“why does GET /notes?tag=x return 500?”"), "{text}");
+    assert!(lines[1].ends_with("Fix half-even rounding in totals"), "{text}");
+    // Every left-aligned column starts at the same character on every line.
+    for column in ["first activity", "session", "workspace", "flags", "title"] {
+        let at = lines[0].find(column).unwrap();
+        for line in &lines[1..] {
+            let chars: Vec<char> = line.chars().collect();
+            assert!(chars[at - 1] == ' ' && chars[at] != ' ', "{column} not at {at}: {line}");
+        }
+    }
+    let json = stdout_json(&mnemo(&store, &["--json", "sessions"]));
+    let first = &json.as_array().unwrap()[0];
+    assert_eq!(first["last_activity"], 1_777_883_469_000_u64);
+    assert_eq!(first["first_activity"], 1_777_882_321_135_u64);
+}

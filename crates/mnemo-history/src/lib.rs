@@ -22,7 +22,10 @@ pub mod text;
 mod tool;
 
 pub use index::{BM25_B_DEFAULT, BM25_K1_DEFAULT, HistorySearchIndex, IndexedDoc, MatchKind, Scope};
-pub use messages::{HistoryMessages, MessageKind, SessionHeader, TOOL_RESULT_SCAN_BYTES_MAX, VisibleMessage};
+pub use messages::{
+    HistoryMessages, MessageKind, REQUEST_TITLE_CHARS_MAX, SessionHeader, TOOL_RESULT_SCAN_BYTES_MAX,
+    VisibleMessage, request_title,
+};
 pub use read::{
     HistoryRead, HistoryReadRequest, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_BYTES_MAX,
     READ_ID_CHARS_MAX, READ_MESSAGE_BYTES_MAX, READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure,

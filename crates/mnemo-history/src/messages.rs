@@ -41,7 +41,7 @@ use crate::text::byte_prefix_lossy;
 pub const STAGE_NAME: &str = "history-messages";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -55,6 +55,12 @@ const ID_TAG: &[u8] = b"i\0";
 const RECENCY_TAG: &[u8] = b"r\0";
 const FRESHEST_TAG: &[u8] = b"F\0";
 const RECENT_KEY: &[u8] = b"T";
+
+/// Longest title taken from a session's first request, in characters (an ellipsis marks a cut).
+pub const REQUEST_TITLE_CHARS_MAX: usize = 80;
+
+/// Longest markup tag the request title removes, in bytes between `<` and `>`.
+const MARKUP_TAG_BYTES_MAX: usize = 64;
 
 /// Sessions kept in the most-recent list: a search page (200) and room for collapsed revisions.
 pub const RECENT_SESSIONS_MAX: usize = 256;
@@ -122,6 +128,13 @@ pub struct SessionHeader {
     /// Latest time of a user or assistant row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_message_at: Option<TimestampMs>,
+    /// Earliest time of a user or assistant row: the event's own time, not its append time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_message_at: Option<TimestampMs>,
+    /// The session's first real user request as a title ([`request_title`]), for sessions
+    /// without one of their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_request: Option<String>,
     /// Whether the session is incognito.
     pub incognito: bool,
     /// Whether it is archived (archived sessions stay searchable and readable).
@@ -139,6 +152,8 @@ impl SessionHeader {
             session,
             title: None,
             last_message_at: None,
+            first_message_at: None,
+            first_request: None,
             incognito: false,
             archived: false,
             messages: 0,
@@ -306,6 +321,11 @@ fn add_message(
     };
     if matches!(message.kind, MessageKind::User | MessageKind::Assistant) {
         header.last_message_at = header.last_message_at.max(Some(message.timestamp));
+        header.first_message_at =
+            Some(header.first_message_at.map_or(message.timestamp, |first| first.min(message.timestamp)));
+    }
+    if message.kind == MessageKind::User && header.first_request.is_none() {
+        header.first_request = request_title(&message.text);
     }
     state.put(message_key(&header.session, seq), CODEC.encode(&message)?);
     Ok(())
@@ -410,6 +430,65 @@ fn recency_key(header: &SessionHeader) -> Vec<u8> {
 
 fn freshest_key(family: &SessionId) -> Vec<u8> {
     [FRESHEST_TAG, family.as_str().as_bytes()].concat()
+}
+
+/// A user request as a title: markup tags (`<command-name>`, `</x>`) removed, whitespace folded,
+/// cut to [`REQUEST_TITLE_CHARS_MAX`] characters; `None` when nothing readable is left or the text
+/// is a host's caveat rather than a request.
+pub fn request_title(text: &str) -> Option<String> {
+    let mut plain = String::with_capacity(text.len().min(REQUEST_TITLE_CHARS_MAX * 4));
+    let mut rest = text;
+    while let Some(open) = rest.find('<') {
+        plain.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        let tag = after.find('>').filter(|&close| {
+            close <= MARKUP_TAG_BYTES_MAX
+                && after[..close]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_alphabetic() || c == '/' || c == '!')
+                && !after[..close].contains(['<', '\n'])
+        });
+        match tag {
+            Some(close) => {
+                plain.push(' ');
+                rest = &after[close + 1..];
+            }
+            None => {
+                plain.push('<');
+                rest = after;
+            }
+        }
+    }
+    plain.push_str(rest);
+    let folded = plain.split_whitespace().collect::<Vec<_>>().join(" ");
+    if folded.is_empty() || folded.starts_with("Caveat:") {
+        return None;
+    }
+    let mut chars = folded.chars();
+    let mut title: String = chars.by_ref().take(REQUEST_TITLE_CHARS_MAX).collect();
+    if chars.next().is_some() {
+        title.pop();
+        title.push('…');
+    }
+    Some(title)
+}
+
+/// Every session's header, in session id order.
+pub fn headers(store: &dyn StateStore) -> Result<Vec<SessionHeader>, PipelineError> {
+    let mut headers = Vec::new();
+    let mut failure = None;
+    store.scan_prefix(HEADER_TAG, &mut |_, value| match CODEC.decode(value) {
+        Ok(header) => {
+            headers.push(header);
+            true
+        }
+        Err(error) => {
+            failure = Some(error);
+            false
+        }
+    })?;
+    failure.map_or(Ok(headers), Err)
 }
 
 /// A session's header.
@@ -542,3 +621,26 @@ fn visit_suffix(
 
 /// How many recency entries one scan of [`visit_logical_sessions`] takes before it looks them up.
 const SESSION_SCAN_BATCH: usize = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::{REQUEST_TITLE_CHARS_MAX, request_title};
+
+    #[test]
+    fn a_request_title_drops_markup_and_folds_whitespace() {
+        assert_eq!(
+            request_title(
+                "<command-message>review</command-message>\n  <command-args>src/lib.rs</command-args>"
+            ),
+            Some("review src/lib.rs".to_owned())
+        );
+        assert_eq!(request_title("fix   the\nbuild"), Some("fix the build".to_owned()));
+        assert_eq!(request_title("is a < b and b > c?"), Some("is a < b and b > c?".to_owned()));
+        assert_eq!(request_title("<local-command-stdout></local-command-stdout>"), None);
+        assert_eq!(request_title("Caveat: The messages below were generated by the user"), None);
+        let long = "word ".repeat(40);
+        let title = request_title(&long).unwrap();
+        assert_eq!(title.chars().count(), REQUEST_TITLE_CHARS_MAX);
+        assert!(title.ends_with('…'));
+    }
+}

@@ -481,6 +481,8 @@ mod tests {
             session: mnemo_core::SessionId::new("s1").unwrap(),
             title: None,
             last_message_at: Some(mnemo_core::TimestampMs(42)),
+            first_message_at: None,
+            first_request: None,
             incognito: false,
             archived: false,
             family: mnemo_core::SessionId::new("s1").unwrap(),

@@ -64,6 +64,7 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
+mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
@@ -119,6 +120,7 @@ pub use history::SessionTranscript;
 pub use import::{
     DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
 };
+pub use listing::SessionListing;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
 pub use memory::{ExtractToolResult, MemoryModels};
 pub use mnemo::{

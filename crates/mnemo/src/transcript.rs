@@ -8,7 +8,7 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{
-    DETECT_LINES_MAX, ImportFormat, ImportReport, ParsedImport, detect_format, parse_import,
+    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
