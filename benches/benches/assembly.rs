@@ -10,7 +10,9 @@ use mnemo::{CompactOptions, Config, ContextOptions, Decision, Mnemo, SessionId};
 
 /// A transcript of `events` events: turns of a request, a tool call, its result and a reply.
 fn transcript(events: usize) -> String {
-    let mut out = String::from("{\"kind\":\"session\",\"session\":\"bench\"}\n");
+    // Memory is off: compacting would otherwise extract memories over every folded turn, which is
+    // measured by the memory workloads, not here.
+    let mut out = String::from("{\"kind\":\"session\",\"session\":\"bench\",\"memory\":\"disabled\"}\n");
     for i in 0..events / 4 {
         let t = format!("t{i:06}");
         out.push_str(&format!("{{\"session\":\"bench\",\"turn\":\"{t}\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"Step {i}: fix src/part_{i}.rs\"}}]}}\n"));
