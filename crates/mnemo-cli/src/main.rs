@@ -502,6 +502,9 @@ fn print_stats(stats: &mnemo::Stats) {
     say!("disk bytes  {}", stats.disk_bytes);
     for stage in &stats.stages {
         say!("stage       {:<20} at {:>8}  {}", stage.name, stage.watermark.0, stage.digest);
+        if let Some(stop) = &stage.stopped {
+            say!("            {:<20} STOPPED: {stop}", stage.name);
+        }
     }
 }
 
@@ -528,7 +531,11 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
     output(cli, &verification, || {
         say!("chain       {} envelopes verified", verification.envelopes);
         for stage in &verification.stages {
-            let verdict = if stage.matches() { "ok" } else { "MISMATCH" };
+            let verdict = match (&stage.stopped, stage.matches()) {
+                (Some(_), _) => "STOPPED",
+                (None, true) => "ok",
+                (None, false) => "MISMATCH",
+            };
             say!(
                 "stage       {:<20} at {:>8}  {verdict}  live {}  rebuilt {}",
                 stage.name,
@@ -536,13 +543,24 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
                 stage.live,
                 stage.rebuilt
             );
+            if let Some(stop) = &stage.stopped {
+                say!("            {:<20} stopped: {stop}", stage.name);
+            }
         }
     });
     if verification.ok() {
         return Ok(ExitCode::SUCCESS);
     }
     if !cli.json {
-        say_err!("error: verification failed: a live projection differs from a fresh rebuild");
+        if let Some(stage) = verification.stages.iter().find(|s| s.stopped.is_some()) {
+            say_err!(
+                "error: verification failed: stage {} has stopped; `mnemo rebuild --stage {}` replays it",
+                stage.name,
+                stage.name
+            );
+        } else {
+            say_err!("error: verification failed: a live projection differs from a fresh rebuild");
+        }
     }
     Ok(ExitCode::from(1))
 }

@@ -179,7 +179,7 @@ mod tests {
             Box::pin(async move {
                 tokio::task::yield_now().await;
                 if self.fail.load(Ordering::SeqCst) {
-                    return Err(CompactionError::Record("store unavailable".to_owned()));
+                    return Err(CompactionError::record(std::io::Error::other("store unavailable")));
                 }
                 let mut log = self.log.lock().unwrap_or_else(PoisonError::into_inner);
                 let logged = LoggedCheckpoint {
@@ -209,7 +209,15 @@ mod tests {
         let first = build_text(&events[..2], GOOD_SUMMARY, None);
         runtime().block_on(async {
             fake.fail.store(true, Ordering::SeqCst);
-            assert!(matches!(coordinator.record(&first).await, Err(CompactionError::Record(_))));
+            match coordinator.record(&first).await {
+                Err(CompactionError::Record(error)) => {
+                    assert!(
+                        error.downcast_ref::<std::io::Error>().is_some(),
+                        "the recorder's own error: {error}"
+                    );
+                }
+                other => panic!("expected a record failure, got {other:?}"),
+            }
             assert_eq!(coordinator.load(&sid()).await.ok(), Some(None), "the cache is unchanged");
             fake.fail.store(false, Ordering::SeqCst);
             assert!(coordinator.record(&first).await.is_ok(), "a failed write does not block the next");

@@ -19,9 +19,10 @@ pub enum CompactionError {
     /// A turn is running on the session; manual compaction waits until it ends.
     #[error("session {0} is busy")]
     SessionBusy(SessionId),
-    /// Recording a checkpoint failed; the cache and the log are unchanged.
+    /// Recording a checkpoint failed; the cache and the log are unchanged. The recorder's error is
+    /// kept whole (a host may downcast it to its own type).
     #[error("recording the checkpoint failed: {0}")]
-    Record(String),
+    Record(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
     /// A newer checkpoint was recorded first; this one may not replace it (compaction.md §4.2).
     #[error("checkpoint {0} was superseded before persistence")]
     Superseded(String),
@@ -31,4 +32,11 @@ pub enum CompactionError {
     /// The caller's input is not valid.
     #[error("{0}")]
     InvalidInput(String),
+}
+
+impl CompactionError {
+    /// A recorder's failure, keeping its error and the error's type.
+    pub fn record(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        CompactionError::Record(Box::new(error))
+    }
 }

@@ -2,7 +2,12 @@
 //! present): every path, command, identifier, number and quoted string a summary states is looked
 //! up in the events it covers. What is not found there is listed on the checkpoint, and a policy
 //! may refuse summaries above a share of unsupported claims.
+//!
+//! Summaries are redacted before they are checked, so a claim may hold [`REDACTED`] where the
+//! events hold a secret; the marker stands for the text it hid (see [`supported`]), and a redaction
+//! is never counted as a changed claim.
 
+use mnemo_core::redaction::REDACTED;
 use mnemo_core::{Content, FaithfulnessReport, RuntimeEvent};
 use serde_json::Value;
 
@@ -65,12 +70,60 @@ fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
 pub fn check_faithfulness(summary: &str, covered: &[RuntimeEvent]) -> FaithfulnessReport {
     let evidence = evidence_text(covered);
     let found = claims(summary);
-    let unsupported = found
-        .iter()
-        .filter(|(_, claim)| !evidence.contains(claim.as_str()))
-        .map(|(_, c)| c.clone())
-        .collect();
+    let unsupported =
+        found.iter().filter(|(_, claim)| !supported(claim, &evidence)).map(|(_, c)| c.clone()).collect();
     FaithfulnessReport { checked: found.len() as u64, unsupported }
+}
+
+/// Whether `claim` occurs in `evidence`, each [`REDACTED`] marker in it standing for at least one
+/// character of the same line: `PGPASSWORD=[redacted] psql` is supported by
+/// `PGPASSWORD=hunter2 psql`, while `PGPASSWORD=[redacted] mysql` is not. Token trimming may cut a
+/// marker's bracket at either end of a claim (`PGPASSWORD=[redacted`); a cut marker counts too.
+fn supported(claim: &str, evidence: &str) -> bool {
+    if evidence.contains(claim) {
+        return true;
+    }
+    let cut_head = &REDACTED[1..];
+    let cut_tail = &REDACTED[..REDACTED.len() - 1];
+    let inner = claim.strip_prefix(cut_head).unwrap_or(claim);
+    let inner = inner.strip_suffix(cut_tail).unwrap_or(inner);
+    if inner.len() == claim.len() && !claim.contains(REDACTED) {
+        return false;
+    }
+    let pieces: Vec<&str> = inner.split(REDACTED).filter(|piece| !piece.is_empty()).collect();
+    let Some((first, rest)) = pieces.split_first() else {
+        // Nothing but redactions: the claim states nothing the events could contradict.
+        return true;
+    };
+    let mut from = 0;
+    while let Some(found) = evidence[from..].find(first) {
+        let start = from + found;
+        if rest_follows(rest, evidence, start + first.len()) {
+            return true;
+        }
+        from = start + evidence[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    false
+}
+
+/// Whether `pieces` occur in order after `at`, each after a gap of at least one character and with
+/// no line break before it. Placing each piece at its leftmost occurrence is enough: a later one
+/// leaves less room for the rest and crosses at least as many line breaks.
+fn rest_follows(pieces: &[&str], evidence: &str, mut at: usize) -> bool {
+    for piece in pieces {
+        let Some(gap) = evidence[at..].chars().next().filter(|&c| c != '\n') else {
+            return false;
+        };
+        let search = at + gap.len_utf8();
+        let Some(found) = evidence[search..].find(piece) else {
+            return false;
+        };
+        if evidence[search..search + found].contains('\n') {
+            return false;
+        }
+        at = search + found + piece.len();
+    }
+    true
 }
 
 /// Whether a report exceeds the policy's share of unsupported claims.
@@ -104,5 +157,37 @@ mod tests {
         assert_eq!(report.unsupported, vec!["cargo bench", "src/main.rs", "E0599", "7"]);
         assert!(exceeds(&report, Some(0.5)));
         assert!(!exceeds(&report, None));
+    }
+
+    #[test]
+    fn a_redaction_in_a_summary_is_not_an_unsupported_claim() {
+        let covered = vec![
+            call("e1", "t1", "c1", "shell", json!({"cmd": "PGPASSWORD=hunter2 psql -h db -U app"})),
+            text_event("e2", "t1", "user", "my api key is sk-ant-abcdefgh12345, use it for tools/upload.py"),
+        ];
+        let summary = "Ran `PGPASSWORD=[redacted] psql -h db -U app`, used \"key [redacted] for tools\" \
+                       in tools/upload.py.";
+        let report = check_faithfulness(summary, &covered);
+        assert_eq!(report.checked, 3, "the code span, the quote and the path: {report:?}");
+        assert_eq!(report.unsupported, Vec::<String>::new());
+        // A redaction does not cover a claim that changed around it.
+        let changed = "Ran `PGPASSWORD=[redacted] psql -h other -U app` and `[redacted] mysql`.";
+        let report = check_faithfulness(changed, &covered);
+        assert_eq!(
+            report.unsupported,
+            vec!["PGPASSWORD=[redacted] psql -h other -U app", "[redacted] mysql"]
+        );
+    }
+
+    #[test]
+    fn a_redaction_stands_for_text_on_one_line_only() {
+        assert!(supported("a=[redacted] b", "x a=1 b y"));
+        assert!(!supported("a=[redacted] b", "a=1\n b"), "a secret does not span lines");
+        assert!(!supported("a=[redacted] b", "a= b"), "a redaction hid at least one character");
+        assert!(supported("a=[redacted] b", "a= a=2 b"), "a later start can match");
+        assert!(supported("PGPASSWORD=[redacted", "PGPASSWORD=x"));
+        assert!(supported("redacted]@db.internal", "postgres://u:pw@db.internal"));
+        assert!(supported("[redacted]", "anything"));
+        assert!(!supported("src/main.rs", "src/lib.rs"));
     }
 }

@@ -8,6 +8,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+use mnemo_core::redaction::redact_secrets;
 use mnemo_core::{
     CheckpointBody, CheckpointRecord, Content, Digest, ModelVisibility, ProviderState, ProviderStateKind,
     Role, RuntimeEvent,
@@ -336,6 +337,10 @@ pub struct TextSummary {
 /// ignored and the whole span re-summarised; an empty selection returns the previous summary (or
 /// nothing) without a call. A `length` finish is `output_length`; the output must pass every rule
 /// over the whole folded span.
+///
+/// The accepted text has passed through the shared secret redaction: a summary is logged, sent with
+/// every later request and copied with the conversation, so a credential the events held (and the
+/// extractive summarizer or a host's model repeated) is never recorded in one.
 pub async fn summarize_text(
     summarizer: &dyn Summarizer,
     folded: &[RuntimeEvent],
@@ -348,7 +353,8 @@ pub async fn summarize_text(
     let selected = if prior.is_some() { newly_folded } else { folded };
     if selected.is_empty() {
         return Ok(prior.map(|text| TextSummary {
-            text: text.to_owned(),
+            // A summary recorded before redaction covered a rule is redacted when it rolls forward.
+            text: redact_secrets(text).into_owned(),
             input_digest: Digest::sha256(text.as_bytes()),
         }));
     }
@@ -375,7 +381,7 @@ pub async fn summarize_text(
     if response.finish == FinishReason::Length {
         return Err(SummarizeError::OutputLength);
     }
-    let text = response.text.trim().to_owned();
+    let text = redact_secrets(response.text.trim()).into_owned();
     if text.is_empty() {
         return Ok(None);
     }

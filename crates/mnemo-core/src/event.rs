@@ -868,6 +868,18 @@ impl RuntimeEvent {
         self.validate_tool_lane()
     }
 
+    /// The limits an event is held to when it is appended, beyond [`RuntimeEvent::validate`]: a
+    /// function call's or response's tool name is at most [`TOOL_NAME_BYTES_MAX`] bytes. They are
+    /// not checked on read, so events stored before a limit existed stay readable.
+    pub fn validate_limits(&self) -> Result<(), ValidationError> {
+        let name = match &self.content {
+            Some(Content::FunctionCall(call)) => &call.name,
+            Some(Content::FunctionResponse(response)) => &response.name,
+            _ => return Ok(()),
+        };
+        bounded_bytes("content.name", name, TOOL_NAME_BYTES_MAX)
+    }
+
     fn tool_lanes(&self) -> Vec<ToolLane> {
         let mut lanes = Vec::new();
         match self.content {

@@ -25,7 +25,9 @@ pub const INLINE_REFERENCE_VALUE_UTF16_MAX: usize = 4096;
 pub const INLINE_REFERENCE_LABEL_UTF16_MAX: usize = 200;
 /// Longest permission or question request id in UTF-8 bytes.
 pub const REQUEST_ID_BYTES_MAX: usize = 256;
-/// Longest tool name on a permission decision in UTF-8 bytes.
+/// Longest tool name in UTF-8 bytes: of a function call, a function response and a permission
+/// decision. Checked when a record is appended, not when one is read (see
+/// `Record::validate_for_append`).
 pub const TOOL_NAME_BYTES_MAX: usize = 256;
 
 /// Longest memory item content in code points, after normalization.

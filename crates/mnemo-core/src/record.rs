@@ -360,6 +360,17 @@ impl Record {
         }
     }
 
+    /// Checks a record about to be appended: every rule of its kind ([`Record::validate`]) and the
+    /// limits added since records were first written ([`RuntimeEvent::validate_limits`]), which
+    /// decoding does not apply so that a store written before them stays readable.
+    pub fn validate_for_append(&self) -> Result<(), ValidationError> {
+        self.validate()?;
+        match self {
+            Record::RuntimeEvent(r) => r.validate_limits(),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks every rule of the record's kind.
     pub fn validate(&self) -> Result<(), ValidationError> {
         match self {
@@ -383,7 +394,7 @@ impl Record {
     /// The canonical JSON of the payload, after validation, within
     /// [`RECORD_BYTES_MAX`](crate::limits::RECORD_BYTES_MAX).
     pub fn encode(&self) -> Result<Vec<u8>, EncodeError> {
-        self.validate().map_err(EncodeError::Invalid)?;
+        self.validate_for_append().map_err(EncodeError::Invalid)?;
         let bytes = match self {
             Record::SessionOpened(r) => canonical_json(r),
             Record::SessionFlagsChanged(r) => canonical_json(r),
@@ -501,8 +512,9 @@ mod tests {
     use super::*;
     use crate::checkpoint::tests::checkpoint;
     use crate::digest::Digest;
-    use crate::event::{Author, Content, Role, TextContent};
+    use crate::event::{Author, Content, FunctionCall, FunctionResponse, Role, TextContent};
     use crate::ids::TimestampMs;
+    use crate::limits::TOOL_NAME_BYTES_MAX;
     use crate::memory::tests::{fields, id};
     use crate::memory::{
         CursorAdvance, DenialReason, ExtractionFailureClass, ExtractionReceipt, ExtractionTrigger,
@@ -533,6 +545,38 @@ mod tests {
         );
         event.content = Some(Content::Text(TextContent::new("héllo \"world\"\n")));
         event
+    }
+
+    #[test]
+    fn a_tool_name_over_the_limit_is_refused_on_append_and_still_read() {
+        let mut event = event();
+        event.role = Role::Model;
+        event.author = Author::Agent;
+        let name = "t".repeat(TOOL_NAME_BYTES_MAX + 1);
+        event.content = Some(Content::FunctionCall(FunctionCall::new(id("c1"), name, json!({}))));
+        let record = Record::RuntimeEvent(event.clone());
+        let error = record.encode().unwrap_err().to_string();
+        assert!(
+            error.contains("content.name") && error.contains("is 257 bytes, the limit is 256 bytes"),
+            "{error}"
+        );
+        // A record written before the limit existed decodes.
+        let bytes = canonical_json(&event).unwrap();
+        let kind = RecordKind::RuntimeEvent;
+        assert_eq!(Record::decode(kind.code(), kind.schema_version(), &bytes).unwrap(), record);
+        let mut response = event;
+        response.role = Role::Tool;
+        response.author = Author::Tool;
+        response.content = Some(Content::FunctionResponse(FunctionResponse::new(
+            id("c1"),
+            "r".repeat(TOOL_NAME_BYTES_MAX + 1),
+            json!("ok"),
+        )));
+        assert!(Record::RuntimeEvent(response.clone()).validate_for_append().is_err());
+        if let Some(Content::FunctionResponse(r)) = &mut response.content {
+            r.name = "r".repeat(TOOL_NAME_BYTES_MAX);
+        }
+        assert_eq!(Record::RuntimeEvent(response).validate_for_append(), Ok(()));
     }
 
     fn commit() -> MemoryCommit {

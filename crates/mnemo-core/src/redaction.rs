@@ -369,17 +369,15 @@ fn redact_plain(text: &str) -> Cow<'_, str> {
     current = replace(current, &URL_PARAM, |c| {
         if is_sensitive_key(&c[2]) { format!("{}{}={REDACTED}", &c[1], &c[2]) } else { c[0].to_owned() }
     });
-    current = replace(current, &ASSIGNMENT, |c| {
+    current = replace_or_rescan(current, &ASSIGNMENT, 4, |c| {
         let key = &c[2];
         let header = matches!(key_segments(key).last().map(String::as_str), Some("auth" | "authorization"));
-        if !is_sensitive_key(key) || header || CODE_VALUES.contains(&&c[4]) {
-            return c[0].to_owned();
-        }
-        format!("{}{}{}{}", &c[1], key, &c[3], redacted_value(&c[4]))
+        let secret = is_sensitive_key(key) && !header && !CODE_VALUES.contains(&&c[4]);
+        secret.then(|| format!("{}{}{}{}", &c[1], key, &c[3], redacted_value(&c[4])))
     });
     current = replace(current, &AWS_FLAG, |c| format!("{}{REDACTED}", &c[1]));
-    current = replace(current, &LONG_FLAG, |c| {
-        if is_sensitive_flag(&c[2]) { format!("{}{}", &c[1], redacted_value(&c[3])) } else { c[0].to_owned() }
+    current = replace_or_rescan(current, &LONG_FLAG, 3, |c| {
+        is_sensitive_flag(&c[2]).then(|| format!("{}{}", &c[1], redacted_value(&c[3])))
     });
     current = replace(current, &MYSQL_PASSWORD, |c| format!("{}{}", &c[1], redacted_value(&c[2])));
     for stated in [&STATED_PASSWORD, &PASSWORD_SET_TO] {
@@ -398,6 +396,44 @@ fn replace<'a>(text: Cow<'a, str>, pattern: &Regex, with: impl Fn(&Captures<'_>)
     }
     let replaced = pattern.replace_all(&text, |c: &Captures<'_>| with(c)).into_owned();
     if replaced == *text { text } else { Cow::Owned(replaced) }
+}
+
+/// Applies a rule whose match may be no secret (`with` returns `None`): the search then resumes
+/// at capture group `value` when it is bare, so a secret inside an ordinary value
+/// (`Command: PGPASSWORD=x`, where `Command` is the key) is still found instead of being passed
+/// over with it. A quoted value is passed over whole: a search resumed inside it would take its
+/// closing quote for the opening quote of a value (`message: 'Enter API key:', next: '...'`).
+fn replace_or_rescan<'a>(
+    text: Cow<'a, str>,
+    pattern: &Regex,
+    value: usize,
+    with: impl Fn(&Captures<'_>) -> Option<String>,
+) -> Cow<'a, str> {
+    let mut out = String::new();
+    let (mut copied, mut at) = (0, 0);
+    while let Some(captures) = pattern.captures_at(&text, at) {
+        let (Some(whole), Some(rescan)) = (captures.get(0), captures.get(value)) else {
+            break;
+        };
+        match with(&captures) {
+            Some(replacement) => {
+                out.push_str(&text[copied..whole.start()]);
+                out.push_str(&replacement);
+                copied = whole.end();
+                at = whole.end();
+            }
+            None if rescan.as_str().starts_with(['"', '\'']) => at = whole.end(),
+            None => at = rescan.start(),
+        }
+        if at >= text.len() {
+            break;
+        }
+    }
+    if copied == 0 {
+        return text;
+    }
+    out.push_str(&text[copied..]);
+    if out == *text { text } else { Cow::Owned(out) }
 }
 
 #[cfg(test)]
@@ -449,6 +485,12 @@ mod tests {
             "const credentials = await setup.getCredentials();",
         );
         check("token = None; password: null", "token = None; password: null");
+        check("- Command: `PGPASSWORD=hunter2 psql`", "- Command: `PGPASSWORD=[redacted] psql`");
+        check("note: password=x, user: token=y", "note: password=[redacted], user: token=[redacted]");
+        check(
+            "message: 'Enter API key:', check: 'key is required'",
+            "message: 'Enter API key:', check: 'key is required'",
+        );
         check("call Token::new(); if token == other {}", "call Token::new(); if token == other {}");
         check("Authorization: Bearer abc.def.ghi", "Authorization: Bearer [redacted]");
         check(

@@ -36,6 +36,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use mnemo_core::redaction::redact_secrets;
 use mnemo_core::{Record, SessionId, TimestampMs, TurnId, WorkspaceId};
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
 use serde::{Deserialize, Serialize};
@@ -43,7 +44,6 @@ use serde::{Deserialize, Serialize};
 use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
 use crate::text::term_counts;
-use mnemo_core::redaction::redact_secrets;
 
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "history-search";
@@ -53,7 +53,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 3: postings lose their count key (a flag byte per block) and store document gaps.
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
 // 5: statistics and document frequencies per workspace group.
-const VERSION: u32 = 5;
+// 6: redaction finds a secret assignment inside another assignment's value (`Command: PGPASSWORD=x`).
+const VERSION: u32 = 6;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use mnemo_core::{ItemId, ValidationError};
+use mnemo_core::{EncodeError, ItemId, ValidationError};
 use mnemo_pipeline::PipelineError;
 use serde::Serialize;
 
@@ -81,9 +81,24 @@ pub enum MemoryError {
     /// The memory-index state could not be read or is damaged. Rebuild the stage.
     #[error(transparent)]
     State(#[from] PipelineError),
-    /// The host failed to append or read the log. Retry; the operation id makes it safe.
+    /// The host failed to append or read the log; its error is kept whole (a host may downcast it
+    /// to its own type). Retry; the operation id makes it safe.
     #[error("memory host failed: {0}")]
-    Host(String),
+    Host(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    /// A record or a hashed value did not encode.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// What was just written is not in the state the writer reads back, or a decision produced no
+    /// outcome: a broken invariant of this crate or a damaged stage. Rebuild the stage.
+    #[error("memory state is inconsistent: {0}")]
+    Inconsistent(String),
+}
+
+impl MemoryError {
+    /// A host failure, keeping the host's error and its type.
+    pub fn host(error: impl std::error::Error + Send + Sync + 'static) -> Self {
+        MemoryError::Host(Box::new(error))
+    }
 }
 
 impl From<ValidationError> for MemoryError {

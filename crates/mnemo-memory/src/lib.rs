@@ -12,12 +12,12 @@
 //! ([`MemoryIndex`]) folds them into items, a key index, operations, receipts, cursors, pending
 //! failures and denials, and can be rebuilt from the log.
 //!
-//! NOTE: the `search_required` localization searches through the [`LocalizationSearch`] seam,
-//! whose default [`ScanLocalization`] scans the session's events as the reference does. The
-//! history crate's search index is not part of the workspace yet; when it is, an adapter
-//! implementing [`LocalizationSearch`] over it plugs in through the facade's `MemoryModels`
-//! without changing this crate's checks. Secret detection ([`is_sensitive`]) is memory.md §3.8 by
-//! the shared rules of `mnemo_core::redaction`.
+//! The `search_required` localization searches through the [`LocalizationSearch`] seam, whose
+//! default [`ScanLocalization`] scans the session's events as the reference does; a host may plug in
+//! another through the facade's `MemoryModels` without changing this crate's checks. Secret
+//! detection ([`is_sensitive`]) is memory.md §3.8 by the shared rules of `mnemo_core::redaction`: a
+//! text is sensitive when redacting it would change it, so memory refuses exactly what search and
+//! read hide.
 
 mod error;
 mod extract;

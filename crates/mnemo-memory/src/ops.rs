@@ -212,7 +212,10 @@ pub fn apply_mutations(
     }
     let store = ledger.state()?;
     MemoryView::new(store.as_ref()).operation(&request.operation)?.ok_or_else(|| {
-        MemoryError::Host(format!("operation {} is not in the index after its append", request.operation))
+        MemoryError::Inconsistent(format!(
+            "operation {} is not in the index after its append",
+            request.operation
+        ))
     })
 }
 
@@ -452,7 +455,7 @@ pub fn commit_extraction(
     let cursor = view.cursor(&request.session)?;
     match (receipt, cursor) {
         (Some(receipt), Some(cursor)) => Ok(CommitResult { receipt, cursor, replayed: false }),
-        _ => Err(MemoryError::Host(format!(
+        _ => Err(MemoryError::Inconsistent(format!(
             "commit {} is not in the index after its append",
             request.operation
         ))),
@@ -550,7 +553,7 @@ pub fn settle_failure(
             }
         }
     })?;
-    outcome.ok_or_else(|| MemoryError::Host("settlement decided nothing".to_owned()))
+    outcome.ok_or_else(|| MemoryError::Inconsistent("settlement decided nothing".to_owned()))
 }
 
 /// Records a compaction policy denial if absent; returns the stored one (the first wins).
@@ -575,6 +578,6 @@ pub fn record_denial(
     })?;
     let store = ledger.state()?;
     state::denial(store.as_ref(), session, checkpoint)?.ok_or_else(|| {
-        MemoryError::Host(format!("denial of {checkpoint} is not in the index after its append"))
+        MemoryError::Inconsistent(format!("denial of {checkpoint} is not in the index after its append"))
     })
 }

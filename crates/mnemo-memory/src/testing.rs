@@ -55,7 +55,7 @@ impl VecLedger {
 }
 
 fn apply(store: &MemoryStore, position: u64, record: &Record) -> Result<(), MemoryError> {
-    record.encode().map_err(|e| MemoryError::Host(e.to_string()))?;
+    record.encode()?;
     let logged = LoggedRecord {
         position: Position(position),
         stream: record.stream(),

@@ -398,3 +398,33 @@ proptest! {
         }
     }
 }
+
+/// A host whose log is unavailable: every read and append fails with its own I/O error.
+struct UnavailableHost;
+
+impl MemoryLedger for UnavailableHost {
+    fn state(&self) -> Result<std::sync::Arc<dyn mnemo_pipeline::StateStore>, MemoryError> {
+        Err(MemoryError::host(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "log unavailable")))
+    }
+
+    fn write(&self, _: &mut mnemo_memory::Decide<'_>) -> Result<(), MemoryError> {
+        Err(MemoryError::host(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "log unavailable")))
+    }
+}
+
+#[test]
+fn a_host_failure_keeps_the_hosts_error_type_instead_of_its_text() {
+    let request = MutationRequest {
+        operation: op("op-host"),
+        mutations: vec![MutationInput::Create {
+            item: input("Prefers tabs", &["tabs"], MemoryScope::Global),
+        }],
+    };
+    let error = apply_mutations(&UnavailableHost, &request).unwrap_err();
+    let MemoryError::Host(host) = &error else { panic!("expected a host failure, got {error:?}") };
+    let io = host.downcast_ref::<std::io::Error>().expect("the host's own error type");
+    assert_eq!(io.kind(), std::io::ErrorKind::ConnectionRefused);
+    let source = std::error::Error::source(&error).expect("the host's error is the source");
+    assert!(source.downcast_ref::<std::io::Error>().is_some());
+    assert_eq!(error.to_string(), "memory host failed: log unavailable");
+}

@@ -23,9 +23,11 @@ pub enum PipelineError {
     /// A projector refused an envelope. Its state stays at the last committed watermark.
     #[error("stage {stage} failed at position {position}: {reason}")]
     Projection { stage: String, position: Position, reason: String },
-    /// A stage stopped earlier with an error; queries on it are refused until the pipeline restarts.
-    #[error("stage {stage} has stopped: {reason}")]
-    StageStopped { stage: String, reason: String },
+    /// A stage no longer follows the log: it failed or panicked (reads and appends are refused until
+    /// the pipeline restarts, after a `rebuild` of the stage or a fix), or the pipeline was shut
+    /// down (a wait for a position the stage never reached can never be met).
+    #[error("stage {stage} has stopped: {stop}")]
+    StageStopped { stage: String, stop: StageStop },
     /// Waiting for a stage to reach a position timed out.
     #[error("stage {stage} reached position {reached}, not {wanted}, before the timeout")]
     Timeout { stage: String, wanted: Position, reached: Position },
@@ -38,6 +40,14 @@ pub enum PipelineError {
     /// Stored state is not in the form this build writes. Rebuild the stage.
     #[error("stage {stage}: stored state is damaged: {reason}")]
     DamagedState { stage: String, reason: String },
+    /// The system refused to start one of the pipeline's threads (too many threads or processes, or
+    /// no memory); nothing of the pipeline runs. Free resources and open the store again.
+    #[error("cannot start thread {thread}: {source}")]
+    Spawn {
+        thread: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// The pipeline was shut down.
     #[error("pipeline is shut down")]
     ShutDown,
@@ -50,5 +60,29 @@ fn store_failure(stage: &str, source: &fjall::Error) -> String {
             "damaged: {what}; rebuilding the stage replays it from the log (mnemo rebuild --stage {stage})"
         ),
         None => source.to_string(),
+    }
+}
+
+/// Why a stage stopped following the log. As JSON: `{"kind": "failed"|"panicked", "reason": ...}`
+/// or `{"kind": "shut_down"}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "kind", content = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StageStop {
+    /// Folding or committing failed with this error; the stage keeps its last committed state.
+    #[error("{0}")]
+    Failed(String),
+    /// The stage's thread panicked with this message; it keeps its last committed state.
+    #[error("its thread panicked: {0}")]
+    Panicked(String),
+    /// The pipeline was shut down.
+    #[error("the pipeline was shut down")]
+    ShutDown,
+}
+
+impl StageStop {
+    /// Whether the stop is a fault (a failure or a panic) rather than an orderly shutdown.
+    pub fn is_fault(&self) -> bool {
+        !matches!(self, StageStop::ShutDown)
     }
 }

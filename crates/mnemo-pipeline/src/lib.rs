@@ -13,7 +13,7 @@ pub mod stages;
 mod store;
 mod txn;
 
-pub use error::PipelineError;
+pub use error::{PipelineError, StageStop};
 pub use projector::{COMMIT_ENVELOPES_MAX, LoggedRecord, Projector};
 pub use runner::{
     LIVE_COMMIT_DELAY, PIPELINE_NICE_INCREMENT, Pipeline, STAGE_QUEUE_DEPTH_MAX, Stage, StageStatus, fold_to,

@@ -5,7 +5,14 @@
 //! position it has folded, when a piece of `COMMIT_ENVELOPES_MAX` records is full, or at the latest
 //! `LIVE_COMMIT_DELAY` after the oldest uncommitted fold. Committing every live append on its own
 //! rewrote the same index blocks once per event and made every durable append wait behind them.
+//!
+//! A stage that stops says so at once: a fold or commit that fails, a panic on the stage's thread
+//! (caught at the thread's top), a feeder that cannot read the log or panics, and a shutdown each
+//! record a [`StageStop`] and wake every waiting reader, whose wait fails with
+//! [`PipelineError::StageStopped`] naming the stage instead of running into its timeout.
+//! [`Pipeline::check_running`] lets appenders refuse to write past a stage that has failed.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -16,7 +23,7 @@ use mnemo_core::{Digest, Position};
 use mnemo_log::LogBackend;
 use tracing::{debug_span, error, info};
 
-use crate::error::PipelineError;
+use crate::error::{PipelineError, StageStop};
 use crate::projector::{LoggedRecord, Projector, StageWorker};
 use crate::store::{StateStore, projection_digest};
 
@@ -57,16 +64,18 @@ pub struct StageStatus {
     /// The last position committed.
     pub watermark: Position,
     /// Why the stage stopped, if it did.
-    pub failure: Option<String>,
+    pub stopped: Option<StageStop>,
 }
 
 #[derive(Debug, Default)]
 struct Progress {
-    /// The committed watermark, and why the stage stopped if it did.
-    state: Mutex<(Position, Option<String>)>,
+    /// The committed watermark, and why the stage stopped if it did (the first reason stays).
+    state: Mutex<(Position, Option<StageStop>)>,
     moved: Condvar,
     /// The highest position a reader has waited for: the stage commits as soon as it has folded it.
     wanted: AtomicU64,
+    /// Whether the stage stopped on a fault: appenders check it without taking the lock.
+    faulted: AtomicBool,
 }
 
 impl Progress {
@@ -83,12 +92,18 @@ impl Progress {
         self.moved.notify_all();
     }
 
-    fn fail(&self, reason: String) {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner).1 = Some(reason);
+    /// Records why the stage stopped, unless it already stopped, and wakes every waiting reader.
+    fn stop(&self, stop: StageStop) {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.1.is_none() {
+            self.faulted.store(stop.is_fault(), Ordering::Release);
+            state.1 = Some(stop);
+        }
+        drop(state);
         self.moved.notify_all();
     }
 
-    fn snapshot(&self) -> (Position, Option<String>) {
+    fn snapshot(&self) -> (Position, Option<StageStop>) {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }
@@ -140,8 +155,20 @@ impl Pipeline {
                 StageWorker::new(stage.projector, Arc::clone(&stage.store), stage.config_hash, watermark);
             let (sender, receiver) = crossbeam_channel::bounded::<StageInput>(STAGE_QUEUE_DEPTH_MAX);
             let thread_progress = Arc::clone(&progress);
+            let thread_name = name.clone();
             threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
-                run_stage(worker, receiver, &thread_progress, live_commit_delay)
+                // NOTE: a panic must reach the readers as a stop, not as a thread that silently
+                // ended: they would wait for a watermark that never moves until their timeout.
+                let run = || run_stage(worker, receiver, &thread_progress, live_commit_delay);
+                let stop = match std::panic::catch_unwind(AssertUnwindSafe(run)) {
+                    Ok(()) => StageStop::ShutDown,
+                    Err(payload) => {
+                        let message = panic_message(payload.as_ref());
+                        error!(stage = %thread_name, %message, "stage thread panicked");
+                        StageStop::Panicked(message)
+                    }
+                };
+                thread_progress.stop(stop);
             })?);
             let nudge = Some(sender.clone());
             senders.push((sender, Arc::clone(&progress)));
@@ -149,7 +176,18 @@ impl Pipeline {
         }
         let from = from.unwrap_or(Position::ZERO).next();
         let feeder_stop = Arc::clone(&stop);
-        threads.push(spawn("mnemo-feeder", move || feed(log.as_ref(), from, &senders, &feeder_stop))?);
+        threads.push(spawn("mnemo-feeder", move || {
+            let run = || feed(log.as_ref(), from, &senders, &feeder_stop);
+            if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(run)) {
+                let message = panic_message(payload.as_ref());
+                error!(%message, "the log feeder panicked; every stage stops");
+                // NOTE: the stops are recorded while the senders live, so a stage that sees its
+                // queue close after this already carries the feeder's failure.
+                for (_, progress) in &senders {
+                    progress.stop(StageStop::Failed(format!("the log feeder panicked: {message}")));
+                }
+            }
+        })?);
         Ok(Pipeline { stages: handles, stop, threads })
     }
 
@@ -158,8 +196,8 @@ impl Pipeline {
         self.stages
             .iter()
             .map(|stage| {
-                let (watermark, failure) = stage.progress.snapshot();
-                StageStatus { name: stage.name.clone(), watermark, failure }
+                let (watermark, stopped) = stage.progress.snapshot();
+                StageStatus { name: stage.name.clone(), watermark, stopped }
             })
             .collect()
     }
@@ -174,8 +212,9 @@ impl Pipeline {
         Ok(Arc::clone(&self.handle(stage)?.store))
     }
 
-    /// Blocks until `stage` has committed `position` (read-your-writes), or fails on timeout or if
-    /// the stage stopped.
+    /// Blocks until `stage` has committed `position` (read-your-writes). Fails at once if the stage
+    /// has failed or panicked (whatever it committed), or was shut down before reaching `position`;
+    /// fails on timeout otherwise.
     pub fn wait_until(
         &self,
         stage: &str,
@@ -195,11 +234,15 @@ impl Pipeline {
         }
         let mut state = handle.progress.state.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(reason) = &state.1 {
-                return Err(PipelineError::StageStopped { stage: stage.to_owned(), reason: reason.clone() });
-            }
-            if state.0 >= position {
-                return Ok(());
+            let stopped = |stop: &StageStop| PipelineError::StageStopped {
+                stage: stage.to_owned(),
+                stop: stop.clone(),
+            };
+            match &state.1 {
+                Some(stop) if stop.is_fault() => return Err(stopped(stop)),
+                _ if state.0 >= position => return Ok(()),
+                Some(stop) => return Err(stopped(stop)),
+                None => {}
             }
             let now = Instant::now();
             if now >= deadline {
@@ -216,6 +259,19 @@ impl Pipeline {
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
+    }
+
+    /// Fails with the first stage, in spec order, that stopped on a fault (a failure or a panic).
+    /// Cheap enough for every append: one atomic load per stage while all is well.
+    pub fn check_running(&self) -> Result<(), PipelineError> {
+        for stage in &self.stages {
+            if stage.progress.faulted.load(Ordering::Acquire)
+                && let (_, Some(stop)) = stage.progress.snapshot()
+            {
+                return Err(PipelineError::StageStopped { stage: stage.name.clone(), stop });
+            }
+        }
+        Ok(())
     }
 
     /// Blocks until every stage has committed `position`.
@@ -235,7 +291,7 @@ impl Pipeline {
     }
 
     /// Stops the feeder and the stages after they commit what they have folded. Queries on a
-    /// stopped pipeline still read the committed state; waits for new positions time out.
+    /// stopped pipeline still read the committed state; waits for positions beyond it fail at once.
     pub fn shutdown(&mut self) {
         self.stop.store(true, Ordering::Release);
         for stage in &mut self.stages {
@@ -260,14 +316,24 @@ impl Drop for Pipeline {
     }
 }
 
+/// The message a panic was raised with.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    match (payload.downcast_ref::<&str>(), payload.downcast_ref::<String>()) {
+        (Some(message), _) => (*message).to_owned(),
+        (_, Some(message)) => message.clone(),
+        _ => "a panic without a message".to_owned(),
+    }
+}
+
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, PipelineError> {
     let background = move || {
         run_in_background();
         body();
     };
-    std::thread::Builder::new().name(name.to_owned()).spawn(background).map_err(|e| {
-        PipelineError::InvalidSpec { origin: name.to_owned(), reason: format!("cannot start thread: {e}") }
-    })
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .spawn(background)
+        .map_err(|source| PipelineError::Spawn { thread: name.to_owned(), source })
 }
 
 /// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. On Linux the
@@ -326,7 +392,7 @@ fn feed(
                 Err(failure) => {
                     error!(%failure, "the pipeline cannot read the log; every stage stops");
                     for (_, progress) in stages {
-                        progress.fail(failure.to_string());
+                        progress.stop(StageStop::Failed(failure.to_string()));
                     }
                     return;
                 }
@@ -349,7 +415,7 @@ fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Pr
     let name = worker.projector.name().to_owned();
     let fail = |failure: PipelineError| {
         error!(stage = %name, %failure, "stage stopped");
-        progress.fail(failure.to_string());
+        progress.stop(StageStop::Failed(failure.to_string()));
     };
     let mut committed = worker.watermark;
     // When the oldest fold not yet committed happened; `None` when everything folded is committed.

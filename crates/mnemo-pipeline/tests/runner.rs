@@ -8,21 +8,23 @@ use mnemo_core::{Position, Record, SessionArchived, SessionId, StreamId};
 use mnemo_log::{AppendRequest, ExpectedRevision, FjallLog, LogBackend, LogOptions, NewRecord};
 use mnemo_pipeline::{
     FjallStore, LIVE_COMMIT_DELAY, LoggedRecord, MemoryStore, Pipeline, PipelineError, PipelineSpec,
-    Projector, Stage, StageRegistry, StateStore, StateTxn, fold_to, projection_digest,
+    Projector, Stage, StageRegistry, StageStop, StateStore, StateTxn, fold_to, projection_digest,
 };
 
-/// Counts records per stream; `fail_at` makes it refuse one position; `delay` slows it down.
+/// Counts records per stream; `fail_at` makes it refuse one position, `panic_at` panic at one;
+/// `delay` slows it down.
 #[derive(Debug, Clone)]
 struct Counter {
     name: &'static str,
     version: u32,
     fail_at: Option<Position>,
+    panic_at: Option<Position>,
     delay: Duration,
 }
 
 impl Counter {
     fn new(name: &'static str) -> Self {
-        Counter { name, version: 1, fail_at: None, delay: Duration::ZERO }
+        Counter { name, version: 1, fail_at: None, panic_at: None, delay: Duration::ZERO }
     }
 }
 
@@ -41,6 +43,7 @@ impl Projector for Counter {
                 reason: "refused on purpose".to_owned(),
             });
         }
+        assert!(Some(logged.position) != self.panic_at, "panicked on purpose at {}", logged.position);
         std::thread::sleep(self.delay);
         let key = logged.stream.as_str().as_bytes().to_vec();
         let count = state.get(&key)?.map_or(0, |v| u64::from_be_bytes(v.try_into().unwrap()));
@@ -191,6 +194,70 @@ fn a_failing_stage_stops_with_its_reason_and_the_others_go_on() {
     // The failed stage kept only what it committed before the failure.
     assert!(stores[0].meta().unwrap().is_none_or(|m| m.watermark < Position(3)));
     assert_eq!(count(stores[1].as_ref(), "a"), 5);
+}
+
+/// How long a reader is prepared to wait in the tests below: the facade's catch-up timeout. A wait
+/// that fails at once fails long before it.
+const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// A bound far above a prompt failure on a loaded machine, far below the catch-up timeout.
+const PROMPT_BOUND: Duration = Duration::from_secs(60);
+
+#[test]
+fn a_stage_that_panics_fails_every_waiting_reader_at_once_naming_the_stage() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let panicky = Counter { panic_at: Some(Position(3)), ..Counter::new("panicky") };
+    let (pipeline, stores) = start(&log, vec![(panicky, [0; 32]), (Counter::new("healthy"), [0; 32])]);
+    let last = append(&log, "a", 5);
+    let started = std::time::Instant::now();
+    let readers: Vec<_> = std::thread::scope(|scope| {
+        let waits: Vec<_> =
+            (0..3).map(|_| scope.spawn(|| pipeline.wait_until("panicky", last, CATCH_UP_TIMEOUT))).collect();
+        waits.into_iter().map(|wait| wait.join().unwrap()).collect()
+    });
+    for error in readers {
+        match error.unwrap_err() {
+            PipelineError::StageStopped { stage, stop: StageStop::Panicked(message) } => {
+                assert_eq!(stage, "panicky");
+                assert!(message.contains("panicked on purpose at 3"), "{message}");
+            }
+            other => panic!("not a stopped stage: {other}"),
+        }
+    }
+    assert!(started.elapsed() < PROMPT_BOUND, "the readers waited {:?}", started.elapsed());
+    let error = pipeline.wait_until("panicky", Position(1), CATCH_UP_TIMEOUT).unwrap_err();
+    assert_eq!(error.to_string(), "stage panicky has stopped: its thread panicked: panicked on purpose at 3");
+    assert!(
+        matches!(pipeline.check_running(), Err(PipelineError::StageStopped { stage, .. }) if stage == "panicky")
+    );
+    let status = pipeline.status();
+    assert!(matches!(&status[0].stopped, Some(StageStop::Panicked(_))), "{status:?}");
+    assert_eq!(status[1].stopped, None);
+    // The other stage goes on, and the panicked one kept what it committed before.
+    pipeline.wait_until("healthy", last, WAIT).unwrap();
+    assert_eq!(count(stores[1].as_ref(), "a"), 5);
+    assert!(stores[0].meta().unwrap().is_none_or(|m| m.watermark < Position(3)));
+}
+
+#[test]
+fn a_shut_down_pipeline_refuses_waits_for_positions_it_never_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let (mut pipeline, _stores) = start(&log, vec![(Counter::new("count"), [0; 32])]);
+    let last = append(&log, "a", 2);
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    pipeline.shutdown();
+    // What was committed stays readable; a later position will never come.
+    pipeline.wait_until("count", last, WAIT).unwrap();
+    let started = std::time::Instant::now();
+    let error = pipeline.wait_until("count", last.next(), CATCH_UP_TIMEOUT).unwrap_err();
+    assert!(
+        matches!(&error, PipelineError::StageStopped { stage, stop: StageStop::ShutDown } if stage == "count"),
+        "{error}"
+    );
+    assert!(started.elapsed() < PROMPT_BOUND);
+    assert!(pipeline.check_running().is_ok(), "a shut-down pipeline has not failed");
 }
 
 #[test]

@@ -100,6 +100,8 @@ pub struct Tour {
     pub recalled: usize,
     /// Whether verification found every projection equal to a rebuild.
     pub verified: bool,
+    /// The turn whose first request overflowed.
+    pub overflow_turn: String,
 }
 
 fn main() -> Result<()> {
@@ -194,8 +196,9 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
     );
 
     // 3. A new turn whose first request the provider rejects as too long: recover once.
+    let new_turn = format!("t{}", turns.len() + 2);
     let question = conversation.event(
-        "t4",
+        &new_turn,
         Role::User,
         Author::User,
         Content::Text(TextContent::new("Now make the test step faster.")),
@@ -208,8 +211,9 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         steps_remaining: true,
         step: 0,
         historical_images: false,
-        request: MidTurnOptions::new(TurnId::new("t4")?, anchor, 3_000),
+        request: MidTurnOptions::new(TurnId::new(&new_turn)?, anchor, 3_000),
     };
+    seen.overflow_turn = new_turn;
     let mut latch = OverflowLatch::default();
     match runtime.block_on(mnemo.recover_from_overflow(
         &session,

@@ -100,7 +100,7 @@ impl CheckpointRecorder for LogRecorder {
         Box::pin(async move {
             let record = Record::CheckpointRecorded(checkpoint.clone());
             let kind = record.kind();
-            let bytes = record.encode().map_err(|e| CompactionError::Record(e.to_string()))?;
+            let bytes = record.encode().map_err(|e| CompactionError::record(Error::Encode(e)))?;
             let new = NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes };
             let mut request =
                 AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
@@ -117,7 +117,10 @@ impl CheckpointRecorder for LogRecorder {
                         checkpoint: checkpoint.clone(),
                     })
                 }
-                AppendOutcome::Conflict(conflict) => Err(CompactionError::Record(conflict.to_string())),
+                AppendOutcome::Conflict(conflict) => Err(CompactionError::record(Error::Conflict {
+                    stream: StreamId::session(&checkpoint.session).to_string(),
+                    conflict,
+                })),
             }
         })
     }

@@ -19,8 +19,9 @@ pub enum Error {
     #[error(transparent)]
     Transcript(#[from] TranscriptError),
     /// A memory operation failed: invalid input, a conflict (with expected and actual), or state.
+    /// (A failure of this facade met inside a memory operation is returned as itself.)
     #[error(transparent)]
-    Memory(#[from] mnemo_memory::MemoryError),
+    Memory(mnemo_memory::MemoryError),
     /// A record failed to encode.
     #[error("record does not encode: {0}")]
     Encode(#[from] mnemo_core::EncodeError),
@@ -28,8 +29,9 @@ pub enum Error {
     #[error("conflict on {stream}: {conflict}")]
     Conflict { stream: String, conflict: mnemo_log::RevisionConflict },
     /// Compaction, assembly or conversation copy failed (fail-open outcomes are not errors).
+    /// (A failure of this facade met while recording a checkpoint is returned as itself.)
     #[error(transparent)]
-    Compaction(#[from] mnemo_compaction::CompactionError),
+    Compaction(mnemo_compaction::CompactionError),
     /// The caller's input is not valid (what and why in the message).
     #[error("{0}")]
     InvalidInput(String),
@@ -52,6 +54,32 @@ pub enum Error {
         "stage {stage} at position {watermark}: live digest {live} differs from a fresh rebuild's {rebuilt}"
     )]
     DigestMismatch { stage: String, watermark: Position, live: String, rebuilt: String },
+}
+
+impl From<mnemo_memory::MemoryError> for Error {
+    fn from(error: mnemo_memory::MemoryError) -> Self {
+        use mnemo_memory::MemoryError;
+        match error {
+            MemoryError::Host(host) => match host.downcast::<Error>() {
+                Ok(facade) => *facade,
+                Err(other) => Error::Memory(MemoryError::Host(other)),
+            },
+            other => Error::Memory(other),
+        }
+    }
+}
+
+impl From<mnemo_compaction::CompactionError> for Error {
+    fn from(error: mnemo_compaction::CompactionError) -> Self {
+        use mnemo_compaction::CompactionError;
+        match error {
+            CompactionError::Record(recorder) => match recorder.downcast::<Error>() {
+                Ok(facade) => *facade,
+                Err(other) => Error::Compaction(CompactionError::Record(other)),
+            },
+            other => Error::Compaction(other),
+        }
+    }
 }
 
 /// The kind of an [`Error`], for exit codes and for deciding how to react.
@@ -94,5 +122,61 @@ fn compaction_category(error: &mnemo_compaction::CompactionError) -> ErrorCatego
         E::UnknownSession(_) | E::InvalidInput(_) | E::Copy(_) => ErrorCategory::Input,
         E::Superseded(_) | E::SessionBusy(_) => ErrorCategory::Conflict,
         _ => ErrorCategory::Failure,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemo_memory::MemoryError;
+
+    #[test]
+    fn a_facade_failure_inside_a_memory_operation_comes_back_as_itself() {
+        let damaged = Error::DigestMismatch {
+            stage: "memory-index".to_owned(),
+            watermark: Position(7),
+            live: "sha256:aa".to_owned(),
+            rebuilt: "sha256:bb".to_owned(),
+        };
+        let error = Error::from(MemoryError::host(damaged));
+        assert!(matches!(error, Error::DigestMismatch { .. }), "{error:?}");
+        assert_eq!(error.category(), ErrorCategory::Integrity);
+
+        let foreign = Error::from(MemoryError::host(std::io::Error::other("disk")));
+        assert_eq!(foreign.category(), ErrorCategory::Failure);
+        let Error::Memory(MemoryError::Host(host)) = foreign else {
+            panic!("a foreign host error stays memory's")
+        };
+        assert!(host.downcast_ref::<std::io::Error>().is_some());
+    }
+
+    #[test]
+    fn a_facade_failure_while_recording_a_checkpoint_comes_back_as_itself() {
+        use mnemo_compaction::CompactionError;
+        let conflict = mnemo_log::RevisionConflict {
+            expected: mnemo_log::ExpectedRevision::NoStream,
+            actual: Some(mnemo_core::StreamRevision(3)),
+        };
+        let error = Error::from(CompactionError::record(Error::Conflict {
+            stream: "session/s".to_owned(),
+            conflict,
+        }));
+        assert!(matches!(error, Error::Conflict { .. }), "{error:?}");
+        assert_eq!(error.category(), ErrorCategory::Conflict);
+
+        let foreign = Error::from(CompactionError::record(std::io::Error::other("disk")));
+        let Error::Compaction(CompactionError::Record(recorder)) = foreign else {
+            panic!("a foreign recorder error stays compaction's")
+        };
+        assert!(recorder.downcast_ref::<std::io::Error>().is_some());
+    }
+
+    #[test]
+    fn a_thread_that_cannot_start_is_a_failure_not_a_bad_pipeline_spec() {
+        let source = std::io::Error::new(std::io::ErrorKind::WouldBlock, "Resource temporarily unavailable");
+        let error =
+            Error::from(mnemo_pipeline::PipelineError::Spawn { thread: "stage-history".to_owned(), source });
+        assert_eq!(error.category(), ErrorCategory::Failure);
+        assert_eq!(error.to_string(), "cannot start thread stage-history: Resource temporarily unavailable");
     }
 }

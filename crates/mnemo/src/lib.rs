@@ -159,6 +159,7 @@ pub use mnemo_memory::{
     SessionEvent,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
+pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it

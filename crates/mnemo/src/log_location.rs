@@ -1,10 +1,12 @@
 //! Which log a store follows: its own embedded log, or a NATS JetStream stream shared with other
-//! hosts. The projections stay in the store directory either way.
+//! hosts. The projections stay in the store directory either way. The NATS client is built only with
+//! the `nats` cargo feature; without it a NATS location is refused with an error that says so.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use mnemo_log::{Clock, FjallLog, LogBackend};
+#[cfg(feature = "nats")]
 use mnemo_log_nats::{DEFAULT_STREAM_NAME, NatsLog, NatsOptions};
 
 use crate::error::Error;
@@ -41,15 +43,7 @@ impl LogLocation {
                 "log location {text:?}: expected `local` or nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]"
             )));
         }
-        let (servers, stream) = match text.rsplit_once('/') {
-            Some((servers, stream)) if !stream.contains(':') && servers.len() > "nats:/".len() => {
-                (servers, if stream.is_empty() { DEFAULT_STREAM_NAME } else { stream })
-            }
-            _ => (text, DEFAULT_STREAM_NAME),
-        };
-        let options = NatsOptions::new(servers, stream)
-            .map_err(|e| Error::InvalidInput(format!("log location: {e}")))?;
-        Ok(LogLocation::Nats { servers: options.servers.join(","), stream: options.stream })
+        parse_nats(text)
     }
 
     /// What the store directory records of the location: the stream, not the servers (hosts may reach
@@ -71,6 +65,34 @@ impl std::fmt::Display for LogLocation {
     }
 }
 
+/// Parses `nats://HOST:PORT[,nats://HOST:PORT...][/STREAM]`.
+#[cfg(feature = "nats")]
+fn parse_nats(text: &str) -> Result<LogLocation, Error> {
+    let (servers, stream) = match text.rsplit_once('/') {
+        Some((servers, stream)) if !stream.contains(':') && servers.len() > "nats:/".len() => {
+            (servers, if stream.is_empty() { DEFAULT_STREAM_NAME } else { stream })
+        }
+        _ => (text, DEFAULT_STREAM_NAME),
+    };
+    let options =
+        NatsOptions::new(servers, stream).map_err(|e| Error::InvalidInput(format!("log location: {e}")))?;
+    Ok(LogLocation::Nats { servers: options.servers.join(","), stream: options.stream })
+}
+
+/// Without the NATS client no NATS location can be followed.
+#[cfg(not(feature = "nats"))]
+fn parse_nats(text: &str) -> Result<LogLocation, Error> {
+    Err(no_nats_client(text))
+}
+
+/// The refusal of a NATS location by a build without the NATS client.
+#[cfg(not(feature = "nats"))]
+fn no_nats_client(location: &str) -> Error {
+    Error::InvalidInput(format!(
+        "log location {location:?}: this build of mnemo has no NATS client (its `nats` feature is off)"
+    ))
+}
+
 /// Opens the log `location` names for the store whose local database is `local`, after checking
 /// that the store's projections were folded from that log.
 pub(crate) fn open_log(
@@ -78,16 +100,39 @@ pub(crate) fn open_log(
     local: &Arc<FjallLog>,
     clock: Arc<dyn Clock>,
 ) -> Result<Arc<dyn LogBackend>, Error> {
-    bind(local.dir(), location, local.head().0)?;
     match location {
-        LogLocation::Local => Ok(Arc::clone(local) as Arc<dyn LogBackend>),
-        LogLocation::Nats { servers, stream } => {
-            let mut options =
-                NatsOptions::new(servers, stream).map_err(|e| Error::InvalidInput(e.to_string()))?;
-            options.clock = clock;
-            Ok(Arc::new(NatsLog::open(options)?))
+        LogLocation::Local => {
+            bind(local.dir(), location, local.head().0)?;
+            Ok(Arc::clone(local) as Arc<dyn LogBackend>)
         }
+        LogLocation::Nats { servers, stream } => open_nats(location, servers, stream, local, clock),
     }
+}
+
+#[cfg(feature = "nats")]
+fn open_nats(
+    location: &LogLocation,
+    servers: &str,
+    stream: &str,
+    local: &Arc<FjallLog>,
+    clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn LogBackend>, Error> {
+    bind(local.dir(), location, local.head().0)?;
+    let mut options = NatsOptions::new(servers, stream).map_err(|e| Error::InvalidInput(e.to_string()))?;
+    options.clock = clock;
+    Ok(Arc::new(NatsLog::open(options)?))
+}
+
+/// Refused before the store is bound to a log this build cannot follow.
+#[cfg(not(feature = "nats"))]
+fn open_nats(
+    location: &LogLocation,
+    _servers: &str,
+    _stream: &str,
+    _local: &Arc<FjallLog>,
+    _clock: Arc<dyn Clock>,
+) -> Result<Arc<dyn LogBackend>, Error> {
+    Err(no_nats_client(&location.to_string()))
 }
 
 /// A store follows one log for life: its projections are folds of that log alone.
@@ -135,6 +180,7 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "nats")]
     #[test]
     fn locations_parse() {
         assert_eq!(LogLocation::parse("local").unwrap(), LogLocation::Local);
@@ -161,5 +207,27 @@ mod tests {
         assert!(error.to_string().contains("follows the log nats:S"), "{error}");
         let other = tempfile::tempdir().unwrap();
         assert!(bind(other.path(), &nats, 3).unwrap_err().to_string().contains("holds its own log"));
+    }
+
+    #[cfg(not(feature = "nats"))]
+    #[test]
+    fn without_the_nats_feature_a_nats_location_is_refused_and_the_store_stays_unbound() {
+        assert_eq!(LogLocation::parse("local").unwrap(), LogLocation::Local);
+        for bad in ["nats://127.0.0.1:4222", "", "http://a:1"] {
+            assert!(matches!(LogLocation::parse(bad), Err(Error::InvalidInput(_))), "{bad}");
+        }
+        let error = LogLocation::parse("nats://127.0.0.1:4222/S").unwrap_err();
+        assert!(error.to_string().contains("no NATS client"), "{error}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let nats = LogLocation::Nats { servers: "nats://a:1".into(), stream: "S".into() };
+        let config = crate::Config { log: Some(nats), ..crate::Config::default() };
+        let error = crate::Mnemo::open(dir.path(), config).unwrap_err();
+        assert!(error.to_string().contains("`nats` feature"), "{error}");
+        assert!(
+            !dir.path().join(LOG_SOURCE_FILE_NAME).exists(),
+            "the store was bound to a log it cannot follow"
+        );
+        crate::Mnemo::open(dir.path(), crate::Config::default()).unwrap().close().unwrap();
     }
 }

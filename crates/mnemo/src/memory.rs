@@ -106,8 +106,9 @@ impl MemoryRuntime {
     }
 }
 
+/// The facade's error as memory's host failure, whole: `Error::from` unwraps it again.
 fn host_error(error: Error) -> MemoryError {
-    MemoryError::Host(error.to_string())
+    MemoryError::host(error)
 }
 
 impl MemoryLedger for Mnemo {

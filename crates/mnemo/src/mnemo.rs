@@ -1,7 +1,7 @@
 //! `Mnemo`: one store directory, its log and its running projection pipeline.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::Duration;
 
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
@@ -11,7 +11,8 @@ use mnemo_log::{
 };
 use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
 use mnemo_pipeline::{
-    FjallStore, MemoryStore, Pipeline, PipelineSpec, Stage, StageRegistry, StageStatus, StateStore,
+    FjallStore, MemoryStore, Pipeline, PipelineError, PipelineSpec, Stage, StageRegistry, StageStatus,
+    StageStop, StateStore,
 };
 use tracing::info_span;
 
@@ -77,6 +78,9 @@ pub struct StageReport {
     pub watermark: Position,
     /// Projection digest at that watermark.
     pub digest: String,
+    /// Why the stage no longer follows the log, if it stopped (its state stays at `watermark`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StageStop>,
 }
 
 /// What `stats` reports.
@@ -109,6 +113,10 @@ pub struct StageVerification {
     pub live: String,
     /// A fresh in-memory rebuild's digest.
     pub rebuilt: String,
+    /// Why the stage no longer follows the log, if it stopped: its digests are compared where it
+    /// stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<StageStop>,
 }
 
 impl StageVerification {
@@ -128,9 +136,9 @@ pub struct Verification {
 }
 
 impl Verification {
-    /// Whether every stage matched (the chain is checked before this report exists).
+    /// Whether every stage runs and matched (the chain is checked before this report exists).
     pub fn ok(&self) -> bool {
-        self.stages.iter().all(StageVerification::matches)
+        self.stages.iter().all(|stage| stage.matches() && stage.stopped.is_none())
     }
 }
 
@@ -246,6 +254,7 @@ impl Mnemo {
         timestamp: Option<TimestampMs>,
         durability: Durability,
     ) -> Result<Appended, Error> {
+        self.check_stages()?;
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
@@ -298,9 +307,28 @@ impl Mnemo {
         Ok(entries)
     }
 
-    /// Counts and every stage's digest.
+    /// Refuses to go on while a stage has failed or panicked ([`PipelineError::StageStopped`]
+    /// naming it): what is appended now would not reach that stage's readers. `rebuild` restarts
+    /// the pipeline.
+    pub(crate) fn check_stages(&self) -> Result<(), Error> {
+        // NOTE: `try_read`: a rebuild holds the pipeline for its whole replay, and appends must not
+        // wait for it; the pipeline it starts is checked by the appends after it.
+        match self.pipeline.try_read() {
+            Ok(pipeline) => Ok(pipeline.check_running()?),
+            Err(TryLockError::Poisoned(poisoned)) => Ok(poisoned.into_inner().check_running()?),
+            Err(TryLockError::WouldBlock) => Ok(()),
+        }
+    }
+
+    /// Counts and every stage's digest and state. A stopped stage is reported, not an error; the
+    /// counts then come from the session catalog as far as it got.
     pub fn stats(&self) -> Result<Stats, Error> {
-        let sessions = self.sessions()?;
+        let sessions = match self.sessions() {
+            Err(Error::Pipeline(PipelineError::StageStopped { .. })) => {
+                session_catalog::list(self.pipeline().store(session_catalog::STAGE_NAME)?.as_ref())?
+            }
+            other => other?,
+        };
         let pipeline = self.pipeline();
         let stages = stage_reports(&pipeline)?;
         Ok(Stats {
@@ -343,13 +371,19 @@ impl Mnemo {
     }
 
     /// Checks the whole hash chain, then that every live stage's digest equals a fresh in-memory
-    /// rebuild's at the same position. `progress` hears each verified position.
+    /// rebuild's at the same position. A stage that stopped is compared where it stopped and
+    /// reported as stopped. `progress` hears each verified position.
     pub fn verify(&self, progress: &mut dyn FnMut(Position)) -> Result<Verification, Error> {
         let envelopes = self.log.verify_chain(progress)?;
-        self.catch_up()?;
+        let head = self.log.head();
         let pipeline = self.pipeline();
         let mut stages = Vec::new();
         for stage_spec in &self.spec.stages {
+            let stopped = match pipeline.wait_until(&stage_spec.name, head, CATCH_UP_TIMEOUT) {
+                Ok(()) => None,
+                Err(PipelineError::StageStopped { stop, .. }) => Some(stop),
+                Err(error) => return Err(error.into()),
+            };
             let (watermark, live) = pipeline.digest(&stage_spec.name)?;
             let projector = self.registry.build(stage_spec)?;
             let reference: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
@@ -365,6 +399,7 @@ impl Mnemo {
                 watermark,
                 live: live.to_string(),
                 rebuilt: rebuilt.to_string(),
+                stopped,
             });
         }
         Ok(Verification { envelopes, stages })
@@ -451,11 +486,16 @@ fn start_pipeline(
 
 fn stage_reports(pipeline: &Pipeline) -> Result<Vec<StageReport>, Error> {
     pipeline
-        .stage_names()
+        .status()
         .into_iter()
-        .map(|name| {
-            let (watermark, digest): (Position, Digest) = pipeline.digest(&name)?;
-            Ok(StageReport { name, watermark, digest: digest.to_string() })
+        .map(|status| {
+            let (watermark, digest): (Position, Digest) = pipeline.digest(&status.name)?;
+            Ok(StageReport {
+                name: status.name,
+                watermark,
+                digest: digest.to_string(),
+                stopped: status.stopped,
+            })
         })
         .collect()
 }

@@ -556,7 +556,7 @@ fn push(
             state.sessions.len() - 1
         }
     };
-    record.validate().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
+    record.validate_for_append().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
     state.sessions[slot].1.push(TranscriptRecord { record, timestamp: TimestampMs(ts), line });
     Ok(())
 }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use mnemo::{Config, ImportFormat, ManualClock, Mnemo, Position, SessionId};
 
-const FIXTURES: [&str; 10] = [
+const FIXTURES: [&str; 11] = [
     "codex-rollout.jsonl",
     "codex-rollout-0.128.jsonl",
     "codex-rollout-legacy.jsonl",
+    "codex-rollout-bare-2025.jsonl",
     "claude-code.jsonl",
     "claude-code-2.0-compaction.jsonl",
     "swe-agent-function-calling.traj",

@@ -110,7 +110,15 @@ fn header_exit_code(text: &str) -> Option<i64> {
 }
 
 fn codex_source(path: &Path) -> Counts {
-    let lines = lines(path);
+    // Enveloped lines as they are; bare-layout response items wrapped as the envelope would.
+    let lines: Vec<Value> = lines(path)
+        .into_iter()
+        .filter_map(|line| match (line.get("payload"), line.get("type")) {
+            (Some(_), _) => Some(line),
+            (None, Some(_)) => Some(serde_json::json!({"type": "response_item", "payload": line})),
+            (None, None) => None,
+        })
+        .collect();
     let mut counts = Counts::new();
     // Items and their event echoes: each text counts as often as the more frequent of the two.
     let mut items: BTreeMap<Said, usize> = BTreeMap::new();
@@ -211,7 +219,7 @@ fn without_search_ids(mut log: Counts) -> Counts {
 
 #[test]
 fn codex_rollouts_lose_nothing_old_or_new_layout() {
-    for name in ["codex-rollout-0.128.jsonl", "codex-rollout-legacy.jsonl"] {
+    for name in ["codex-rollout-0.128.jsonl", "codex-rollout-legacy.jsonl", "codex-rollout-bare-2025.jsonl"] {
         let path = written(name);
         let log = without_search_ids(from_log(&path, ImportFormat::Codex));
         assert_same(&path, &codex_source(&path), &log);

@@ -210,3 +210,29 @@ fn swe_agent_task_is_a_user_message_and_a_run_that_did_not_submit_fails() {
     assert_eq!(flat.ends.iter().map(|e| e.1).collect::<Vec<_>>(), [TurnStatus::Failed]);
     assert!(flat.events.iter().any(|e| e.3.starts_with("SWE-agent finished with exit status exit_cost.")));
 }
+
+#[test]
+fn codex_bare_2025_rollouts_without_the_envelope_are_read() {
+    let parsed = parse_import(&fixture("codex-rollout-bare-2025.jsonl"), "bare", ImportFormat::Auto).unwrap();
+    assert_eq!(parsed.format, ImportFormat::Codex);
+    assert_eq!(parsed.skipped.get("record_type state"), Some(&3));
+    let Record::SessionOpened(opened) = &parsed.transcript.sessions[0].1[0].record else {
+        panic!("no session line")
+    };
+    assert_eq!(opened.session.as_str(), "c3c4b301-27c8-4c70-b6e4-46b99fdf0236");
+    assert_eq!(opened.workspace.as_ref().map(|w| w.as_str()), Some("/home/omar/feeds"));
+    let flat = flat(&fixture("codex-rollout-bare-2025.jsonl"), ImportFormat::Codex);
+    let errors: Vec<bool> = parsed.transcript.sessions[0]
+        .1
+        .iter()
+        .filter_map(|r| match &r.record {
+            Record::RuntimeEvent(e) => match &e.content {
+                Some(Content::FunctionResponse(c)) => Some(c.is_error == Some(true)),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(errors, [false, true]);
+    assert!(flat.events.iter().any(|e| e.1 == Role::User && e.3.starts_with("the RSS parser")));
+}

@@ -35,9 +35,9 @@ pub const MODEL_CALLS_PER_RANGE_MAX: u32 = 3;
 pub const MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn hashed_id(prefix: &str, value: &serde_json::Value) -> Result<OperationId, MemoryError> {
-    let bytes = mnemo_core::canonical_json(value).map_err(|e| MemoryError::Host(e.to_string()))?;
+    let bytes = mnemo_core::canonical_json(value)?;
     OperationId::new(format!("{prefix}{}", Digest::sha256(&bytes).to_hex()))
-        .map_err(|e| MemoryError::Host(e.to_string()))
+        .map_err(|e| MemoryError::Inconsistent(format!("a derived operation id is not valid: {e}")))
 }
 
 /// The trigger's range once its boundary is resolved.

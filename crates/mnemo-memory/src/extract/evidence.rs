@@ -64,7 +64,7 @@ pub(crate) fn context_text(event: &RuntimeEvent) -> Option<(&'static str, &str)>
 /// The coverage hash: SHA-256 of the JSON array of `[ordinal, eventId]` pairs.
 pub(crate) fn coverage_hash(entries: &[&SessionEvent]) -> Result<Digest, MemoryError> {
     let pairs: Vec<(u64, &str)> = entries.iter().map(|e| (e.ordinal, e.event.id.as_str())).collect();
-    let bytes = mnemo_core::canonical_json(&pairs).map_err(|e| MemoryError::Host(e.to_string()))?;
+    let bytes = mnemo_core::canonical_json(&pairs)?;
     Ok(Digest::sha256(&bytes))
 }
 

@@ -108,6 +108,30 @@ pub(crate) fn convert(
     let mut last_line = 1;
     for SourceLine { line, object } in lines {
         last_line = *line;
+        // The bare layout of 2025 rollouts: a header object, `{"record_type":"state"}` markers and
+        // response items without the `{timestamp, type, payload}` envelope.
+        if object.get("record_type").is_some() && !object.contains_key("type") {
+            out.skip(format!(
+                "record_type {}",
+                object.get("record_type").and_then(Value::as_str).unwrap_or("unknown")
+            ));
+            continue;
+        }
+        if is_bare_header(object) {
+            let ts = timestamp_field(object, "timestamp", source, *line)?;
+            let mut meta = object.clone();
+            if let Some(cwd) = bare_cwd(lines) {
+                meta.insert("cwd".to_owned(), Value::String(cwd));
+            }
+            rollout.meta(&meta, *line, ts, out)?;
+            continue;
+        }
+        if !object.contains_key("payload")
+            && object.get("type").and_then(Value::as_str).is_some_and(|t| !LINE_TYPES.contains(&t))
+        {
+            rollout.item(object, *line, None, out)?;
+            continue;
+        }
         let kind = str_field(object, "type", source, *line, "")?;
         let ts = timestamp_field(object, "timestamp", source, *line)?;
         let payload = match object.get("payload") {
@@ -131,6 +155,34 @@ pub(crate) fn convert(
         rollout.turns.finish(out, last_line, &session);
     }
     Ok(())
+}
+
+/// The header line of a bare-layout rollout: `{"id", "timestamp", "instructions", "git"}`.
+pub(crate) fn is_bare_header(object: &Map<String, Value>) -> bool {
+    !object.contains_key("type")
+        && object.get("id").is_some_and(Value::is_string)
+        && object.get("timestamp").is_some_and(Value::is_string)
+        && object.contains_key("instructions")
+}
+
+/// Longest stretch of a bare rollout read for the `<cwd>` of its environment context.
+const BARE_CWD_LINES_MAX: usize = 8;
+
+/// A bare rollout's working directory, as its first `<environment_context>` message names it (the
+/// header has none).
+fn bare_cwd(lines: &[SourceLine]) -> Option<String> {
+    lines.iter().take(BARE_CWD_LINES_MAX).find_map(|l| {
+        let text = l.object.get("content")?.as_array()?.iter().find_map(|c| c.get("text")?.as_str())?;
+        let start = text.find("<environment_context>")?;
+        let rest = &text[start..];
+        // `<cwd>/path</cwd>`, or the older `Current working directory: /path` line.
+        let cwd = match rest.split("<cwd>").nth(1) {
+            Some(after) => after.split("</cwd>").next()?,
+            None => rest.lines().find_map(|l| l.trim().strip_prefix("Current working directory:"))?,
+        }
+        .trim();
+        (!cwd.is_empty()).then(|| cwd.to_owned())
+    })
 }
 
 impl Rollout<'_> {
@@ -192,6 +244,8 @@ impl Rollout<'_> {
 
     fn kept(&mut self, said: Said, from: From, text: &str) {
         let turn = self.turns.current().unwrap_or_default().to_owned();
+        // Echoes stay within their turn: what earlier turns left unechoed can never match again.
+        self.unechoed.retain(|(_, _, _, at)| *at == turn);
         self.unechoed.push((said, from, text.to_owned(), turn));
     }
 

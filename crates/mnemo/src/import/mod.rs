@@ -213,6 +213,9 @@ fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
     if object.contains_key("payload") && codex::LINE_TYPES.contains(&kind) {
         return Some(ImportFormat::Codex);
     }
+    if codex::is_bare_header(object) || (object.get("record_type").is_some() && kind.is_empty()) {
+        return Some(ImportFormat::Codex);
+    }
     if claude::LINE_TYPES.contains(&kind)
         && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
     {
