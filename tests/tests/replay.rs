@@ -28,16 +28,19 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use mnemo::compaction::{CompactOptions, ContextOptions};
+use mnemo::log::{ExpectedRevision, ManualClock};
+use mnemo::memory::{
+    BoxFuture, ItemInput, KeyInput, MemoryModels, MemoryProposer, ModelError, MutationInput, MutationRequest,
+    ProposalPrompt,
+};
+use mnemo::records::{ItemId, Position, Record, StreamId};
 use mnemo::records::{
     KeyOrigin, KeyType, MemoryKind, MemoryMode, MemoryOrigin, MemoryScope, OperationId, RecordKind,
     SessionArchived, SessionFlagsChanged, SessionId, SessionOpened, SourcePointer, StatementType,
     TemporalType, TurnEnded, TurnId, TurnStatus, WorkspaceId,
 };
-use mnemo::{
-    BoxFuture, CompactOptions, Config, ContextOptions, ErrorCategory, ExpectedRevision, ItemId, ItemInput,
-    KeyInput, ManualClock, MemoryModels, MemoryProposer, Mnemo, ModelError, MutationInput, MutationRequest,
-    Position, ProposalPrompt, Record, StreamId,
-};
+use mnemo::{Config, ErrorCategory, Mnemo};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 
 const SEEDS_PER_RUN: u64 = 6;
@@ -240,8 +243,8 @@ impl Run {
         for record in &mut records {
             let Record::RuntimeEvent(event) = record else { continue };
             event.turn_id = session.turn_id();
-            event.run_id = mnemo::RunId::new(format!("run-{}", session.turn)).unwrap();
-            event.invocation_id = mnemo::InvocationId::new(format!("run-{}", session.turn)).unwrap();
+            event.run_id = mnemo::records::RunId::new(format!("run-{}", session.turn)).unwrap();
+            event.invocation_id = mnemo::records::InvocationId::new(format!("run-{}", session.turn)).unwrap();
         }
         self.append(&session.stream(), &records);
         self.sessions[which].turn_events += records.len();
@@ -396,9 +399,9 @@ impl Run {
                 .collect(),
             sources: vec![SourcePointer {
                 session,
-                run: mnemo::RunId::new("run-1").unwrap(),
+                run: mnemo::records::RunId::new("run-1").unwrap(),
                 turn: TurnId::new("t1").unwrap(),
-                event: mnemo::EventId::new("s0:1:0").unwrap(),
+                event: mnemo::records::EventId::new("s0:1:0").unwrap(),
             }],
         }
     }
@@ -575,11 +578,11 @@ impl Run {
             other => panic!("not an event: {other:?}"),
         };
         event.turn_id = session.turn_id();
-        event.run_id = mnemo::RunId::new(format!("run-{}", session.turn)).unwrap();
-        event.invocation_id = mnemo::InvocationId::new(format!("run-{}", session.turn)).unwrap();
-        event.role = mnemo::Role::User;
-        event.author = mnemo::Author::User;
-        event.content = Some(mnemo::Content::Text(mnemo::TextContent::new(text)));
+        event.run_id = mnemo::records::RunId::new(format!("run-{}", session.turn)).unwrap();
+        event.invocation_id = mnemo::records::InvocationId::new(format!("run-{}", session.turn)).unwrap();
+        event.role = mnemo::records::Role::User;
+        event.author = mnemo::records::Author::User;
+        event.content = Some(mnemo::records::Content::Text(mnemo::records::TextContent::new(text)));
         self.append(&session.stream(), &[Record::RuntimeEvent(event)]);
         self.sessions[which].turn_events += 1;
     }

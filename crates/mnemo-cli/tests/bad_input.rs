@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use mnemo::{Config, ErrorCategory, Mnemo, Position};
+use mnemo::records::Position;
+use mnemo::{Config, ErrorCategory, Mnemo};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/bad-input");
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
@@ -26,6 +27,7 @@ const CHECKED_IN: &[(&str, usize, &str)] = &[
     ("fractional-timestamp.jsonl", 3, "field `ts`: invalid type: floating point"),
     ("infinite-timestamp.jsonl", 3, "not valid JSON: number out of range"),
     ("duplicate-event-ids.jsonl", 4, "field `id`: event id e-dup is used by an earlier line"),
+    ("duplicate-json-key.jsonl", 3, "not valid JSON: duplicate key \"text\" in an object"),
     (
         "tool-result-without-call.jsonl",
         3,
@@ -131,7 +133,7 @@ fn every_bad_input_fails_clearly_through_the_facade_and_changes_nothing() {
     }
     // A file already imported appends nothing.
     let again = mnemo.import_transcript(&std::fs::read(SAMPLE).unwrap(), "again.jsonl").unwrap();
-    assert_eq!((again.status, again.records), (mnemo::ImportStatus::AlreadyComplete, 0));
+    assert_eq!((again.status, again.records), (mnemo::transcript::ImportStatus::AlreadyComplete, 0));
     assert_eq!(fingerprint(&mnemo), before);
     let verification = mnemo.verify(&mut |_| {}).unwrap();
     assert!(verification.ok(), "{verification:?}");

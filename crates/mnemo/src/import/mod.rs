@@ -29,6 +29,10 @@ use crate::transcript::{
 pub(crate) use append::{EventIdIndex, event_id_index};
 pub use append::{ImportReport, ImportStatus};
 
+/// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
+/// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
+pub const IMPORT_FILE_BYTES_MAX: u64 = 512 * 1024 * 1024;
+
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
 
@@ -256,7 +260,7 @@ fn read_lines(bytes: &[u8], source: &str) -> Result<Vec<SourceLine>, TranscriptE
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(text) {
+        match crate::json::parse(text.as_bytes()) {
             Ok(Value::Object(object)) => lines.push(SourceLine { line, object }),
             Ok(_) => return Err(fail("a line must be a JSON object".to_owned())),
             Err(e) => return Err(fail(format!("not valid JSON: {e}"))),
