@@ -11,10 +11,10 @@
 
 use std::path::{Path, PathBuf};
 
+use mnemo::records::Content;
 use mnemo::{
     CompactOptions, Config, ContextOptions, Durability, HistoryItem, ImportFormat, Mnemo, SessionId,
 };
-use mnemo_core::Content;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
