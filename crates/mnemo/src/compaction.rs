@@ -189,14 +189,10 @@ impl Mnemo {
         }
     }
 
-    /// The memory-extraction decision an automatic checkpoint freezes (memory.md §3.1): a subagent's
-    /// or archived session, an incognito one, or one with memory disabled is `policy_denied`;
-    /// any other is `eligible`.
+    /// The memory-extraction decision an automatic checkpoint freezes (memory.md §3.1; the rule is
+    /// memory's, [`mnemo_memory::boundary_disposition`]).
     fn extraction_disposition(&self, session: &SessionId) -> Result<BoundaryDisposition, Error> {
-        let denied = self.session(session)?.is_some_and(|s| {
-            s.subagent || s.archived || s.incognito || s.memory == mnemo_core::MemoryMode::Disabled
-        });
-        Ok(if denied { BoundaryDisposition::PolicyDenied } else { BoundaryDisposition::Eligible })
+        Ok(mnemo_memory::boundary_disposition(self.session(session)?.as_ref()))
     }
 
     /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
