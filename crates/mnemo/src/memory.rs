@@ -157,21 +157,6 @@ impl ExtractionHost for Mnemo {
             .collect())
     }
 
-    fn matching_checkpoint(&self, session: &SessionId) -> Result<Option<CheckpointRecord>, MemoryError> {
-        let ledger = self.ledger(session, None).map_err(host_error)?;
-        let (latest, _) = ledger.latest().map_err(|e| host_error(e.into()))?;
-        let Some(latest) = latest else { return Ok(None) };
-        let events: Vec<mnemo_core::RuntimeEvent> = ledger
-            .compactable_from(StreamRevision(0), None)
-            .map_err(|e| host_error(e.into()))?
-            .into_iter()
-            .map(|e| e.event)
-            .collect();
-        Ok(mnemo_compaction::match_prefix(&latest.checkpoint, events.as_slice())
-            .is_ok()
-            .then_some(latest.checkpoint))
-    }
-
     fn session_scope(&self, session: &SessionId) -> Result<MemoryScope, MemoryError> {
         let summary = self.session(session).map_err(host_error)?;
         Ok(summary.and_then(|s| s.workspace).map_or(MemoryScope::Global, MemoryScope::Workspace))
