@@ -103,10 +103,12 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
+mod json;
 mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
+mod salvage;
 pub mod stages;
 pub mod transcript;
 
@@ -118,9 +120,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub mod log {
     pub use crate::log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
     pub use crate::mnemo::LogEntry;
+    pub use crate::salvage::{SalvageReport, salvage};
     pub use mnemo_log::{
         AppendOutcome, AppendRequest, Appended, Clock, CorruptionKind, Durability, ENVELOPE_FORMAT_VERSION,
-        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, LogBackend, LogError,
+        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, LogBackend, LogError, LostRange,
         ManualClock, NewRecord, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, RevisionConflict,
         STORE_MARKER_FILE_NAME, StreamHead, SystemClock,
     };
