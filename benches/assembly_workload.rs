@@ -3,9 +3,10 @@
 
 use std::time::{Duration, Instant};
 
-use mnemo::{
-    CompactOptions, ContextOptions, Durability, ExpectedRevision, Mnemo, Record, SessionId, StreamId,
-};
+use mnemo::Mnemo;
+use mnemo::compaction::{CompactOptions, ContextOptions};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::{Record, SessionId, StreamId};
 
 use crate::baseline::Baseline;
 use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, open_mnemo, payloads, ratio};
@@ -49,7 +50,7 @@ fn stores(options: &BenchOptions, events: u64) -> Result<(Mnemo, Baseline, Sessi
         .enable_all()
         .build()
         .map_err(crate::harness::io("cannot start a runtime for compaction"))?;
-    let outcome = runtime.block_on(mnemo.compact(&session, &CompactOptions::default()))?;
+    let outcome = runtime.block_on(mnemo.compaction().compact(&session, &CompactOptions::default()))?;
     let covered = outcome.recorded.as_ref().map_or(0, |c| c.checkpoint.coverage.event_count);
 
     let mut baseline = Baseline::open(&fresh_dir(&options.out, &format!("assembly-sqlite-{events}"))?)?;
@@ -69,8 +70,9 @@ pub fn assembly(options: &BenchOptions) -> Result<Vec<WorkloadResult>, BenchErro
     for &events in &options.assembly_sizes {
         let (mnemo, baseline, session) = stores(options, events)?;
         let context = ContextOptions::default();
-        let mnemo_p50 =
-            p50_us(ASSEMBLY_SAMPLES, || mnemo.context(&session, &context).map(drop).map_err(Into::into))?;
+        let mnemo_p50 = p50_us(ASSEMBLY_SAMPLES, || {
+            mnemo.compaction().context(&session, &context).map(drop).map_err(Into::into)
+        })?;
         let baseline_p50 =
             p50_us(ASSEMBLY_SAMPLES, || baseline.assemble(session.as_str()).map(drop).map_err(Into::into))?;
         mnemo_p50s.push((events, mnemo_p50));

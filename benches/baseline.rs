@@ -22,7 +22,7 @@
 
 use std::path::Path;
 
-use mnemo_core::RuntimeEvent;
+use mnemo::records::RuntimeEvent;
 use rusqlite::{Connection, OptionalExtension, params};
 
 /// How many times an append whose `busy_timeout` ran out is retried before it fails.

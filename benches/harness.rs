@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mnemo::{Config, Durability, ExpectedRevision, Mnemo, Position, Record, StreamId};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::{Position, Record, StreamId};
+use mnemo::{Config, Mnemo};
 use serde::Serialize;
 
 use crate::baseline::Baseline;
@@ -177,7 +179,7 @@ pub(crate) fn open_mnemo(dir: &Path, durability: Durability) -> Result<Mnemo, Be
     Ok(Mnemo::open(dir, Config { durability, ..Config::default() })?)
 }
 
-fn runtime_event(record: &Record) -> Option<&mnemo_core::RuntimeEvent> {
+fn runtime_event(record: &Record) -> Option<&mnemo::records::RuntimeEvent> {
     match record {
         Record::RuntimeEvent(event) => Some(event),
         _ => None,
@@ -251,7 +253,7 @@ fn single_writer(options: &BenchOptions, probe: &FsyncProbe) -> Result<WorkloadR
     })
 }
 
-pub(crate) fn payloads(events: &[Record]) -> Result<Vec<(mnemo_core::RuntimeEvent, String)>, BenchError> {
+pub(crate) fn payloads(events: &[Record]) -> Result<Vec<(mnemo::records::RuntimeEvent, String)>, BenchError> {
     let mut out = Vec::with_capacity(events.len());
     for record in events {
         if let Some(event) = runtime_event(record) {

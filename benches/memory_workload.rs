@@ -8,8 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use mnemo::{ExpectedRevision, MatchMode, Mnemo, SearchRequest};
-use mnemo_core::{
+use mnemo::Mnemo;
+use mnemo::log::ExpectedRevision;
+use mnemo::memory::{MatchMode, SearchRequest};
+use mnemo::records::{
     EventId, KeyOrigin, KeyType, MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin,
     MemoryScope, Mutation, OperationId, Record, RunId, SessionId, SourcePointer, StatementType, TemporalType,
     TimestampMs, TurnId, WorkspaceId,
@@ -87,7 +89,7 @@ pub fn create_record(scope: &MemoryScope, batch: u64, items: &[u64]) -> Record {
         .iter()
         .enumerate()
         .map(|(index, &n)| Mutation::Create {
-            item: valid(mnemo::ItemId::new(format!("mem_{}_{index}", operation.as_str()))),
+            item: valid(mnemo::records::ItemId::new(format!("mem_{}_{index}", operation.as_str()))),
             fields: fields(n, scope),
         })
         .collect();
@@ -169,7 +171,7 @@ pub fn key_search(
     options: &BenchOptions,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<WorkloadResult>, BenchError> {
-    let mnemo = open_mnemo(&fresh_dir(&options.out, "memory-mnemo")?, mnemo::Durability::Buffered)?;
+    let mnemo = open_mnemo(&fresh_dir(&options.out, "memory-mnemo")?, mnemo::log::Durability::Buffered)?;
     let mut baseline = Baseline::open(&fresh_dir(&options.out, "memory-sqlite")?)?;
     let largest = options.memory_sizes.iter().copied().max().unwrap_or(0);
     let mut items = 0u64;
@@ -182,7 +184,7 @@ pub fn key_search(
         progress(&format!("memory key search: querying {size} items"));
         // Keys spread over the whole corpus, so the reads are not all in one cached block.
         let spread = move |n: u64| unique_key((n * 7919 + 13) % size.max(1));
-        let mnemo_search = |key| Ok(mnemo.memory_search(&key_request(key))?.len());
+        let mnemo_search = |key| Ok(mnemo.memory().search(&key_request(key))?.len());
         let mut mine = timed(KEY_SEARCH_SAMPLES, spread, mnemo_search)?;
         let mut theirs = timed(KEY_SEARCH_SAMPLES, spread, |key| {
             Ok(baseline.key_search(&key, crate::harness::MEMORY_SEARCH_ROWS)?.len())
@@ -210,7 +212,7 @@ pub fn key_search(
             let topics = (size / ITEMS_PER_TOPIC).max(1);
             let shared = move |n: u64| topic_key((n % topics) * ITEMS_PER_TOPIC);
             let mut mine = timed(KEY_SEARCH_SAMPLES / 4, shared, |key| {
-                Ok(mnemo.memory_search(&key_request(key))?.len())
+                Ok(mnemo.memory().search(&key_request(key))?.len())
             })?;
             let mut theirs = timed(KEY_SEARCH_SAMPLES / 4, shared, |key| {
                 Ok(baseline.key_search(&key, crate::harness::MEMORY_SEARCH_ROWS)?.len())

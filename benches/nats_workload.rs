@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use mnemo::{Config, Durability, ExpectedRevision, LogLocation, Mnemo, Record, StreamId};
+use mnemo::log::{Durability, ExpectedRevision, LogLocation};
+use mnemo::records::{Record, StreamId};
+use mnemo::{Config, Mnemo};
 
 use crate::harness::{
     BenchError, BenchOptions, CONCURRENT_SESSIONS, WorkloadResult, fresh_dir, median, open_mnemo, ratio,

@@ -9,13 +9,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use mnemo::{
-    Config, Durability, ExpectedRevision, HistoryContext, HistorySearchRequest, Mnemo, Record, StreamId,
-};
-use mnemo_core::{
+use mnemo::history::{HistoryContext, HistorySearchRequest};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::{
     Author, Content, EventId, InvocationId, MemoryMode, Role, RunId, RuntimeEvent, SessionId, SessionOpened,
     TextContent, TimestampMs, TurnId,
 };
+use mnemo::records::{Record, StreamId};
+use mnemo::{Config, Mnemo};
 
 use crate::baseline::Baseline;
 use crate::harness::{BenchError, BenchOptions, WorkloadResult, fresh_dir, payloads, quantile_ms, ratio};
@@ -149,7 +150,7 @@ pub fn open_search_store(dir: &Path) -> Result<Mnemo, BenchError> {
 pub fn wait_indexed(mnemo: &Mnemo) -> Result<(), BenchError> {
     loop {
         match mnemo.catch_up() {
-            Err(mnemo::Error::Pipeline(mnemo_pipeline::PipelineError::Timeout { .. })) => {}
+            Err(mnemo::Error::Pipeline(mnemo::stages::PipelineError::Timeout { .. })) => {}
             other => return Ok(other?),
         }
     }
@@ -157,7 +158,8 @@ pub fn wait_indexed(mnemo: &Mnemo) -> Result<(), BenchError> {
 
 /// SearchHistory through the facade; the rows found.
 pub fn search(mnemo: &Mnemo, query: &str) -> Result<usize, BenchError> {
-    let found = mnemo.search_history(&HistorySearchRequest::new(query), &HistoryContext::default(), None)?;
+    let found =
+        mnemo.history().search(&HistorySearchRequest::new(query), &HistoryContext::default(), None)?;
     Ok(found.map(|f| f.rows.len()).unwrap_or(0))
 }
 

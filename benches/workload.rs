@@ -1,8 +1,8 @@
 //! The seeded, deterministic workload generator: realistic coding-agent sessions (user requests,
 //! thinking, replies, tool calls with their results) as RuntimeEvent records.
 
-use mnemo::Record;
-use mnemo_core::{
+use mnemo::records::Record;
+use mnemo::records::{
     Author, Content, EventId, FunctionCall, FunctionResponse, InvocationId, Role, RunId, RuntimeEvent,
     SessionId, TextContent, ThinkingContent, TimestampMs, ToolCallId, TurnId,
 };

@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use mnemo::{Config, LogLocation, Mnemo};
+use mnemo::log::LogLocation;
+use mnemo::{Config, Mnemo};
 
 /// Names the test cluster's servers (comma-separated `nats://` URLs).
 pub const URLS_VAR: &str = "MNEMO_TEST_NATS_URLS";

@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo::{CompactOptions, Config, ContextOptions, Decision, Mnemo, SessionId};
+use mnemo::compaction::{CompactOptions, ContextOptions, Decision};
+use mnemo::records::SessionId;
+use mnemo::{Config, Mnemo};
 
 /// A transcript of `events` events: turns of a request, a tool call, its result and a reply.
 fn transcript(events: usize) -> String {
@@ -28,7 +30,7 @@ fn compacted_store(events: usize) -> (tempfile::TempDir, Mnemo) {
     let session = SessionId::new("bench").unwrap_or_else(|e| panic!("{e}"));
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
     let outcome = runtime
-        .block_on(mnemo.compact(&session, &CompactOptions::default()))
+        .block_on(mnemo.compaction().compact(&session, &CompactOptions::default()))
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(outcome.recorded.is_some(), "{:?}", outcome.history.diagnostics);
     (dir, mnemo)
@@ -42,11 +44,19 @@ fn assembly(c: &mut Criterion) {
     let session = SessionId::new("bench").unwrap_or_else(|e| panic!("{e}"));
     for &events in sizes {
         let (_dir, mnemo) = compacted_store(events);
-        let check = mnemo.context(&session, &ContextOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let check = mnemo
+            .compaction()
+            .context(&session, &ContextOptions::default())
+            .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(check.diagnostics.decision, Decision::Replaced);
         assert_eq!(check.diagnostics.events_read, 4, "only the tail is read");
         group.bench_function(BenchmarkId::new("events", events), |b| {
-            b.iter(|| mnemo.context(&session, &ContextOptions::default()).unwrap_or_else(|e| panic!("{e}")));
+            b.iter(|| {
+                mnemo
+                    .compaction()
+                    .context(&session, &ContextOptions::default())
+                    .unwrap_or_else(|e| panic!("{e}"))
+            });
         });
     }
     group.finish();

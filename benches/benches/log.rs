@@ -5,9 +5,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use mnemo::{Config, ExpectedRevision, Mnemo, StreamId};
-use mnemo_core::{Record, SessionArchived, SessionId};
-use mnemo_log::{AppendRequest, Durability, FjallLog, LogBackend, LogOptions, NewRecord};
+use mnemo::log::ExpectedRevision;
+use mnemo::log::{AppendOutcome, AppendRequest, Durability, LogBackend, NewRecord};
+use mnemo::records::StreamId;
+use mnemo::records::{Record, SessionArchived, SessionId};
+use mnemo::{Config, Mnemo};
+use mnemo_log::{FjallLog, LogOptions};
 
 /// A realistic small record: one RuntimeEvent-sized payload.
 fn record(i: u64) -> NewRecord {
@@ -21,7 +24,7 @@ fn append_one(log: &FjallLog, stream: &StreamId, i: u64) {
     let mut request = AppendRequest::new(stream.clone(), ExpectedRevision::Any, vec![record(i)]);
     request.durability = Durability::SyncData;
     let outcome = log.append(request);
-    assert!(matches!(outcome, Ok(mnemo_log::AppendOutcome::Appended(_))), "{outcome:?}");
+    assert!(matches!(outcome, Ok(AppendOutcome::Appended(_))), "{outcome:?}");
 }
 
 fn durable_appends(c: &mut Criterion) {

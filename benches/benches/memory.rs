@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo::{Config, Durability, ExpectedRevision, ManualClock, MatchMode, Mnemo, SearchRequest};
-use mnemo_benches::memory_workload::{ITEMS_PER_TOPIC, fields};
-use mnemo_core::{
+use mnemo::log::{Durability, ExpectedRevision, ManualClock};
+use mnemo::memory::{MatchMode, SearchRequest};
+use mnemo::records::{
     MemoryMutation, MemoryScope, Mutation, OperationId, Record, TimestampMs, WorkspaceId,
     limits::{APPEND_RECORDS_MAX, MEMORY_MUTATIONS_MAX},
 };
+use mnemo::{Config, Mnemo};
+use mnemo_benches::memory_workload::{ITEMS_PER_TOPIC, fields};
 
 /// A store holding `items` items, half global and half in workspace `w1`, written as
 /// 32-item mutation batches appended 256 records (about 4 MiB) at a time.
@@ -56,8 +58,9 @@ fn store(items: u64) -> (tempfile::TempDir, Mnemo) {
     (dir, mnemo)
 }
 
-fn mnemo_memory_item_id(operation: &OperationId, index: usize) -> mnemo::ItemId {
-    mnemo::ItemId::new(format!("mem_{}_{index}", operation.as_str())).unwrap_or_else(|e| panic!("{e}"))
+fn mnemo_memory_item_id(operation: &OperationId, index: usize) -> mnemo::records::ItemId {
+    mnemo::records::ItemId::new(format!("mem_{}_{index}", operation.as_str()))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn request(term: String, mode: MatchMode) -> SearchRequest {
@@ -89,7 +92,7 @@ fn percentiles(mnemo: &Mnemo, items: u64, name: &str, query: Query) {
         .map(|n| {
             let request = query(items, n);
             let start = Instant::now();
-            let found = mnemo.memory_search(&request).unwrap_or_else(|e| panic!("{e}"));
+            let found = mnemo.memory().search(&request).unwrap_or_else(|e| panic!("{e}"));
             let elapsed = start.elapsed();
             assert!(!found.is_empty(), "{name} found nothing");
             elapsed
@@ -116,7 +119,7 @@ fn key_search(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new(name, items), |b| {
                 b.iter(|| {
                     n += 1;
-                    mnemo.memory_search(&query(items, n)).unwrap_or_else(|e| panic!("{e}"))
+                    mnemo.memory().search(&query(items, n)).unwrap_or_else(|e| panic!("{e}"))
                 });
             });
         }

@@ -10,7 +10,10 @@
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use mnemo::{ExpectedRevision, HistoryContext, HistorySearchRequest, Mnemo, StreamId};
+use mnemo::Mnemo;
+use mnemo::history::{HistoryContext, HistorySearchRequest};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::StreamId;
 use mnemo_benches::search_workload::{
     MESSAGES_PER_SESSION, QUERIES, ZipfWords, open_search_store, session_records, wait_indexed,
 };
@@ -45,7 +48,7 @@ fn corpus(messages: usize) -> (tempfile::TempDir, Mnemo) {
 
 fn search(mnemo: &Mnemo, query: &str) -> usize {
     let found =
-        mnemo.search_history(&HistorySearchRequest::new(query), &HistoryContext::default(), None).unwrap();
+        mnemo.history().search(&HistorySearchRequest::new(query), &HistoryContext::default(), None).unwrap();
     found.map(|f| f.rows.len()).unwrap_or(0)
 }
 

@@ -5,7 +5,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use mnemo::{Config, Durability, ExpectedRevision, Mnemo, StreamId};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::StreamId;
+use mnemo::{Config, Mnemo};
 
 fn main() {
     let mut args = std::env::args().skip(1);

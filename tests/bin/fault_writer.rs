@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use mnemo::{Config, Durability, ExpectedRevision, Mnemo, StreamId};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::StreamId;
+use mnemo::{Config, Mnemo};
 use mnemo_acceptance::sim::Rng;
 
 /// Appends made before the fault, so that there is acknowledged data to lose.

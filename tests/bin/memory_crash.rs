@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use mnemo::{
-    BoxFuture, CanonicalizePrompt, Canonicalizer, Config, MemoryModels, Mnemo, ModelError, SessionId,
-};
+use mnemo::memory::{BoxFuture, CanonicalizePrompt, Canonicalizer, MemoryModels, ModelError};
+use mnemo::records::SessionId;
+use mnemo::{Config, Mnemo};
 
 #[derive(Debug)]
 struct Stuck;
@@ -40,7 +40,7 @@ fn main() {
             std::process::exit(1);
         }
     };
-    mnemo.set_memory_models(MemoryModels { canonicalizer: Arc::new(Stuck), ..MemoryModels::default() });
+    mnemo.memory().set_models(MemoryModels { canonicalizer: Arc::new(Stuck), ..MemoryModels::default() });
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
@@ -49,7 +49,7 @@ fn main() {
         }
     };
     let Ok(session) = SessionId::new("s1") else { std::process::exit(2) };
-    let result = runtime.block_on(mnemo.remember(&session, None));
+    let result = runtime.block_on(mnemo.memory().remember(&session, None));
     eprintln!("memory-crash: finished unexpectedly: {result:?}");
     std::process::exit(1);
 }

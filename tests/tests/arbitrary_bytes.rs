@@ -6,7 +6,10 @@
 
 use std::sync::LazyLock;
 
-use mnemo::{Config, HistoryContext, HistorySearchRequest, ImportFormat, Mnemo, SessionId, parse_import};
+use mnemo::history::{HistoryContext, HistorySearchRequest};
+use mnemo::records::SessionId;
+use mnemo::transcript::{ImportFormat, parse_import};
+use mnemo::{Config, Mnemo};
 use mnemo_log::{Envelope, FjallLog, LogBackend, LogOptions};
 use proptest::prelude::*;
 
@@ -19,7 +22,7 @@ static ENVELOPES: LazyLock<Vec<Vec<u8>>> = LazyLock::new(|| {
     mnemo.import_transcript(&std::fs::read(SAMPLE).unwrap(), "sample").unwrap();
     drop(mnemo);
     let log = FjallLog::open(dir.path(), LogOptions::default()).unwrap();
-    log.scan(mnemo::Position(1)).map(|e| e.unwrap().encode()).collect()
+    log.scan(mnemo::records::Position(1)).map(|e| e.unwrap().encode()).collect()
 });
 
 /// A store with the sample imported, shared by the search cases.
@@ -109,7 +112,7 @@ proptest! {
             ..HistoryContext::default()
         };
         let request = HistorySearchRequest { query, limit, cursor };
-        let outcome = mnemo.search_history(&request, &context, None).unwrap();
+        let outcome = mnemo.history().search(&request, &context, None).unwrap();
         if let Ok(found) = outcome {
             prop_assert!(found.rows.len() <= 10);
         }

@@ -8,7 +8,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mnemo::{Config, Mnemo, Position};
+use mnemo::records::Position;
+use mnemo::{Config, Mnemo};
 use mnemo_acceptance::sim::{Rng, seed_from_env};
 
 const KILLS: u64 = 20;

@@ -7,7 +7,9 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-use mnemo::{Config, ExpectedRevision, Mnemo, Position, StreamId};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::{Position, StreamId};
+use mnemo::{Config, Mnemo};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 
 const FSIZE_ROUNDS: u64 = 3;

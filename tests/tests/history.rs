@@ -4,10 +4,10 @@
 
 use std::sync::atomic::AtomicBool;
 
-use mnemo::{
-    Config, Durability, ExpectedRevision, HistoryContext, HistoryReadRequest, HistorySearchRequest, Mnemo,
-    Position, Record, SessionId, StreamId, TurnId, WorkspaceId,
-};
+use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::{Position, Record, SessionId, StreamId, TurnId, WorkspaceId};
+use mnemo::{Config, Mnemo};
 use mnemo_core::{
     Actions, Author, Content, ConversationCopied, CopyBoundary, EventId, FunctionCall, FunctionResponse,
     InvocationId, MemoryMode, ModelVisibility, Refs, Role, RunId, RuntimeEvent, SessionFlagsChanged,
@@ -133,7 +133,7 @@ impl Fixture {
 
     fn search_in(&self, args: Value, context: &HistoryContext<'_>, as_of: Option<Position>) -> Value {
         let outcome = match HistorySearchRequest::from_tool_args(&args) {
-            Ok(request) => self.mnemo.search_history(&request, context, as_of).unwrap(),
+            Ok(request) => self.mnemo.history().search(&request, context, as_of).unwrap(),
             Err(refused) => Err(refused),
         };
         match outcome {
@@ -148,7 +148,7 @@ impl Fixture {
 
     fn read_in(&self, args: Value, context: &HistoryContext<'_>, as_of: Option<Position>) -> Value {
         let outcome = match HistoryReadRequest::from_tool_args(&args) {
-            Ok(request) => self.mnemo.read_history(&request, context, as_of).unwrap(),
+            Ok(request) => self.mnemo.history().read(&request, context, as_of).unwrap(),
             Err(refused) => Err(refused),
         };
         match outcome {
@@ -466,7 +466,7 @@ fn reads_never_show_thinking_tool_names_arguments_or_results() {
     for query in ["secret plan", "hidden note"] {
         assert_eq!(f.search(json!({ "query": query }))["rows"], json!([]), "{query}");
     }
-    let transcript = f.mnemo.show(&sid("s1"), None).unwrap().unwrap();
+    let transcript = f.mnemo.history().transcript(&sid("s1"), None).unwrap().unwrap();
     assert_eq!(
         transcript.messages.len(),
         4,
@@ -621,7 +621,10 @@ fn answers_as_of_an_earlier_position() {
     assert_eq!(read_texts(&read_then), ["first draft of the plan"]);
     let nothing = f.read_in(json!({"session_id": "s1"}), &HistoryContext::default(), Some(Position(0)));
     assert_eq!(reason(&nothing), "session_not_found");
-    assert!(f.mnemo.show(&sid("s1"), Some(Position(999))).is_err(), "a position beyond the head is refused");
+    assert!(
+        f.mnemo.history().transcript(&sid("s1"), Some(Position(999))).is_err(),
+        "a position beyond the head is refused"
+    );
 }
 
 #[test]

@@ -5,7 +5,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use mnemo::{Config, Mnemo, Position, RememberStatus, SessionId};
+use mnemo::memory::RememberStatus;
+use mnemo::records::{Position, SessionId};
+use mnemo::{Config, Mnemo};
 
 const TRANSCRIPT: &str = r#"{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
 {"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"I prefer tabs over spaces."}]}
@@ -44,9 +46,9 @@ fn killed_between_proposal_and_commit_then_retried_commits_once() {
     assert!(memory_records(&mnemo).is_empty(), "nothing partial was written");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let session = SessionId::new("s1").unwrap();
-    let first = runtime.block_on(mnemo.remember(&session, None)).unwrap();
+    let first = runtime.block_on(mnemo.memory().remember(&session, None)).unwrap();
     assert_eq!(first.status, RememberStatus::Remembered);
-    let second = runtime.block_on(mnemo.remember(&session, None)).unwrap();
+    let second = runtime.block_on(mnemo.memory().remember(&session, None)).unwrap();
     assert_eq!(second, first);
     assert_eq!(memory_records(&mnemo), vec!["memory_commit".to_owned()], "exactly one commit");
     assert!(mnemo.verify(&mut |_| {}).unwrap().ok());

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use mnemo::{Error, ErrorCategory, ExpectedRevision, Mnemo, Position, Record, SessionId, StreamId};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::{Position, Record, SessionId, StreamId};
+use mnemo::{Error, ErrorCategory, Mnemo};
 use mnemo_acceptance::nats_cluster;
 use mnemo_acceptance::sim::{Rng, event_records};
 use mnemo_core::{MemoryMode, SessionOpened, StreamRevision};
@@ -100,7 +102,8 @@ fn hosts_sharing_a_log_conflict_and_converge() {
     let verification = c.verify(&mut |_| {}).unwrap();
     assert!(verification.ok(), "{verification:?}");
     assert_eq!(verification.envelopes, head.0);
-    let sessions: Vec<String> = c.sessions().unwrap().into_iter().map(|s| s.session.to_string()).collect();
+    let sessions: Vec<String> =
+        c.history().sessions().unwrap().into_iter().map(|s| s.session.to_string()).collect();
     assert_eq!(sessions, ["sa", "sb", "shared"]);
 }
 

@@ -9,7 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mnemo::{ExpectedRevision, Position, StreamId};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::{Position, StreamId};
 use mnemo_acceptance::nats_cluster;
 use mnemo_acceptance::sim::{Rng, event_records};
 

@@ -6,10 +6,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use mnemo::{
-    Config, ErrorCategory, HistoryContext, HistoryReadRequest, HistorySearchRequest, ItemInput, KeyInput,
-    Mnemo, OperationId, Position, RecallMemory, SessionId,
-};
+use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
+use mnemo::memory::{ItemInput, KeyInput, RecallMemory};
+use mnemo::records::{OperationId, Position, SessionId};
+use mnemo::{Config, ErrorCategory, Mnemo};
 use mnemo_core::{
     KeyOrigin, KeyType, MemoryKind, MemoryOrigin, MemoryScope, SourcePointer, StatementType, TemporalType,
     WorkspaceId,
@@ -126,7 +126,7 @@ fn the_store_is_private_to_its_owner_and_nothing_else_is_chmodded() {
     // The store directory is created owner-only, and so is every file Mnemo itself writes there; the
     // storage engine's files follow the host's umask inside that directory no other user can enter.
     assert_eq!(std::fs::metadata(&store).unwrap().permissions().mode() & 0o777, 0o700);
-    for name in [mnemo::STORE_MARKER_FILE_NAME, "mnemo.lock", mnemo::LOG_SOURCE_FILE_NAME] {
+    for name in [mnemo::log::STORE_MARKER_FILE_NAME, "mnemo.lock", mnemo::log::LOG_SOURCE_FILE_NAME] {
         let mode = std::fs::metadata(store.join(name)).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{name} is {mode:o}");
     }
@@ -154,13 +154,13 @@ fn secrets_never_reach_memory_search_snippets_or_reads() {
     mnemo.import_transcript(leaky_transcript("s1", "w1").as_bytes(), "leaky.jsonl").unwrap();
     let session = sid("s1");
     let rt = runtime();
-    rt.block_on(mnemo.remember(&session, None)).unwrap();
-    rt.block_on(mnemo.extract(&session, None)).unwrap();
+    rt.block_on(mnemo.memory().remember(&session, None)).unwrap();
+    rt.block_on(mnemo.memory().extract(&session, None)).unwrap();
 
     // Memory: no memory record in the log (items, keys, evidence, receipts) holds a secret.
     let scope = MemoryScope::Workspace(WorkspaceId::new("w1").unwrap());
     let item = input("deploys go through the staging cluster first", &["deploy"], scope.clone());
-    mnemo.memory_create(OperationId::new("op-plain").unwrap(), item).unwrap();
+    mnemo.memory().create(OperationId::new("op-plain").unwrap(), item).unwrap();
     let memory_records: Vec<String> = mnemo
         .log_entries(Position(1), 100_000)
         .unwrap()
@@ -171,14 +171,14 @@ fn secrets_never_reach_memory_search_snippets_or_reads() {
     assert!(!memory_records.is_empty(), "nothing reached memory, so nothing was checked");
     assert_no_secret("memory records", &memory_records.join("\n"));
     let recalled =
-        mnemo.recall_memory(&session, &RecallMemory { query: "key token deploy".to_owned(), limit: None });
+        mnemo.memory().recall(&session, &RecallMemory { query: "key token deploy".to_owned(), limit: None });
     assert_no_secret("recall", &format!("{recalled:?}"));
     // A host writing a secret directly is refused, in content and in keys.
     for (content, key) in
         [(format!("deploy key is {}", SECRETS[0]), "deploy"), ("the deploy key".to_owned(), SECRETS[3])]
     {
         let item = input(&content, &[key], scope.clone());
-        let error = mnemo.memory_create(OperationId::new("op-secret").unwrap(), item).unwrap_err();
+        let error = mnemo.memory().create(OperationId::new("op-secret").unwrap(), item).unwrap_err();
         assert_eq!(error.category(), ErrorCategory::Input, "{error}");
         assert!(error.to_string().contains("credential material"), "{error}");
     }
@@ -196,7 +196,7 @@ fn secrets_never_reach_memory_search_snippets_or_reads() {
         "postgres connect",
     ] {
         let found =
-            mnemo.search_history(&HistorySearchRequest::new(query), &context_in(&session), None).unwrap();
+            mnemo.history().search(&HistorySearchRequest::new(query), &context_in(&session), None).unwrap();
         let found = found.unwrap_or_else(|e| panic!("{query}: {e:?}"));
         rows += found.rows.len();
         assert_no_secret(&format!("search {query:?}"), &serde_json::to_string(&found).unwrap());
@@ -205,7 +205,7 @@ fn secrets_never_reach_memory_search_snippets_or_reads() {
     // Searching for a secret itself is refused before anything is read.
     for secret in SECRETS.iter().take(9) {
         let refused =
-            mnemo.search_history(&HistorySearchRequest::new(*secret), &context_in(&session), None).unwrap();
+            mnemo.history().search(&HistorySearchRequest::new(*secret), &context_in(&session), None).unwrap();
         assert!(refused.is_err(), "a search for {secret} was not refused");
     }
 
@@ -216,7 +216,7 @@ fn secrets_never_reach_memory_search_snippets_or_reads() {
             turn_id: Some(format!("t{turn}")),
             ..HistoryReadRequest::default()
         };
-        let read = mnemo.read_history(&request, &HistoryContext::default(), None).unwrap();
+        let read = mnemo.history().read(&request, &HistoryContext::default(), None).unwrap();
         let read = read.unwrap_or_else(|e| panic!("turn {turn}: {e:?}"));
         assert_no_secret(&format!("read t{turn}"), &serde_json::to_string(&read).unwrap());
     }
@@ -249,7 +249,8 @@ fn search_read_and_recall_stay_inside_the_callers_workspace() {
         .unwrap();
     let alpha = sid("alpha-2");
     let found = mnemo
-        .search_history(&HistorySearchRequest::new("migration"), &context_in(&alpha), None)
+        .history()
+        .search(&HistorySearchRequest::new("migration"), &context_in(&alpha), None)
         .unwrap()
         .unwrap();
     let sessions: Vec<&str> = found.rows.iter().map(|r| r.session_id.as_str()).collect();
@@ -257,7 +258,8 @@ fn search_read_and_recall_stay_inside_the_callers_workspace() {
     assert!(!sessions.contains(&"beta-1"), "a search in alpha shows beta: {sessions:?}");
     // Without a current session (an operator's search) every workspace is searched.
     let all = mnemo
-        .search_history(&HistorySearchRequest::new("migration"), &HistoryContext::default(), None)
+        .history()
+        .search(&HistorySearchRequest::new("migration"), &HistoryContext::default(), None)
         .unwrap()
         .unwrap();
     assert!(all.rows.iter().any(|r| r.session_id == "beta-1"));
@@ -268,7 +270,7 @@ fn search_read_and_recall_stay_inside_the_callers_workspace() {
             turn_id: Some("t1".to_owned()),
             ..HistoryReadRequest::default()
         };
-        mnemo.read_history(&request, &context_in(&alpha), None).unwrap()
+        mnemo.history().read(&request, &context_in(&alpha), None).unwrap()
     };
     assert!(read("alpha-1").is_ok());
     let refused = format!("{:?}", read("beta-1").unwrap_err());
@@ -277,16 +279,18 @@ fn search_read_and_recall_stay_inside_the_callers_workspace() {
     let beta_scope = MemoryScope::Workspace(WorkspaceId::new("beta").unwrap());
     let mut item = input("payroll migration runs on fridays", &["payroll migration"], beta_scope);
     item.sources[0].session = sid("beta-1");
-    mnemo.memory_create(OperationId::new("op-beta").unwrap(), item).unwrap();
+    mnemo.memory().create(OperationId::new("op-beta").unwrap(), item).unwrap();
     let in_beta = mnemo
-        .recall_memory(&sid("beta-1"), &RecallMemory { query: "payroll migration".to_owned(), limit: None })
+        .memory()
+        .recall(&sid("beta-1"), &RecallMemory { query: "payroll migration".to_owned(), limit: None })
         .unwrap();
     assert_eq!(in_beta.len(), 1, "the item is recallable in its own workspace");
     let in_alpha = mnemo
-        .recall_memory(&alpha, &RecallMemory { query: "payroll migration".to_owned(), limit: None })
+        .memory()
+        .recall(&alpha, &RecallMemory { query: "payroll migration".to_owned(), limit: None })
         .unwrap();
     assert!(in_alpha.is_empty(), "{in_alpha:?}");
-    let block = mnemo.recall_block(&alpha, Some("payroll migration")).unwrap();
+    let block = mnemo.memory().recall_block(&alpha, Some("payroll migration")).unwrap();
     assert!(!format!("{block:?}").contains("payroll"), "{block:?}");
 }
 
@@ -299,8 +303,8 @@ fn incognito_sessions_never_feed_extraction() {
     mnemo.import_transcript(transcript.as_bytes(), "private.jsonl").unwrap();
     let session = sid("private");
     let rt = runtime();
-    let remembered = rt.block_on(mnemo.remember(&session, None)).unwrap();
-    let extracted = rt.block_on(mnemo.extract(&session, None)).unwrap();
+    let remembered = rt.block_on(mnemo.memory().remember(&session, None)).unwrap();
+    let extracted = rt.block_on(mnemo.memory().extract(&session, None)).unwrap();
     let memory: Vec<String> = mnemo
         .log_entries(Position(1), 100_000)
         .unwrap()
@@ -312,7 +316,7 @@ fn incognito_sessions_never_feed_extraction() {
         memory.iter().all(|r| !r.contains("tabs") && !r.contains("Ada")),
         "incognito content reached memory: {memory:?} ({remembered:?}, {extracted:?})"
     );
-    let recalled = mnemo.recall_memory(&session, &RecallMemory { query: "tabs".to_owned(), limit: None });
+    let recalled = mnemo.memory().recall(&session, &RecallMemory { query: "tabs".to_owned(), limit: None });
     assert!(recalled.map(|r| r.is_empty()).unwrap_or(true));
 }
 
@@ -336,12 +340,12 @@ const PROVIDER_STATE: &str = "ZW5jcnlwdGVkLXByb3ZpZGVyLXN0YXRlLW5ldmVyLXNob3du";
 #[derive(Debug)]
 struct Opaque;
 
-impl mnemo::ProviderCompactor for Opaque {
-    fn identity(&self) -> mnemo::SummarizerIdentity {
-        mnemo::SummarizerIdentity { name: "opaque".to_owned(), prompt_version: "v1".to_owned() }
+impl mnemo::compaction::ProviderCompactor for Opaque {
+    fn identity(&self) -> mnemo::compaction::SummarizerIdentity {
+        mnemo::compaction::SummarizerIdentity { name: "opaque".to_owned(), prompt_version: "v1".to_owned() }
     }
-    fn connection(&self) -> mnemo::Connection {
-        mnemo::Connection {
+    fn connection(&self) -> mnemo::compaction::Connection {
+        mnemo::compaction::Connection {
             provider_type: "openai-codex".to_owned(),
             slug: "codex".to_owned(),
             model: "gpt-5".to_owned(),
@@ -349,8 +353,8 @@ impl mnemo::ProviderCompactor for Opaque {
     }
     fn compact<'a>(
         &'a self,
-        _: &'a mnemo::ProviderCompactionRequest,
-    ) -> mnemo::BoxFuture<'a, Result<Vec<serde_json::Value>, mnemo::SummarizeError>> {
+        _: &'a mnemo::compaction::ProviderCompactionRequest,
+    ) -> mnemo::memory::BoxFuture<'a, Result<Vec<serde_json::Value>, mnemo::compaction::SummarizeError>> {
         let part = serde_json::json!({"type": "custom", "kind": "openai.compaction",
             "providerMetadata": {"openai": {"itemId": "it-1", "encryptedContent": PROVIDER_STATE}}});
         Box::pin(async move { Ok(vec![part]) })
@@ -372,14 +376,17 @@ fn provider_state_is_never_rendered_logged_or_copied() {
     let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
     let long = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates/mnemo-cli/samples/long-session.jsonl");
     let report = mnemo.import_transcript(&std::fs::read(long).unwrap(), "long.jsonl").unwrap();
-    let session = mnemo.sessions().unwrap()[0].session.clone();
-    let codex = mnemo::ProviderCompactor::connection(&Opaque);
-    let options = mnemo::CompactOptions {
-        context: mnemo::ContextOptions { connection: codex.clone(), ..mnemo::ContextOptions::default() },
+    let session = mnemo.history().sessions().unwrap()[0].session.clone();
+    let codex = mnemo::compaction::ProviderCompactor::connection(&Opaque);
+    let options = mnemo::compaction::CompactOptions {
+        context: mnemo::compaction::ContextOptions {
+            connection: codex.clone(),
+            ..mnemo::compaction::ContextOptions::default()
+        },
         provider_compactor: Some(std::sync::Arc::new(Opaque)),
-        ..mnemo::CompactOptions::default()
+        ..mnemo::compaction::CompactOptions::default()
     };
-    let outcome = runtime().block_on(mnemo.compact(&session, &options)).unwrap();
+    let outcome = runtime().block_on(mnemo.compaction().compact(&session, &options)).unwrap();
     let recorded = outcome.recorded.unwrap_or_else(|| panic!("nothing was compacted: {report:?}"));
     assert_eq!(recorded.checkpoint.version(), 3);
     // The state is in the log (it must replay), so the log is where it is allowed to be.
@@ -391,29 +398,40 @@ fn provider_state_is_never_rendered_logged_or_copied() {
 
     // Rendered: only as a provider item to its own connection, never as text; not at all to another.
     let own = mnemo
+        .compaction()
         .context(
             &session,
-            &mnemo::ContextOptions { connection: codex.clone(), ..mnemo::ContextOptions::default() },
+            &mnemo::compaction::ContextOptions {
+                connection: codex.clone(),
+                ..mnemo::compaction::ContextOptions::default()
+            },
         )
         .unwrap();
     for item in &own.items {
-        if !matches!(item, mnemo::HistoryItem::ProviderState { .. }) {
+        if !matches!(item, mnemo::compaction::HistoryItem::ProviderState { .. }) {
             assert!(
                 !format!("{item:?}").contains(PROVIDER_STATE),
                 "rendered outside a provider item: {item:?}"
             );
         }
     }
-    let other = mnemo::Connection { model: "gpt-4".to_owned(), ..codex };
+    let other = mnemo::compaction::Connection { model: "gpt-4".to_owned(), ..codex };
     let theirs = mnemo
-        .context(&session, &mnemo::ContextOptions { connection: other, ..mnemo::ContextOptions::default() })
+        .compaction()
+        .context(
+            &session,
+            &mnemo::compaction::ContextOptions {
+                connection: other,
+                ..mnemo::compaction::ContextOptions::default()
+            },
+        )
         .unwrap();
     assert!(!format!("{theirs:?}").contains(PROVIDER_STATE), "rendered to another connection");
-    let shown = mnemo.show(&session, None).unwrap();
+    let shown = mnemo.history().transcript(&session, None).unwrap();
     assert!(!format!("{shown:?}").contains(PROVIDER_STATE));
 
     // Copied: the copy's records never carry it.
-    let copy = mnemo.copy_conversation(&session, None, None).unwrap();
+    let copy = mnemo.compaction().copy(&session, None, None).unwrap();
     assert_eq!(copy.checkpoints_dropped, 1);
     let copied: Vec<String> = mnemo
         .log_entries(copy.positions.0, 100_000)

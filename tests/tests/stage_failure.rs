@@ -6,10 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use mnemo::{
-    Config, Durability, Error, ExpectedRevision, HistoryContext, HistorySearchRequest, Mnemo, PipelineError,
-    Record, SessionArchived, SessionId, StageStop, StreamId,
-};
+use mnemo::history::{HistoryContext, HistorySearchRequest};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::records::{Record, SessionArchived, SessionId, StreamId};
+use mnemo::stages::{PipelineError, StageStop};
+use mnemo::{Config, Error, Mnemo};
 use mnemo_log::{FjallLog, LogOptions};
 use mnemo_pipeline::{Changes, FjallStore, StateStore};
 
@@ -24,7 +25,7 @@ fn config() -> Config {
     Config { durability: Durability::Buffered, ..Config::default() }
 }
 
-fn archive(mnemo: &Mnemo) -> Result<mnemo::Position, Error> {
+fn archive(mnemo: &Mnemo) -> Result<mnemo::records::Position, Error> {
     let session = SessionId::new("s1").unwrap();
     let record = Record::SessionArchived(SessionArchived { session: session.clone(), archived: true });
     Ok(mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &[record])?.last_position)

@@ -11,10 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use mnemo::{
-    CompactOptions, Config, ContextOptions, Durability, ErrorCategory, ExpectedRevision, HistoryContext,
-    HistorySearchRequest, Mnemo, Position, RecallMemory, Record, SessionId, StreamId,
-};
+use mnemo::compaction::{CompactOptions, ContextOptions};
+use mnemo::history::{HistoryContext, HistorySearchRequest};
+use mnemo::log::{Durability, ExpectedRevision};
+use mnemo::memory::RecallMemory;
+use mnemo::records::{Position, Record, SessionId, StreamId};
+use mnemo::{Config, ErrorCategory, Mnemo};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 use mnemo_core::{MemoryMode, SessionOpened, WorkspaceId};
 
@@ -90,7 +92,7 @@ async fn session_task(
                 counts.appends.fetch_add(1, Ordering::Relaxed);
             }
             5 => {
-                let outcome = mnemo.compact(&session, &CompactOptions::default()).await;
+                let outcome = mnemo.compaction().compact(&session, &CompactOptions::default()).await;
                 check(outcome.map(|_| ()), &counts, "compact");
                 counts.compactions.fetch_add(1, Ordering::Relaxed);
             }
@@ -98,26 +100,30 @@ async fn session_task(
                 let context = HistoryContext { current_session: Some(&session), ..HistoryContext::default() };
                 let query =
                     ["cargo test", "token expiry", "parser", "staging timeout"][rng.below(4) as usize];
-                let found = mnemo.search_history(&HistorySearchRequest::new(query), &context, None);
+                let found = mnemo.history().search(&HistorySearchRequest::new(query), &context, None);
                 check(found.map(|_| ()), &counts, "search");
                 counts.searches.fetch_add(1, Ordering::Relaxed);
             }
             7 => {
                 let report = if rng.below(2) == 0 {
-                    mnemo.remember(&session, None).await.map(|_| ())
+                    mnemo.memory().remember(&session, None).await.map(|_| ())
                 } else {
-                    mnemo.extract(&session, None).await.map(|_| ())
+                    mnemo.memory().extract(&session, None).await.map(|_| ())
                 };
                 check(report, &counts, "extract");
                 counts.extractions.fetch_add(1, Ordering::Relaxed);
             }
             8 => {
                 let recall = RecallMemory { query: "prefer tabs".to_owned(), limit: None };
-                check(mnemo.recall_memory(&session, &recall).map(|_| ()), &counts, "recall");
+                check(mnemo.memory().recall(&session, &recall).map(|_| ()), &counts, "recall");
                 counts.recalls.fetch_add(1, Ordering::Relaxed);
             }
             _ => {
-                check(mnemo.context(&session, &ContextOptions::default()).map(|_| ()), &counts, "context");
+                check(
+                    mnemo.compaction().context(&session, &ContextOptions::default()).map(|_| ()),
+                    &counts,
+                    "context",
+                );
                 counts.contexts.fetch_add(1, Ordering::Relaxed);
             }
         }

@@ -3,10 +3,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use mnemo::{
-    AssembledHistory, CompactOptions, Content, ContextOptions, CopyBoundary, Decision, HistoryItem, Position,
-    RuntimeEvent, SessionId, TurnId,
-};
+use mnemo::compaction::{AssembledHistory, CompactOptions, ContextOptions, Decision, HistoryItem};
+use mnemo::records::{Content, CopyBoundary, Position, RuntimeEvent, SessionId, TurnId};
 use serde_json::Value;
 
 use crate::term::{say, say_err};
@@ -74,7 +72,7 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
         ..CompactOptions::default()
     };
     let runtime = tokio::runtime::Builder::new_current_thread().build()?;
-    let outcome = runtime.block_on(mnemo.compact(&session, &options))?;
+    let outcome = runtime.block_on(mnemo.compaction().compact(&session, &options))?;
     let history = &outcome.history;
     output(cli, &redacted(&serde_json::to_value(&outcome)?), || {
         match &outcome.recorded {
@@ -124,7 +122,7 @@ pub(crate) fn context(cli: &Cli, args: &ContextArgs) -> anyhow::Result<ExitCode>
         current_turn: args.turn.as_deref().map(turn_id).transpose()?,
         ..ContextOptions::default()
     };
-    let history = mnemo.context(&session, &options)?;
+    let history = mnemo.compaction().context(&session, &options)?;
     output(cli, &redacted(&serde_json::to_value(&history)?), || print_history(&history));
     Ok(ExitCode::SUCCESS)
 }
@@ -138,7 +136,7 @@ pub(crate) fn copy(cli: &Cli, args: &CopyArgs) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     let target = args.to.as_deref().map(session_id).transpose()?;
-    let report = mnemo.copy_conversation(&session, up_to, target)?;
+    let report = mnemo.compaction().copy(&session, up_to, target)?;
     output(cli, &report, || {
         say!("{}", report.session);
         say_err!(

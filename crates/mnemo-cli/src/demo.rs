@@ -10,10 +10,12 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use mnemo::{
-    CompactOptions, Config, ContextOptions, HistoryContext, HistoryItem, HistoryReadRequest,
-    HistorySearchRequest, ImportFormat, Mnemo, Position, RecallMemory, SessionId,
-};
+use mnemo::compaction::{CompactOptions, ContextOptions, HistoryItem};
+use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
+use mnemo::memory::RecallMemory;
+use mnemo::records::{Position, SessionId};
+use mnemo::transcript::ImportFormat;
+use mnemo::{Config, Mnemo};
 use serde::Serialize;
 
 use crate::term::say;
@@ -48,29 +50,29 @@ const SUMMARY_LINES_SHOWN: usize = 12;
 #[derive(Serialize)]
 struct DemoReport {
     store: String,
-    imports: Vec<mnemo::ImportReport>,
-    sessions: Vec<mnemo::SessionSummary>,
+    imports: Vec<mnemo::transcript::ImportReport>,
+    sessions: Vec<mnemo::history::SessionSummary>,
     workspaces: Vec<String>,
-    compaction: mnemo::CompactionOutcome,
+    compaction: mnemo::compaction::CompactionOutcome,
     memory: MemoryReport,
-    context: mnemo::AssembledHistory,
-    search: mnemo::HistorySearch,
-    read: Option<mnemo::HistoryRead>,
-    copy: mnemo::CopyReport,
-    stats: mnemo::Stats,
-    rebuild: Vec<mnemo::StageReport>,
-    verification: mnemo::Verification,
+    context: mnemo::compaction::AssembledHistory,
+    search: mnemo::history::HistorySearch,
+    read: Option<mnemo::history::HistoryRead>,
+    copy: mnemo::compaction::CopyReport,
+    stats: mnemo::stages::Stats,
+    rebuild: Vec<mnemo::stages::StageReport>,
+    verification: mnemo::stages::Verification,
     timings_ms: Timings,
 }
 
 #[derive(Serialize)]
 struct MemoryReport {
-    remember: mnemo::RememberResult,
-    extractions: Vec<(String, mnemo::ExtractionReport)>,
-    items: Vec<mnemo::MemoryItem>,
-    recall_block: mnemo::RecallBlock,
+    remember: mnemo::memory::RememberResult,
+    extractions: Vec<(String, mnemo::memory::ExtractionReport)>,
+    items: Vec<mnemo::records::MemoryItem>,
+    recall_block: mnemo::memory::RecallBlock,
     recall_query: String,
-    recalled: Vec<mnemo::RecalledItem>,
+    recalled: Vec<mnemo::memory::RecalledItem>,
 }
 
 #[derive(Serialize, Default)]
@@ -116,7 +118,7 @@ pub(crate) fn run(dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
             .map(|(name, text)| Ok(mnemo.import(text.as_bytes(), name, ImportFormat::Auto)?))
             .collect::<anyhow::Result<Vec<_>>>()
     })?;
-    let sessions = mnemo.sessions()?;
+    let sessions = mnemo.history().sessions()?;
     let workspaces: BTreeSet<String> =
         sessions.iter().filter_map(|s| s.workspace.as_ref().map(ToString::to_string)).collect();
 
@@ -126,12 +128,12 @@ pub(crate) fn run(dir: Option<&Path>, json: bool) -> anyhow::Result<ExitCode> {
     // compacts it, and the checkpoint triggers extraction over the turns it folded.
     let compaction = timed(&mut t.compaction, || {
         let options = CompactOptions { context: window.clone(), ..CompactOptions::default() };
-        Ok(runtime.block_on(mnemo.prepare_history(&long, &options))?)
+        Ok(runtime.block_on(mnemo.compaction().prepare_history(&long, &options))?)
     })?;
     let memory = timed(&mut t.memory, || memory(&mnemo, &runtime, &long))?;
-    let context = timed(&mut t.context, || Ok(mnemo.context(&long, &window)?))?;
+    let context = timed(&mut t.context, || Ok(mnemo.compaction().context(&long, &window)?))?;
     let (search, read) = timed(&mut t.history, || history(&mnemo))?;
-    let copy = timed(&mut t.copy, || Ok(mnemo.copy_conversation(&session(COPIED_SESSION)?, None, None)?))?;
+    let copy = timed(&mut t.copy, || Ok(mnemo.compaction().copy(&session(COPIED_SESSION)?, None, None)?))?;
     let stats = mnemo.stats()?;
     let rebuild = timed(&mut t.rebuild, || Ok(mnemo.rebuild(None)?))?;
     let verification = timed(&mut t.verify, || Ok(mnemo.verify(&mut |_| {})?))?;
@@ -168,14 +170,14 @@ fn memory(
     runtime: &tokio::runtime::Runtime,
     long: &SessionId,
 ) -> anyhow::Result<MemoryReport> {
-    let remember = runtime.block_on(mnemo.remember(long, None))?;
+    let remember = runtime.block_on(mnemo.memory().remember(long, None))?;
     let mut extractions = Vec::new();
     for id in EXTRACTED_SESSIONS {
-        extractions.push(((*id).to_owned(), runtime.block_on(mnemo.extract(&session(id)?, None))?));
+        extractions.push(((*id).to_owned(), runtime.block_on(mnemo.memory().extract(&session(id)?, None))?));
     }
-    let recall_block = mnemo.recall_block(long, None)?;
+    let recall_block = mnemo.memory().recall_block(long, None)?;
     let request = RecallMemory { query: RECALL_QUERY.to_owned(), limit: Some(5) };
-    let recalled = mnemo.recall_memory(long, &request)?;
+    let recalled = mnemo.memory().recall(long, &request)?;
     Ok(MemoryReport {
         remember,
         extractions,
@@ -187,7 +189,7 @@ fn memory(
 }
 
 /// Every item the memory commits in the log created, as the item store holds it now.
-fn stored_items(mnemo: &Mnemo) -> anyhow::Result<Vec<mnemo::MemoryItem>> {
+fn stored_items(mnemo: &Mnemo) -> anyhow::Result<Vec<mnemo::records::MemoryItem>> {
     let mut items = Vec::new();
     for entry in mnemo.log_entries(Position::FIRST, usize::MAX)? {
         if entry.kind != "memory_commit" {
@@ -196,7 +198,7 @@ fn stored_items(mnemo: &Mnemo) -> anyhow::Result<Vec<mnemo::MemoryItem>> {
         let created = entry.record["items"].as_array().cloned().unwrap_or_default();
         for new in created {
             let Some(id) = new["item"].as_str() else { continue };
-            if let Some(item) = mnemo.memory_get(&mnemo::ItemId::new(id)?)? {
+            if let Some(item) = mnemo.memory().get(&mnemo::records::ItemId::new(id)?)? {
                 items.push(item);
             }
         }
@@ -205,10 +207,13 @@ fn stored_items(mnemo: &Mnemo) -> anyhow::Result<Vec<mnemo::MemoryItem>> {
 }
 
 /// Searches the samples, then reads the turn of the best message match.
-fn history(mnemo: &Mnemo) -> anyhow::Result<(mnemo::HistorySearch, Option<mnemo::HistoryRead>)> {
+fn history(
+    mnemo: &Mnemo,
+) -> anyhow::Result<(mnemo::history::HistorySearch, Option<mnemo::history::HistoryRead>)> {
     let context = HistoryContext::default();
     let search = mnemo
-        .search_history(&HistorySearchRequest::new(DEMO_QUERY), &context, None)?
+        .history()
+        .search(&HistorySearchRequest::new(DEMO_QUERY), &context, None)?
         .map_err(|refused| anyhow::anyhow!("the demo search was refused: {refused}"))?;
     let Some(best) = search.rows.iter().find(|row| row.message_id.is_some()) else {
         return Ok((search, None));
@@ -221,7 +226,8 @@ fn history(mnemo: &Mnemo) -> anyhow::Result<(mnemo::HistorySearch, Option<mnemo:
         ..HistoryReadRequest::default()
     };
     let read = mnemo
-        .read_history(&request, &context, None)?
+        .history()
+        .read(&request, &context, None)?
         .map_err(|refused| anyhow::anyhow!("the demo read was refused: {refused}"))?;
     Ok((search, Some(read)))
 }
@@ -387,12 +393,12 @@ fn print_context(report: &DemoReport) {
     }
 }
 
-fn event_text(event: &mnemo::RuntimeEvent) -> String {
+fn event_text(event: &mnemo::records::RuntimeEvent) -> String {
     match &event.content {
-        Some(mnemo::Content::Text(text)) => text.text.clone(),
-        Some(mnemo::Content::Thinking(thinking)) => format!("(thinking) {}", thinking.text),
-        Some(mnemo::Content::FunctionCall(call)) => format!("call {} {}", call.name, call.args),
-        Some(mnemo::Content::FunctionResponse(response)) => {
+        Some(mnemo::records::Content::Text(text)) => text.text.clone(),
+        Some(mnemo::records::Content::Thinking(thinking)) => format!("(thinking) {}", thinking.text),
+        Some(mnemo::records::Content::FunctionCall(call)) => format!("call {} {}", call.name, call.args),
+        Some(mnemo::records::Content::FunctionResponse(response)) => {
             format!("result {} {}", response.name, response.result)
         }
         _ => String::new(),

@@ -6,10 +6,11 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use mnemo::{
-    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, Position,
-    SessionId, SessionTranscript, ToolFailure, TurnId, VisibleMessage,
+use mnemo::history::{
+    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, SessionTranscript,
+    ToolFailure, VisibleMessage,
 };
+use mnemo::records::{Position, SessionId, TurnId};
 use serde::Serialize;
 
 use crate::term::{say, say_err};
@@ -112,7 +113,7 @@ impl Context {
 pub(crate) fn show(cli: &Cli, args: &ShowArgs) -> anyhow::Result<ExitCode> {
     let session =
         SessionId::new(args.session.clone()).map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?;
-    let Some(transcript) = open(cli, true)?.show(&session, args.as_of.map(Position))? else {
+    let Some(transcript) = open(cli, true)?.history().transcript(&session, args.as_of.map(Position))? else {
         say_err!("error: no session {session}");
         return Ok(ExitCode::from(1));
     };
@@ -124,7 +125,7 @@ pub(crate) fn search(cli: &Cli, args: &SearchArgs) -> anyhow::Result<ExitCode> {
     let context = Context::parse(&args.context)?;
     let request =
         HistorySearchRequest { query: args.query.clone(), limit: args.limit, cursor: args.cursor.clone() };
-    match open(cli, true)?.search_history(&request, &context.tool(), context.as_of)? {
+    match open(cli, true)?.history().search(&request, &context.tool(), context.as_of)? {
         Ok(found) => {
             output(cli, &found, || print_search(&found));
             Ok(if found.rows.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
@@ -142,7 +143,7 @@ pub(crate) fn read(cli: &Cli, args: &ReadArgs) -> anyhow::Result<ExitCode> {
         before: args.before,
         after: args.after,
     };
-    match open(cli, true)?.read_history(&request, &context.tool(), context.as_of)? {
+    match open(cli, true)?.history().read(&request, &context.tool(), context.as_of)? {
         Ok(read) => {
             output(cli, &read, || print_read(&read));
             Ok(ExitCode::SUCCESS)
@@ -182,10 +183,10 @@ fn print_transcript(transcript: &SessionTranscript) {
 fn describe(message: &VisibleMessage) -> String {
     let tool = message.tool_name.as_deref().unwrap_or("tool");
     match message.kind {
-        mnemo::MessageKind::User => format!("[user] {}", message.text),
-        mnemo::MessageKind::Assistant => format!("[assistant] {}", message.text),
-        mnemo::MessageKind::ToolCall if message.text.is_empty() => format!("[tool call {tool}]"),
-        mnemo::MessageKind::ToolCall => format!("[tool call {tool}] {}", message.text),
+        mnemo::history::MessageKind::User => format!("[user] {}", message.text),
+        mnemo::history::MessageKind::Assistant => format!("[assistant] {}", message.text),
+        mnemo::history::MessageKind::ToolCall if message.text.is_empty() => format!("[tool call {tool}]"),
+        mnemo::history::MessageKind::ToolCall => format!("[tool call {tool}] {}", message.text),
         _ => {
             let status = if message.is_error == Some(true) { "error" } else { "ok" };
             let mut text: String = message.text.chars().take(SHOW_RESULT_CHARS_MAX).collect();

@@ -9,7 +9,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use mnemo::{Config, Error, ErrorCategory, LogLocation, Mnemo, Position};
+use mnemo::log::LogLocation;
+use mnemo::records::Position;
+use mnemo::{Config, Error, ErrorCategory, Mnemo};
 use serde::Serialize;
 use term::{say, say_err};
 
@@ -129,15 +131,15 @@ enum Format {
 }
 
 impl Format {
-    fn import_format(self) -> mnemo::ImportFormat {
+    fn import_format(self) -> mnemo::transcript::ImportFormat {
         match self {
-            Format::Auto => mnemo::ImportFormat::Auto,
-            Format::Mnemo => mnemo::ImportFormat::Mnemo,
-            Format::OpenaiChat => mnemo::ImportFormat::OpenaiChat,
-            Format::Codex => mnemo::ImportFormat::Codex,
-            Format::ClaudeCode => mnemo::ImportFormat::ClaudeCode,
-            Format::Maka => mnemo::ImportFormat::Maka,
-            Format::SweAgent => mnemo::ImportFormat::SweAgent,
+            Format::Auto => mnemo::transcript::ImportFormat::Auto,
+            Format::Mnemo => mnemo::transcript::ImportFormat::Mnemo,
+            Format::OpenaiChat => mnemo::transcript::ImportFormat::OpenaiChat,
+            Format::Codex => mnemo::transcript::ImportFormat::Codex,
+            Format::ClaudeCode => mnemo::transcript::ImportFormat::ClaudeCode,
+            Format::Maka => mnemo::transcript::ImportFormat::Maka,
+            Format::SweAgent => mnemo::transcript::ImportFormat::SweAgent,
         }
     }
 }
@@ -247,7 +249,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
 /// Imports each file all or nothing, in order. A file that fails stops the command: the files
 /// before it stay committed (their reports are printed), and the error names the failing file,
 /// its line, what was committed before it and what was not imported.
-fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::Result<ExitCode> {
+fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let mut reports = Vec::new();
     let bar = progress(files.len() as u64, "importing");
@@ -275,7 +277,7 @@ fn import(cli: &Cli, files: &[String], format: mnemo::ImportFormat) -> anyhow::R
 }
 
 /// What a multi-file import that stopped at `file` leaves: which files were committed, which not.
-fn import_stopped(file: &str, committed: &[mnemo::ImportReport], rest: &[String]) -> String {
+fn import_stopped(file: &str, committed: &[mnemo::transcript::ImportReport], rest: &[String]) -> String {
     let committed = if committed.is_empty() {
         "nothing".to_owned()
     } else {
@@ -293,23 +295,26 @@ fn import_stopped(file: &str, committed: &[mnemo::ImportReport], rest: &[String]
     )
 }
 
-fn print_import_reports(reports: &[mnemo::ImportReport], format: mnemo::ImportFormat) {
+fn print_import_reports(
+    reports: &[mnemo::transcript::ImportReport],
+    format: mnemo::transcript::ImportFormat,
+) {
     for r in reports {
-        let chosen = if matches!(format, mnemo::ImportFormat::Auto) { " (detected)" } else { "" };
+        let chosen = if matches!(format, mnemo::transcript::ImportFormat::Auto) { " (detected)" } else { "" };
         let what = match r.status {
-            mnemo::ImportStatus::Imported => {
+            mnemo::transcript::ImportStatus::Imported => {
                 format!("imported {} records in {} new sessions", r.records, r.sessions)
             }
-            mnemo::ImportStatus::Resumed => format!(
+            mnemo::transcript::ImportStatus::Resumed => format!(
                 "resumed: appended {} new records after {} already in the store",
                 r.records, r.already
             ),
-            mnemo::ImportStatus::AlreadyComplete if r.store_ahead > 0 => format!(
+            mnemo::transcript::ImportStatus::AlreadyComplete if r.store_ahead > 0 => format!(
                 "already complete: all {} records are in the store, which holds {} more from a later \
                  version of this file; nothing appended",
                 r.already, r.store_ahead
             ),
-            mnemo::ImportStatus::AlreadyComplete => {
+            mnemo::transcript::ImportStatus::AlreadyComplete => {
                 format!("already complete: all {} records are in the store, nothing appended", r.already)
             }
             _ => format!("{} records appended", r.records),
@@ -371,7 +376,7 @@ fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
         Err(_) => Ok(std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(mnemo::PRIVATE_FILE_MODE)
+            .mode(mnemo::log::PRIVATE_FILE_MODE)
             .open(path)
             .map_err(error)?),
     }
@@ -430,7 +435,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// A time as `YYYY-MM-DD HH:MM` UTC.
-fn date_time(at: mnemo::TimestampMs) -> String {
+fn date_time(at: mnemo::records::TimestampMs) -> String {
     let nanos = i128::from(at.0) * 1_000_000;
     match time::OffsetDateTime::from_unix_timestamp_nanos(nanos) {
         Ok(t) => format!(
@@ -493,7 +498,7 @@ fn log(cli: &Cli, from: Position, limit: usize) -> anyhow::Result<ExitCode> {
     Ok(if entries.is_empty() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn print_stats(stats: &mnemo::Stats) {
+fn print_stats(stats: &mnemo::stages::Stats) {
     say!("store       {}", stats.dir);
     say!("log head    {}", stats.head);
     say!("sessions    {}", stats.sessions);

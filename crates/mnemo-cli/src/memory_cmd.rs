@@ -3,9 +3,12 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use mnemo::{
-    EventId, ItemId, ItemInput, KeyInput, KeyOrigin, KeyType, MatchMode, MemoryItem, Mnemo, OperationId,
-    OperationResult, RecallMemory, RememberStatus, SearchRequest, SessionId, ToolCallId, WorkspaceId,
+use mnemo::Mnemo;
+use mnemo::memory::{
+    ItemInput, KeyInput, MatchMode, OperationResult, RecallMemory, RememberStatus, SearchRequest,
+};
+use mnemo::records::{
+    EventId, ItemId, KeyOrigin, KeyType, MemoryItem, OperationId, SessionId, ToolCallId, WorkspaceId,
 };
 
 use crate::term::{say, say_inline};
@@ -157,7 +160,7 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
     match command {
         MemoryCommand::Remember { session: s, tool_call } => {
             let call = tool_call.as_deref().map(ToolCallId::new).transpose().map_err(input)?;
-            let result = runtime()?.block_on(mnemo.remember(&session(s)?, call))?;
+            let result = runtime()?.block_on(mnemo.memory().remember(&session(s)?, call))?;
             output(cli, &result, || {
                 say!(
                     "{:?}{}",
@@ -172,12 +175,12 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
         }
         MemoryCommand::Extract { session: s, through } => {
             let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
-            let report = runtime()?.block_on(mnemo.extract(&session(s)?, through))?;
+            let report = runtime()?.block_on(mnemo.memory().extract(&session(s)?, through))?;
             output(cli, &report, || say!("{}", serde_json::to_string(&report.outcome).unwrap_or_default()));
             Ok(ExitCode::SUCCESS)
         }
         MemoryCommand::Get { id } => {
-            let item = mnemo.memory_get(&item_id(id)?)?;
+            let item = mnemo.memory().get(&item_id(id)?)?;
             output(cli, &item, || item.iter().for_each(print_item));
             Ok(found(item.is_some()))
         }
@@ -189,7 +192,7 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
                 include_archived: *include_archived,
                 limit: *limit,
             };
-            let items = mnemo.memory_search(&request)?;
+            let items = mnemo.memory().search(&request)?;
             output(cli, &items, || items.iter().for_each(print_item));
             Ok(found(!items.is_empty()))
         }
@@ -197,12 +200,12 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             update(cli, &mnemo, id, *expected_version, content.as_deref(), keys, op.as_ref())
         }
         MemoryCommand::Archive { id, expected_version, op } => {
-            let result = mnemo.memory_archive(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
+            let result = mnemo.memory().archive(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
             output(cli, &result, || print_operation(&result));
             Ok(ExitCode::SUCCESS)
         }
         MemoryCommand::Restore { id, expected_version, op } => {
-            let result = mnemo.memory_restore(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
+            let result = mnemo.memory().restore(operation(op.as_ref())?, item_id(id)?, *expected_version)?;
             output(cli, &result, || print_operation(&result));
             Ok(ExitCode::SUCCESS)
         }
@@ -219,7 +222,7 @@ fn update(
     op: Option<&String>,
 ) -> anyhow::Result<ExitCode> {
     let id = item_id(id)?;
-    let Some(current) = mnemo.memory_get(&id)? else {
+    let Some(current) = mnemo.memory().get(&id)? else {
         return Err(input(format!("no memory item {id}")));
     };
     let fields = current.fields;
@@ -247,7 +250,7 @@ fn update(
         keys,
         sources: fields.sources,
     };
-    let result = mnemo.memory_update(operation(op)?, id, expected_version, item)?;
+    let result = mnemo.memory().update(operation(op)?, id, expected_version, item)?;
     output(cli, &result, || print_operation(&result));
     Ok(ExitCode::SUCCESS)
 }
@@ -259,7 +262,7 @@ pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
     match &args.query {
         Some(query) => {
             let items =
-                mnemo.recall_memory(&session, &RecallMemory { query: query.clone(), limit: args.limit })?;
+                mnemo.memory().recall(&session, &RecallMemory { query: query.clone(), limit: args.limit })?;
             output(cli, &items, || {
                 for item in &items {
                     say!("{}  score {}  {}", item.item, item.score, item.content);
@@ -268,7 +271,7 @@ pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
             Ok(found(!items.is_empty()))
         }
         None => {
-            let block = mnemo.recall_block(&session, None)?;
+            let block = mnemo.memory().recall_block(&session, None)?;
             output(cli, &block, || say_inline!("{}", block.text));
             Ok(found(!block.items.is_empty()))
         }

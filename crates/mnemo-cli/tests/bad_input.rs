@@ -7,7 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use mnemo::{Config, ErrorCategory, Mnemo, Position};
+use mnemo::records::Position;
+use mnemo::{Config, ErrorCategory, Mnemo};
 
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/bad-input");
 const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
@@ -131,7 +132,7 @@ fn every_bad_input_fails_clearly_through_the_facade_and_changes_nothing() {
     }
     // A file already imported appends nothing.
     let again = mnemo.import_transcript(&std::fs::read(SAMPLE).unwrap(), "again.jsonl").unwrap();
-    assert_eq!((again.status, again.records), (mnemo::ImportStatus::AlreadyComplete, 0));
+    assert_eq!((again.status, again.records), (mnemo::transcript::ImportStatus::AlreadyComplete, 0));
     assert_eq!(fingerprint(&mnemo), before);
     let verification = mnemo.verify(&mut |_| {}).unwrap();
     assert!(verification.ok(), "{verification:?}");

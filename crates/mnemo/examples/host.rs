@@ -6,13 +6,19 @@
 
 use std::error::Error;
 
-use mnemo::{
-    Author, CompactOptions, Config, Content, ContextOptions, EventId, ExpectedRevision, FunctionCall,
-    FunctionResponse, HistoryContext, HistoryItem, HistoryReadRequest, HistorySearchRequest, InvocationId,
-    MidTurnOptions, Mnemo, OverflowLatch, OverflowRecovery, ProviderOverflow, RecallMemory, Record, Role,
-    RunId, RuntimeEvent, SessionId, SessionOpened, StreamId, TextContent, TimestampMs, ToolCallId, TurnEnded,
+use mnemo::compaction::{
+    CompactOptions, ContextOptions, HistoryItem, MidTurnOptions, OverflowLatch, OverflowRecovery,
+    ProviderOverflow,
+};
+use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
+use mnemo::log::ExpectedRevision;
+use mnemo::memory::RecallMemory;
+use mnemo::records::{
+    Author, Content, EventId, FunctionCall, FunctionResponse, InvocationId, Record, Role, RunId,
+    RuntimeEvent, SessionId, SessionOpened, StreamId, TextContent, TimestampMs, ToolCallId, TurnEnded,
     TurnId, TurnStatus, WorkspaceId,
 };
+use mnemo::{Config, Mnemo};
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, Box<dyn Error>>;
@@ -123,7 +129,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         session: session.clone(),
         workspace: Some(WorkspaceId::new("acme/api")?),
         incognito: false,
-        memory: mnemo::MemoryMode::Enabled,
+        memory: mnemo::records::MemoryMode::Enabled,
         subagent: false,
         title: Some("Speed up the CI pipeline".to_owned()),
     };
@@ -174,7 +180,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         "patched 1 file",
         "Done: release.yml restores nothing and saves nothing.",
     )?;
-    let remembered = runtime.block_on(mnemo.remember(&session, None))?;
+    let remembered = runtime.block_on(mnemo.memory().remember(&session, None))?;
     let contents: Vec<&str> = remembered.requested_items.iter().map(|i| i.content.as_str()).collect();
     println!("appended 6 turns; remember: {:?} {contents:?}", remembered.status);
     seen.remembered = contents.iter().map(|c| (*c).to_owned()).collect();
@@ -184,7 +190,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         context: ContextOptions { window: Some(3_000), ..ContextOptions::default() },
         ..CompactOptions::default()
     };
-    let prepared = runtime.block_on(mnemo.prepare_history(&session, &options))?;
+    let prepared = runtime.block_on(mnemo.compaction().prepare_history(&session, &options))?;
     let history = &prepared.history;
     seen.compacted = prepared.recorded.is_some();
     println!(
@@ -215,7 +221,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
     };
     seen.overflow_turn = new_turn;
     let mut latch = OverflowLatch::default();
-    match runtime.block_on(mnemo.recover_from_overflow(
+    match runtime.block_on(mnemo.compaction().recover_from_overflow(
         &session,
         &mut latch,
         &overflow,
@@ -234,7 +240,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         other => println!("overflow: surface the provider's error ({other:?})"),
     }
     // A second overflow in the same turn is never retried.
-    let again = runtime.block_on(mnemo.recover_from_overflow(
+    let again = runtime.block_on(mnemo.compaction().recover_from_overflow(
         &session,
         &mut latch,
         &overflow,
@@ -245,7 +251,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
 
     // 4. The model's history tools.
     let tools = HistoryContext::default();
-    if let Ok(search) = mnemo.search_history(&HistorySearchRequest::new("cargo cache"), &tools, None)? {
+    if let Ok(search) = mnemo.history().search(&HistorySearchRequest::new("cargo cache"), &tools, None)? {
         seen.search_rows = search.rows.len();
         for row in search.rows.iter().take(3) {
             println!("search: {} {} {}", row.session_id, row.summary, row.snippet);
@@ -256,15 +262,16 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         turn_id: Some("t2".to_owned()),
         ..HistoryReadRequest::default()
     };
-    if let Ok(read) = mnemo.read_history(&read, &tools, None)? {
+    if let Ok(read) = mnemo.history().read(&read, &tools, None)? {
         println!("read: {} turns around t2", read.turns.len());
     }
 
     // 5. Recall what was remembered: pushed into the next request, or pulled by the model's tool.
-    let block = mnemo.recall_block(&session, Some("release branch cache"))?;
+    let block = mnemo.memory().recall_block(&session, Some("release branch cache"))?;
     println!("recall block (~{} tokens):\n{}", block.tokens, block.text);
-    let pulled =
-        mnemo.recall_memory(&session, &RecallMemory { query: "release cache".to_owned(), limit: Some(3) })?;
+    let pulled = mnemo
+        .memory()
+        .recall(&session, &RecallMemory { query: "release cache".to_owned(), limit: Some(3) })?;
     println!("recall tool: {} item(s)", pulled.len());
     seen.recalled = pulled.len();
 

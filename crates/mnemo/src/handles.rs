@@ -124,7 +124,7 @@ impl Memory<'_> {
     /// before that `memory_remember` call; without one, at the session's last event. A replay
     /// returns the same result with no model call.
     pub async fn remember(
-        &self,
+        self,
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> Result<RememberResult> {
@@ -133,7 +133,7 @@ impl Memory<'_> {
 
     /// [`Memory::remember`] with the whole extraction report.
     pub async fn remember_report(
-        &self,
+        self,
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> Result<ExtractionReport> {
@@ -143,7 +143,7 @@ impl Memory<'_> {
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
     /// last event), in the session's background lane.
     pub async fn extract(
-        &self,
+        self,
         session: &SessionId,
         terminal_event: Option<EventId>,
     ) -> Result<ExtractionReport> {
@@ -160,18 +160,14 @@ impl Memory<'_> {
     /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
     /// extraction, it runs now through the turn's last event and its report is returned; otherwise
     /// nothing runs. Hosts that must not wait spawn this.
-    pub async fn complete_turn(
-        &self,
-        session: &SessionId,
-        turn: &TurnId,
-    ) -> Result<Option<ExtractionReport>> {
+    pub async fn complete_turn(self, session: &SessionId, turn: &TurnId) -> Result<Option<ExtractionReport>> {
         self.mnemo.complete_turn(session, turn).await
     }
 
     /// Extraction over what `checkpoint` covers, in the session's background lane. Compaction calls
     /// it after recording an eligible checkpoint; a host calls it only to retry one.
     pub async fn on_checkpoint_recorded(
-        &self,
+        self,
         session: &SessionId,
         checkpoint: &CheckpointId,
     ) -> Result<ExtractionReport> {
@@ -274,14 +270,14 @@ impl<'a> Compaction<'a> {
 
     /// Compacts `session` now (the manual trigger). A failure to summarize or record is not an
     /// error: the outcome's history says how it failed open.
-    pub async fn compact(&self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome> {
+    pub async fn compact(self, session: &SessionId, options: &CompactOptions) -> Result<CompactionOutcome> {
         self.mnemo.compact(session, options).await
     }
 
     /// Prepares the next request's history the way a runtime does before each turn: replays a
     /// fitting checkpoint, or compacts when the policy says so, or falls back.
     pub async fn prepare_history(
-        &self,
+        self,
         session: &SessionId,
         options: &CompactOptions,
     ) -> Result<CompactionOutcome> {
@@ -310,7 +306,7 @@ impl<'a> Compaction<'a> {
     /// Every failure is a fail-open outcome; the turn keeps its raw projection. Waits at most
     /// `mid_turn.ledger_wait` for `mid_turn.durable_through`.
     pub async fn compact_mid_turn(
-        &self,
+        self,
         session: &SessionId,
         mid_turn: &MidTurnOptions,
         options: &CompactOptions,
@@ -323,7 +319,7 @@ impl<'a> Compaction<'a> {
     /// images; otherwise a compaction whose replacement must be smaller than the rejected request.
     /// On failure the host surfaces the provider's real error; nothing synthetic is produced.
     pub async fn recover_from_overflow(
-        &self,
+        self,
         session: &SessionId,
         latch: &mut OverflowLatch,
         overflow: &ProviderOverflow,

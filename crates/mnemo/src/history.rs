@@ -7,6 +7,7 @@
 //! memory for the folded state; live calls read the stages' stores directly.
 
 pub use crate::handles::History;
+pub use crate::listing::SessionListing;
 pub use mnemo_history::{
     HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
     MessageKind, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_SIDE_TURNS_MAX, READ_TURNS_MAX,

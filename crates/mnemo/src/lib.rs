@@ -13,11 +13,14 @@
 //! included); this is its core:
 //!
 //! ```
-//! use mnemo::{
-//!     Author, Config, Content, ContextOptions, ExpectedRevision, HistoryContext, HistorySearchRequest,
-//!     InvocationId, Mnemo, Record, Role, RunId, RuntimeEvent, SessionId, StreamId, TextContent,
-//!     TimestampMs, TurnId, EventId,
+//! use mnemo::compaction::ContextOptions;
+//! use mnemo::history::{HistoryContext, HistorySearchRequest};
+//! use mnemo::log::ExpectedRevision;
+//! use mnemo::records::{
+//!     Author, Content, EventId, InvocationId, Record, Role, RunId, RuntimeEvent, SessionId, StreamId,
+//!     TextContent, TimestampMs, TurnId,
 //! };
+//! use mnemo::{Config, Mnemo};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
@@ -40,17 +43,17 @@
 //! mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &records)?;
 //!
 //! // The next provider request's history: a checkpoint summary (once compacted) and the raw tail.
-//! let history = mnemo.context(&session, &ContextOptions::default())?;
+//! let history = mnemo.compaction().context(&session, &ContextOptions::default())?;
 //! assert_eq!(history.items.len(), 2);
 //!
 //! // The model's SearchHistory tool.
-//! let found = mnemo.search_history(&HistorySearchRequest::new("deploy"), &HistoryContext::default(), None)?;
+//! let found = mnemo.history().search(&HistorySearchRequest::new("deploy"), &HistoryContext::default(), None)?;
 //! assert!(found.is_ok_and(|search| !search.rows.is_empty()));
 //!
 //! // The memory_remember tool, then recall for the next request.
 //! let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
-//! runtime.block_on(mnemo.remember(&session, None))?;
-//! let block = mnemo.recall_block(&session, Some("how do I deploy"))?;
+//! runtime.block_on(mnemo.memory().remember(&session, None))?;
+//! let block = mnemo.memory().recall_block(&session, Some("how do I deploy"))?;
 //! assert!(block.text.contains("make release"));
 //! mnemo.close()?;
 //! # Ok(())
@@ -165,14 +168,18 @@ pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptEr
 /// The async API may be shared across threads and its futures moved between them: a host runs it
 /// on a multi-threaded runtime. This fails to compile if that stops being true.
 #[expect(dead_code, reason = "a compile-time assertion, never called")]
-fn async_api_is_send_and_sync(mnemo: &Mnemo, session: &SessionId, options: &CompactOptions) {
+fn async_api_is_send_and_sync(mnemo: &Mnemo, session: &SessionId, turn: &TurnId, options: &CompactOptions) {
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send>(_: &T) {}
     send_sync::<Mnemo>();
-    send(&mnemo.compact(session, options));
-    send(&mnemo.prepare_history(session, options));
-    send(&mnemo.remember(session, None));
-    send(&mnemo.extract(session, None));
+    send(&mnemo.compaction().compact(session, options));
+    send(&mnemo.compaction().prepare_history(session, options));
+    send(&mnemo.memory().remember(session, None));
+    send(&mnemo.memory().extract(session, None));
+    send(&mnemo.memory().complete_turn(session, turn));
+    send_sync::<history::History<'_>>();
+    send_sync::<memory::Memory<'_>>();
+    send_sync::<compaction::Compaction<'_>>();
 }
 
 /// The README's Rust examples compile as doctests, so the embedding guide stays true.

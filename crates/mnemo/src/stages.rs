@@ -3,7 +3,7 @@
 //! pipeline spec picks from these.
 
 pub use crate::mnemo::{CATCH_UP_TIMEOUT, StageReport, StageVerification, Stats, Verification};
-pub use mnemo_pipeline::{PipelineError, StageStatus};
+pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
 
 use mnemo_pipeline::StageRegistry;
 

@@ -7,9 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mnemo::{
-    Config, Error, ImportFormat, ImportStatus, ManualClock, Mnemo, Position, SessionId, StageReport,
-};
+use mnemo::log::ManualClock;
+use mnemo::records::{Position, SessionId};
+use mnemo::stages::StageReport;
+use mnemo::transcript::{ImportFormat, ImportStatus};
+use mnemo::{Config, Error, Mnemo};
 
 fn open(dir: &Path) -> Mnemo {
     let config = Config { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1)), ..Config::default() };
@@ -24,7 +26,7 @@ fn read(path: &Path) -> Vec<u8> {
     std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn import(mnemo: &Mnemo, path: &Path) -> mnemo::ImportReport {
+fn import(mnemo: &Mnemo, path: &Path) -> mnemo::transcript::ImportReport {
     mnemo.import(&read(path), &path.display().to_string(), ImportFormat::Auto).unwrap()
 }
 
@@ -33,8 +35,8 @@ fn observed(mnemo: &Mnemo) -> (Vec<StageReport>, Vec<String>) {
     mnemo.catch_up().unwrap();
     let stages = mnemo.stats().unwrap().stages;
     let mut messages = Vec::new();
-    for summary in mnemo.sessions().unwrap() {
-        let transcript = mnemo.show(&summary.session, None).unwrap().unwrap();
+    for summary in mnemo.history().sessions().unwrap() {
+        let transcript = mnemo.history().transcript(&summary.session, None).unwrap().unwrap();
         for message in transcript.messages {
             messages.push(format!("{} {} {:?}", summary.session, message.event_id, message.text));
         }
@@ -212,5 +214,5 @@ fn an_event_id_already_used_by_another_file_is_refused() {
     assert_eq!((error.source_name.as_str(), error.line), ("two.jsonl", 2), "{error}");
     assert!(error.reason.contains("event id e1 is already in the store"), "{error}");
     assert_eq!(mnemo.log().head(), head, "nothing appended");
-    assert!(mnemo.session(&SessionId::new("s2").unwrap()).unwrap().is_none());
+    assert!(mnemo.history().session(&SessionId::new("s2").unwrap()).unwrap().is_none());
 }

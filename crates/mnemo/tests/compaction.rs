@@ -9,13 +9,19 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use mnemo::{
-    AssembledHistory, BoxFuture, CheckpointPhase, CheckpointRecord, CompactOptions, Config, Connection,
-    ContextOptions, CopyBoundary, Decision, ExpectedRevision, FinishReason, HistoryItem, MidTurnOptions,
-    MidTurnOutcome, Mnemo, OverflowLatch, OverflowRecovery, Position, ProviderCompactionRequest,
-    ProviderCompactor, ProviderOverflow, Record, RuntimeEvent, SessionId, StreamId, SummarizeError,
-    Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnId,
+use mnemo::compaction::{
+    AssembledHistory, CompactOptions, Connection, ContextOptions, Decision, FinishReason, HistoryItem,
+    MidTurnOptions, MidTurnOutcome, OverflowLatch, OverflowRecovery, ProviderCompactionRequest,
+    ProviderCompactor, ProviderOverflow, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest,
+    SummaryResponse,
 };
+use mnemo::log::ExpectedRevision;
+use mnemo::memory::BoxFuture;
+use mnemo::records::{
+    CheckpointPhase, CheckpointRecord, CopyBoundary, Position, Record, RuntimeEvent, SessionId, StreamId,
+    TurnId,
+};
+use mnemo::{Config, Mnemo};
 use serde_json::{Value, json};
 
 const SESSION: &str = "s-long";
@@ -70,7 +76,8 @@ fn store(turns: usize, config: &str) -> (tempfile::TempDir, Mnemo) {
 
 /// Appends more turns to the session.
 fn append_turns(mnemo: &Mnemo, first: usize, turns: usize) {
-    let transcript = mnemo::parse_transcript(turns_jsonl(first, turns, false).as_bytes(), "more").unwrap();
+    let transcript =
+        mnemo::transcript::parse_transcript(turns_jsonl(first, turns, false).as_bytes(), "more").unwrap();
     let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
     let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
     mnemo.catch_up_to(appended.last_position).unwrap();
@@ -85,7 +92,7 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 }
 
 fn context(mnemo: &Mnemo) -> AssembledHistory {
-    mnemo.context(&sid(), &ContextOptions::default()).unwrap()
+    mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap()
 }
 
 fn checkpoint_records(mnemo: &Mnemo) -> Vec<CheckpointRecord> {
@@ -98,13 +105,13 @@ fn checkpoint_records(mnemo: &Mnemo) -> Vec<CheckpointRecord> {
         .collect()
 }
 
-fn compact_with(mnemo: &Mnemo, summarizer: Arc<dyn Summarizer>) -> mnemo::CompactionOutcome {
+fn compact_with(mnemo: &Mnemo, summarizer: Arc<dyn Summarizer>) -> mnemo::compaction::CompactionOutcome {
     let options = CompactOptions { summarizer: Some(summarizer), ..CompactOptions::default() };
-    block_on(mnemo.compact(&sid(), &options)).unwrap()
+    block_on(mnemo.compaction().compact(&sid(), &options)).unwrap()
 }
 
-fn compact(mnemo: &Mnemo) -> mnemo::CompactionOutcome {
-    block_on(mnemo.compact(&sid(), &CompactOptions::default())).unwrap()
+fn compact(mnemo: &Mnemo) -> mnemo::compaction::CompactionOutcome {
+    block_on(mnemo.compaction().compact(&sid(), &CompactOptions::default())).unwrap()
 }
 
 /// A summarizer that answers with a fixed text (and finish reason), or an error, and records what it
@@ -167,7 +174,7 @@ fn a_long_session_compacts_and_assembly_reads_only_the_checkpoint_and_the_tail()
     let (_dir, mnemo) = store(40, "max_history_tokens = 2000");
     let before = context(&mnemo);
     assert!(before.diagnostics.compaction_due, "{:?}", before.diagnostics);
-    let outcome = block_on(mnemo.prepare_history(&sid(), &CompactOptions::default())).unwrap();
+    let outcome = block_on(mnemo.compaction().prepare_history(&sid(), &CompactOptions::default())).unwrap();
     let recorded = outcome.recorded.expect("the writer records a checkpoint");
     assert_eq!(recorded.checkpoint.coverage.event_count, 39 * 4, "everything but the latest turn is folded");
     assert_eq!(outcome.history.notes[0].kind, "context_compacted");
@@ -235,15 +242,18 @@ fn assembly_as_of_an_earlier_position_sees_the_log_as_it_was() {
     let head_before = mnemo.log().head();
     let recorded = compact(&mnemo).recorded.unwrap();
     let then = mnemo
+        .compaction()
         .context(&sid(), &ContextOptions { as_of: Some(head_before), ..ContextOptions::default() })
         .unwrap();
     assert!(then.boundary.is_none());
     assert_eq!(then.position, head_before);
     let now = mnemo
+        .compaction()
         .context(&sid(), &ContextOptions { as_of: Some(recorded.position), ..ContextOptions::default() })
         .unwrap();
     assert_eq!(now.boundary.unwrap().checkpoint, recorded.checkpoint.checkpoint);
     let early = mnemo
+        .compaction()
         .context(&sid(), &ContextOptions { as_of: Some(Position(8)), ..ContextOptions::default() })
         .unwrap();
     assert_eq!(early.events().count(), 6, "the events at positions 2-5, 7 and 8");
@@ -271,7 +281,11 @@ fn a_crash_between_summarizing_and_the_durable_append_leaves_no_checkpoint() {
     let (_dir, mnemo) = store(10, "");
     let options = CompactOptions { summarizer: Some(Arc::new(Hanging)), ..CompactOptions::default() };
     let cut = block_on(async {
-        tokio::time::timeout(std::time::Duration::from_millis(200), mnemo.compact(&sid(), &options)).await
+        tokio::time::timeout(
+            std::time::Duration::from_millis(200),
+            mnemo.compaction().compact(&sid(), &options),
+        )
+        .await
     });
     assert!(cut.is_err(), "the compaction was cut off");
     assert!(checkpoint_records(&mnemo).is_empty());
@@ -492,14 +506,14 @@ fn an_oversized_latest_turn_folds_everything_or_ends_the_turn() {
         "{{\"session\":\"{SESSION}\",\"turn\":\"t900\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"{}\"}}]}}\n",
         "word ".repeat(1000)
     );
-    let transcript = mnemo::parse_transcript(huge.as_bytes(), "huge").unwrap();
+    let transcript = mnemo::transcript::parse_transcript(huge.as_bytes(), "huge").unwrap();
     let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
     let appended = mnemo.append(&StreamId::session(&sid()), ExpectedRevision::Any, &records).unwrap();
     mnemo.catch_up_to(appended.last_position).unwrap();
     let history = context(&mnemo);
     assert!(history.diagnostics.oversized_turn, "{:?}", history.diagnostics);
     let options = CompactOptions { summarizer: Some(Scripted::unlimited(GOOD)), ..CompactOptions::default() };
-    let outcome = block_on(mnemo.prepare_history(&sid(), &options)).unwrap();
+    let outcome = block_on(mnemo.compaction().prepare_history(&sid(), &options)).unwrap();
     let recorded = outcome.recorded.clone().unwrap_or_else(|| panic!("{:?}", outcome.history.diagnostics));
     assert_eq!(recorded.checkpoint.coverage.event_count, 25);
     assert_eq!(outcome.history.diagnostics.context_budget_exhausted, None);
@@ -511,7 +525,7 @@ fn an_oversized_latest_turn_folds_everything_or_ends_the_turn() {
         summarizer: Some(Scripted::error(SummarizeError::Provider("x".to_owned()))),
         ..CompactOptions::default()
     };
-    let outcome = block_on(mnemo.prepare_history(&sid(), &options)).unwrap();
+    let outcome = block_on(mnemo.compaction().prepare_history(&sid(), &options)).unwrap();
     assert_eq!(outcome.history.diagnostics.context_budget_exhausted, Some("summarizer_failed"));
 }
 
@@ -551,9 +565,10 @@ fn provider_state_replays_only_to_its_own_connection_and_never_as_text() {
         provider_compactor: Some(Arc::new(Codex { items: 1 })),
         ..CompactOptions::default()
     };
-    let recorded = block_on(mnemo.compact(&sid(), &options)).unwrap().recorded.unwrap();
+    let recorded = block_on(mnemo.compaction().compact(&sid(), &options)).unwrap().recorded.unwrap();
     assert_eq!(recorded.checkpoint.version(), 3);
     let history = mnemo
+        .compaction()
         .context(&sid(), &ContextOptions { connection: codex.clone(), ..ContextOptions::default() })
         .unwrap();
     assert!(
@@ -561,8 +576,10 @@ fn provider_state_replays_only_to_its_own_connection_and_never_as_text() {
     );
     assert!(!history.items.iter().any(|i| matches!(i, HistoryItem::Checkpoint { .. })));
     let other = Connection { model: "gpt-4".to_owned(), ..codex };
-    let history =
-        mnemo.context(&sid(), &ContextOptions { connection: other, ..ContextOptions::default() }).unwrap();
+    let history = mnemo
+        .compaction()
+        .context(&sid(), &ContextOptions { connection: other, ..ContextOptions::default() })
+        .unwrap();
     assert!(history.boundary.is_none());
     assert_eq!(history.diagnostics.skipped_reason_counts.get("provider_state_unreplayable"), Some(&1));
     // Two compaction items are invalid provider state.
@@ -572,7 +589,7 @@ fn provider_state_replays_only_to_its_own_connection_and_never_as_text() {
         provider_compactor: Some(Arc::new(Codex { items: 2 })),
         ..CompactOptions::default()
     };
-    let outcome = block_on(mnemo.compact(&sid(), &options)).unwrap();
+    let outcome = block_on(mnemo.compaction().compact(&sid(), &options)).unwrap();
     assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("invalid_provider_state"));
 }
 
@@ -583,7 +600,8 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
     let current = TurnId::new("t029").unwrap();
     let anchor = events.iter().find(|e| e.turn_id == current).unwrap().id.clone();
     let request = MidTurnOptions::new(current.clone(), anchor.clone(), 100_000);
-    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    let outcome =
+        block_on(mnemo.compaction().compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     let MidTurnOutcome::Replaced { checkpoint, items } = outcome else { panic!("{outcome:?}") };
     assert_eq!(checkpoint.checkpoint.phase, CheckpointPhase::MidTurn);
     assert_eq!(checkpoint.checkpoint.head_anchor.as_ref().unwrap().event, anchor);
@@ -594,8 +612,9 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
     let history = context(&mnemo);
     assert_eq!(history.boundary.unwrap().phase, CheckpointPhase::MidTurn);
     // An anchor that is not durable fails open.
-    let missing = MidTurnOptions { anchor: mnemo::EventId::new("nope").unwrap(), ..request };
-    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &missing, &CompactOptions::default())).unwrap();
+    let missing = MidTurnOptions { anchor: mnemo::records::EventId::new("nope").unwrap(), ..request };
+    let outcome =
+        block_on(mnemo.compaction().compact_mid_turn(&sid(), &missing, &CompactOptions::default())).unwrap();
     assert_eq!(
         outcome,
         MidTurnOutcome::FailOpen {
@@ -609,10 +628,10 @@ fn mid_turn_compaction_keeps_the_anchor_and_never_splits_a_call() {
 fn copy_rebuilds_text_checkpoints_under_new_identities() {
     let (_dir, mnemo) = store(8, "");
     let recorded = compact(&mnemo).recorded.unwrap();
-    let report = mnemo.copy_conversation(&sid(), None, None).unwrap();
+    let report = mnemo.compaction().copy(&sid(), None, None).unwrap();
     assert_eq!(report.events, 32);
     assert_eq!(report.checkpoints_rebuilt, 1);
-    let copy = mnemo.context(&report.session, &ContextOptions::default()).unwrap();
+    let copy = mnemo.compaction().context(&report.session, &ContextOptions::default()).unwrap();
     let boundary = copy.boundary.clone().unwrap();
     assert_ne!(boundary.checkpoint, recorded.checkpoint.checkpoint);
     assert_eq!(boundary.covered_events, recorded.checkpoint.coverage.event_count);
@@ -622,11 +641,12 @@ fn copy_rebuilds_text_checkpoints_under_new_identities() {
     assert!(copied.iter().all(|e| e.turn_id.as_str() == "t007"), "turn ids are kept");
     // Through a turn: a branch holds that turn's prefix and the checkpoint is left out with it.
     let branch = mnemo
-        .copy_conversation(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None)
+        .compaction()
+        .copy(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None)
         .unwrap();
     assert_eq!((branch.events, branch.checkpoints_rebuilt), (12, 0));
     // The same target again is a conflict: nothing is appended twice.
-    assert!(mnemo.copy_conversation(&sid(), None, Some(report.session.clone())).is_err());
+    assert!(mnemo.compaction().copy(&sid(), None, Some(report.session.clone())).is_err());
 }
 
 #[test]
@@ -637,13 +657,13 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     provider.body =
         mnemo_core::CheckpointBody::Provider { state: mnemo_compaction::testing::provider_state() };
     append_checkpoint(&mnemo, provider);
-    let report = mnemo.copy_conversation(&sid(), None, None).unwrap();
+    let report = mnemo.compaction().copy(&sid(), None, None).unwrap();
     assert_eq!((report.checkpoints_rebuilt, report.checkpoints_dropped), (0, 1));
 
     let mut superseded = build(&events[..12], GOOD);
     superseded.source_policy_version = "maka.compactable_runtime_event_projection.v0".to_owned();
     append_checkpoint(&mnemo, superseded);
-    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    let error = mnemo.compaction().copy(&sid(), None, None).unwrap_err().to_string();
     assert!(
         error.contains("invalid history compact checkpoint") && error.contains("source policy"),
         "{error}"
@@ -654,7 +674,7 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
     let mut skipping = events[..7].to_vec();
     skipping.push(events[8].clone());
     append_checkpoint(&mnemo, build(&skipping, GOOD));
-    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    let error = mnemo.compaction().copy(&sid(), None, None).unwrap_err().to_string();
     assert!(error.contains("unmatched") && error.contains("coverage_miss"), "{error}");
 
     let (_dir, mnemo) = store(200, "");
@@ -678,7 +698,7 @@ fn copy_drops_provider_state_and_refuses_bad_checkpoints() {
         summary_format: mnemo_core::SummaryFormat::SectionsV1,
     };
     append_checkpoint(&mnemo, small);
-    let error = mnemo.copy_conversation(&sid(), None, None).unwrap_err().to_string();
+    let error = mnemo.compaction().copy(&sid(), None, None).unwrap_err().to_string();
     assert!(error.contains("malformed_summary_too_small_for_fold"), "{error}");
 }
 
@@ -716,9 +736,9 @@ fn a_write_superseded_while_summarizing_fails_open_as_write_failed_and_records_n
     let fast_options = CompactOptions { summarizer: Some(fast), ..CompactOptions::default() };
     let session = sid();
     let (slow_outcome, fast_outcome) = block_on(async {
-        let slow = mnemo.compact(&session, &slow_options);
+        let slow = mnemo.compaction().compact(&session, &slow_options);
         let fast = async {
-            let outcome = mnemo.compact(&session, &fast_options).await;
+            let outcome = mnemo.compaction().compact(&session, &fast_options).await;
             gate.notify_one();
             outcome
         };
@@ -756,7 +776,7 @@ fn a_checkpoint_appended_by_the_host_is_what_the_next_write_is_checked_against()
 }
 
 /// The current turn of a 30-turn store and its anchor.
-fn current_turn(mnemo: &Mnemo) -> (TurnId, mnemo::EventId) {
+fn current_turn(mnemo: &Mnemo) -> (TurnId, mnemo::records::EventId) {
     let current = TurnId::new("t029").unwrap();
     let anchor = session_events(mnemo).iter().find(|e| e.turn_id == current).unwrap().id.clone();
     (current, anchor)
@@ -770,7 +790,8 @@ fn mid_turn_waits_for_the_step_to_be_durable_and_fails_open_when_it_never_is() {
     let mut request = MidTurnOptions::new(turn, anchor, 100_000);
     request.durable_through = Some(Position(head.0 + 5));
     request.ledger_wait = std::time::Duration::from_millis(50);
-    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    let outcome =
+        block_on(mnemo.compaction().compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     assert_eq!(
         outcome,
         MidTurnOutcome::FailOpen {
@@ -780,11 +801,15 @@ fn mid_turn_waits_for_the_step_to_be_durable_and_fails_open_when_it_never_is() {
     );
     assert!(checkpoint_records(&mnemo).is_empty());
     request.durable_through = Some(head);
-    let outcome = block_on(mnemo.compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
+    let outcome =
+        block_on(mnemo.compaction().compact_mid_turn(&sid(), &request, &CompactOptions::default())).unwrap();
     assert!(matches!(outcome, MidTurnOutcome::Replaced { .. }), "{outcome:?}");
     // An unknown session is the caller's error, not a failed ledger read.
     let unknown = SessionId::new("nobody").unwrap();
-    assert!(block_on(mnemo.compact_mid_turn(&unknown, &request, &CompactOptions::default())).is_err());
+    assert!(
+        block_on(mnemo.compaction().compact_mid_turn(&unknown, &request, &CompactOptions::default()))
+            .is_err()
+    );
 }
 
 fn overflow(request: MidTurnOptions, step: u64) -> ProviderOverflow {
@@ -804,7 +829,7 @@ fn overflow_recovery_retries_once_and_otherwise_surfaces_the_provider_error() {
     let (turn, anchor) = current_turn(&mnemo);
     let request = MidTurnOptions::new(turn, anchor.clone(), 100_000);
     let recover = |latch: &mut OverflowLatch, overflow: &ProviderOverflow, options: &CompactOptions| {
-        block_on(mnemo.recover_from_overflow(&sid(), latch, overflow, options)).unwrap()
+        block_on(mnemo.compaction().recover_from_overflow(&sid(), latch, overflow, options)).unwrap()
     };
     let defaults = CompactOptions::default();
     // Not a context-length error, or output already seen: no retry, nothing recorded.

@@ -5,7 +5,11 @@
 
 use std::sync::Arc;
 
-use mnemo::{CompactOptions, Config, ManualClock, Mnemo, Position, RecallMemory, SessionId};
+use mnemo::compaction::CompactOptions;
+use mnemo::log::ManualClock;
+use mnemo::memory::RecallMemory;
+use mnemo::records::{Position, SessionId};
+use mnemo::{Config, Mnemo};
 use mnemo_core::BoundaryDisposition;
 
 const TRANSCRIPT: &str = r#"{"kind":"session","session":"s1","workspace":"w1"}
@@ -59,10 +63,11 @@ fn an_automatic_checkpoint_runs_extraction_over_the_turns_it_folds() {
     let mnemo = open(dir.path());
     mnemo.import_transcript(transcript().as_bytes(), "t.jsonl").unwrap();
     let session = SessionId::new("s1").unwrap();
-    assert_eq!(mnemo.memory_cursor(&session).unwrap(), 0);
+    assert_eq!(mnemo.memory().cursor(&session).unwrap(), 0);
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let outcome = runtime.block_on(mnemo.prepare_history(&session, &CompactOptions::default())).unwrap();
+    let outcome =
+        runtime.block_on(mnemo.compaction().prepare_history(&session, &CompactOptions::default())).unwrap();
     let recorded =
         outcome.recorded.unwrap_or_else(|| panic!("no checkpoint: {:?}", outcome.history.diagnostics));
     let boundary = recorded.checkpoint.extraction_boundary.as_ref().unwrap();
@@ -75,9 +80,9 @@ fn an_automatic_checkpoint_runs_extraction_over_the_turns_it_folds() {
         .map(|e| e.kind)
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("memory_commit"), "{kinds:?}");
-    assert!(mnemo.memory_cursor(&session).unwrap() > 0, "the extraction cursor advanced");
+    assert!(mnemo.memory().cursor(&session).unwrap() > 0, "the extraction cursor advanced");
     let recalled =
-        mnemo.recall_memory(&session, &RecallMemory { query: "tabs".to_owned(), limit: None }).unwrap();
+        mnemo.memory().recall(&session, &RecallMemory { query: "tabs".to_owned(), limit: None }).unwrap();
     assert!(!recalled.is_empty(), "the stated preference became an item");
 }
 
@@ -88,9 +93,9 @@ fn manual_compaction_freezes_no_extraction_boundary() {
     mnemo.import_transcript(transcript().as_bytes(), "t.jsonl").unwrap();
     let session = SessionId::new("s1").unwrap();
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let outcome = runtime.block_on(mnemo.compact(&session, &CompactOptions::default())).unwrap();
+    let outcome = runtime.block_on(mnemo.compaction().compact(&session, &CompactOptions::default())).unwrap();
     let recorded =
         outcome.recorded.unwrap_or_else(|| panic!("no checkpoint: {:?}", outcome.history.diagnostics));
     assert_eq!(recorded.checkpoint.extraction_boundary, None);
-    assert_eq!(mnemo.memory_cursor(&session).unwrap(), 0, "no extraction ran");
+    assert_eq!(mnemo.memory().cursor(&session).unwrap(), 0, "no extraction ran");
 }

@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mnemo::{Config, ImportFormat, ManualClock, Mnemo, Position, SessionId};
+use mnemo::log::ManualClock;
+use mnemo::records::{Position, SessionId};
+use mnemo::transcript::ImportFormat;
+use mnemo::{Config, Mnemo};
 
 const FIXTURES: [&str; 11] = [
     "codex-rollout.jsonl",
@@ -91,7 +94,7 @@ fn events_the_parts_form_cannot_hold_travel_whole_and_other_records_are_counted(
     first.import(&fixture("maka-events.jsonl"), "maka", ImportFormat::Maka).unwrap();
     first.import(&fixture("samples/coding-session.jsonl"), "coding", ImportFormat::Mnemo).unwrap();
     // A copy adds a record the transcript format does not carry, and a session made of copies.
-    let copy = first.copy_conversation(&SessionId::new("sess-2026-01-05-auth").unwrap(), None, None).unwrap();
+    let copy = first.compaction().copy(&SessionId::new("sess-2026-01-05-auth").unwrap(), None, None).unwrap();
     let mut exported = Vec::new();
     let report = first.export_transcript(&mut exported).unwrap();
     assert_eq!(report.sessions, 3);

@@ -23,15 +23,15 @@ fn the_host_example_overflows_in_a_new_turn_not_one_that_already_ended() {
     let dir = tempfile::tempdir().unwrap();
     let tour = host::tour(dir.path()).unwrap();
     let mnemo = mnemo::Mnemo::open(dir.path(), mnemo::Config::default()).unwrap();
-    let entries = mnemo.log_entries(mnemo::Position(1), usize::MAX).unwrap();
-    let turn_of = |entry: &mnemo::LogEntry| {
+    let entries = mnemo.log_entries(mnemo::records::Position(1), usize::MAX).unwrap();
+    let turn_of = |entry: &mnemo::log::LogEntry| {
         let record = &entry.record;
         record.get("turnId").or_else(|| record.get("turn")).and_then(|t| t.as_str()).map(str::to_owned)
     };
     let ended: Vec<String> = entries.iter().filter(|e| e.kind == "turn_ended").filter_map(turn_of).collect();
     assert!(ended.len() >= 6, "the tour ends its first turns: {ended:?}");
     assert!(!ended.contains(&tour.overflow_turn), "turn {} had already ended: {ended:?}", tour.overflow_turn);
-    let events: Vec<&mnemo::LogEntry> =
+    let events: Vec<&mnemo::log::LogEntry> =
         entries.iter().filter(|e| turn_of(e).as_deref() == Some(tour.overflow_turn.as_str())).collect();
     assert!(!events.is_empty(), "no record of turn {}", tour.overflow_turn);
     mnemo.close().unwrap();

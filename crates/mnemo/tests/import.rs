@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use mnemo::{Config, ErrorCategory, ManualClock, Mnemo, Position};
+use mnemo::log::ManualClock;
+use mnemo::records::Position;
+use mnemo::{Config, ErrorCategory, Mnemo};
 
 const GOOD: &str = r#"{"kind":"session","session":"s1","workspace":"w1","title":"Demo"}
 {"session":"s1","turn":"t1","role":"user","ts":1767225600000,"parts":[{"type":"text","text":"list the files"}]}
@@ -30,7 +32,7 @@ fn a_good_transcript_becomes_records_and_a_catalog_entry() {
     let report = mnemo.import_transcript(GOOD.as_bytes(), "good.jsonl").unwrap();
     assert_eq!((report.lines, report.sessions, report.records), (6, 1, 7));
     assert_eq!(report.positions, Some((Position(1), Position(7))));
-    let sessions = mnemo.sessions().unwrap();
+    let sessions = mnemo.history().sessions().unwrap();
     assert_eq!(sessions.len(), 1);
     assert_eq!((sessions[0].event_count, sessions[0].turn_count), (5, 1));
     assert_eq!(sessions[0].workspace.as_ref().map(ToString::to_string), Some("w1".to_owned()));
@@ -157,7 +159,7 @@ fn importing_a_file_again_appends_only_its_sessions_the_store_lacks() {
     let other = r#"{"session":"s3","turn":"t1","role":"user","parts":[{"type":"text","text":"new"}]}"#;
     let text = format!("{other}\n{GOOD}");
     let report = mnemo.import_transcript(text.as_bytes(), "again.jsonl").unwrap();
-    assert_eq!(report.status, mnemo::ImportStatus::Resumed);
+    assert_eq!(report.status, mnemo::transcript::ImportStatus::Resumed);
     assert_eq!((report.records, report.already, report.sessions), (1, 7, 1), "{report:?}");
     assert_eq!(mnemo.log().head(), Position(8), "only s3 was appended");
 }

@@ -8,7 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use mnemo::{Content, ImportFormat, Record, Role, parse_import};
+use mnemo::records::{Content, Record, Role};
+use mnemo::transcript::{ImportFormat, parse_import};
 use serde_json::Value;
 
 /// One thing a transcript says, as both sides count it.

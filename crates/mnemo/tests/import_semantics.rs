@@ -5,7 +5,8 @@
 
 use std::path::PathBuf;
 
-use mnemo::{Author, Content, ImportFormat, Record, Role, TurnStatus, parse_import};
+use mnemo::records::{Author, Content, Record, Role, TurnStatus};
+use mnemo::transcript::{ImportFormat, parse_import};
 
 fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)).unwrap()

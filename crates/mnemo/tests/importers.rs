@@ -7,7 +7,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use mnemo::{Config, Content, ImportFormat, ManualClock, Mnemo, Position, Record, parse_import};
+use mnemo::log::ManualClock;
+use mnemo::records::{Content, Position, Record};
+use mnemo::transcript::{ImportFormat, parse_import};
+use mnemo::{Config, Mnemo};
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name);
@@ -300,7 +303,7 @@ fn malformed_lines_name_their_line_and_append_nothing() {
 
 #[test]
 fn auto_detection_falls_back_to_the_mnemo_format_which_names_the_fault() {
-    assert_eq!(mnemo::detect_format(b"{\"hello\": \"world\"}\n"), None);
+    assert_eq!(mnemo::transcript::detect_format(b"{\"hello\": \"world\"}\n"), None);
     let error = parse_import(b"{\"hello\": \"world\"}\n", "odd.jsonl", ImportFormat::Auto).unwrap_err();
     assert!(error.to_string().starts_with("odd.jsonl:1: "), "{error}");
     assert!(error.to_string().contains("hello"), "{error}");
@@ -323,7 +326,7 @@ fn every_fixture_imports_into_one_store_and_says_which_format_it_chose() {
         assert!(!report.skipped.is_empty(), "{name} has lines of types the importer skips");
     }
     assert_eq!(formats, ["codex", "claude-code", "openai-chat", "openai-chat", "maka"]);
-    let sessions = mnemo.sessions().unwrap();
+    let sessions = mnemo.history().sessions().unwrap();
     assert_eq!(
         sessions.len(),
         7,
@@ -332,12 +335,16 @@ fn every_fixture_imports_into_one_store_and_says_which_format_it_chose() {
     let codex = sessions.iter().find(|s| s.session.as_str().starts_with("0199a3f2")).unwrap();
     assert_eq!(codex.workspace.as_ref().map(|w| w.as_str()), Some("/home/dana/src/ledger-sync"));
     // The partial and hidden maka events never reach the visible transcript.
-    let maka = mnemo.show(&mnemo::SessionId::new("maka-session-42").unwrap(), None).unwrap().unwrap();
+    let maka = mnemo
+        .history()
+        .transcript(&mnemo::records::SessionId::new("maka-session-42").unwrap(), None)
+        .unwrap()
+        .unwrap();
     let texts: Vec<&str> = maka.messages.iter().map(|m| m.text.as_str()).collect();
     assert!(!texts.contains(&"One failed deploy: billing"), "{texts:?}");
     // Importing a file twice appends nothing the second time.
     let head = mnemo.log().head();
     let again = mnemo.import(&fixture("codex-rollout.jsonl"), "again", ImportFormat::Auto).unwrap();
-    assert_eq!((again.status, again.records), (mnemo::ImportStatus::AlreadyComplete, 0));
+    assert_eq!((again.status, again.records), (mnemo::transcript::ImportStatus::AlreadyComplete, 0));
     assert_eq!(mnemo.log().head(), head);
 }

@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use mnemo::{
-    BoxFuture, Config, ExpectedRevision, ExtractToolResult, ExtractionOutcome, ManualClock, MatchMode,
-    MemoryModels, MemoryProposer, Mnemo, ModelError, ProposalPrompt, RecallMemory, Record, RememberStatus,
-    SearchRequest, SessionId, StreamId,
+use mnemo::log::{ExpectedRevision, ManualClock};
+use mnemo::memory::{
+    BoxFuture, ExtractToolResult, ExtractionOutcome, MatchMode, MemoryModels, MemoryProposer, ModelError,
+    ProposalPrompt, RecallMemory, RememberStatus, SearchRequest,
 };
+use mnemo::records::{Record, SessionId, StreamId};
+use mnemo::{Config, Mnemo};
 use mnemo_core::{
     Author, Content, EventId, FunctionCall, InvocationId, MemoryMode, OperationId, Role, RunId, RuntimeEvent,
     SessionFlagsChanged, SessionOpened, TextContent, TimestampMs, ToolCallId, TurnId, WorkspaceId,
@@ -93,11 +95,11 @@ fn remember_search_archive_recall_rebuild_and_verify() {
     );
     let rt = runtime();
     let call = Some(ToolCallId::new("s1-call").unwrap());
-    let result = rt.block_on(mnemo.remember(&session("s1"), call.clone())).unwrap();
+    let result = rt.block_on(mnemo.memory().remember(&session("s1"), call.clone())).unwrap();
     assert_eq!(result.status, RememberStatus::Remembered, "{result:?}");
-    let again = rt.block_on(mnemo.remember(&session("s1"), call)).unwrap();
+    let again = rt.block_on(mnemo.memory().remember(&session("s1"), call)).unwrap();
     assert_eq!(again, result);
-    rt.block_on(mnemo.remember(&session("s2"), Some(ToolCallId::new("s2-call").unwrap()))).unwrap();
+    rt.block_on(mnemo.memory().remember(&session("s2"), Some(ToolCallId::new("s2-call").unwrap()))).unwrap();
 
     let search = |terms: &[&str], workspace: Option<&str>, archived: bool| {
         let request = SearchRequest {
@@ -107,7 +109,7 @@ fn remember_search_archive_recall_rebuild_and_verify() {
             include_archived: archived,
             limit: None,
         };
-        mnemo.memory_search(&request).unwrap()
+        mnemo.memory().search(&request).unwrap()
     };
     let tabs = search(&["tabs"], None, false);
     assert_eq!(tabs.len(), 1);
@@ -116,20 +118,22 @@ fn remember_search_archive_recall_rebuild_and_verify() {
     assert!(search(&["fjall"], None, false).is_empty());
 
     let item = tabs[0].item.clone();
-    let archived = mnemo.memory_archive(OperationId::new("op-archive").unwrap(), item.clone(), 1).unwrap();
+    let archived = mnemo.memory().archive(OperationId::new("op-archive").unwrap(), item.clone(), 1).unwrap();
     assert_eq!(archived.results[0].version, 2);
     assert!(search(&["tabs"], None, false).is_empty());
     assert_eq!(search(&["tabs"], None, true).len(), 1);
-    let stale = mnemo.memory_restore(OperationId::new("op-restore").unwrap(), item.clone(), 1).unwrap_err();
+    let stale = mnemo.memory().restore(OperationId::new("op-restore").unwrap(), item.clone(), 1).unwrap_err();
     assert_eq!(stale.category(), mnemo::ErrorCategory::Conflict);
-    mnemo.memory_restore(OperationId::new("op-restore").unwrap(), item.clone(), 2).unwrap();
+    mnemo.memory().restore(OperationId::new("op-restore").unwrap(), item.clone(), 2).unwrap();
 
     let recalled = mnemo
-        .recall_memory(&session("s2"), &RecallMemory { query: "storage".to_owned(), limit: None })
+        .memory()
+        .recall(&session("s2"), &RecallMemory { query: "storage".to_owned(), limit: None })
         .unwrap();
     assert_eq!(recalled.len(), 1);
     assert!(recalled[0].content.contains("sqlite"), "{recalled:?}");
-    let block = mnemo.recall_block(&session("s1"), Some("tabs or spaces for storage in fjall?")).unwrap();
+    let block =
+        mnemo.memory().recall_block(&session("s1"), Some("tabs or spaces for storage in fjall?")).unwrap();
     assert!(
         block.text.contains("tabs") && block.text.contains("fjall") && !block.text.contains("sqlite"),
         "{}",
@@ -157,9 +161,9 @@ fn an_incognito_session_remembers_nothing() {
             &[Record::SessionFlagsChanged(flags)],
         )
         .unwrap();
-    let result = runtime().block_on(mnemo.remember(&session("s1"), None)).unwrap();
+    let result = runtime().block_on(mnemo.memory().remember(&session("s1"), None)).unwrap();
     assert_eq!((result.status, result.reason.as_deref()), (RememberStatus::Unavailable, Some("incognito")));
-    assert_eq!(mnemo.memory_cursor(&session("s1")).unwrap(), 0);
+    assert_eq!(mnemo.memory().cursor(&session("s1")).unwrap(), 0);
 }
 
 #[derive(Debug)]
@@ -180,23 +184,26 @@ fn a_run_stopped_before_its_commit_leaves_nothing_and_the_retry_after_reopen_com
     {
         let mnemo = open(dir.path());
         open_session(&mnemo, "s1", "w1", &["Remember that I prefer tabs over spaces."]);
-        mnemo.set_memory_models(MemoryModels { proposer: Arc::new(Hanging), ..MemoryModels::default() });
+        mnemo.memory().set_models(MemoryModels { proposer: Arc::new(Hanging), ..MemoryModels::default() });
         let rt = runtime();
         let stopped = rt.block_on(async {
-            tokio::time::timeout(std::time::Duration::from_millis(50), mnemo.extract(&session("s1"), None))
-                .await
+            tokio::time::timeout(
+                std::time::Duration::from_millis(50),
+                mnemo.memory().extract(&session("s1"), None),
+            )
+            .await
         });
         assert!(stopped.is_err());
-        assert_eq!(mnemo.memory_cursor(&session("s1")).unwrap(), 0);
+        assert_eq!(mnemo.memory().cursor(&session("s1")).unwrap(), 0);
     }
     let mnemo = open(dir.path());
     let rt = runtime();
-    let first = rt.block_on(mnemo.remember_report(&session("s1"), None)).unwrap();
+    let first = rt.block_on(mnemo.memory().remember_report(&session("s1"), None)).unwrap();
     assert!(matches!(first.outcome, ExtractionOutcome::Committed { replayed: false, .. }), "{first:?}");
-    let second = rt.block_on(mnemo.remember_report(&session("s1"), None)).unwrap();
+    let second = rt.block_on(mnemo.memory().remember_report(&session("s1"), None)).unwrap();
     assert!(matches!(second.outcome, ExtractionOutcome::Committed { replayed: true, .. }));
     let commits = mnemo
-        .log_entries(mnemo::Position(1), 100)
+        .log_entries(mnemo::records::Position(1), 100)
         .unwrap()
         .into_iter()
         .filter(|e| e.kind == "memory_commit")
@@ -210,9 +217,9 @@ fn extraction_futures_can_be_spawned_on_a_multi_threaded_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
     let s1 = session("s1");
-    assert_send(&mnemo.remember(&s1, None));
-    assert_send(&mnemo.extract(&s1, None));
-    assert_send(&mnemo.on_checkpoint_recorded(&s1, &mnemo_core::CheckpointId::new("c1").unwrap()));
+    assert_send(&mnemo.memory().remember(&s1, None));
+    assert_send(&mnemo.memory().extract(&s1, None));
+    assert_send(&mnemo.memory().on_checkpoint_recorded(&s1, &mnemo_core::CheckpointId::new("c1").unwrap()));
 }
 
 #[test]
@@ -230,16 +237,26 @@ fn the_extract_tool_flags_the_turn_and_extraction_runs_when_it_completes() {
             include_archived: true,
             limit: None,
         };
-        m.memory_search(&request).unwrap().len()
+        m.memory().search(&request).unwrap().len()
     };
     // A turn that never asked: completing it runs nothing.
-    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &TurnId::new("t0").unwrap())).unwrap().is_none());
-    assert_eq!(mnemo.request_extraction(&session("s1"), &turn).unwrap(), ExtractToolResult::Accepted);
+    assert!(
+        rt.block_on(mnemo.memory().complete_turn(&session("s1"), &TurnId::new("t0").unwrap()))
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        mnemo.memory().request_extraction(&session("s1"), &turn).unwrap(),
+        ExtractToolResult::Accepted
+    );
     assert_eq!(items(&mnemo), 0, "the tool only flags the turn");
-    let report = rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().expect("flagged");
+    let report = rt.block_on(mnemo.memory().complete_turn(&session("s1"), &turn)).unwrap().expect("flagged");
     assert!(matches!(report.outcome, ExtractionOutcome::Committed { replayed: false, .. }), "{report:?}");
     assert!(items(&mnemo) > 0, "incidental facts were stored");
-    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().is_none(), "once per request");
+    assert!(
+        rt.block_on(mnemo.memory().complete_turn(&session("s1"), &turn)).unwrap().is_none(),
+        "once per request"
+    );
     // A closed gate answers unavailable and flags nothing.
     let flags =
         SessionFlagsChanged { session: session("s1"), incognito: Some(true), memory: None, title: None };
@@ -251,10 +268,10 @@ fn the_extract_tool_flags_the_turn_and_extraction_runs_when_it_completes() {
         )
         .unwrap();
     assert_eq!(
-        mnemo.request_extraction(&session("s1"), &turn).unwrap(),
+        mnemo.memory().request_extraction(&session("s1"), &turn).unwrap(),
         ExtractToolResult::Unavailable { reason: "incognito" }
     );
-    assert!(rt.block_on(mnemo.complete_turn(&session("s1"), &turn)).unwrap().is_none());
+    assert!(rt.block_on(mnemo.memory().complete_turn(&session("s1"), &turn)).unwrap().is_none());
 }
 
 #[test]
@@ -275,25 +292,28 @@ fn a_first_extraction_skips_history_compacted_before_extraction_existed() {
             include_archived: true,
             limit: None,
         };
-        !m.memory_search(&request).unwrap().is_empty()
+        !m.memory().search(&request).unwrap().is_empty()
     };
     let rt = runtime();
     // Without a checkpoint, the first extraction reads the whole session.
     let control_dir = tempfile::tempdir().unwrap();
     let control = open(control_dir.path());
     open_session(&control, "s1", "w1", &lines);
-    rt.block_on(control.extract(&session("s1"), None)).unwrap();
+    rt.block_on(control.memory().extract(&session("s1"), None)).unwrap();
     assert!(found(&control, "fjall") && found(&control, "tabs"), "the control stores the early facts");
     // A manual checkpoint (no memory boundary) over the first two turns: the first cursor starts
     // after them, so only the last turn is read.
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
     open_session(&mnemo, "s1", "w1", &lines);
-    let options = mnemo::CompactOptions { min_recent_turns: Some(1), ..mnemo::CompactOptions::default() };
-    let compacted = rt.block_on(mnemo.compact(&session("s1"), &options)).unwrap();
+    let options = mnemo::compaction::CompactOptions {
+        min_recent_turns: Some(1),
+        ..mnemo::compaction::CompactOptions::default()
+    };
+    let compacted = rt.block_on(mnemo.compaction().compact(&session("s1"), &options)).unwrap();
     let checkpoint = compacted.recorded.unwrap_or_else(|| panic!("{:?}", compacted.history.diagnostics));
     assert!(checkpoint.checkpoint.extraction_boundary.is_none());
-    let report = rt.block_on(mnemo.extract(&session("s1"), None)).unwrap();
+    let report = rt.block_on(mnemo.memory().extract(&session("s1"), None)).unwrap();
     assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
     assert!(!found(&mnemo, "fjall") && !found(&mnemo, "tabs"), "compacted history is skipped");
     assert_eq!(found(&mnemo, "debian"), found(&control, "debian"), "the last turn is read as before");

@@ -5,10 +5,13 @@
 
 use std::sync::Arc;
 
-use mnemo::{
-    BoxFuture, CheckpointRecord, CompactOptions, Config, FinishReason, Mnemo, Position, SessionId,
-    SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
+use mnemo::compaction::{
+    CompactOptions, FinishReason, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest,
+    SummaryResponse,
 };
+use mnemo::memory::BoxFuture;
+use mnemo::records::{CheckpointRecord, Position, SessionId};
+use mnemo::{Config, Mnemo};
 use mnemo_core::CheckpointBody;
 use mnemo_core::redaction::{REDACTED, redact_secrets};
 use serde_json::json;

@@ -3,7 +3,9 @@
 //! an event directly is refused the same way.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use mnemo::{Config, ExpectedRevision, Mnemo, Record, SessionId, StreamId};
+use mnemo::log::ExpectedRevision;
+use mnemo::records::{Record, SessionId, StreamId};
+use mnemo::{Config, Mnemo};
 use mnemo_core::limits::TOOL_NAME_BYTES_MAX;
 use serde_json::json;
 
@@ -38,7 +40,7 @@ fn an_unbounded_tool_call_name_is_refused_at_import_and_append() {
     mnemo.import_transcript(transcript(&at_limit).as_bytes(), "tools.jsonl").unwrap();
 
     // A host appending the event directly meets the same limit.
-    let parsed = mnemo::parse_transcript(transcript(&at_limit).as_bytes(), "again").unwrap();
+    let parsed = mnemo::transcript::parse_transcript(transcript(&at_limit).as_bytes(), "again").unwrap();
     let mut call = parsed.sessions[0].1.iter().map(|r| r.record.clone()).find(|r| {
         matches!(r, Record::RuntimeEvent(e) if matches!(e.content, Some(mnemo_core::Content::FunctionCall(_))))
     });
