@@ -22,6 +22,10 @@ lint:
 soak:
     MNEMO_STRESS_SECS=600 cargo test --release -p mnemo-acceptance --test stress -- --nocapture
 
+# An import of 200,000 lines killed with SIGKILL at 20 random moments, each completed by a rerun.
+soak-import:
+    MNEMO_IMPORT_KILL_LINES=200000 cargo test --release -p mnemo-acceptance --test import_kill -- --nocapture
+
 # Each fuzz target for SECS seconds (needs `cargo install cargo-fuzz`; stable with RUSTC_BOOTSTRAP).
 fuzz secs="60":
     cd fuzz && for target in $(cargo fuzz list); do RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time={{secs}} || exit 1; done

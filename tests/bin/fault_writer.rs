@@ -8,6 +8,10 @@
 //! - `torn COUNT`: after the first `COUNT` appends it prints `journal <path> <bytes>`, the newest
 //!   journal and how far its written bytes reach, appends `COUNT` more and exits without closing the
 //!   store, so the parent can tear the journal anywhere after the acknowledged bytes.
+//! - `fill 0`: keeps appending until an append fails (a small file system fills up), prints
+//!   `error <message>` for the first failure, then exits.
+//! - `journal COUNT`: makes `COUNT` appends, prints `journal <path> <bytes>` for the newest journal
+//!   and exits without closing the store, so the parent can damage acknowledged bytes.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,7 +32,9 @@ const THREADS: u64 = 4;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [dir, seed, mode, amount] = args.as_slice() else {
-        eprintln!("usage: fault-writer STORE_DIR SEED (fsize LIMIT_BYTES | torn COUNT)");
+        eprintln!(
+            "usage: fault-writer STORE_DIR SEED (fsize LIMIT_BYTES | torn COUNT | fill 0 | journal COUNT)"
+        );
         std::process::exit(2);
     };
     let seed: u64 = seed.parse().unwrap_or(1);
@@ -65,6 +71,15 @@ fn main() {
             let (journal, bytes) = newest_journal(Path::new(dir));
             say(&out, format!("journal {} {bytes}", journal.display()));
             run_appends(&mnemo, &out, &counter, seed ^ 0x70, amount * 2);
+        }
+        "fill" => match run_appends(&mnemo, &out, &counter, seed, APPENDS_MAX) {
+            Some(failure) => say(&out, format!("error {failure}")),
+            None => say(&out, "no-error".to_owned()),
+        },
+        "journal" => {
+            run_appends(&mnemo, &out, &counter, seed, amount);
+            let (journal, bytes) = newest_journal(Path::new(dir));
+            say(&out, format!("journal {} {bytes}", journal.display()));
         }
         other => {
             eprintln!("fault-writer: unknown mode {other}");

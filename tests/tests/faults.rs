@@ -1,7 +1,9 @@
 //! Process faults beyond SIGKILL: a file-size limit that makes writes fail mid-append, and a journal
-//! torn at random offsets after the bytes of the acknowledged appends. Each round runs the
+//! torn at random offsets after the bytes of the first acknowledged appends. Each round runs the
 //! `fault-writer` child on a fresh store, then reopens the store here without the fault and checks
-//! that nothing acknowledged is lost, the chain and every stage verify, and appends work again.
+//! that nothing acknowledged is lost silently: the file-size fault loses nothing; a torn journal that
+//! cut later acknowledged appends is refused naming exactly those positions, and once the loss is
+//! accepted the chain and every stage verify and appends work again.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::Path;
@@ -61,7 +63,7 @@ fn reopen_and_check(dir: &Path, acknowledged: &[u64], context: &str) -> u64 {
 }
 
 #[test]
-fn a_file_size_limit_fails_the_append_poisons_the_writer_and_loses_nothing() {
+fn a_file_size_limit_fails_the_append_names_the_limit_stops_the_writer_and_loses_nothing() {
     let seed = seed_from_env();
     eprintln!("file-size fault seed: MNEMO_SEED={seed}");
     let mut rng = Rng::new(seed);
@@ -80,11 +82,20 @@ fn a_file_size_limit_fails_the_append_poisons_the_writer_and_loses_nothing() {
             .find_map(|l| l.strip_prefix("error "))
             .unwrap_or_else(|| panic!("{context}: no append failed under the limit\n{stdout}\n{stderr}"));
         let after = lines.iter().find_map(|l| l.strip_prefix("after ")).unwrap();
-        // The limit stops the log writer (poisoned) or, when a stage's commit meets it first, that
-        // stage, and appends are refused while a stage is stopped: either way appends stop at once.
-        let stopped = |message: &str| message.contains("poisoned") || message.contains("has stopped");
+        // The limit stops the log writer or, when a stage's commit meets it first, that stage, and
+        // appends are refused while a stage is stopped: either way appends stop at once, and the
+        // message names the cause, never the storage engine's own dump.
+        let stopped =
+            |message: &str| message.contains("stopped taking appends") || message.contains("has stopped");
         assert!(stopped(error), "{context}: the failure should say the writer or a stage stopped: {error}");
         assert!(stopped(after), "{context}: the next append must fail fast: {after}");
+        assert!(!error.contains("FjallError") && !after.contains("FjallError"), "{context}: {error}");
+        if error.contains("stopped taking appends") {
+            assert!(
+                error.contains("file-size limit"),
+                "{context}: the failure should name its cause: {error}"
+            );
+        }
         let acknowledged = acks(&lines);
         assert!(acknowledged.len() as u64 >= 24, "{context}: too few appends before the fault");
         verified_total += reopen_and_check(dir.path(), &acknowledged, &context);
@@ -104,7 +115,7 @@ fn written_end(path: &Path) -> u64 {
 }
 
 #[test]
-fn a_journal_torn_after_the_acknowledged_bytes_recovers_a_verified_prefix() {
+fn a_journal_torn_after_the_first_acknowledged_bytes_is_refused_naming_exactly_the_later_loss() {
     let seed = seed_from_env();
     eprintln!("torn journal seed: MNEMO_SEED={seed}");
     let mut rng = Rng::new(seed);
@@ -134,11 +145,27 @@ fn a_journal_torn_after_the_acknowledged_bytes_recovers_a_verified_prefix() {
         drop(file);
 
         let context = format!("round {round}, journal torn at {offset} of {end} bytes, seed {seed}");
+        let later = acks(&lines[marker..]);
+        let last_acknowledged = acknowledged.iter().chain(&later).max().copied().unwrap();
+        match Mnemo::open(dir.path(), Config::default()) {
+            Ok(mnemo) => assert!(mnemo.log().head().0 >= last_acknowledged, "{context}: silent loss"),
+            Err(mnemo::Error::Log(mnemo_log::LogError::AcknowledgedLost { head, lost })) => {
+                assert_eq!(lost.last.0, last_acknowledged, "{context}");
+                assert_eq!(lost.first, head.next(), "{context}");
+                assert!(acknowledged.iter().all(|p| *p <= head.0), "{context}: the tear was after them");
+                let config = Config { accept_loss: Some(lost), ..Config::default() };
+                drop(Mnemo::open(dir.path(), config).unwrap_or_else(|e| panic!("{context}: {e}")));
+            }
+            Err(error) => panic!("{context}: {error}"),
+        }
         let verified = reopen_and_check(dir.path(), &acknowledged, &context);
         // What survived of the appends after the marker is a dense prefix: positions with no gaps.
-        let later = acks(&lines[marker..]);
         let kept = later.iter().filter(|p| **p <= verified).count();
-        eprintln!("{context}: {} of {} later appends kept, {verified} envelopes verified", kept, later.len());
+        eprintln!(
+            "{context}: {} of {} later appends kept, the rest refused until accepted, {verified} envelopes verified",
+            kept,
+            later.len()
+        );
         acknowledged_total += acknowledged.len();
         verified_total += verified;
     }

@@ -3,7 +3,7 @@
 //! Exit codes: 0 success, 1 nothing found or verification failed, 2 usage or input error,
 //! 3 conflict, 4 any other failure (I/O, a locked store).
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -93,8 +93,23 @@ enum Command {
         #[arg(long)]
         stage: Option<String>,
     },
-    /// Check the hash chain and that every projection equals a fresh rebuild.
+    /// Check the hash chain, that nothing acknowledged is lost, and that every projection equals a
+    /// fresh rebuild.
     Verify,
+    /// Copy every envelope whose hash chain still verifies from a damaged store (`--store`) into a
+    /// new store, and report exactly which positions were lost. Exit 1 when any were.
+    Salvage {
+        /// The new store: a new path or an empty directory.
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Accept, in place, the loss of acknowledged envelopes that opening the store reported, so that
+    /// it can be used again: give the range exactly as reported (`FIRST..=LAST`). The acceptance is
+    /// recorded in the store, and the stages that had folded the lost envelopes are rebuilt.
+    AcceptLoss {
+        /// The lost positions, as the refused open named them.
+        range: String,
+    },
     /// Run compaction now (the manual trigger): fold the session's history into a checkpoint.
     Compact(compaction_cmd::CompactArgs),
     /// The history the next provider request would receive, with the checkpoint used and diagnostics.
@@ -237,6 +252,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Rebuild { stage } => rebuild(cli, stage.as_deref()),
         Command::Verify => verify(cli),
+        Command::Salvage { to } => salvage(cli, to),
+        Command::AcceptLoss { range } => accept_loss(cli, range),
         Command::Compact(args) => compaction_cmd::compact(cli, args),
         Command::Context(args) => compaction_cmd::context(cli, args),
         Command::Copy(args) => compaction_cmd::copy(cli, args),
@@ -383,13 +400,7 @@ fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
 }
 
 fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    let read_error = |source| Error::Read { path: file.to_owned(), source };
-    if file == "-" {
-        let mut bytes = Vec::new();
-        std::io::stdin().read_to_end(&mut bytes).map_err(read_error)?;
-        return Ok(bytes);
-    }
-    Ok(std::fs::read(file).map_err(read_error)?)
+    Ok(Mnemo::read_import_file(file)?)
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
@@ -535,6 +546,9 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
     bar.finish_and_clear();
     output(cli, &verification, || {
         say!("chain       {} envelopes verified", verification.envelopes);
+        if let Some(lost) = &verification.lost {
+            say!("lost        acknowledged positions {lost} are missing from the log");
+        }
         for stage in &verification.stages {
             let verdict = match (&stage.stopped, stage.matches()) {
                 (Some(_), _) => "STOPPED",
@@ -557,7 +571,12 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if !cli.json {
-        if let Some(stage) = verification.stages.iter().find(|s| s.stopped.is_some()) {
+        if let Some(lost) = &verification.lost {
+            say_err!(
+                "error: verification failed: acknowledged positions {lost} are lost \
+                 (`mnemo salvage --to DIR` or `mnemo accept-loss {lost}`)"
+            );
+        } else if let Some(stage) = verification.stages.iter().find(|s| s.stopped.is_some()) {
             say_err!(
                 "error: verification failed: stage {} has stopped; `mnemo rebuild --stage {}` replays it",
                 stage.name,
@@ -568,6 +587,56 @@ fn verify(cli: &Cli) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::from(1))
+}
+
+fn salvage(cli: &Cli, to: &Path) -> anyhow::Result<ExitCode> {
+    let spinner = progress(0, "salvaging");
+    let report = mnemo::salvage(&cli.store, to, &mut |position| spinner.set_message(position.to_string()))?;
+    spinner.finish_and_clear();
+    output(cli, &report, || {
+        say!(
+            "recovered   {} envelopes (positions 1..={}) into {}",
+            report.recovered,
+            report.recovered,
+            report.to
+        );
+        match &report.lost {
+            Some(lost) => say!("lost        {} envelopes: positions {lost}", report.lost_envelopes),
+            None => say!("lost        nothing"),
+        }
+        if let Some(damage) = &report.damage {
+            say!("damage      {damage}");
+        }
+        for stage in &report.stages {
+            say!("stage       {:<20} at {:>8}  {}", stage.name, stage.watermark.0, stage.digest);
+        }
+    });
+    Ok(if report.lost.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn accept_loss(cli: &Cli, range: &str) -> anyhow::Result<ExitCode> {
+    let range = mnemo::LostRange::parse(range).ok_or_else(|| {
+        Error::InvalidInput(format!("{range:?}: expected the lost range as reported, FIRST..=LAST"))
+    })?;
+    let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
+    let config =
+        Config { pipeline: cli.pipeline.clone(), log, accept_loss: Some(range), ..Config::default() };
+    let mnemo = Mnemo::open(&cli.store, config)?;
+    if mnemo.accepted_loss().is_none() {
+        return Err(Error::InvalidInput(format!(
+            "{}: the log has lost no acknowledged envelopes; nothing to accept",
+            cli.store.display()
+        ))
+        .into());
+    }
+    mnemo.catch_up()?;
+    let head = mnemo.log().head();
+    output(cli, &serde_json::json!({ "accepted": range.to_string(), "head": head }), || {
+        say!(
+            "accepted the loss of positions {range}; the log ends at {head}; the stages are rebuilt from it"
+        );
+    });
+    Ok(ExitCode::SUCCESS)
 }
 
 /// How often a spinner redraws, in milliseconds.

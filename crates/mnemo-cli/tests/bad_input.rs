@@ -27,6 +27,7 @@ const CHECKED_IN: &[(&str, usize, &str)] = &[
     ("fractional-timestamp.jsonl", 3, "field `ts`: invalid type: floating point"),
     ("infinite-timestamp.jsonl", 3, "not valid JSON: number out of range"),
     ("duplicate-event-ids.jsonl", 4, "field `id`: event id e-dup is used by an earlier line"),
+    ("duplicate-json-key.jsonl", 3, "not valid JSON: duplicate key \"text\" in an object"),
     (
         "tool-result-without-call.jsonl",
         3,

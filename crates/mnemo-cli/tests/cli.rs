@@ -334,6 +334,46 @@ fn an_empty_directory_becomes_a_store() {
     assert_eq!(code(&mnemo(dir.path(), &["sessions"])), 0);
 }
 
+#[test]
+fn a_store_shorter_than_its_acknowledged_mark_is_refused_verified_salvaged_and_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    // A store that acknowledged the whole sample (23 envelopes), and one that holds only its first
+    // three lines (five envelopes): giving the second the first's high-water mark is what a journal cut leaves.
+    let full = dir.path().join("full");
+    assert_eq!(code(&mnemo(&full, &["import", SAMPLE])), 0);
+    let store = dir.path().join("store");
+    let head: String =
+        std::fs::read_to_string(SAMPLE).unwrap().lines().take(3).map(|l| format!("{l}\n")).collect();
+    let partial = dir.path().join("partial.jsonl");
+    std::fs::write(&partial, head).unwrap();
+    assert_eq!(code(&mnemo(&store, &["import", partial.to_str().unwrap()])), 0);
+    std::fs::copy(full.join("acknowledged"), store.join("acknowledged")).unwrap();
+
+    for args in [&["stats"][..], &["sessions"], &["import", SAMPLE]] {
+        let refused = mnemo(&store, args);
+        assert_eq!(code(&refused), 1, "{args:?}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains("positions 6..=23 were acknowledged"), "{}", stderr(&refused));
+    }
+    let verify = mnemo(&store, &["verify", "--json"]);
+    assert_eq!(code(&verify), 1, "{}", stderr(&verify));
+    assert_eq!(stdout_json(&verify)["lost"], "6..=23");
+
+    let salvaged = dir.path().join("salvaged");
+    let salvage = mnemo(&store, &["salvage", "--to", salvaged.to_str().unwrap(), "--json"]);
+    assert_eq!(code(&salvage), 1, "{}", stderr(&salvage));
+    let report = stdout_json(&salvage);
+    assert_eq!((report["recovered"].as_u64(), report["lost"].as_str()), (Some(5), Some("6..=23")));
+    assert_eq!(code(&mnemo(&salvaged, &["verify"])), 0);
+
+    let wrong = mnemo(&store, &["accept-loss", "6..=22"]);
+    assert_eq!(code(&wrong), 1, "{}", stderr(&wrong));
+    let accepted = mnemo(&store, &["accept-loss", "6..=23"]);
+    assert_eq!(code(&accepted), 0, "{}", stderr(&accepted));
+    assert_eq!(code(&mnemo(&store, &["verify"])), 0);
+    let again = mnemo(&store, &["accept-loss", "6..=23"]);
+    assert_eq!(code(&again), 2, "{}", stderr(&again));
+}
+
 /// Sessions imported out of date order used to list by append time (a September session imported
 /// last showed as the newest) and untitled ones showed no title.
 #[test]

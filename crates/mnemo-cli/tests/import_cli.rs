@@ -95,3 +95,21 @@ fn importing_again_says_already_complete_and_a_grown_file_says_resumed() {
     assert_eq!((report[0]["records"].as_u64(), report[0]["already"].as_u64()), (Some(1), Some(1)));
     assert_eq!(head(&store), 2);
 }
+
+#[test]
+fn a_file_over_the_import_limit_is_refused_before_it_is_read_and_an_endless_spec_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    // A sparse file one byte over the limit: refused from its size, so the test reads nothing.
+    let big = dir.path().join("big.jsonl");
+    let file = std::fs::File::create(&big).unwrap();
+    file.set_len(mnemo::IMPORT_FILE_BYTES_MAX + 1).unwrap();
+    let output = mnemo(&store, &["import", big.to_str().unwrap()]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("the limit for one import"), "{}", text(&output.stderr));
+    // A pipeline spec with no end is read only up to its limit.
+    let output = mnemo(&store, &["--pipeline", "/dev/zero", "stats"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("/dev/zero") && stderr.contains("the limit for a pipeline spec"), "{stderr}");
+}

@@ -33,6 +33,9 @@ pub enum CorruptionKind {
     /// A position is missing between two stored positions.
     #[error("position is missing; the log jumps from {before} to {after}")]
     MissingPosition { before: Position, after: Position },
+    /// The envelope at the last acknowledged position is not the one that was acknowledged.
+    #[error("envelope differs from the one acknowledged at this position")]
+    NotAcknowledgedEnvelope,
     /// The stream index disagrees with the envelope.
     #[error("stream index disagrees with the log: {0}")]
     StreamIndex(String),
@@ -56,6 +59,16 @@ pub enum LogError {
     /// restore it from a copy or export what verifies.
     #[error("log is damaged at position {position}: {kind}")]
     Corrupt { position: Position, kind: CorruptionKind },
+    /// The log ends before the last position it acknowledged (its high-water mark): envelopes that
+    /// callers were told are durable are gone, cut from the storage engine's journal. Nothing is
+    /// appended to the store until its owner decides: salvage what verifies into a new store, or
+    /// accept the loss of exactly this range in place ([`crate::LogOptions::accept_loss`]).
+    #[error(
+        "acknowledged envelopes are lost: the log ends at position {head} but positions {lost} were acknowledged; \
+         nothing will be appended to this store until you decide: `mnemo salvage --to DIR` copies what \
+         verifies into a new store, `mnemo accept-loss {lost}` accepts the loss here"
+    )]
+    AcknowledgedLost { head: Position, lost: crate::high_water::LostRange },
     /// The store was written by a newer or unknown version of Mnemo.
     #[error("store format {found} is not supported (this build reads format {supported})")]
     UnsupportedStoreFormat { found: String, supported: u16 },
@@ -63,9 +76,12 @@ pub enum LogError {
     /// Fix the request; the log is unchanged.
     #[error("append refused: {0}")]
     InvalidAppend(String),
-    /// An earlier write failed to reach the disk, so the writer stopped accepting appends. Nothing
-    /// acknowledged was lost; reopen the store to recover.
-    #[error("log writer is poisoned by an earlier failed write: {reason}; reopen the store")]
+    /// A write failed to reach the disk (the reason names the cause: a full disk, a file-size limit,
+    /// a read-only file system, ...), so the writer stopped accepting appends: the failed append and
+    /// those after it did not happen. Nothing acknowledged was lost; fix the cause and reopen.
+    #[error(
+        "the log stopped taking appends after a write failed: {reason}; nothing acknowledged was lost; reopen the store once the cause is fixed"
+    )]
     Poisoned { reason: String },
     /// The log was closed while the request waited.
     #[error("log is closed")]
@@ -82,10 +98,10 @@ pub enum LogError {
     #[error("store {path} is damaged: {what}; restore it from a copy")]
     Damaged { path: PathBuf, what: String },
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
-    #[error("storage error: {0}")]
+    #[error("storage error: {}", describe(.0))]
     Storage(#[from] fjall::Error),
     /// A file-system error outside the storage engine (creating the directory, the lock file).
-    #[error("{context}: {source}")]
+    #[error("{context}: {}", fault_cause(source).map_or_else(|| source.to_string(), str::to_owned))]
     Io {
         context: String,
         #[source]
@@ -105,6 +121,76 @@ impl LogError {
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> LogError {
         LogError::Io { context: context.into(), source }
+    }
+}
+
+/// A storage-engine error in one line a user can act on: the cause when the system named one (a full
+/// disk, a file-size limit, a read-only file system, a denied permission), the damage when a file is
+/// damaged, and the engine's own words only for anything else.
+pub fn describe(error: &fjall::Error) -> String {
+    if let Some(cause) = io_error(error).and_then(fault_cause) {
+        return cause.to_owned();
+    }
+    if let Some(what) = damage(error) {
+        return what;
+    }
+    match error {
+        fjall::Error::Poisoned => {
+            "the storage engine stopped accepting writes after an earlier write failed".to_owned()
+        }
+        fjall::Error::Locked => "the database is locked by another process".to_owned(),
+        _ => match io_error(error) {
+            Some(io) => io.to_string(),
+            None => format!("{error:?}"),
+        },
+    }
+}
+
+/// The named cause of a storage-engine error, when it carries one.
+pub(crate) fn fault_cause_of(error: &fjall::Error) -> Option<&'static str> {
+    io_error(error).and_then(fault_cause)
+}
+
+/// The cause of a failed system call that is outside Mnemo and that its user can fix, by name.
+pub fn fault_cause(error: &std::io::Error) -> Option<&'static str> {
+    use std::io::ErrorKind;
+    Some(match error.kind() {
+        ErrorKind::StorageFull => "the disk is full (no space left on device)",
+        ErrorKind::FileTooLarge => "a file reached the process's file-size limit (RLIMIT_FSIZE)",
+        ErrorKind::ReadOnlyFilesystem => "the file system is read-only",
+        ErrorKind::PermissionDenied => "permission denied",
+        ErrorKind::QuotaExceeded => "the disk quota is exceeded",
+        _ => return None,
+    })
+}
+
+/// Space below which a file system counts as full: the storage engine needs room for a table or a
+/// journal's next block, not for a single byte.
+const FREE_BYTES_FULL_MAX: u64 = 1024 * 1024;
+
+/// Why writes to the store in `dir` fail, found by looking at the system rather than at an error:
+/// the storage engine reports a write after its first failure only as "poisoned", and that first
+/// failure may have been a background flush or a stage's commit. `None` when nothing explains it.
+pub fn diagnose(dir: &std::path::Path) -> Option<String> {
+    use rustix::fs::StatVfsMountFlags;
+    if let Ok(stat) = rustix::fs::statvfs(dir) {
+        if stat.f_flag.contains(StatVfsMountFlags::RDONLY) {
+            return Some("the file system is read-only".to_owned());
+        }
+        if stat.f_bavail.saturating_mul(stat.f_frsize) < FREE_BYTES_FULL_MAX {
+            return Some("the disk is full (no space left on device)".to_owned());
+        }
+    }
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Fsize);
+    limit
+        .current
+        .map(|bytes| format!("a file reached the process's file-size limit (RLIMIT_FSIZE is {bytes} bytes)"))
+}
+
+fn io_error(error: &fjall::Error) -> Option<&std::io::Error> {
+    match error {
+        fjall::Error::Io(io) | fjall::Error::Storage(fjall::LsmError::Io(io)) => Some(io),
+        _ => None,
     }
 }
 

@@ -18,6 +18,7 @@ use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, LogBackend, Str
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
 use crate::error::{CorruptionKind, LogError};
+use crate::high_water::{HighWater, HighWaterFile, LostRange};
 use crate::keys;
 use crate::limits::{
     BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
@@ -37,6 +38,8 @@ pub const DATABASE_DIR_NAME: &str = "db";
 pub const LOG_KEYSPACE: &str = "log";
 /// The stream index keyspace.
 pub const STREAMS_KEYSPACE: &str = "streams";
+/// The file that lists the losses of acknowledged envelopes the store's owner accepted.
+pub const ACCEPTED_LOSS_FILE_NAME: &str = "accepted-losses";
 /// The log's metadata keyspace (its format version).
 pub const META_KEYSPACE: &str = "log_meta";
 
@@ -48,19 +51,25 @@ pub struct LogOptions {
     /// Where append timestamps come from.
     pub clock: Arc<dyn Clock>,
     /// Whether opening verifies the hash chain of the newest envelopes and refuses a broken log.
-    /// Only `mnemo verify` turns it off, so that it can report on a damaged log.
+    /// Only `mnemo verify` turns it off, so that it can report on a damaged log. With it off, a log
+    /// that lost acknowledged envelopes opens for reading only ([`FjallLog::lost`] says what is lost).
     pub verify_tail_on_open: bool,
+    /// The lost range the owner accepts: when the log has lost exactly these acknowledged envelopes,
+    /// the open records the acceptance, lowers the high-water mark to the log's head and proceeds.
+    pub accept_loss: Option<LostRange>,
 }
 
 impl Default for LogOptions {
     fn default() -> Self {
-        LogOptions { clock: Arc::new(SystemClock), verify_tail_on_open: true }
+        LogOptions { clock: Arc::new(SystemClock), verify_tail_on_open: true, accept_loss: None }
     }
 }
 
 /// State shared by the handle and the writer thread.
 pub(crate) struct Shared {
     pub db: Database,
+    /// The store directory.
+    pub dir: PathBuf,
     pub log: Keyspace,
     pub streams: Keyspace,
     pub tail: Tail,
@@ -120,6 +129,8 @@ pub struct FjallLog {
     dir: PathBuf,
     queue: Option<Sender<Pending>>,
     writer: Option<JoinHandle<()>>,
+    lost: Option<LostRange>,
+    accepted: Option<LostRange>,
     // Held for the life of the handle: the OS releases the lock when the file is closed.
     _lock: File,
 }
@@ -139,9 +150,29 @@ impl FjallLog {
         let lock = acquire_lock(dir)?;
         let (db, log, streams) = open_database(dir)?;
 
-        let shared = Arc::new(Shared { db, log, streams, tail: Tail::default(), poisoned: Mutex::new(None) });
-        let state = recover(&shared, &options)?;
+        let shared = Arc::new(Shared {
+            db,
+            dir: dir.to_path_buf(),
+            log,
+            streams,
+            tail: Tail::default(),
+            poisoned: Mutex::new(None),
+        });
+        let mut state = recover(&shared, &options)?;
         let head = Position(state.next_position.0 - 1);
+        let (high_water, check) = check_high_water(dir, &shared, &state, &options)?;
+        let (lost, accepted) = match check {
+            HighWaterCheck::Reached => (None, None),
+            HighWaterCheck::Lost(lost) => (Some(lost), None),
+            HighWaterCheck::Accepted(lost) => (None, Some(lost)),
+        };
+        state.high_water = Some(high_water);
+        if let Some(lost) = lost {
+            // Read-only until the owner decides: nothing may be appended after a hole.
+            shared.poison(format!(
+                "acknowledged envelopes {lost} are lost; the store is open for reading only"
+            ));
+        }
         shared.tail.advance(head);
         info!(head = head.0, "log opened");
 
@@ -151,7 +182,26 @@ impl FjallLog {
             .name("mnemo-log-writer".to_owned())
             .spawn(move || writer::run(writer_shared, state, requests))
             .map_err(|e| LogError::io("cannot start the log writer thread", e))?;
-        Ok(FjallLog { shared, dir: dir.to_path_buf(), queue: Some(queue), writer: Some(writer), _lock: lock })
+        Ok(FjallLog {
+            shared,
+            dir: dir.to_path_buf(),
+            queue: Some(queue),
+            writer: Some(writer),
+            lost,
+            accepted,
+            _lock: lock,
+        })
+    }
+
+    /// The acknowledged envelopes this log lost, when it was opened without the tail check (to be
+    /// verified or salvaged) and found shorter than its high-water mark; it then refuses appends.
+    pub fn lost(&self) -> Option<LostRange> {
+        self.lost
+    }
+
+    /// The loss of acknowledged envelopes this open accepted ([`LogOptions::accept_loss`]), if any.
+    pub fn accepted_loss(&self) -> Option<LostRange> {
+        self.accepted
     }
 
     /// The store directory.
@@ -421,6 +471,69 @@ fn check_format(meta: &Keyspace) -> Result<(), LogError> {
     }
 }
 
+/// Compares the recovered log with its high-water mark. A log shorter than its mark lost acknowledged
+/// envelopes: refused, unless the tail check is off (the log then opens read-only and reports the
+/// loss) or the owner accepts exactly that loss (the mark is lowered to the head and the acceptance
+/// recorded). A log that reaches its mark must hold the acknowledged envelope there.
+fn check_high_water(
+    dir: &Path,
+    shared: &Shared,
+    state: &WriterState,
+    options: &LogOptions,
+) -> Result<(HighWaterFile, HighWaterCheck), LogError> {
+    let head = HighWater { position: Position(state.next_position.0 - 1), hash: state.last_hash };
+    let (mut file, mark) = HighWaterFile::open(dir, head)?;
+    if mark.position <= head.position {
+        if options.verify_tail_on_open && mark.position > Position::ZERO {
+            let acknowledged = shared.read(mark.position)?;
+            if acknowledged.is_none_or(|envelope| envelope.hash != mark.hash) {
+                return Err(LogError::Corrupt {
+                    position: mark.position,
+                    kind: CorruptionKind::NotAcknowledgedEnvelope,
+                });
+            }
+        }
+        return Ok((file, HighWaterCheck::Reached));
+    }
+    let lost = LostRange { first: head.position.next(), last: mark.position };
+    if options.accept_loss == Some(lost) {
+        record_accepted_loss(dir, lost, head.position)?;
+        file.write(head, true)?;
+        tracing::warn!(%lost, "acknowledged envelopes accepted as lost");
+        return Ok((file, HighWaterCheck::Accepted(lost)));
+    }
+    if options.verify_tail_on_open {
+        return Err(LogError::AcknowledgedLost { head: head.position, lost });
+    }
+    Ok((file, HighWaterCheck::Lost(lost)))
+}
+
+/// What the open found of the log against its high-water mark.
+enum HighWaterCheck {
+    /// The log reaches its mark.
+    Reached,
+    /// The log lost these acknowledged envelopes (opened read-only, for verify or salvage).
+    Lost(LostRange),
+    /// The log lost these, and the owner accepted it.
+    Accepted(LostRange),
+}
+
+/// Appends a line to the store's record of accepted losses, so that the store keeps saying what it
+/// once lost after its mark is lowered.
+fn record_accepted_loss(dir: &Path, lost: LostRange, head: Position) -> Result<(), LogError> {
+    use std::io::Write;
+    let path = dir.join(ACCEPTED_LOSS_FILE_NAME);
+    let io = |e| LogError::io(format!("cannot record the accepted loss in {}", path.display()), e);
+    let mut file = File::options()
+        .append(true)
+        .create(true)
+        .mode(store_dir::PRIVATE_FILE_MODE)
+        .open(&path)
+        .map_err(io)?;
+    writeln!(file, "lost {lost} accepted with the log ending at {head}").map_err(io)?;
+    file.sync_all().map_err(io)
+}
+
 /// Finds the end of the log and checks the chain of its newest envelopes.
 fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogError> {
     let _span = debug_span!("recover").entered();
@@ -431,6 +544,7 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             last_timestamp,
             heads: Default::default(),
             clock: Arc::clone(&options.clock),
+            high_water: None,
         };
     let Some(last) = shared.log.last_key_value() else {
         return Ok(state(Position::FIRST, GENESIS_HASH, TimestampMs(0)));

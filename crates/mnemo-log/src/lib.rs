@@ -10,6 +10,7 @@ mod clock;
 mod envelope;
 mod error;
 mod fjall_log;
+mod high_water;
 mod keys;
 pub mod limits;
 mod reply;
@@ -24,11 +25,12 @@ pub use backend::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
-pub use error::{CorruptionKind, LogError, damage};
+pub use error::{CorruptionKind, LogError, damage, describe, diagnose, fault_cause};
 pub use fjall_log::{
-    DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE,
-    keyspace_options,
+    ACCEPTED_LOSS_FILE_NAME, DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions,
+    META_KEYSPACE, STREAMS_KEYSPACE, keyspace_options,
 };
+pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, LostRange, read_high_water};
 pub use reply::PendingAppend;
 pub use store_dir::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME};
 pub use verify::ChainVerifier;

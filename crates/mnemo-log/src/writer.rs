@@ -14,6 +14,7 @@ use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
 use crate::fjall_log::Shared;
+use crate::high_water::{HighWater, HighWaterFile};
 use crate::keys;
 use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
 use crate::reply::Reply;
@@ -31,6 +32,8 @@ pub(crate) struct WriterState {
     pub last_timestamp: TimestampMs,
     pub heads: HashMap<StreamId, StreamHead>,
     pub clock: Arc<dyn Clock>,
+    /// Where each durable group's last position is recorded (see `high_water.rs`).
+    pub high_water: Option<HighWaterFile>,
 }
 
 /// The writer thread's loop: runs until every sender is dropped.
@@ -48,6 +51,10 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
             }
         }
         commit_group(&shared, &mut state, group);
+    }
+    // The store is closing: its last mark goes to the disk now rather than within the interval.
+    if let Some(Err(error)) = state.high_water.as_mut().map(HighWaterFile::sync) {
+        error!(%error, "the last high-water mark did not reach the disk");
     }
 }
 
@@ -132,7 +139,11 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         };
         let _persist = debug_span!("persist", envelopes = next_position.0 - state.next_position.0).entered();
         if let Err(error) = batch.durability(mode).commit() {
-            let reason = error.to_string();
+            // The engine says only "poisoned" after its first failure, which may have been a
+            // background flush or a stage's commit: the system then tells the cause.
+            let diagnosed =
+                crate::error::fault_cause_of(&error).is_none().then(|| crate::error::diagnose(&shared.dir));
+            let reason = diagnosed.flatten().unwrap_or_else(|| crate::error::describe(&error));
             error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
             shared.poison(reason.clone());
             for pending in group {
@@ -140,6 +151,16 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             }
             return;
         }
+    }
+
+    // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
+    // and before callers hear of their append, so every acknowledged durable append is under it.
+    if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
+        record_high_water(
+            shared,
+            state,
+            HighWater { position: Position(next_position.0 - 1), hash: last_hash },
+        );
     }
 
     // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
@@ -154,6 +175,17 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     shared.tail.advance(Position(next_position.0 - 1));
     for (pending, outcome) in group.into_iter().zip(outcomes) {
         pending.reply.send(outcome);
+    }
+}
+
+/// Records a durable group's last position. The group itself is durable whatever happens here, so
+/// its callers are answered as committed; a failure poisons the writer for the appends after it.
+fn record_high_water(shared: &Shared, state: &mut WriterState, mark: HighWater) {
+    let Some(file) = state.high_water.as_mut() else { return };
+    if let Err(error) = file.write(mark, false) {
+        let reason = format!("the batch up to position {} is durable, but {error}", mark.position);
+        error!(%reason, "the high-water mark did not move; the writer is poisoned until the store is reopened");
+        shared.poison(reason);
     }
 }
 

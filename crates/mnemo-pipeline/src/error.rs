@@ -40,6 +40,14 @@ pub enum PipelineError {
     /// Stored state is not in the form this build writes. Rebuild the stage.
     #[error("stage {stage}: stored state is damaged: {reason}")]
     DamagedState { stage: String, reason: String },
+    /// A stage has folded positions the log does not hold: the log lost envelopes it had
+    /// acknowledged. Nothing was reset; salvage the store or accept the loss before it is used.
+    #[error(
+        "stage {stage} has folded up to position {watermark} but the log ends at {head}: \
+         acknowledged envelopes {}..={watermark} are missing from the log",
+        head.next()
+    )]
+    AheadOfLog { stage: String, watermark: Position, head: Position },
     /// The system refused to start one of the pipeline's threads (too many threads or processes, or
     /// no memory); nothing of the pipeline runs. Free resources and open the store again.
     #[error("cannot start thread {thread}: {source}")]
@@ -59,7 +67,7 @@ fn store_failure(stage: &str, source: &fjall::Error) -> String {
         Some(what) => format!(
             "damaged: {what}; rebuilding the stage replays it from the log (mnemo rebuild --stage {stage})"
         ),
-        None => source.to_string(),
+        None => mnemo_log::describe(source),
     }
 }
 

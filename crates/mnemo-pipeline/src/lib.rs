@@ -19,7 +19,8 @@ pub use runner::{
     LIVE_COMMIT_DELAY, PIPELINE_NICE_INCREMENT, Pipeline, STAGE_QUEUE_DEPTH_MAX, Stage, StageStatus, fold_to,
 };
 pub use spec::{
-    DEFAULT_SPEC_TOML, LogSpec, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory, StageRegistry, StageSpec,
+    DEFAULT_SPEC_TOML, LogSpec, PIPELINE_SPEC_BYTES_MAX, PipelineSpec, STAGE_NAME_BYTES_MAX, StageFactory,
+    StageRegistry, StageSpec,
 };
 pub use store::{
     Changes, FjallStore, MemoryStore, Pair, STAGE_META_KEYSPACE, StageMeta, StateStore, projection_digest,

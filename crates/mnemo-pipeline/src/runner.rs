@@ -351,21 +351,29 @@ fn run_in_background() {
     }
 }
 
-/// Resets a stage whose stored state was written by other code or configuration, or that is ahead
-/// of the log (a log opened from an older copy); returns its watermark.
+/// Resets a stage whose stored state was written by other code or configuration; returns its
+/// watermark. A stage that has folded beyond the log's head is an error, never a reset: it is the
+/// sign that envelopes the log acknowledged (and the stage folded) are gone from the log.
 fn prepare(stage: &Stage, log_head: Position) -> Result<Position, PipelineError> {
     let meta = stage.store.meta()?;
-    let current = meta.is_some_and(|m| {
-        m.version == stage.projector.version()
-            && m.config_hash == stage.config_hash
-            && m.watermark <= log_head
-    });
-    if current {
-        return Ok(meta.map_or(Position::ZERO, |m| m.watermark));
+    let current =
+        meta.is_some_and(|m| m.version == stage.projector.version() && m.config_hash == stage.config_hash);
+    match meta {
+        Some(meta) if current && meta.watermark > log_head => Err(PipelineError::AheadOfLog {
+            stage: stage.projector.name().to_owned(),
+            watermark: meta.watermark,
+            head: log_head,
+        }),
+        Some(meta) if current => Ok(meta.watermark),
+        _ => {
+            info!(
+                stage = stage.projector.name(),
+                "stage version or configuration changed (or no state): rebuilding"
+            );
+            stage.store.reset()?;
+            Ok(Position::ZERO)
+        }
     }
-    info!(stage = stage.projector.name(), "stage version or configuration changed (or no state): rebuilding");
-    stage.store.reset()?;
-    Ok(Position::ZERO)
 }
 
 /// What the feeder sends a stage.

@@ -61,18 +61,31 @@ impl StageSpec {
     }
 }
 
+/// Largest pipeline spec file read, in bytes.
+pub const PIPELINE_SPEC_BYTES_MAX: u64 = 1024 * 1024;
+
 impl PipelineSpec {
     /// The built-in default spec.
     pub fn default_spec() -> Result<PipelineSpec, PipelineError> {
         Self::parse(DEFAULT_SPEC_TOML, "pipelines/default.toml (built in)")
     }
 
-    /// Reads a spec file.
+    /// Reads a spec file of at most [`PIPELINE_SPEC_BYTES_MAX`] bytes.
     pub fn load(path: &Path) -> Result<PipelineSpec, PipelineError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PipelineError::InvalidSpec {
-            origin: path.display().to_string(),
-            reason: format!("cannot read: {e}"),
-        })?;
+        use std::io::Read as _;
+        let invalid =
+            |reason: String| PipelineError::InvalidSpec { origin: path.display().to_string(), reason };
+        let mut bytes = Vec::new();
+        // NOTE: read through a limit, never to the end: `--pipeline /dev/zero` has no end.
+        std::fs::File::open(path)
+            .and_then(|file| file.take(PIPELINE_SPEC_BYTES_MAX + 1).read_to_end(&mut bytes))
+            .map_err(|e| invalid(format!("cannot read: {e}")))?;
+        if bytes.len() as u64 > PIPELINE_SPEC_BYTES_MAX {
+            return Err(invalid(format!(
+                "the file is larger than {PIPELINE_SPEC_BYTES_MAX} bytes, the limit for a pipeline spec"
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|e| invalid(format!("not valid UTF-8: {e}")))?;
         Self::parse(&text, &path.display().to_string())
     }
 

@@ -109,7 +109,12 @@ impl Error {
             Error::Compaction(error) => compaction_category(error),
             Error::Memory(mnemo_memory::MemoryError::Invalid(_)) => ErrorCategory::Input,
             Error::Memory(mnemo_memory::MemoryError::Conflict(_)) => ErrorCategory::Conflict,
-            Error::Log(mnemo_log::LogError::Corrupt { .. } | mnemo_log::LogError::Damaged { .. })
+            Error::Log(
+                mnemo_log::LogError::Corrupt { .. }
+                | mnemo_log::LogError::Damaged { .. }
+                | mnemo_log::LogError::AcknowledgedLost { .. },
+            )
+            | Error::Pipeline(mnemo_pipeline::PipelineError::AheadOfLog { .. })
             | Error::DigestMismatch { .. } => ErrorCategory::Integrity,
             _ => ErrorCategory::Failure,
         }

@@ -67,10 +67,12 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
+mod json;
 mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
+mod salvage;
 pub mod stages;
 pub mod transcript;
 
@@ -121,7 +123,8 @@ pub use error::{Error, ErrorCategory};
 pub use export::ExportReport;
 pub use history::SessionTranscript;
 pub use import::{
-    DETECT_LINES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format, parse_import,
+    DETECT_LINES_MAX, IMPORT_FILE_BYTES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport,
+    detect_format, parse_import,
 };
 pub use listing::SessionListing;
 pub use log_location::{LOG_SOURCE_FILE_NAME, LogLocation};
@@ -151,7 +154,8 @@ pub use mnemo_history::{
     SearchFailureReason, SearchOutcome, SearchRow, SessionHeader, ToolFailure, VisibleMessage,
 };
 pub use mnemo_log::{
-    Durability, ExpectedRevision, ManualClock, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME,
+    Durability, ExpectedRevision, LostRange, ManualClock, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE,
+    STORE_MARKER_FILE_NAME,
 };
 pub use mnemo_memory::{
     BoxFuture, CanonicalizePrompt, Canonicalizer, Conflict, ConflictReason, EmbeddedCanonicalizer,
@@ -163,6 +167,7 @@ pub use mnemo_memory::{
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 pub use mnemo_pipeline::{PipelineError, StageStatus, StageStop};
+pub use salvage::{SalvageReport, salvage};
 pub use transcript::{IMPORT_EPOCH_MS, TIMESTAMP_MS_MAX, Transcript, TranscriptError, parse_transcript};
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it

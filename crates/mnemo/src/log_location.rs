@@ -135,12 +135,29 @@ fn open_nats(
     Err(no_nats_client(&location.to_string()))
 }
 
+/// Largest log-source file read, in bytes (it holds one log location).
+const LOG_SOURCE_BYTES_MAX: u64 = 4096;
+
+/// The log-source file, read through [`LOG_SOURCE_BYTES_MAX`]: a larger one is not Mnemo's.
+fn read_small(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    std::fs::File::open(path)?.take(LOG_SOURCE_BYTES_MAX + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > LOG_SOURCE_BYTES_MAX {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {LOG_SOURCE_BYTES_MAX} bytes, the limit for this file"),
+        ));
+    }
+    Ok(text)
+}
+
 /// A store follows one log for life: its projections are folds of that log alone.
 fn bind(dir: &Path, location: &LogLocation, local_envelopes: u64) -> Result<(), Error> {
     let path = dir.join(LOG_SOURCE_FILE_NAME);
     let wanted = location.source_tag();
     let io = |source| Error::Read { path: path.display().to_string(), source };
-    match std::fs::read_to_string(&path) {
+    match read_small(&path) {
         Ok(recorded) if recorded.trim() == wanted => Ok(()),
         Ok(recorded) => Err(Error::InvalidInput(format!(
             "store {} follows the log {}, not {wanted}; open it with that log or use another store directory",

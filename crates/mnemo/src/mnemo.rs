@@ -7,7 +7,7 @@ use std::time::Duration;
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
-    LogOptions, NewRecord, SystemClock,
+    LogOptions, LostRange, NewRecord, SystemClock,
 };
 use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
 use mnemo_pipeline::{
@@ -36,6 +36,10 @@ pub struct Config {
     pub verify_tail_on_open: bool,
     /// The log the store follows; `None` takes the pipeline spec's `[log]`, else the embedded log.
     pub log: Option<LogLocation>,
+    /// The range of acknowledged envelopes the owner accepts as lost (exactly what the refused open
+    /// named): the open records it, lowers the high-water mark to the log's head, and rebuilds the
+    /// stages that had folded the lost envelopes.
+    pub accept_loss: Option<LostRange>,
 }
 
 impl Default for Config {
@@ -46,6 +50,7 @@ impl Default for Config {
             clock: Arc::new(SystemClock),
             verify_tail_on_open: true,
             log: None,
+            accept_loss: None,
         }
     }
 }
@@ -131,14 +136,18 @@ impl StageVerification {
 pub struct Verification {
     /// Envelopes whose hashes and links were checked.
     pub envelopes: u64,
+    /// Acknowledged positions the log no longer holds (`FIRST..=LAST`), when it lost any; the stages
+    /// are not compared then.
+    pub lost: Option<String>,
     /// Each stage's comparison.
     pub stages: Vec<StageVerification>,
 }
 
 impl Verification {
-    /// Whether every stage runs and matched (the chain is checked before this report exists).
+    /// Whether nothing acknowledged is lost and every stage runs and matched (the chain is checked
+    /// before this report exists).
     pub fn ok(&self) -> bool {
-        self.stages.iter().all(|stage| stage.matches() && stage.stopped.is_none())
+        self.lost.is_none() && self.stages.iter().all(|stage| stage.matches() && stage.stopped.is_none())
     }
 }
 
@@ -171,8 +180,11 @@ impl Mnemo {
             None => PipelineSpec::default_spec()?,
         };
         let registry = crate::stages::registry();
-        let options =
-            LogOptions { clock: Arc::clone(&config.clock), verify_tail_on_open: config.verify_tail_on_open };
+        let options = LogOptions {
+            clock: Arc::clone(&config.clock),
+            verify_tail_on_open: config.verify_tail_on_open,
+            accept_loss: config.accept_loss,
+        };
         let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
         let location = match (&config.log, &spec.log) {
             (Some(location), _) => location.clone(),
@@ -181,7 +193,16 @@ impl Mnemo {
         };
         let local = Arc::new(FjallLog::open(dir, options)?);
         let log = open_log(&location, &local, Arc::clone(&config.clock))?;
-        let pipeline = start_pipeline(&log, &local, &spec, &registry)?;
+        if config.accept_loss.is_some() {
+            reset_stages_ahead(&local, &spec, log.head())?;
+        }
+        // A log that lost acknowledged envelopes is open only to be verified or salvaged: its stages
+        // have folded what it no longer holds, so none runs.
+        let pipeline = if local.lost().is_some() {
+            Pipeline::start(Arc::clone(&log), Vec::new())?
+        } else {
+            start_pipeline(&log, &local, &spec, &registry)?
+        };
         let compaction = crate::compaction::coordinator(&log, config.durability);
         Ok(Mnemo {
             log,
@@ -210,6 +231,11 @@ impl Mnemo {
     /// The log, for reads.
     pub fn log(&self) -> &dyn LogBackend {
         self.log.as_ref()
+    }
+
+    /// The loss of acknowledged envelopes this open accepted ([`Config::accept_loss`]), if it did.
+    pub fn accepted_loss(&self) -> Option<LostRange> {
+        self.local.accepted_loss()
     }
 
     /// Where the log the store follows is.
@@ -375,6 +401,9 @@ impl Mnemo {
     /// reported as stopped. `progress` hears each verified position.
     pub fn verify(&self, progress: &mut dyn FnMut(Position)) -> Result<Verification, Error> {
         let envelopes = self.log.verify_chain(progress)?;
+        if let Some(lost) = self.local.lost() {
+            return Ok(Verification { envelopes, lost: Some(lost.to_string()), stages: Vec::new() });
+        }
         let head = self.log.head();
         let pipeline = self.pipeline();
         let mut stages = Vec::new();
@@ -402,7 +431,7 @@ impl Mnemo {
                 stopped,
             });
         }
-        Ok(Verification { envelopes, stages })
+        Ok(Verification { envelopes, lost: None, stages })
     }
 
     pub(crate) fn pipeline(&self) -> RwLockReadGuard<'_, Pipeline> {
@@ -482,6 +511,18 @@ fn start_pipeline(
         stages.push(Stage { projector, store, config_hash: stage_spec.config_hash()? });
     }
     Ok(Pipeline::start(Arc::clone(log), stages)?)
+}
+
+/// Resets every stage that has folded beyond the log's head, once its owner accepted that the
+/// envelopes there are lost: it rebuilds from the log as it is.
+fn reset_stages_ahead(local: &FjallLog, spec: &PipelineSpec, head: Position) -> Result<(), Error> {
+    for stage_spec in &spec.stages {
+        let store = FjallStore::open(local.database(), &stage_spec.name)?;
+        if store.meta()?.is_some_and(|meta| meta.watermark > head) {
+            store.reset()?;
+        }
+    }
+    Ok(())
 }
 
 fn stage_reports(pipeline: &Pipeline) -> Result<Vec<StageReport>, Error> {

@@ -235,7 +235,7 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
             continue;
         }
         let value: Value =
-            serde_json::from_str(text).map_err(|e| fail(None, format!("not valid JSON: {e}")))?;
+            crate::json::parse(text.as_bytes()).map_err(|e| fail(None, format!("not valid JSON: {e}")))?;
         parse_value(&mut state, value, line).map_err(|(field, reason)| fail(field, reason))?;
     }
     if lines > 0 && bytes.ends_with(b"\n") {

@@ -163,3 +163,21 @@ fn importing_a_file_again_appends_only_its_sessions_the_store_lacks() {
     assert_eq!((report.records, report.already, report.sessions), (1, 7, 1), "{report:?}");
     assert_eq!(mnemo.log().head(), Position(8), "only s3 was appended");
 }
+
+#[test]
+fn a_json_key_repeated_in_a_line_of_any_format_is_refused_naming_the_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    let claude = concat!(
+        r#"{"type":"user","sessionId":"s-dup","uuid":"u1","timestamp":"2026-01-14T10:00:00Z","message":{"role":"user","content":"hi"}}"#,
+        "\n",
+        r#"{"type":"assistant","sessionId":"s-dup","uuid":"u2","uuid":"u3","timestamp":"2026-01-14T10:00:01Z","message":{"role":"assistant","content":[{"type":"text","text":"yo"}]}}"#,
+        "\n"
+    );
+    let error =
+        mnemo.import(claude.as_bytes(), "dup-key.jsonl", mnemo::ImportFormat::ClaudeCode).unwrap_err();
+    let message = error.to_string();
+    assert!(message.starts_with("dup-key.jsonl:2: "), "{message}");
+    assert!(message.contains("duplicate key \"uuid\""), "{message}");
+    assert_eq!(mnemo.log().head(), Position::ZERO);
+}

@@ -192,6 +192,15 @@ fn a_pretty_printed_document_no_importer_reads_is_named_as_such_not_as_line_1_eo
     assert!(error.contains("one JSON document over 6 lines"), "{error}");
     assert!(error.contains("keys runs, version"), "{error}");
     assert!(!error.contains("EOF"), "{error}");
+    // Read as a JSON Lines format, it is named as what it is too, and a document another importer
+    // reads says which.
+    for format in [ImportFormat::Codex, ImportFormat::ClaudeCode, ImportFormat::Mnemo, ImportFormat::Maka] {
+        let error = parse_import(bytes, "results.json", format).unwrap_err().to_string();
+        assert!(error.contains("one JSON document over 6 lines"), "{error}");
+        let traj = fixture("swe-agent-thought-action.traj");
+        let error = parse_import(&traj, "run.traj", format).unwrap_err().to_string();
+        assert!(error.contains("the swe-agent importer reads it"), "{error}");
+    }
     // A SWE-agent trajectory is told apart and read.
     let parsed =
         parse_import(&fixture("swe-agent-function-calling.traj"), "t.traj", ImportFormat::Auto).unwrap();

@@ -11,7 +11,7 @@ use mnemo_log::{Durability, ExpectedRevision, LogBackend, NewRecord};
 use tracing::info_span;
 
 use super::capture::{self, Identities, Taken};
-use super::{ImportFormat, parse_import};
+use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, parse_import};
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
 use crate::transcript::{TranscriptError, TranscriptRecord};
@@ -146,6 +146,35 @@ impl Mnemo {
         self.import(bytes, source, ImportFormat::Mnemo)
     }
 
+    /// Reads a file to import (`-` is standard input) through [`IMPORT_FILE_BYTES_MAX`]: a larger
+    /// one, or an endless one, is an error naming it, and never read whole.
+    pub fn read_import_file(path: &str) -> Result<Vec<u8>, Error> {
+        use std::io::Read as _;
+        let read_error = |source| Error::Read { path: path.to_owned(), source };
+        let mut bytes = Vec::new();
+        let limit = IMPORT_FILE_BYTES_MAX + 1;
+        if path == "-" {
+            std::io::stdin().lock().take(limit).read_to_end(&mut bytes).map_err(read_error)?;
+        } else {
+            let file = std::fs::File::open(path).map_err(read_error)?;
+            // A regular file too large is refused before a byte of it is read.
+            let metadata = file.metadata().map_err(read_error)?;
+            if metadata.is_file() && metadata.len() > IMPORT_FILE_BYTES_MAX {
+                return Err(Error::InvalidInput(format!(
+                    "{path}: the file is {} bytes, larger than {IMPORT_FILE_BYTES_MAX}, the limit for one import",
+                    metadata.len()
+                )));
+            }
+            file.take(limit).read_to_end(&mut bytes).map_err(read_error)?;
+        }
+        if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
+            return Err(Error::InvalidInput(format!(
+                "{path}: the file is larger than {IMPORT_FILE_BYTES_MAX} bytes, the limit for one import"
+            )));
+        }
+        Ok(bytes)
+    }
+
     /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
     /// converted and checked first; a bad line appends nothing.
     ///
@@ -156,6 +185,12 @@ impl Mnemo {
     /// changed, or is gone, is an error naming it, and nothing is appended.
     pub fn import(&self, bytes: &[u8], source: &str, format: ImportFormat) -> Result<ImportReport, Error> {
         let _span = info_span!("import", source, format = format.name()).entered();
+        if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
+            return Err(Error::InvalidInput(format!(
+                "{source}: the file is {} bytes, larger than {IMPORT_FILE_BYTES_MAX}, the limit for one import",
+                bytes.len()
+            )));
+        }
         let parsed = parse_import(bytes, source, format)?;
         let transcript = &parsed.transcript;
         // NOTE: every record is encoded, compared with the log and cut into appends before the
@@ -191,7 +226,12 @@ impl Mnemo {
         self.check_event_ids_are_new(&new_events, source)?;
         let positions = self.append_chunks(appends)?;
         if let Some((_, last)) = positions {
-            self.catch_up_to(last)?;
+            // NOTE: the import is committed here. A stage that cannot fold it now (a full disk fails
+            // its commit too) catches up when the store is next opened; failing the import would
+            // tell the caller that a durable append did not happen.
+            if let Err(error) = self.catch_up_to(last) {
+                tracing::warn!(%error, "import committed; the projections will catch up on the next open");
+            }
         }
         let status = if fresh_records == 0 {
             ImportStatus::AlreadyComplete

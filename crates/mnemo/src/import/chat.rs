@@ -21,7 +21,7 @@ pub(crate) fn convert(bytes: &[u8], source: &str, out: &mut Converted) -> Result
     let trimmed = text.trim_start();
     if trimmed.starts_with('[') || !looks_like_json_lines(text) {
         // One document: an array of messages or a request body.
-        let value: Value = serde_json::from_str(text)
+        let value: Value = crate::json::parse(text.as_bytes())
             .map_err(|e| error(source, e.line(), None, format!("not valid JSON: {e}")))?;
         let messages = match &value {
             Value::Array(messages) => messages,

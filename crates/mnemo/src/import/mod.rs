@@ -29,6 +29,10 @@ use crate::transcript::{
 pub(crate) use append::{EventIdIndex, event_id_index};
 pub use append::{ImportReport, ImportStatus};
 
+/// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
+/// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
+pub const IMPORT_FILE_BYTES_MAX: u64 = 512 * 1024 * 1024;
+
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
 
@@ -117,26 +121,21 @@ pub fn parse_import(
     let format = match format {
         // Nothing recognisable: the native format's parser says precisely what is wrong, unless the
         // file is one JSON document spread over lines, which no line-by-line reading can name.
-        ImportFormat::Auto => match detect_format(bytes) {
-            Some(format) => format,
-            None => {
-                unknown_document(bytes, source)?;
-                ImportFormat::Mnemo
-            }
-        },
+        ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
         format => format,
     };
     if format == ImportFormat::Mnemo {
-        let transcript = parse_transcript(bytes, source)?;
+        let transcript = parse_transcript(bytes, source)
+            .map_err(|e| whole_document(bytes, source, format).unwrap_or(e))?;
         return Ok(ParsedImport { format, transcript, skipped: BTreeMap::new() });
     }
     let mut out = Converted::default();
     match format {
         ImportFormat::OpenaiChat => chat::convert(bytes, source, &mut out)?,
-        ImportFormat::Codex => codex::convert(&read_lines(bytes, source)?, source, &mut out)?,
-        ImportFormat::ClaudeCode => claude::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        ImportFormat::Codex => codex::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
+        ImportFormat::ClaudeCode => claude::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
         ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
-        _ => maka::convert(&read_lines(bytes, source)?, source, &mut out)?,
+        _ => maka::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
     }
     if out.lines.is_empty() {
         let skipped: Vec<String> = out.skipped.iter().map(|(what, n)| format!("{n} × {what}")).collect();
@@ -174,6 +173,35 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
         }
         Ok(Value::Object(object)) if swe_agent::is_trajectory(&object) => Some(ImportFormat::SweAgent),
         _ => None,
+    }
+}
+
+/// The lines of a JSON Lines format, or, when the file is one JSON document spread over lines
+/// rather than JSON Lines, an error that says so (and which importer reads it, if one does) instead
+/// of "line 1: EOF while parsing".
+fn json_lines(bytes: &[u8], source: &str, format: ImportFormat) -> Result<Vec<SourceLine>, TranscriptError> {
+    read_lines(bytes, source).map_err(|e| whole_document(bytes, source, format).unwrap_or(e))
+}
+
+/// The error for a file that is one JSON document over several lines read as JSON Lines `format`;
+/// `None` when the file is not such a document.
+fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
+    let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
+    if lines < 2 || !matches!(serde_json::from_slice::<Value>(bytes), Ok(Value::Object(_) | Value::Array(_)))
+    {
+        return None;
+    }
+    match detect_format(bytes) {
+        Some(reader) if reader != format => Some(error(
+            source,
+            1,
+            None,
+            format!(
+                "the file is one JSON document over {lines} lines, not {format} JSON Lines; \
+                 the {reader} importer reads it (--format {reader} or auto)"
+            ),
+        )),
+        _ => unknown_document(bytes, source).err(),
     }
 }
 
@@ -256,7 +284,7 @@ fn read_lines(bytes: &[u8], source: &str) -> Result<Vec<SourceLine>, TranscriptE
         if text.trim().is_empty() {
             continue;
         }
-        match serde_json::from_str::<Value>(text) {
+        match crate::json::parse(text.as_bytes()) {
             Ok(Value::Object(object)) => lines.push(SourceLine { line, object }),
             Ok(_) => return Err(fail("a line must be a JSON object".to_owned())),
             Err(e) => return Err(fail(format!("not valid JSON: {e}"))),

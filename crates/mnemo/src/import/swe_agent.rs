@@ -44,7 +44,7 @@ struct Run<'a> {
 }
 
 pub(crate) fn convert(bytes: &[u8], source: &str, out: &mut Converted) -> Result<(), TranscriptError> {
-    let document: Value = serde_json::from_slice(bytes)
+    let document: Value = crate::json::parse(bytes)
         .map_err(|e| error(source, e.line(), None, format!("not valid JSON: {e}")))?;
     let Value::Object(document) = document else {
         return Err(error(source, 1, None, "a SWE-agent trajectory is a JSON object"));

@@ -1,0 +1,222 @@
+//! Damage to acknowledged bytes of the storage engine's journal: cuts at ten points and flipped
+//! marker bytes (a batch's start or end tag, its trailer). The storage engine recovers a shorter log
+//! from such a journal; Mnemo must notice from its high-water mark that acknowledged envelopes are
+//! gone, refuse to open naming exactly the lost range, have `verify` report the same range, and
+//! salvage every envelope before the damage into a new store, byte for byte.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use mnemo::{Config, Error, ErrorCategory, ExpectedRevision, LostRange, Mnemo, Position, StreamId};
+use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
+use mnemo_log::LogError;
+
+/// Appends the child acknowledges before it exits without closing the store.
+const ACKED_APPENDS: u64 = 48;
+const CUTS: u64 = 10;
+const FLIPS: u64 = 10;
+/// The storage engine's journal trailer, written after each batch's end tag and checksum.
+const TRAILER: &[u8] = b"FJL\x03";
+const END_TAG: u8 = 3;
+const CHECKSUM_BYTES: usize = 8;
+
+struct Written {
+    store: tempfile::TempDir,
+    journal: PathBuf,
+    end: u64,
+    acknowledged: u64,
+}
+
+/// Runs the child on a fresh store: `ACKED_APPENDS` durable appends, then an exit without closing.
+fn write_store(seed: u64) -> Written {
+    let store = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_fault-writer"))
+        .arg(store.path())
+        .arg(seed.to_string())
+        .arg("journal")
+        .arg(ACKED_APPENDS.to_string())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(output.status.success(), "child failed: {}", String::from_utf8_lossy(&output.stderr));
+    let acknowledged =
+        stdout.lines().filter_map(|l| l.strip_prefix("ack ")).map(|n| n.parse::<u64>().unwrap());
+    let acknowledged = acknowledged.max().unwrap();
+    let line = stdout.lines().find_map(|l| l.strip_prefix("journal ")).unwrap();
+    let (journal, end) = line.rsplit_once(' ').unwrap();
+    let journal = Path::new(journal).strip_prefix(store.path()).unwrap().to_path_buf();
+    Written { store, journal, end: end.parse().unwrap(), acknowledged }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// The journal's batch ends: the offset just past each batch's trailer.
+fn batch_ends(journal: &[u8]) -> Vec<usize> {
+    (CHECKSUM_BYTES + 1..journal.len().saturating_sub(TRAILER.len()))
+        .filter(|&at| {
+            &journal[at..at + TRAILER.len()] == TRAILER && journal[at - CHECKSUM_BYTES - 1] == END_TAG
+        })
+        .map(|at| at + TRAILER.len())
+        .collect()
+}
+
+/// The envelopes' hashes of an undamaged copy, by position.
+fn hashes(store: &Path) -> Vec<[u8; 32]> {
+    let mnemo = Mnemo::open(store, Config::default()).unwrap();
+    mnemo.log().scan(Position::FIRST).map(|e| e.unwrap().hash).collect()
+}
+
+/// Checks one damaged store; returns the number of acknowledged envelopes lost (0 when the damage
+/// fell on bytes that held no acknowledged envelope).
+fn check_damaged(store: &Path, acknowledged: u64, original: &[[u8; 32]], context: &str) -> u64 {
+    let refused = match Mnemo::open(store, Config::default()) {
+        Ok(mnemo) => {
+            // An open that succeeds must still hold everything acknowledged.
+            assert!(
+                mnemo.log().head().0 >= acknowledged,
+                "{context}: silent loss, head {}",
+                mnemo.log().head()
+            );
+            return 0;
+        }
+        Err(error) => error,
+    };
+    assert_eq!(refused.category(), ErrorCategory::Integrity, "{context}: {refused}");
+    let Error::Log(LogError::AcknowledgedLost { head, lost }) = &refused else {
+        panic!("{context}: not a lost-range refusal: {refused}");
+    };
+    let expected = LostRange { first: head.next(), last: Position(acknowledged) };
+    assert_eq!(*lost, expected, "{context}");
+    assert!(refused.to_string().contains(&format!("positions {expected} were acknowledged")), "{refused}");
+    // Refusing changed nothing: the next open refuses the same way.
+    let again = Mnemo::open(store, Config::default()).unwrap_err();
+    assert_eq!(again.to_string(), refused.to_string(), "{context}");
+
+    let reader = Mnemo::open(store, Config { verify_tail_on_open: false, ..Config::default() }).unwrap();
+    let verification = reader.verify(&mut |_| {}).unwrap();
+    assert!(!verification.ok(), "{context}");
+    assert_eq!(verification.lost, Some(expected.to_string()), "{context}");
+    assert_eq!(verification.envelopes, head.0, "{context}");
+    // Nothing can be appended while the loss stands.
+    let stream = StreamId::new("session/after-damage").unwrap();
+    let records = event_records(&mut Rng::new(3), "after-damage", 0, 1);
+    assert!(reader.append(&stream, ExpectedRevision::Any, &records).is_err(), "{context}");
+    drop(reader);
+
+    let target = tempfile::tempdir().unwrap();
+    let salvaged = target.path().join("salvaged");
+    let report = mnemo::salvage(store, &salvaged, &mut |_| {}).unwrap();
+    assert_eq!(report.recovered, head.0, "{context}: {report:?}");
+    assert_eq!(report.lost, Some(expected.to_string()), "{context}");
+    assert_eq!(report.lost_envelopes, expected.len(), "{context}");
+    let copy = Mnemo::open(&salvaged, Config::default()).unwrap();
+    let verification = copy.verify(&mut |_| {}).unwrap();
+    assert!(verification.ok(), "{context}: {verification:?}");
+    let copied: Vec<_> = copy.log().scan(Position::FIRST).map(|e| e.unwrap().hash).collect();
+    assert_eq!(
+        copied[..],
+        original[..head.0 as usize],
+        "{context}: salvage must copy the intact prefix exactly"
+    );
+    expected.len()
+}
+
+#[test]
+fn journal_cuts_and_flipped_markers_are_refused_with_the_lost_range_and_salvaged() {
+    let seed = seed_from_env();
+    eprintln!("journal damage seed: MNEMO_SEED={seed}");
+    let mut rng = Rng::new(seed);
+    let written = write_store(seed);
+    let pristine = tempfile::tempdir().unwrap();
+    copy_dir(written.store.path(), pristine.path());
+    let original = hashes(pristine.path());
+    assert_eq!(original.len() as u64, written.acknowledged);
+    let journal = std::fs::read(written.store.path().join(&written.journal)).unwrap();
+    let ends = batch_ends(&journal[..written.end as usize]);
+    assert!(ends.len() > 20, "only {} batches in the journal", ends.len());
+
+    let (mut damaged, mut detected, mut lost_total) = (0, 0, 0);
+    let mut damage = |name: String, change: &dyn Fn(&Path)| {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(written.store.path(), dir.path());
+        change(&dir.path().join(&written.journal));
+        let lost =
+            check_damaged(dir.path(), written.acknowledged, &original, &format!("{name}, seed {seed}"));
+        damaged += 1;
+        detected += u64::from(lost > 0);
+        lost_total += lost;
+        eprintln!("{name}: {lost} acknowledged envelopes lost and reported");
+    };
+    for cut in 0..CUTS {
+        // Ten cuts spread over the written bytes, each at a random point of its tenth.
+        let tenth = written.end / CUTS;
+        let offset = cut * tenth + rng.below(tenth.max(1));
+        damage(format!("journal cut at byte {offset} of {}", written.end), &|path| {
+            let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            file.set_len(offset).unwrap();
+        });
+    }
+    for flip in 0..FLIPS {
+        let end = ends[rng.below(ends.len() as u64 - 1) as usize];
+        // The next batch's start tag, this batch's end tag, or a byte of its trailer.
+        let at = match flip % 3 {
+            0 => end,
+            1 => end - TRAILER.len() - CHECKSUM_BYTES - 1,
+            _ => end - 1 - rng.below(TRAILER.len() as u64) as usize,
+        };
+        damage(format!("journal marker byte {at} flipped"), &|path| {
+            let mut bytes = std::fs::read(path).unwrap();
+            bytes[at] ^= 0x5A;
+            std::fs::write(path, bytes).unwrap();
+        });
+    }
+    eprintln!(
+        "{damaged} journal damages: {detected} lost acknowledged envelopes ({lost_total} in all), \
+         each refused with its range, verified and salvaged; the others lost nothing acknowledged"
+    );
+    assert!(detected >= CUTS / 2, "only {detected} of {damaged} damages cut acknowledged envelopes");
+}
+
+#[test]
+fn an_accepted_loss_opens_the_store_again_and_records_it() {
+    let written = write_store(seed_from_env() ^ 0xACC);
+    let journal = written.store.path().join(&written.journal);
+    let file = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
+    file.set_len(written.end / 2).unwrap();
+    drop(file);
+    let Err(Error::Log(LogError::AcknowledgedLost { head, lost })) =
+        Mnemo::open(written.store.path(), Config::default())
+    else {
+        panic!("the cut must lose acknowledged envelopes");
+    };
+    let wrong = LostRange { first: lost.first, last: lost.last.next() };
+    assert!(
+        Mnemo::open(written.store.path(), Config { accept_loss: Some(wrong), ..Config::default() }).is_err()
+    );
+    let mnemo =
+        Mnemo::open(written.store.path(), Config { accept_loss: Some(lost), ..Config::default() }).unwrap();
+    assert_eq!(mnemo.accepted_loss(), Some(lost));
+    assert!(mnemo.verify(&mut |_| {}).unwrap().ok());
+    let stream = StreamId::new("session/after-acceptance").unwrap();
+    let records = event_records(&mut Rng::new(5), "after-acceptance", 0, 1);
+    let appended = mnemo.append(&stream, ExpectedRevision::Any, &records).unwrap();
+    assert_eq!(appended.first_position, head.next());
+    drop(mnemo);
+    let recorded =
+        std::fs::read_to_string(written.store.path().join(mnemo_log::ACCEPTED_LOSS_FILE_NAME)).unwrap();
+    assert!(recorded.contains(&format!("lost {lost} accepted")), "{recorded}");
+    drop(Mnemo::open(written.store.path(), Config::default()).unwrap());
+}
