@@ -171,12 +171,23 @@ const CREATION_MASK: u32 = 0o077;
 
 fn main() -> ExitCode {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(CREATION_MASK));
+    survive_file_size_limit();
     exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) sends SIGXFSZ, whose default action ends the
+/// process without a word. With a handler installed the write fails with `EFBIG` instead, which the
+/// store reports as the file-size limit it is (decision 0101). The flag the handler sets is not read.
+fn survive_file_size_limit() {
+    let caught = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(error) = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, caught) {
+        say_err!("warning: cannot catch SIGXFSZ ({error}); a file-size limit will end the process");
     }
 }
 
@@ -221,12 +232,21 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
             Some(ErrorCategory::Integrity) => "integrity",
             _ => "failure",
         };
-        let message = format!("{error:#}");
+        let message = one_line(error);
         print_json(&serde_json::json!({ "error": { "kind": kind, "message": message } }));
     }
     // A closed stderr must not turn the error's exit code into a panic's.
-    say_err!("error: {error:#}");
+    say_err!("error: {}", one_line(error));
     ExitCode::from(code)
+}
+
+/// An error as one line. A store error's own message already names its cause (a full disk, a
+/// file-size limit, the damage); its sources would repeat it in the storage engine's words.
+fn one_line(error: &anyhow::Error) -> String {
+    match error.downcast_ref::<Error>() {
+        Some(error) => error.to_string(),
+        None => format!("{error:#}"),
+    }
 }
 
 fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
