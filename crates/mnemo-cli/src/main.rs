@@ -232,21 +232,12 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
             Some(ErrorCategory::Integrity) => "integrity",
             _ => "failure",
         };
-        let message = one_line(error);
+        let message = format!("{error:#}");
         print_json(&serde_json::json!({ "error": { "kind": kind, "message": message } }));
     }
     // A closed stderr must not turn the error's exit code into a panic's.
-    say_err!("error: {}", one_line(error));
+    say_err!("error: {error:#}");
     ExitCode::from(code)
-}
-
-/// An error as one line. A store error's own message already names its cause (a full disk, a
-/// file-size limit, the damage); its sources would repeat it in the storage engine's words.
-fn one_line(error: &anyhow::Error) -> String {
-    match error.downcast_ref::<Error>() {
-        Some(error) => error.to_string(),
-        None => format!("{error:#}"),
-    }
 }
 
 fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
