@@ -46,6 +46,15 @@ fn stores(options: &BenchOptions, events: u64) -> Result<(Mnemo, Baseline, Sessi
         mnemo.append(&stream, ExpectedRevision::Any, chunk)?;
     }
     let session = SessionId::new(name.clone()).map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?;
+    // Memory is off for this session: compacting would otherwise extract memories over every folded
+    // turn, which the memory workloads measure, not this one.
+    let flags = mnemo::records::SessionFlagsChanged {
+        session: session.clone(),
+        incognito: None,
+        memory: Some(mnemo::records::MemoryMode::Disabled),
+        title: None,
+    };
+    mnemo.append(&stream, ExpectedRevision::Any, &[Record::SessionFlagsChanged(flags)])?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

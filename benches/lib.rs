@@ -8,6 +8,7 @@
 
 mod assembly_workload;
 pub mod baseline;
+pub mod context_quality;
 pub mod harness;
 pub mod memory_workload;
 pub mod nats_workload;

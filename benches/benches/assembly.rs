@@ -12,7 +12,9 @@ use mnemo::{Config, Mnemo};
 
 /// A transcript of `events` events: turns of a request, a tool call, its result and a reply.
 fn transcript(events: usize) -> String {
-    let mut out = String::from("{\"kind\":\"session\",\"session\":\"bench\"}\n");
+    // Memory is off: compacting would otherwise extract memories over every folded turn, which is
+    // measured by the memory workloads, not here.
+    let mut out = String::from("{\"kind\":\"session\",\"session\":\"bench\",\"memory\":\"disabled\"}\n");
     for i in 0..events / 4 {
         let t = format!("t{i:06}");
         out.push_str(&format!("{{\"session\":\"bench\",\"turn\":\"{t}\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"Step {i}: fix src/part_{i}.rs\"}}]}}\n"));
@@ -28,7 +30,8 @@ fn compacted_store(events: usize) -> (tempfile::TempDir, Mnemo) {
     let mnemo = Mnemo::open(&dir.path().join("store"), Config::default()).unwrap_or_else(|e| panic!("{e}"));
     mnemo.import_transcript(transcript(events).as_bytes(), "bench").unwrap_or_else(|e| panic!("{e}"));
     let session = SessionId::new("bench").unwrap_or_else(|e| panic!("{e}"));
-    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap_or_else(|e| panic!("{e}"));
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap_or_else(|e| panic!("{e}"));
     let outcome = runtime
         .block_on(mnemo.compaction().compact(&session, &CompactOptions::default()))
         .unwrap_or_else(|e| panic!("{e}"));

@@ -44,9 +44,39 @@ pub(crate) struct BenchArgs {
     /// each round on a fresh 3-replica stream.
     #[arg(long, env = "MNEMO_BENCH_NATS")]
     nats: Option<String>,
+    /// Run only the context-quality workload: for each session of the corpus (the real fixtures
+    /// and two generated long sessions) and windows 8k/32k/128k, whether the next request fits,
+    /// its size and its fact retention.
+    #[arg(long)]
+    context_quality: bool,
+    /// The real fixtures directory of the context-quality workload.
+    #[arg(long, default_value = "../shared/fixtures/real")]
+    fixtures: PathBuf,
+}
+
+fn context_quality(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    use mnemo_benches::context_quality;
+    let mut corpus = context_quality::real_corpus(&args.fixtures)?;
+    corpus.extend(context_quality::generated_corpus(args.seed.unwrap_or(7)));
+    std::fs::create_dir_all(&args.out)?;
+    let spinner = progress(0, "bench");
+    spinner.set_message("context quality");
+    let rows = context_quality::run(&args.out, &corpus);
+    spinner.finish_and_clear();
+    let rows = rows?;
+    let path = args.out.join("context-quality.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&rows)?)?;
+    output(cli, &rows, || {
+        say_inline!("{}", context_quality::table(&rows));
+        say!("wrote {}", path.display());
+    });
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if args.context_quality {
+        return context_quality(cli, args);
+    }
     let mut options =
         if args.quick { BenchOptions::quick(args.out.clone()) } else { BenchOptions::full(args.out.clone()) };
     if let Some(events) = args.events {

@@ -71,7 +71,7 @@ pub(crate) fn compact(cli: &Cli, args: &CompactArgs) -> anyhow::Result<ExitCode>
         min_recent_turns: args.keep_turns,
         ..CompactOptions::default()
     };
-    let runtime = tokio::runtime::Builder::new_current_thread().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build()?;
     let outcome = runtime.block_on(mnemo.compaction().compact(&session, &options))?;
     let history = &outcome.history;
     output(cli, &redacted(&serde_json::to_value(&outcome)?), || {

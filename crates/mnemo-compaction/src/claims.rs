@@ -106,6 +106,8 @@ pub fn claims(text: &str) -> Vec<(ClaimKind, String)> {
         }
     };
     for line in text.lines() {
+        let line = without_marks(line);
+        let line = line.as_str();
         for (index, span) in line.split('`').enumerate() {
             if index % 2 == 1 && !span.trim().is_empty() {
                 push(ClaimKind::Code, span);
@@ -140,17 +142,23 @@ fn strip_list_marker(line: &str) -> &str {
     trimmed
 }
 
-/// The paths in `text`, in order, without repeats.
-pub fn paths(text: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for token in text.split_whitespace() {
-        if is_path(token) {
-            let path = trim_token(token).to_owned();
-            if !out.contains(&path) {
-                out.push(path);
-            }
+/// The summary's own truncation mark: `[…]`, or `[… what was left out]`. What it says is about the
+/// summary, not the session, so it is never a claim.
+pub const TRUNCATION_MARK_OPEN: &str = "[…";
+
+/// `line` without the summary's own truncation marks.
+fn without_marks(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(start) = rest.find(TRUNCATION_MARK_OPEN) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        match rest.find(']') {
+            Some(end) => rest = &rest[end + 1..],
+            None => rest = "",
         }
     }
+    out.push_str(rest);
     out
 }
 
@@ -170,5 +178,12 @@ mod tests {
         }
         assert!(!values.contains(&"1"), "a list marker is not a claim");
         assert!(!values.contains(&"Edit"));
+    }
+
+    #[test]
+    fn the_summarys_own_truncation_marks_are_not_claims() {
+        let found = claims("- Ran `cargo test -p a` [… 12 more runs in src/x.rs]\n- Request: fix it […]");
+        let values: Vec<&str> = found.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, vec!["cargo test -p a"]);
     }
 }

@@ -9,7 +9,8 @@
 use std::collections::BTreeMap;
 
 use mnemo_core::{
-    Author, CheckpointManifest, CheckpointPhase, Content, EventId, Role, RuntimeEvent, TimestampMs,
+    Author, BoundaryDisposition, CheckpointManifest, CheckpointPhase, Content, EventId, ExtractionBoundary,
+    Role, RuntimeEvent, TimestampMs,
 };
 
 use crate::assembly::{HistoryItem, checkpoint_items, items_tokens, replay_fits};
@@ -122,6 +123,9 @@ pub struct MidTurnRequest<'a> {
     pub policy: &'a CompactionPolicy,
     /// The clock.
     pub now: TimestampMs,
+    /// The memory-extraction decision the checkpoint freezes (a boundary at its last covered
+    /// event), or none.
+    pub extraction: Option<BoundaryDisposition>,
 }
 
 /// The outcome of a mid-turn compaction.
@@ -215,7 +219,14 @@ pub async fn compact_mid_turn(
         previous: previous.map(|p| p.checkpoint.checkpoint.clone()),
         phase: request.phase,
         head_anchor: mid.then(|| request.anchor.clone()),
-        extraction_boundary: None,
+        extraction_boundary: request.extraction.and_then(|disposition| {
+            covered.last().map(|last| ExtractionBoundary {
+                run: last.run_id.clone(),
+                turn: last.turn_id.clone(),
+                event: last.id.clone(),
+                disposition,
+            })
+        }),
         now: Some(request.now),
         manifest: CheckpointManifest {
             summarizer: identity.name,

@@ -15,6 +15,7 @@ use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateTxn};
 use serde_json::json;
 
 use crate::error::{Conflict, ConflictReason};
+use crate::recall::RECALL_BUDGET_CONFIG_KEY;
 use crate::state::{
     self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
     MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
@@ -31,7 +32,7 @@ const VERSION: u32 = 1;
 /// not by the projector; it lives here so that pipelines configure memory in one place.
 pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     for (name, value) in config {
-        let valid = name == "recall_budget_tokens" && value.as_integer().is_some_and(|v| v > 0);
+        let valid = name == RECALL_BUDGET_CONFIG_KEY && value.as_integer().is_some_and(|v| v > 0);
         if !valid {
             return Err(format!(
                 "{STAGE_NAME} takes only recall_budget_tokens (a positive integer), found {name:?} = {value}"

@@ -19,6 +19,7 @@
 //! text is sensitive when redacting it would change it, so memory refuses exactly what search and
 //! read hide.
 
+mod eligibility;
 mod error;
 mod extract;
 mod index;
@@ -31,6 +32,7 @@ pub mod testing;
 mod text;
 mod write;
 
+pub use eligibility::{boundary_disposition, session_gate};
 pub use error::{Conflict, ConflictReason, MemoryError};
 pub use extract::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
@@ -48,8 +50,9 @@ pub use ops::{
     apply_mutations, commit_extraction, item_id_for, record_denial, search, settle_failure,
 };
 pub use recall::{
-    RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX,
-    RECALL_SCAN_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem, recall, recall_block,
+    RECALL_BUDGET_CONFIG_KEY, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX,
+    RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX, RecallBlock,
+    RecallMemory, RecalledItem, recall, recall_block, recall_budget_tokens, recall_text,
 };
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{

@@ -18,6 +18,7 @@ use crate::error::{Conflict, ConflictReason, MemoryError, invalid};
 use crate::index::{
     SettleDecision, check_commit, commit_request_hash, mutation_request_hash, run_batch, settle_decision,
 };
+use crate::secrets::is_sensitive;
 use crate::state::{
     self, Cursor, Denial, KEY_TAG, KeyEntry, MemoryView, OperationKind, OperationResult, PendingFailure,
     Receipt,
@@ -180,6 +181,7 @@ pub fn apply_mutations(
     ledger: &dyn MemoryLedger,
     request: &MutationRequest,
 ) -> Result<OperationResult, MemoryError> {
+    refuse_secrets(request)?;
     let mutations = normalize_mutations(request)?;
     let mut replay = None;
     ledger.write(&mut |store, now| {
@@ -580,4 +582,24 @@ pub fn record_denial(
     state::denial(store.as_ref(), session, checkpoint)?.ok_or_else(|| {
         MemoryError::Inconsistent(format!("denial of {checkpoint} is not in the index after its append"))
     })
+}
+
+/// A direct write passes the same secret check as extraction's admission: content or a key that
+/// holds credential material ([`crate::is_sensitive`]) is refused before anything is decided, so a
+/// secret never becomes an item or a key.
+fn refuse_secrets(request: &MutationRequest) -> Result<(), MemoryError> {
+    const REFUSED: &str = "holds credential material; secrets are never stored in memory";
+    for (index, mutation) in request.mutations.iter().enumerate() {
+        let item = match mutation {
+            MutationInput::Create { item } | MutationInput::Update { item, .. } => item,
+            _ => continue,
+        };
+        if is_sensitive(&item.content) {
+            return invalid(format!("mutations[{index}].content"), REFUSED);
+        }
+        if let Some(key) = item.keys.iter().position(|k| is_sensitive(&k.key)) {
+            return invalid(format!("mutations[{index}].keys[{key}]"), REFUSED);
+        }
+    }
+    Ok(())
 }

@@ -6,12 +6,14 @@
 use std::collections::BTreeSet;
 
 use mnemo_core::{
-    ItemId, LifecycleState, MemoryItem, MemoryKind, MemoryScope, SourcePointer, TimestampMs, WorkspaceId,
+    Content, ItemId, LifecycleState, MemoryItem, MemoryKind, MemoryScope, SourcePointer, TimestampMs,
+    WorkspaceId,
 };
 use mnemo_pipeline::StateStore;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{MemoryError, invalid};
+use crate::extract::SessionEvent;
 use crate::state::{self, KEY_TAG, KeyEntry, SCOPE_TAG};
 
 /// Results of a recall when no limit is given.
@@ -24,6 +26,10 @@ pub const RECALL_SCAN_ITEMS_MAX: usize = 10_000;
 pub const RECALL_QUERY_CODE_POINTS_MAX: usize = 4000;
 /// Push-block budget when the pipeline config names none, in tokens.
 pub const RECALL_BUDGET_TOKENS_DEFAULT: u64 = 512;
+/// The `memory-index` stage's configuration key for the push-block budget (a positive integer).
+pub const RECALL_BUDGET_CONFIG_KEY: &str = "recall_budget_tokens";
+/// Recent text events a push recall without a query matches against.
+pub const RECALL_RECENT_EVENTS_MAX: usize = 8;
 /// Characters per token in the budget estimate.
 const CHARS_PER_TOKEN: usize = 4;
 
@@ -206,6 +212,42 @@ pub fn recall(
         .collect())
 }
 
+/// The push-block budget a pipeline configures: the `memory-index` stage's
+/// [`RECALL_BUDGET_CONFIG_KEY`] (its factory refuses anything but a positive integer), else
+/// [`RECALL_BUDGET_TOKENS_DEFAULT`], also when the pipeline runs no `memory-index` stage.
+pub fn recall_budget_tokens(memory_index_config: Option<&toml::Table>) -> u64 {
+    memory_index_config
+        .and_then(|config| config.get(RECALL_BUDGET_CONFIG_KEY))
+        .and_then(toml::Value::as_integer)
+        .and_then(|tokens| u64::try_from(tokens).ok())
+        .filter(|tokens| *tokens > 0)
+        .unwrap_or(RECALL_BUDGET_TOKENS_DEFAULT)
+}
+
+/// The text a push recall matches items against: the caller's `query` when it gives one, else the
+/// session's recent turns, the text of its last [`RECALL_RECENT_EVENTS_MAX`] final, model-visible
+/// text events, newest first, one per line. `session_events` is read only when there is no query.
+pub fn recall_text(
+    query: Option<&str>,
+    session_events: impl FnOnce() -> Result<Vec<SessionEvent>, MemoryError>,
+) -> Result<String, MemoryError> {
+    if let Some(query) = query {
+        return Ok(query.to_owned());
+    }
+    let events = session_events()?;
+    let texts: Vec<&str> = events
+        .iter()
+        .rev()
+        .filter(|e| e.event.is_model_visible() && !e.event.partial)
+        .filter_map(|e| match &e.event.content {
+            Some(Content::Text(text)) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .take(RECALL_RECENT_EVENTS_MAX)
+        .collect();
+    Ok(texts.join("\n"))
+}
+
 /// The push route: the best items for `recent_text` (the session's recent turns) that fit in
 /// `budget_tokens`, rendered as a block.
 pub fn recall_block(
@@ -243,5 +285,58 @@ fn kind_name(kind: MemoryKind) -> &'static str {
         MemoryKind::Knowledge => "knowledge",
         MemoryKind::Failure => "failure",
         _ => "note",
+    }
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+    use mnemo_core::{
+        Author, EventId, InvocationId, ModelVisibility, Role, RunId, RuntimeEvent, SessionId, TextContent,
+        TimestampMs, TurnId,
+    };
+
+    fn event(n: u64, text: &str, edit: impl FnOnce(&mut RuntimeEvent)) -> SessionEvent {
+        let mut event = RuntimeEvent::new(
+            EventId::new(format!("e{n}")).unwrap(),
+            InvocationId::new("i").unwrap(),
+            RunId::new("r").unwrap(),
+            SessionId::new("s1").unwrap(),
+            TurnId::new("t1").unwrap(),
+            TimestampMs(n),
+            Role::User,
+            Author::User,
+        );
+        event.content = Some(Content::Text(TextContent::new(text)));
+        edit(&mut event);
+        SessionEvent { ordinal: n, event }
+    }
+
+    #[test]
+    fn a_query_wins_and_the_session_is_not_read() {
+        let text = recall_text(Some("deploy plan"), || panic!("the events were read")).unwrap();
+        assert_eq!(text, "deploy plan");
+    }
+
+    #[test]
+    fn without_a_query_the_last_final_visible_texts_match_newest_first() {
+        let mut events: Vec<SessionEvent> =
+            (1..=10).map(|n| event(n, &format!("text {n}"), |_| {})).collect();
+        events.push(event(11, "streaming", |e| e.partial = true));
+        events.push(event(12, "hidden", |e| e.model_visibility = Some(ModelVisibility::Hidden)));
+        let text = recall_text(None, || Ok(events)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), RECALL_RECENT_EVENTS_MAX);
+        assert_eq!(lines[..3], ["text 10", "text 9", "text 8"]);
+        assert_eq!(lines.last(), Some(&"text 3"));
+    }
+
+    #[test]
+    fn the_budget_comes_from_the_memory_index_config() {
+        let table = |text: &str| -> toml::Table { text.parse().unwrap() };
+        assert_eq!(recall_budget_tokens(Some(&table("recall_budget_tokens = 64"))), 64);
+        assert_eq!(recall_budget_tokens(Some(&table(""))), RECALL_BUDGET_TOKENS_DEFAULT);
+        assert_eq!(recall_budget_tokens(None), RECALL_BUDGET_TOKENS_DEFAULT);
+        assert!(crate::factory(&table("recall_budget_tokens = 0")).is_err());
     }
 }

@@ -227,6 +227,33 @@ fn invalid_requests_write_nothing() {
     assert!(ledger.records().is_empty());
 }
 
+#[test]
+fn a_direct_write_holding_a_secret_is_refused_by_the_memory_crate() {
+    let ledger = VecLedger::new(1_000);
+    let cases = [
+        (
+            input("deploy key is sk-ant-abcdefgh12345678", &["deploy"], MemoryScope::Global),
+            "mutations[0].content",
+        ),
+        (
+            input("the deploy key", &["ghp_abcdefghijklmnopqrstuvwxyz"], MemoryScope::Global),
+            "mutations[0].keys[0]",
+        ),
+    ];
+    for (item, field) in cases {
+        let request =
+            MutationRequest { operation: op("op"), mutations: vec![MutationInput::Create { item }] };
+        match apply_mutations(&ledger, &request) {
+            Err(MemoryError::Invalid(error)) => {
+                assert_eq!(error.field, field);
+                assert!(error.reason.contains("credential material"), "{error}");
+            }
+            other => panic!("a secret was not refused: {other:?}"),
+        }
+    }
+    assert!(ledger.records().is_empty(), "nothing is written");
+}
+
 fn commit(session: &str, operation: &str, expected: u64, next: u64) -> CommitRequest {
     CommitRequest {
         operation: op(operation),

@@ -189,14 +189,10 @@ impl Mnemo {
         }
     }
 
-    /// The memory-extraction decision an automatic checkpoint freezes (memory.md §3.1): a subagent's
-    /// or archived session, an incognito one, or one with memory disabled is `policy_denied`;
-    /// any other is `eligible`.
+    /// The memory-extraction decision an automatic checkpoint freezes (memory.md §3.1; the rule is
+    /// memory's, [`mnemo_memory::boundary_disposition`]).
     fn extraction_disposition(&self, session: &SessionId) -> Result<BoundaryDisposition, Error> {
-        let denied = self.session(session)?.is_some_and(|s| {
-            s.subagent || s.archived || s.incognito || s.memory == mnemo_core::MemoryMode::Disabled
-        });
-        Ok(if denied { BoundaryDisposition::PolicyDenied } else { BoundaryDisposition::Eligible })
+        Ok(mnemo_memory::boundary_disposition(self.session(session)?.as_ref()))
     }
 
     /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
@@ -210,8 +206,10 @@ impl Mnemo {
         let assembly = self.assembly_options(&options.context)?;
         let extractive = ExtractiveSummarizer;
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        // Manual compaction freezes no extraction decision: only automatic checkpoints trigger it.
-        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), None);
+        // Every fold triggers extraction over what it folded, whatever triggered it (decision 0126):
+        // the checkpoint freezes the decision like an automatic one.
+        let extraction = Some(self.extraction_disposition(session)?);
+        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), extraction);
         let manual = ManualOptions { min_recent_turns: options.min_recent_turns };
         let outcome = mnemo_compaction::compact_now(&ledger, &assembly, seams, manual).await?;
         if let Some(recorded) = &outcome.recorded {
@@ -422,6 +420,7 @@ impl Mnemo {
             connection: &assembly.connection,
             policy: &assembly.policy,
             now: self.clock.now(),
+            extraction: Some(self.extraction_disposition(session)?),
         };
         let outcome = mnemo_compaction::compact_mid_turn(request, summarizer, self.compaction.as_ref()).await;
         if let MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {

@@ -26,8 +26,8 @@ pub use mnemo_memory::{
 };
 
 use mnemo_core::{
-    CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryMode, MemoryScope, OperationId,
-    Record, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
+    CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryScope, OperationId, Record, SessionId,
+    StreamId, StreamRevision, ToolCallId, TurnId,
 };
 use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
@@ -40,8 +40,6 @@ use crate::mnemo::Mnemo;
 
 /// Envelopes read per page when loading a session's events.
 const SESSION_PAGE_ENVELOPES_MAX: usize = 1024;
-/// Recent text events a push recall matches against.
-const RECALL_RECENT_EVENTS_MAX: usize = 8;
 
 /// The model seams memory extraction uses.
 #[derive(Debug, Clone)]
@@ -133,20 +131,9 @@ impl MemoryLedger for Mnemo {
 
 impl ExtractionHost for Mnemo {
     fn gate(&self, session: &SessionId) -> Result<Option<GateReason>, MemoryError> {
-        let Some(summary) = self.session(session).map_err(host_error)? else {
-            return Ok(Some(GateReason::Unavailable));
-        };
-        Ok(if summary.incognito {
-            Some(GateReason::Incognito)
-        } else if summary.memory == MemoryMode::Disabled {
-            Some(GateReason::Disabled)
-        } else if self.memory.draining.load(Ordering::SeqCst) {
-            Some(GateReason::Unavailable)
-        } else if summary.subagent || summary.archived {
-            Some(GateReason::Ineligible)
-        } else {
-            None
-        })
+        let summary = self.session(session).map_err(host_error)?;
+        let draining = self.memory.draining.load(Ordering::SeqCst);
+        Ok(mnemo_memory::session_gate(summary.as_ref(), draining))
     }
 
     fn session_events(&self, session: &SessionId) -> Result<Vec<SessionEvent>, MemoryError> {
@@ -168,21 +155,6 @@ impl ExtractionHost for Mnemo {
                 _ => None,
             })
             .collect())
-    }
-
-    fn matching_checkpoint(&self, session: &SessionId) -> Result<Option<CheckpointRecord>, MemoryError> {
-        let ledger = self.ledger(session, None).map_err(host_error)?;
-        let (latest, _) = ledger.latest().map_err(|e| host_error(e.into()))?;
-        let Some(latest) = latest else { return Ok(None) };
-        let events: Vec<mnemo_core::RuntimeEvent> = ledger
-            .compactable_from(StreamRevision(0), None)
-            .map_err(|e| host_error(e.into()))?
-            .into_iter()
-            .map(|e| e.event)
-            .collect();
-        Ok(mnemo_compaction::match_prefix(&latest.checkpoint, events.as_slice())
-            .is_ok()
-            .then_some(latest.checkpoint))
     }
 
     fn session_scope(&self, session: &SessionId) -> Result<MemoryScope, MemoryError> {
@@ -335,7 +307,6 @@ impl Mnemo {
     /// Content or a key that holds credential material (by the redaction rules extraction admits
     /// with) is refused before anything is appended: a secret never becomes an item or a key.
     pub fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
-        refuse_secrets(request)?;
         Ok(mnemo_memory::apply_mutations(self, request)?)
     }
 
@@ -402,43 +373,11 @@ impl Mnemo {
     /// that fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
     pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> Result<RecallBlock, Error> {
         let workspace = self.recall_workspace(session)?;
-        let text = match query {
-            Some(query) => query.to_owned(),
-            None => self.recent_text(session)?,
-        };
+        let text = mnemo_memory::recall_text(query, || ExtractionHost::session_events(self, session))?;
+        let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
+        let budget = mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config));
         let store = MemoryLedger::state(self)?;
-        Ok(mnemo_memory::recall_block(
-            store.as_ref(),
-            workspace.as_ref(),
-            &text,
-            self.recall_budget_tokens(),
-        )?)
-    }
-
-    fn recent_text(&self, session: &SessionId) -> Result<String, Error> {
-        let events = ExtractionHost::session_events(self, session)?;
-        let texts: Vec<String> = events
-            .iter()
-            .rev()
-            .filter(|e| e.event.is_model_visible() && !e.event.partial)
-            .filter_map(|e| match &e.event.content {
-                Some(mnemo_core::Content::Text(text)) => Some(text.text.clone()),
-                _ => None,
-            })
-            .take(RECALL_RECENT_EVENTS_MAX)
-            .collect();
-        Ok(texts.join("\n"))
-    }
-
-    fn recall_budget_tokens(&self) -> u64 {
-        self.pipeline_spec()
-            .stages
-            .iter()
-            .find(|s| s.name == mnemo_memory::STAGE_NAME)
-            .and_then(|s| s.config.get("recall_budget_tokens"))
-            .and_then(|v| v.as_integer())
-            .and_then(|v| u64::try_from(v).ok())
-            .unwrap_or(RECALL_BUDGET_TOKENS_DEFAULT)
+        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
     }
 
     /// A session's extraction cursor (the highest ordinal already evaluated), 0 when none.
@@ -446,26 +385,4 @@ impl Mnemo {
         let store = MemoryLedger::state(self)?;
         Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
     }
-}
-
-/// The host's direct writes pass the same secret check as extraction's admission.
-fn refuse_secrets(request: &MutationRequest) -> Result<(), Error> {
-    let sensitive = |text: &str| mnemo_core::redaction::redact_secrets(text) != text;
-    for (index, mutation) in request.mutations.iter().enumerate() {
-        let item = match mutation {
-            MutationInput::Create { item } | MutationInput::Update { item, .. } => item,
-            _ => continue,
-        };
-        if sensitive(&item.content) {
-            return Err(Error::InvalidInput(format!(
-                "mutations[{index}].content holds credential material; secrets are never stored in memory"
-            )));
-        }
-        if let Some(key) = item.keys.iter().position(|k| sensitive(&k.key)) {
-            return Err(Error::InvalidInput(format!(
-                "mutations[{index}].keys[{key}] holds credential material; secrets are never stored in memory"
-            )));
-        }
-    }
-    Ok(())
 }

@@ -275,7 +275,7 @@ fn the_extract_tool_flags_the_turn_and_extraction_runs_when_it_completes() {
 }
 
 #[test]
-fn a_first_extraction_skips_history_compacted_before_extraction_existed() {
+fn a_compaction_before_the_first_extraction_loses_no_facts() {
     // Long enough that a summary is smaller than the turns it replaces.
     let filler = " The walk through the module layout went on at length.".repeat(20);
     let lines = [
@@ -301,8 +301,8 @@ fn a_first_extraction_skips_history_compacted_before_extraction_existed() {
     open_session(&control, "s1", "w1", &lines);
     rt.block_on(control.memory().extract(&session("s1"), None)).unwrap();
     assert!(found(&control, "fjall") && found(&control, "tabs"), "the control stores the early facts");
-    // A manual checkpoint (no memory boundary) over the first two turns: the first cursor starts
-    // after them, so only the last turn is read.
+    // A manual checkpoint over the first two turns runs extraction over them, and the next
+    // extraction reads the rest: the same facts as without a checkpoint.
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
     open_session(&mnemo, "s1", "w1", &lines);
@@ -312,9 +312,9 @@ fn a_first_extraction_skips_history_compacted_before_extraction_existed() {
     };
     let compacted = rt.block_on(mnemo.compaction().compact(&session("s1"), &options)).unwrap();
     let checkpoint = compacted.recorded.unwrap_or_else(|| panic!("{:?}", compacted.history.diagnostics));
-    assert!(checkpoint.checkpoint.extraction_boundary.is_none());
+    assert!(checkpoint.checkpoint.extraction_boundary.is_some());
     let report = rt.block_on(mnemo.memory().extract(&session("s1"), None)).unwrap();
     assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
-    assert!(!found(&mnemo, "fjall") && !found(&mnemo, "tabs"), "compacted history is skipped");
+    assert!(found(&mnemo, "fjall") && found(&mnemo, "tabs"), "compacted history is not lost");
     assert_eq!(found(&mnemo, "debian"), found(&control, "debian"), "the last turn is read as before");
 }

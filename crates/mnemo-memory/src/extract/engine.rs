@@ -228,13 +228,9 @@ impl Run<'_> {
         range.expected = cursor.as_ref().map_or(0, |c| c.processed_ordinal);
         let pending = view.pending_failure(&self.session)?;
         drop(store);
-        if cursor.is_none()
-            && pending.is_none()
-            && let Some((ordinal, checkpoint)) = self.bootstrap(range.through)?
-        {
-            self.skip_compacted_prefix(&checkpoint, ordinal)?;
-            range.expected = ordinal;
-        }
+        // A first run starts at the session's first event even when a checkpoint already folded
+        // some of it: extraction reads the log, never the summary, so folded turns are not lost to
+        // memory (decision 0126).
         let mut retried = None;
         if let Some(pending) = pending {
             if pending.first_operation == range.operation {
@@ -323,56 +319,6 @@ impl Run<'_> {
                 MemoryView::new(store.as_ref()).cursor(&self.session)?.map_or(0, |c| c.processed_ordinal);
         }
         Ok(Ok(expected))
-    }
-
-    /// The first cursor of a session that has none (memory.md §3.4 step 8): history compacted
-    /// before extraction existed is skipped. When no checkpoint carries a memory boundary at or
-    /// before `boundary`, the cursor starts at the end of the latest checkpoint's covered prefix
-    /// (for a mid-turn checkpoint, just before its head anchor), if the host still finds that
-    /// prefix matching the events and it does not reach past `boundary`.
-    fn bootstrap(&self, boundary: u64) -> Result<Option<(u64, CheckpointId)>, MemoryError> {
-        let ordinal_of =
-            |id: &mnemo_core::EventId| self.events.iter().find(|e| &e.event.id == id).map(|e| e.ordinal);
-        let checkpoints = self.host.checkpoints(&self.session)?;
-        let bounded = checkpoints.iter().any(|c| {
-            c.extraction_boundary.as_ref().and_then(|b| ordinal_of(&b.event)).is_some_and(|o| o <= boundary)
-        });
-        if bounded {
-            return Ok(None);
-        }
-        let Some(latest) = self.host.matching_checkpoint(&self.session)? else {
-            return Ok(None);
-        };
-        let end = match &latest.head_anchor {
-            Some(anchor) => ordinal_of(&anchor.event).map(|o| o - 1),
-            None => ordinal_of(&latest.coverage.through.event),
-        };
-        Ok(end.filter(|o| *o > 0 && *o <= boundary).map(|o| (o, latest.checkpoint)))
-    }
-
-    /// Records the bootstrap durably: a skip commit that moves the session's first cursor from 0
-    /// to `through` (the end of `checkpoint`'s covered prefix), so every later run, retry and
-    /// replay of the log sees the same cursor.
-    fn skip_compacted_prefix(&mut self, checkpoint: &CheckpointId, through: u64) -> Result<(), MemoryError> {
-        let entries = self.entries(0, through);
-        let request = CommitRequest {
-            operation: hashed_id(
-                "memory_bootstrap_skip_",
-                &json!({"sessionId": self.session, "checkpointId": checkpoint, "throughOrdinal": through}),
-            )?,
-            session: self.session.clone(),
-            scope: self.host.session_scope(&self.session)?,
-            trigger: ExtractionTrigger::Compaction,
-            checkpoint: Some(checkpoint.clone()),
-            expected_cursor: 0,
-            next_cursor: through,
-            coverage_hash: evidence::coverage_hash(&entries)?,
-            items: Vec::new(),
-            requested: Vec::new(),
-            no_op_reason: None,
-            skip_reason: Some(SkipReason::CompactedBeforeExtraction),
-        };
-        commit_extraction(self.host, &request).map(|_| ())
     }
 
     /// The prior text checkpoint's summary for `range` (memory.md §3.6): for a compaction trigger

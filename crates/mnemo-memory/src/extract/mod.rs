@@ -89,13 +89,6 @@ pub trait ExtractionHost: MemoryLedger {
     fn checkpoints(&self, session: &SessionId) -> Result<Vec<CheckpointRecord>, MemoryError>;
     /// The stream the session's memory records go to: its workspace, or global.
     fn session_scope(&self, session: &SessionId) -> Result<MemoryScope, MemoryError>;
-    /// The session's latest valid checkpoint, only if its covered prefix still matches the
-    /// session's events (its source digest): the host owns checkpoint selection and digests. Used
-    /// to bootstrap a session's first cursor (memory.md §3.4 step 8). `None` skips the bootstrap.
-    fn matching_checkpoint(&self, session: &SessionId) -> Result<Option<CheckpointRecord>, MemoryError> {
-        let _ = session;
-        Ok(None)
-    }
 }
 
 /// The model seams an extraction uses.
