@@ -5,16 +5,17 @@
 //! reference digests are equal, and every acknowledged append is present.
 //!
 //! Every record is made the way a host makes it: session facts and runtime events are appended by
-//! the host; checkpoints come from the facade's compaction writers (`compact`, `prepare_history`),
-//! memory mutations from its single memory writer (`memory().apply`), extraction commits, failure
-//! settlements and policy denials from the extraction engine (`remember`, `extract`, the compaction
-//! hook) with a proposer that sometimes fails, and copies from `copy`. So each one passed the
-//! checks its writer applies (a valid checkpoint, a memory commit that applies to the state it was
-//! decided on), and a refused operation is checked to have appended nothing.
+//! the host; checkpoints come from the facade's compaction writers (`compact`, `prepare_history`,
+//! `compact_mid_turn`), memory mutations from its single memory writer (`memory().apply`),
+//! extraction commits, failure settlements and policy denials from the extraction engine
+//! (`remember`, `extract`, the compaction hook) with a proposer that sometimes fails, and copies from
+//! `copy`. So each one passed the checks its writer applies (a valid checkpoint, a memory commit that
+//! applies to the state it was decided on), and a refused operation is checked to have appended
+//! nothing.
 //!
 //! The 11 record kinds (`RecordKind::ALL`) and what makes them here: `session_opened`,
 //! `session_flags_changed`, `session_archived`, `runtime_event` and `turn_ended` (the host's
-//! appends); `checkpoint_recorded` (compaction and overflow of a session's history);
+//! appends); `checkpoint_recorded` (manual, pre-turn and mid-turn compaction, copies' rebuilt ones);
 //! `memory_mutation` (create, update, archive, restore, some at stale versions); `memory_commit`
 //! (remember, extract, compaction-triggered extraction, policy skips); `extraction_failure` (a
 //! proposer that fails or answers nonsense); `policy_denial` (the compaction hook on an incognito or
@@ -94,6 +95,8 @@ struct Session {
     turn_events: usize,
     /// Events appended by the host, all turns.
     events: usize,
+    /// The running turn's latest user event: the anchor of a mid-turn compaction.
+    anchor: Option<mnemo::records::EventId>,
     copies: u64,
 }
 
@@ -106,6 +109,7 @@ impl Session {
             turn: 1,
             turn_events: 0,
             events: 0,
+            anchor: None,
             copies: 0,
         }
     }
@@ -134,6 +138,8 @@ struct Run {
     /// Every record the host appended itself, by position (writers' records are read back).
     acknowledged: BTreeMap<u64, Vec<u8>>,
     refused: BTreeMap<&'static str, u64>,
+    /// Checkpoints by the writer that recorded them.
+    checkpoints: BTreeMap<&'static str, u64>,
 }
 
 impl Run {
@@ -154,6 +160,7 @@ impl Run {
             batches: 0,
             acknowledged: BTreeMap::new(),
             refused: BTreeMap::new(),
+            checkpoints: BTreeMap::new(),
         };
         for index in 0..SESSIONS_OPENED {
             let workspace = ["acme/api", "acme/web", ""][index % 3];
@@ -267,6 +274,7 @@ impl Run {
         self.append(&session.stream(), &[record]);
         self.sessions[which].turn += 1;
         self.sessions[which].turn_events = 0;
+        self.sessions[which].anchor = None;
     }
 
     fn change_flags(&mut self, which: usize) {
@@ -321,12 +329,40 @@ impl Run {
         match outcome {
             Ok(outcome) => {
                 if let Some(recorded) = outcome.recorded {
+                    *self.checkpoints.entry(if manual { "manual" } else { "pre-turn" }).or_default() += 1;
                     let checkpoint = recorded.checkpoint.checkpoint.clone();
                     let hook = self.mnemo().memory();
                     self.runtime.block_on(hook.on_checkpoint_recorded(&session.id, &checkpoint)).unwrap();
                 }
             }
             Err(error) => self.refused("compaction", before, &error),
+        }
+    }
+
+    /// A checkpoint inside the running turn, anchored at its user line, as a host makes one when a
+    /// step's request would not fit.
+    fn compact_mid_turn(&mut self, which: usize) {
+        let session = self.sessions[which].clone();
+        let Some(anchor) = session.anchor.clone() else { return self.compact(which) };
+        let before = self.head();
+        let reference_tokens = 200 + self.rng.below(2_000);
+        let mid_turn = mnemo::compaction::MidTurnOptions::new(session.turn_id(), anchor, reference_tokens);
+        let options = CompactOptions::default();
+        let compaction = self.mnemo().compaction();
+        match self.runtime.block_on(compaction.compact_mid_turn(&session.id, &mid_turn, &options)) {
+            Ok(mnemo::compaction::MidTurnOutcome::Replaced { checkpoint, .. }) => {
+                *self.checkpoints.entry("mid-turn").or_default() += 1;
+                let hook = self.mnemo().memory();
+                let id = &checkpoint.checkpoint.checkpoint;
+                self.runtime.block_on(hook.on_checkpoint_recorded(&session.id, id)).unwrap();
+            }
+            Ok(_) => assert_eq!(
+                self.head(),
+                before,
+                "seed {}: a failed-open mid-turn compaction appended",
+                self.seed
+            ),
+            Err(error) => self.refused("mid-turn compaction", before, &error),
         }
     }
 
@@ -472,7 +508,8 @@ impl Run {
             35..50 => self.events(which),
             50..55 => self.change_flags(which),
             55..57 => self.archive(which),
-            57..64 => self.compact(which),
+            57..61 => self.compact(which),
+            61..64 => self.compact_mid_turn(which),
             // Most often the longest conversation: the one a window is most likely to overflow.
             64..71 => self.compact(self.longest()),
             71..80 => self.mutate(),
@@ -583,7 +620,9 @@ impl Run {
         event.role = mnemo::records::Role::User;
         event.author = mnemo::records::Author::User;
         event.content = Some(mnemo::records::Content::Text(mnemo::records::TextContent::new(text)));
+        let id = event.id.clone();
         self.append(&session.stream(), &[Record::RuntimeEvent(event)]);
+        self.sessions[which].anchor = Some(id);
         self.sessions[which].turn_events += 1;
     }
 
@@ -642,9 +681,11 @@ fn run_seed(seed: u64) -> BTreeMap<String, u64> {
     let random = run.kinds();
     run.cover();
     let refused = run.refused.clone();
+    let checkpoints = run.checkpoints.clone();
     let kinds = run.check();
     eprintln!("seed {seed}: records by kind {kinds:?}");
     eprintln!("    of which the random steps made {random:?}; refused operations {refused:?}");
+    eprintln!("    checkpoints by writer {checkpoints:?}");
     kinds
 }
 
