@@ -26,6 +26,11 @@ soak:
 soak-import:
     MNEMO_IMPORT_KILL_LINES=200000 cargo test --release -p mnemo-acceptance --test import_kill -- --nocapture
 
+# The fault campaign with a thousand injected faults (kill, file-size limit, disk full on a small
+# tmpfs when run as root, journal damage); prints acknowledged envelopes lost per kind (must be 0).
+soak-faults faults="1000":
+    MNEMO_FAULTS={{faults}} cargo test --release -p mnemo-acceptance --test fault_campaign -- --nocapture
+
 # Each fuzz target for SECS seconds (needs `cargo install cargo-fuzz`; stable with RUSTC_BOOTSTRAP).
 fuzz secs="60":
     cd fuzz && for target in $(cargo fuzz list); do RUSTC_BOOTSTRAP=1 cargo fuzz run "$target" -- -max_total_time={{secs}} || exit 1; done

@@ -171,12 +171,23 @@ const CREATION_MASK: u32 = 0o077;
 
 fn main() -> ExitCode {
     rustix::process::umask(rustix::fs::Mode::from_raw_mode(CREATION_MASK));
+    survive_file_size_limit();
     exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
     match run(&cli) {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
+    }
+}
+
+/// A write past the file-size limit (`ulimit -f`) sends SIGXFSZ, whose default action ends the
+/// process without a word. With a handler installed the write fails with `EFBIG` instead, which the
+/// store reports as the file-size limit it is (decision 0101). The flag the handler sets is not read.
+fn survive_file_size_limit() {
+    let caught = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let Err(error) = signal_hook::flag::register(signal_hook::consts::SIGXFSZ, caught) {
+        say_err!("warning: cannot catch SIGXFSZ ({error}); a file-size limit will end the process");
     }
 }
 

@@ -412,3 +412,27 @@ fn sessions_list_by_their_own_event_times_with_a_title_from_the_first_request() 
     assert_eq!(first["last_activity"], 1_777_883_469_000_u64);
     assert_eq!(first["first_activity"], 1_777_882_321_135_u64);
 }
+
+/// A file-size limit below the storage engine's 64 MiB journal preallocation used to end the
+/// process by SIGXFSZ (exit 153, no message).
+#[test]
+fn a_file_size_limit_is_exit_4_with_one_line_naming_it_and_leaves_no_half_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let output = Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -f 1024; exec "$0" --store "$1" import "$2""#)
+        .arg(env!("CARGO_BIN_EXE_mnemo"))
+        .arg(&store)
+        .arg(SAMPLE)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(4), "{:?}: {}", output.status, stderr(&output));
+    let message = stderr(&output);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    assert!(message.contains("file-size limit"), "{message}");
+    assert!(!message.contains("FjallError"), "{message}");
+    // The store was being created: nothing of it is left.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

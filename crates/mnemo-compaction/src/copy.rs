@@ -13,6 +13,7 @@
 
 use std::collections::BTreeMap;
 
+use mnemo_core::redaction::redact_secrets;
 use mnemo_core::{
     CheckpointBody, CheckpointId, ConversationCopied, CopyBoundary, EventId, InvocationId, Position, Record,
     RunId, RuntimeEvent, SessionId, SessionOpened, StorageRef, SummaryFormat, TurnEnded, TurnId,
@@ -308,7 +309,8 @@ impl<'a> Copier<'a> {
         let rebuilt = build_checkpoint(CheckpointInput {
             session: self.target,
             covered: &clones,
-            body: BodyInput::Text { summary: summary.clone(), legacy },
+            // A summary recorded before redaction covered a rule is not copied with its secret.
+            body: BodyInput::Text { summary: redact_secrets(summary).into_owned(), legacy },
             previous,
             phase: checkpoint.phase,
             head_anchor: anchor,

@@ -232,13 +232,17 @@ const CONSTRAINT_MARKERS: [&str; 25] = [
     "has to",
 ];
 
+/// The sentences of `text`: a line ends one, and so does `.`, `!`, `?` or `;` followed by a space
+/// (never the dot inside a file name such as `CLAUDE.md`).
 fn sentences(text: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut current = String::new();
-        for ch in line.chars() {
+        let mut chars = line.chars().peekable();
+        while let Some(ch) = chars.next() {
             current.push(ch);
-            if matches!(ch, '.' | '!' | '?' | ';') {
+            let ends = chars.peek().is_none_or(|next| next.is_whitespace());
+            if matches!(ch, '.' | '!' | '?' | ';') && ends {
                 out.push(std::mem::take(&mut current));
             }
         }
@@ -775,7 +779,7 @@ mod tests {
                 "e4",
                 "t3",
                 "user",
-                "Add a retry to the uploader in src/upload.rs. Performance is crucial here. Don't commit until the final step.",
+                "Add a retry to the uploader in src/upload.rs. Performance is crucial here. Don't commit until the final step. Keep the config in settings.toml unchanged.",
             ),
             text_event("e5", "t3", "model", "You're absolutely right!"),
             call("e6", "t3", "c1", "exec_command", json!({"cmd": "cargo test -p upload"})),
@@ -813,6 +817,10 @@ mod tests {
         assert!(text.contains("- Latest request: Add a retry to the uploader in src/upload.rs"), "{text}");
         assert!(text.contains("- User constraint (verbatim): Performance is crucial here."), "{text}");
         assert!(text.contains("- User constraint (verbatim): Don't commit until the final step."), "{text}");
+        assert!(
+            text.contains("Keep the config in settings.toml unchanged."),
+            "a dotted name is no sentence end: {text}"
+        );
         assert!(
             text.contains("- Changed: src/upload.rs") && text.contains("- Read: src/config.rs"),
             "{text}"

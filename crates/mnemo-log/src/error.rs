@@ -98,8 +98,10 @@ pub enum LogError {
     #[error("store {path} is damaged: {what}; restore it from a copy")]
     Damaged { path: PathBuf, what: String },
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
+    /// Its message names the cause in one line (see [`describe`]), so the engine's error is not
+    /// chained as a source to be printed again in the engine's own words.
     #[error("storage error: {}", describe(.0))]
-    Storage(#[from] fjall::Error),
+    Storage(fjall::Error),
     /// A file-system error outside the storage engine (creating the directory, the lock file).
     #[error("{context}: {}", fault_cause(source).map_or_else(|| source.to_string(), str::to_owned))]
     Io {
@@ -107,6 +109,12 @@ pub enum LogError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<fjall::Error> for LogError {
+    fn from(error: fjall::Error) -> LogError {
+        LogError::Storage(error)
+    }
 }
 
 impl LogError {

@@ -168,3 +168,37 @@ fn a_host_summary_repeating_credentials_is_recorded_redacted_and_still_faithful(
     assert!(report.checked >= 2, "{report:?}");
     assert_eq!(report.unsupported, Vec::<String>::new());
 }
+
+#[test]
+fn a_copy_does_not_carry_a_secret_from_a_summary_recorded_before_redaction() {
+    let (_dir, mnemo) = store(3);
+    let session = SessionId::new(SESSION).unwrap();
+    let events: Vec<mnemo::RuntimeEvent> = mnemo
+        .log_entries(Position(1), usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "runtime_event")
+        .map(|e| serde_json::from_value(e.record).unwrap())
+        .collect();
+    // A checkpoint as one recorded before summaries were redacted: it holds the credentials.
+    let old = mnemo_compaction::testing::build_text(&events[..5], CARELESS, None);
+    let stream = mnemo::StreamId::session(&session);
+    let appended = mnemo
+        .append(&stream, mnemo::ExpectedRevision::Any, &[mnemo::Record::CheckpointRecorded(old)])
+        .unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+
+    let report = mnemo.copy_conversation(&session, None, None).unwrap();
+    assert_eq!(report.checkpoints_rebuilt, 1);
+    let copied: Vec<CheckpointRecord> = mnemo
+        .log_entries(appended.last_position, usize::MAX)
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.kind == "checkpoint_recorded")
+        .map(|e| serde_json::from_value(e.record).unwrap())
+        .filter(|c: &CheckpointRecord| c.session == report.session)
+        .collect();
+    assert_eq!(copied.len(), 1);
+    assert_no_secret(&copied[0]);
+    assert_eq!(summary(&copied[0]), redact_secrets(CARELESS));
+}
