@@ -18,7 +18,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use mnemo::{Config, Error, Mnemo, Position};
+use mnemo::records::Position;
+use mnemo::{Config, Error, Mnemo};
 use mnemo_acceptance::sim::{Rng, seed_from_env};
 use mnemo_log::LogError;
 

@@ -173,7 +173,7 @@ fn a_host_summary_repeating_credentials_is_recorded_redacted_and_still_faithful(
 fn a_copy_does_not_carry_a_secret_from_a_summary_recorded_before_redaction() {
     let (_dir, mnemo) = store(3);
     let session = SessionId::new(SESSION).unwrap();
-    let events: Vec<mnemo::RuntimeEvent> = mnemo
+    let events: Vec<mnemo::records::RuntimeEvent> = mnemo
         .log_entries(Position(1), usize::MAX)
         .unwrap()
         .into_iter()
@@ -182,13 +182,17 @@ fn a_copy_does_not_carry_a_secret_from_a_summary_recorded_before_redaction() {
         .collect();
     // A checkpoint as one recorded before summaries were redacted: it holds the credentials.
     let old = mnemo_compaction::testing::build_text(&events[..5], CARELESS, None);
-    let stream = mnemo::StreamId::session(&session);
+    let stream = mnemo::records::StreamId::session(&session);
     let appended = mnemo
-        .append(&stream, mnemo::ExpectedRevision::Any, &[mnemo::Record::CheckpointRecorded(old)])
+        .append(
+            &stream,
+            mnemo::log::ExpectedRevision::Any,
+            &[mnemo::records::Record::CheckpointRecorded(old)],
+        )
         .unwrap();
     mnemo.catch_up_to(appended.last_position).unwrap();
 
-    let report = mnemo.copy_conversation(&session, None, None).unwrap();
+    let report = mnemo.compaction().copy(&session, None, None).unwrap();
     assert_eq!(report.checkpoints_rebuilt, 1);
     let copied: Vec<CheckpointRecord> = mnemo
         .log_entries(appended.last_position, usize::MAX)
