@@ -19,10 +19,12 @@ use term::{say, say_err};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_cmd;
+mod capture;
 mod compaction_cmd;
 mod demo;
 mod history_cmd;
 mod memory_cmd;
+mod sync_cmd;
 mod term;
 
 #[derive(Debug, Parser)]
@@ -125,6 +127,9 @@ enum Command {
     },
     /// The memory items recall would give a session (`--query` for the pull route).
     Recall(memory_cmd::RecallArgs),
+    /// Capture the agents' session folders: import every new or grown session file (`--watch`:
+    /// keep capturing as they change).
+    Sync(sync_cmd::SyncArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -271,6 +276,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench_cmd::run(cli, args),
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
+        Command::Sync(args) => sync_cmd::run(cli, args),
     }
 }
 

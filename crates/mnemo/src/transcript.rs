@@ -8,8 +8,8 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{
-    DETECT_LINES_MAX, IMPORT_FILE_BYTES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport,
-    detect_format, parse_import,
+    DETECT_LINES_MAX, IMPORT_FILE_BYTES_MAX, ImportFormat, ImportReport, ImportStatus, NO_CONVERSATION_LINES,
+    ParsedImport, detect_format, parse_import,
 };
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -36,6 +36,10 @@ pub const IMPORT_FILE_BYTES_MAX: u64 = 512 * 1024 * 1024;
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
 
+/// How the error for a file that holds no conversation line of its format begins (line 1): a
+/// capture of a session file that so far holds only metadata lines tells it apart by this.
+pub const NO_CONVERSATION_LINES: &str = "no line is a ";
+
 /// A transcript format the importer reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -144,7 +148,7 @@ pub fn parse_import(
             1,
             None,
             format!(
-                "no line is a {format} conversation line (skipped: {}); is the file in another format? --format auto tells",
+                "{NO_CONVERSATION_LINES}{format} conversation line (skipped: {}); is the file in another format? --format auto tells",
                 if skipped.is_empty() { "nothing".to_owned() } else { skipped.join(", ") }
             ),
         ));
