@@ -147,9 +147,9 @@ fn compaction_over_a_session_that_streamed_succeeds() {
     let mnemo = open(dir.path());
     streamed_session(&mnemo);
     let outcome = block_on(mnemo.compaction().compact(&sid(), &CompactOptions::default())).unwrap();
-    let recorded = outcome.recorded.unwrap_or_else(|| {
-        panic!("nothing recorded: {:?}", outcome.history.diagnostics.reason)
-    });
+    let recorded = outcome
+        .recorded
+        .unwrap_or_else(|| panic!("nothing recorded: {:?}", outcome.history.diagnostics.reason));
     assert!(recorded.checkpoint.coverage.event_count > 0);
     // A later compaction over more streamed turns succeeds as well (it used to fail for good).
     for turn in 11..16 {
