@@ -20,7 +20,7 @@ mod verify;
 mod writer;
 
 pub use backend::{
-    AppendOutcome, AppendRequest, Appended, Durability, EnvelopeIter, ExpectedRevision, LogBackend,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision, LogBackend,
     NewRecord, RevisionConflict, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
