@@ -328,10 +328,8 @@ impl Slice {
                     .position(|t| *t == turn)
                     .ok_or_else(|| refused(CopyRefusal::UnknownTurn(turn.clone())))?;
                 let kept = if matches!(up_to, CopyBoundary::ThroughTurn(_)) { index + 1 } else { index };
-                let cut = order
-                    .get(kept)
-                    .and_then(|t| first_of.get(t).copied())
-                    .unwrap_or(Position(u64::MAX));
+                let cut =
+                    order.get(kept).and_then(|t| first_of.get(t).copied()).unwrap_or(Position(u64::MAX));
                 let turns = order[..kept].iter().map(|t| (*t).clone()).collect();
                 Ok(Slice { turns: Some(turns), cut, recorded: up_to.clone() })
             }

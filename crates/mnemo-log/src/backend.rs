@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, COPY_BYTES_MAX, COPY_RECORDS_MAX, RECORD_BYTES_MAX};
+use mnemo_core::limits::{
+    APPEND_BYTES_MAX, APPEND_RECORDS_MAX, COPY_BYTES_MAX, COPY_RECORDS_MAX, RECORD_BYTES_MAX,
+};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 
 use crate::envelope::{Envelope, GENESIS_HASH};

@@ -10,10 +10,10 @@ use std::time::Duration;
 pub use crate::handles::Compaction;
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
-    CopyRefusal,
-    CompactionPolicy, Connection, Decision, Diagnostics, ExtractiveSummarizer, FinishReason, HistoryItem,
-    LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest, ProviderCompactor,
-    SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
+    CompactionPolicy, Connection, CopyRefusal, Decision, Diagnostics, ExtractiveSummarizer, FinishReason,
+    HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest,
+    ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
+    TurnGuard,
 };
 
 use mnemo_compaction::{
@@ -22,7 +22,9 @@ use mnemo_compaction::{
 };
 use mnemo_core::BoundaryDisposition;
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
-use mnemo_log::{AppendOutcome, AppendRequest, BatchLimits, Durability, ExpectedRevision, LogBackend, NewRecord};
+use mnemo_log::{
+    AppendOutcome, AppendRequest, BatchLimits, Durability, ExpectedRevision, LogBackend, NewRecord,
+};
 use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
 
 use crate::error::Error;

@@ -9,9 +9,7 @@
 
 use mnemo::compaction::{CompactionError, CopyRefusal};
 use mnemo::log::ExpectedRevision;
-use mnemo::records::{
-    CopyBoundary, Record, RuntimeEvent, SessionArchived, SessionId, StreamId, TurnId,
-};
+use mnemo::records::{CopyBoundary, Record, RuntimeEvent, SessionArchived, SessionId, StreamId, TurnId};
 use mnemo::{Config, Error, Mnemo};
 use serde_json::json;
 
@@ -104,7 +102,8 @@ fn a_retried_copy_returns_the_committed_copy_even_after_the_source_grew() {
     assert_eq!(mnemo.compaction().copy(&sid(), None, Some(whole.clone())).unwrap(), whole_report);
 
     // Another boundary, another source, or a session that is not a copy: a typed conflict.
-    let other = mnemo.compaction().copy(&sid(), Some(CopyBoundary::ThroughTurn(turn("t00002"))), Some(target));
+    let other =
+        mnemo.compaction().copy(&sid(), Some(CopyBoundary::ThroughTurn(turn("t00002"))), Some(target));
     assert_eq!(refusal(other.unwrap_err()).code(), "target_exists");
     let error = mnemo.compaction().copy(&whole, None, Some(sid())).unwrap_err();
     assert_eq!(error.category(), mnemo::ErrorCategory::Conflict);
@@ -149,7 +148,8 @@ fn copies_of_archived_families_and_continuation_runs_are_refused_with_typed_reas
     );
     // A revision (a copy before a turn) joins the source's revision family; archiving it archives a
     // member of the family, and the source can no longer be copied.
-    let revision = mnemo.compaction().copy(&sid(), Some(CopyBoundary::BeforeTurn(turn("turn-2"))), None).unwrap();
+    let revision =
+        mnemo.compaction().copy(&sid(), Some(CopyBoundary::BeforeTurn(turn("turn-2"))), None).unwrap();
     let archive = |archived: bool| {
         let record = Record::SessionArchived(SessionArchived { session: revision.session.clone(), archived });
         append(&mnemo, &revision.session, &[record]);
@@ -178,6 +178,7 @@ fn copies_of_archived_families_and_continuation_runs_are_refused_with_typed_reas
     assert_eq!(refusal.code(), "branch_runtime_fact_rewrite_unsupported");
     assert!(matches!(&refusal, CopyRefusal::ContinuationRun { run } if run.as_str() == "r3"), "{refusal:?}");
     // A copy before the continuing turn carries no continuation and is made.
-    let before = mnemo.compaction().copy(&sid(), Some(CopyBoundary::BeforeTurn(turn("turn-3"))), None).unwrap();
+    let before =
+        mnemo.compaction().copy(&sid(), Some(CopyBoundary::BeforeTurn(turn("turn-3"))), None).unwrap();
     assert_eq!(before.events, 2);
 }
