@@ -22,6 +22,7 @@ mod bench_cmd;
 mod capture;
 mod compaction_cmd;
 mod demo;
+mod eval_cmd;
 mod history_cmd;
 mod memory_cmd;
 mod sync_cmd;
@@ -130,6 +131,11 @@ enum Command {
     /// Capture the agents' session folders: import every new or grown session file (`--watch`:
     /// keep capturing as they change).
     Sync(sync_cmd::SyncArgs),
+    /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
+    Eval {
+        #[command(subcommand)]
+        command: eval_cmd::EvalCommand,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -277,6 +283,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Sync(args) => sync_cmd::run(cli, args),
+        Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }
 
