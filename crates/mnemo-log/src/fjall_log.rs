@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub streams: Keyspace,
     /// The key index (see `key_index.rs`).
     pub keys: Keyspace,
+    /// How the key index learns an envelope's keys (for building and verifying it).
+    pub key_rules_of: Option<KeyRulesOf>,
     pub tail: Tail,
     poisoned: Mutex<Option<String>>,
 }
@@ -167,6 +169,7 @@ impl FjallLog {
             log,
             streams,
             keys,
+            key_rules_of: options.key_rules_of,
             tail: Tail::default(),
             poisoned: Mutex::new(None),
         });
@@ -344,7 +347,7 @@ impl LogBackend for FjallLog {
         self.shared.tail.wait_for(position, timeout)
     }
 
-    /// Checks the whole hash chain and the stream index beside it, reporting progress as it goes.
+    /// Checks the whole hash chain and the stream and key indexes beside it, reporting progress as it goes.
     /// Returns the number of envelopes checked, or the first damage found.
     fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
         let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
@@ -354,6 +357,7 @@ impl LogBackend for FjallLog {
             self.check_stream_index(&envelope)?;
             progress(envelope.position);
         }
+        key_index::verify(&self.shared, verifier.last_position(), self.shared.key_rules_of)?;
         Ok(verifier.checked())
     }
 }

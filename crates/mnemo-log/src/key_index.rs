@@ -292,6 +292,47 @@ pub(crate) fn catch_up(
     Ok(true)
 }
 
+/// Checks the index beside a verified log: every entry reads (so a damaged table is found) and
+/// points into the log, and every envelope up to the index's mark holds its keys at or before its
+/// own position (a key's first holder keeps it). Returns the first damage found.
+pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesOf>) -> Result<(), LogError> {
+    let damaged = |position: Position, what: String| LogError::Corrupt {
+        position,
+        kind: CorruptionKind::StreamIndex(format!("key index: {what}")),
+    };
+    for guard in shared.keys.iter() {
+        let (key, value) = guard.into_inner()?;
+        let position = decode_position(&value)?;
+        if position > head {
+            return Err(damaged(
+                position,
+                format!("{:?} points beyond the log's head {head}", String::from_utf8_lossy(&key)),
+            ));
+        }
+    }
+    let Some(rules_of) = rules_of else { return Ok(()) };
+    let mark = mark(shared)?.min(head);
+    let mut position = Position::FIRST;
+    while position <= mark {
+        let envelope = shared.read(position)?.ok_or(LogError::Corrupt {
+            position,
+            kind: CorruptionKind::MissingPosition { before: Position(position.0 - 1), after: mark },
+        })?;
+        for rule in rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
+            if !matches!(rule, KeyRule::Identity(_) | KeyRule::Claim { .. } | KeyRule::Unique(_)) {
+                continue;
+            }
+            let held = holder(shared, rule.key())?;
+            if held.is_none_or(|held| held > position) {
+                let key = String::from_utf8_lossy(rule.key()).into_owned();
+                return Err(damaged(position, format!("{key:?} is held at {held:?}")));
+            }
+        }
+        position = position.next();
+    }
+    Ok(())
+}
+
 /// Drops the whole index and builds it again from the log, for a store filled by copying envelopes
 /// verbatim (salvage), whose retries were copied as they are. Nothing may append meanwhile.
 pub(crate) fn rebuild(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
