@@ -21,7 +21,8 @@ mod verify;
 mod writer;
 
 pub use backend::{
-    AppendOutcome, AppendRequest, Appended, Durability, EnvelopeIter, ExpectedRevision, KeyRefusal,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision,
+    KeyRefusal,
     LogBackend, NewRecord, RevisionConflict, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};

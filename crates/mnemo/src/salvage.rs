@@ -150,7 +150,14 @@ fn flush(
     let (first_position, last_position, last_hash) = (first.position, last.position, last.hash);
     let records =
         group.envelopes.into_iter().map(|e| NewRecord::new(e.kind, e.kind_schema, e.record)).collect();
-    let appended = target.append_encoded(&stream, expected, records, Some(timestamp), durability)?;
+    let appended = target.append_encoded(
+        &stream,
+        expected,
+        records,
+        Some(timestamp),
+        durability,
+        mnemo_log::BatchLimits::Standard,
+    )?;
     let copied = target.log.read(last_position)?;
     if appended.first_position != first_position || copied.is_none_or(|c| c.hash != last_hash) {
         return Err(Error::InvalidInput(format!(
