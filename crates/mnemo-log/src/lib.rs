@@ -22,8 +22,7 @@ mod writer;
 
 pub use backend::{
     AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision,
-    KeyRefusal,
-    LogBackend, NewRecord, RevisionConflict, StreamHead,
+    KeyRefusal, LogBackend, NewRecord, RevisionConflict, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
