@@ -23,6 +23,7 @@ mod compaction_cmd;
 mod demo;
 mod history_cmd;
 mod memory_cmd;
+mod serve_cmd;
 mod term;
 
 #[derive(Debug, Parser)]
@@ -125,6 +126,8 @@ enum Command {
     },
     /// The memory items recall would give a session (`--query` for the pull route).
     Recall(memory_cmd::RecallArgs),
+    /// Serve the store to local clients on its Unix socket (JSON-RPC 2.0, one object per line).
+    Serve(serve_cmd::ServeArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -271,6 +274,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench_cmd::run(cli, args),
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
+        Command::Serve(args) => serve_cmd::run(cli, args),
     }
 }
 
