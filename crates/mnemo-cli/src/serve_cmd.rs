@@ -20,7 +20,8 @@ pub(crate) struct ServeArgs {
 
 pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
-    let config = Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
+    let config =
+        Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
     let mut options = ServeOptions::new(config);
     options.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     let report = serve(&cli.store, options)?;

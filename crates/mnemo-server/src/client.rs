@@ -135,7 +135,7 @@ pub enum ClientError {
     StartFailed { store: String, waited: Duration, stderr: String },
     /// The server answered with an error: match on [`RpcError::reason`].
     #[error(transparent)]
-    Rpc(#[from] RpcError),
+    Rpc(Box<RpcError>),
     /// The connection broke after a call that is not repeatable was sent: it may or may not have
     /// run. Read the store to find out before sending it again.
     #[error("the connection broke during {method}; it may or may not have run")]
@@ -149,6 +149,12 @@ pub enum ClientError {
     /// Connecting, reading or writing failed.
     #[error("store server i/o: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<RpcError> for ClientError {
+    fn from(error: RpcError) -> Self {
+        ClientError::Rpc(Box::new(error))
+    }
 }
 
 fn describe_stderr(stderr: &str) -> String {
@@ -202,7 +208,8 @@ impl Client {
             Err(Attempt::Lost) => return Err(ClientError::Interrupted { method: M::NAME }),
             Err(Attempt::Failed(error)) => return Err(error),
         };
-        serde_json::from_value(value).map_err(|e| ClientError::Protocol { method: M::NAME, detail: e.to_string() })
+        serde_json::from_value(value)
+            .map_err(|e| ClientError::Protocol { method: M::NAME, detail: e.to_string() })
     }
 
     fn reconnect_and_call(&mut self, method: &'static str, params: &Value) -> Result<Value, ClientError> {
@@ -231,7 +238,10 @@ impl Client {
         let response = match receive(&mut self.connection.read, method) {
             Ok(response) => response,
             Err(ClientError::Io(e)) if timed_out(&e) => {
-                return Err(Attempt::Failed(ClientError::TimedOut { method, after: self.options.call_timeout }));
+                return Err(Attempt::Failed(ClientError::TimedOut {
+                    method,
+                    after: self.options.call_timeout,
+                }));
             }
             Err(ClientError::Io(_)) => return Err(Attempt::Lost),
             Err(other) => return Err(Attempt::Failed(other)),
@@ -241,11 +251,12 @@ impl Client {
             return Err(Attempt::Failed(ClientError::Protocol { method, detail }));
         }
         match (response.result, response.error) {
-            (_, Some(error)) => Err(Attempt::Failed(ClientError::Rpc(error))),
+            (_, Some(error)) => Err(Attempt::Failed(error.into())),
             (Some(result), None) => Ok(result),
-            (None, None) => {
-                Err(Attempt::Failed(ClientError::Protocol { method, detail: "neither result nor error".to_owned() }))
-            }
+            (None, None) => Err(Attempt::Failed(ClientError::Protocol {
+                method,
+                detail: "neither result nor error".to_owned(),
+            })),
         }
     }
 }
@@ -265,15 +276,15 @@ fn timed_out(error: &std::io::Error) -> bool {
 }
 
 fn send(write: &mut UnixStream, request: &Request) -> Result<(), ClientError> {
-    let mut line = serde_json::to_vec(request)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    let mut line =
+        serde_json::to_vec(request).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
     if line.len() > FRAME_BYTES_MAX {
         let error = RpcError::new(
             Reason::FrameTooLarge,
             format!("{}: the request is {} bytes, more than {FRAME_BYTES_MAX}", request.method, line.len()),
         )
         .with_limit(FRAME_BYTES_MAX as u64);
-        return Err(ClientError::Rpc(error));
+        return Err(error.into());
     }
     line.push(b'\n');
     write.write_all(&line)?;
@@ -291,7 +302,10 @@ fn receive(read: &mut BufReader<UnixStream>, method: &'static str) -> Result<Res
         )));
     }
     if line.last() != Some(&b'\n') {
-        return Err(ClientError::Protocol { method, detail: format!("an answer longer than {FRAME_BYTES_MAX} bytes") });
+        return Err(ClientError::Protocol {
+            method,
+            detail: format!("an answer longer than {FRAME_BYTES_MAX} bytes"),
+        });
     }
     serde_json::from_slice(&line).map_err(|e| ClientError::Protocol { method, detail: e.to_string() })
 }
@@ -318,7 +332,10 @@ fn initialize(stream: UnixStream, options: &ConnectOptions) -> Result<Connection
     stream.set_read_timeout(Some(options.call_timeout))?;
     let mut write = stream;
     let mut read = BufReader::new(write.try_clone()?);
-    let params = InitializeParams { protocol_version: PROTOCOL_VERSION, client_name: Some(options.client_name.clone()) };
+    let params = InitializeParams {
+        protocol_version: PROTOCOL_VERSION,
+        client_name: Some(options.client_name.clone()),
+    };
     let request = Request {
         jsonrpc: JSONRPC_VERSION.to_owned(),
         id: Some(RequestId::Number(0)),
@@ -328,7 +345,7 @@ fn initialize(stream: UnixStream, options: &ConnectOptions) -> Result<Connection
     send(&mut write, &request)?;
     let response = receive(&mut read, Initialize::NAME)?;
     if let Some(error) = response.error {
-        return Err(ClientError::Rpc(error));
+        return Err(error.into());
     }
     let result = response
         .result
@@ -392,20 +409,22 @@ fn start_and_connect(
             Err(e) if no_server(&e) => {}
             Err(e) => return Err(e.into()),
         }
-        if let Some(child) = &started {
-            if let Ok((status, stderr)) = child.exited.try_recv() {
-                tracing::debug!(%status, stderr = %stderr.trim(), "a started server exited");
-                last_stderr = stderr;
-                started = None;
-                restart_at = Some(Instant::now() + RESTART_INTERVAL);
-            }
+        if let Some(Ok((status, stderr))) = started.as_ref().map(|child| child.exited.try_recv()) {
+            tracing::debug!(%status, stderr = %stderr.trim(), "a started server exited");
+            last_stderr = stderr;
+            started = None;
+            restart_at = Some(Instant::now() + RESTART_INTERVAL);
         }
         if restart_at.is_some_and(|at| Instant::now() >= at) {
             restart_at = None;
             started = Some(start(command)?);
         }
         if began.elapsed() >= wait {
-            return Err(ClientError::StartFailed { store: store.display().to_string(), waited: wait, stderr: last_stderr });
+            return Err(ClientError::StartFailed {
+                store: store.display().to_string(),
+                waited: wait,
+                stderr: last_stderr,
+            });
         }
         std::thread::sleep(CONNECT_RETRY_INTERVAL);
     }

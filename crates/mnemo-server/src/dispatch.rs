@@ -6,7 +6,9 @@ use mnemo::compaction::ContextOptions;
 use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
 use mnemo::log::ExpectedRevision as FacadeExpected;
 use mnemo::memory::RecallMemory;
-use mnemo::records::{ItemId, Position, Record, RecordKind, SessionId, StreamId, StreamRevision, ToolCallId, TurnId};
+use mnemo::records::{
+    ItemId, Position, Record, RecordKind, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
+};
 use mnemo::transcript::ImportFormat;
 use mnemo::{Error, ErrorCategory, Mnemo};
 use serde::Serialize;
@@ -67,7 +69,9 @@ pub(crate) fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> 
 fn object<T: Serialize>(value: &T) -> Result<m::Object, RpcError> {
     match serde_json::to_value(value) {
         Ok(Value::Object(object)) => Ok(object),
-        Ok(other) => Err(RpcError::new(Reason::Internal, format!("expected an object, the facade gave {other}"))),
+        Ok(other) => {
+            Err(RpcError::new(Reason::Internal, format!("expected an object, the facade gave {other}")))
+        }
         Err(e) => Err(RpcError::new(Reason::Internal, format!("result does not serialize: {e}"))),
     }
 }
@@ -112,13 +116,16 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
     };
     let mut records = Vec::with_capacity(p.records.len());
     for (index, record) in p.records.into_iter().enumerate() {
-        let invalid = |detail: String| RpcError::new(Reason::InvalidParams, format!("append: records[{index}]: {detail}"));
+        let invalid = |detail: String| {
+            RpcError::new(Reason::InvalidParams, format!("append: records[{index}]: {detail}"))
+        };
         let kind = RecordKind::ALL.into_iter().find(|kind| kind.name() == record.kind).ok_or_else(|| {
             let names: Vec<&str> = RecordKind::ALL.iter().map(|kind| kind.name()).collect();
             invalid(format!("unknown kind {:?}; expected one of {}", record.kind, names.join(", ")))
         })?;
         let payload = serde_json::to_vec(&record.record).map_err(|e| invalid(e.to_string()))?;
-        let record = Record::decode(kind.code(), kind.schema_version(), &payload).map_err(|e| invalid(e.to_string()))?;
+        let record = Record::decode(kind.code(), kind.schema_version(), &payload)
+            .map_err(|e| invalid(e.to_string()))?;
         records.push(record);
     }
     let appended = mnemo.append(&stream, expected, &records).map_err(store)?;
@@ -139,7 +146,9 @@ fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
     let (bytes, source) = match (p.path, p.text) {
         (Some(path), None) => (Mnemo::read_import_file(&path).map_err(store)?, p.source.unwrap_or(path)),
         (None, Some(text)) => (text.into_bytes(), p.source.unwrap_or_else(|| "request".to_owned())),
-        _ => return Err(RpcError::new(Reason::InvalidParams, "import: give exactly one of `path` and `text`")),
+        _ => {
+            return Err(RpcError::new(Reason::InvalidParams, "import: give exactly one of `path` and `text`"));
+        }
     };
     object(&mnemo.import(&bytes, &source, format).map_err(store)?)
 }
@@ -192,7 +201,8 @@ impl ToolIds {
 /// A history tool's refusal: its reason travels as `tool_reason`.
 fn refused<R: Serialize + std::fmt::Display>(failure: &mnemo::history::ToolFailure<R>) -> RpcError {
     let mut error = RpcError::new(Reason::ToolRefused, failure.to_string());
-    error.data.tool_reason = serde_json::to_value(&failure.reason).ok().and_then(|r| r.as_str().map(str::to_owned));
+    error.data.tool_reason =
+        serde_json::to_value(&failure.reason).ok().and_then(|r| r.as_str().map(str::to_owned));
     error
 }
 
@@ -332,8 +342,11 @@ fn context(mnemo: &Mnemo, p: m::ContextParams) -> Result<m::Object, RpcError> {
 fn log(mnemo: &Mnemo, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
     let limit = p.limit.unwrap_or(50);
     if !(1..=m::LOG_ENTRIES_MAX).contains(&limit) {
-        return Err(RpcError::new(Reason::InvalidParams, format!("log: limit {limit} is not in 1..={}", m::LOG_ENTRIES_MAX))
-            .with_limit(m::LOG_ENTRIES_MAX));
+        return Err(RpcError::new(
+            Reason::InvalidParams,
+            format!("log: limit {limit} is not in 1..={}", m::LOG_ENTRIES_MAX),
+        )
+        .with_limit(m::LOG_ENTRIES_MAX));
     }
     let entries = mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize).map_err(store)?;
     entries.iter().map(object).collect()

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use mnemo::records::{
-    Author, Content, EventId, InvocationId, Position, Record, RecordKind, Role, RunId, RuntimeEvent, SessionId,
-    TextContent, TimestampMs, TurnId,
+    Author, Content, EventId, InvocationId, Position, Record, RecordKind, Role, RunId, RuntimeEvent,
+    SessionId, TextContent, TimestampMs, TurnId,
 };
 use mnemo::{Config, Mnemo};
 use serde::Serialize;
@@ -126,7 +126,8 @@ pub fn run(store: &Path, options: &LoadOptions) -> Result<LoadReport, LoadError>
         )));
     }
     // The first client starts the server if needed, so the others do not all race to.
-    let first = Client::connect(store, &options.connect).map_err(|source| LoadError::Client { client: 0, source })?;
+    let first =
+        Client::connect(store, &options.connect).map_err(|source| LoadError::Client { client: 0, source })?;
     let began = Instant::now();
     let deadline = began + options.duration;
     let mut handles = Vec::new();
@@ -140,9 +141,11 @@ pub fn run(store: &Path, options: &LoadOptions) -> Result<LoadReport, LoadError>
             .spawn(move || -> Result<ClientRun, LoadError> {
                 let client = match client {
                     Some(client) => client,
-                    None => Client::connect(&store, &connect).map_err(|source| LoadError::Client { client: index, source })?,
+                    None => Client::connect(&store, &connect)
+                        .map_err(|source| LoadError::Client { client: index, source })?,
                 };
-                client_loop(index, client, deadline).map_err(|source| LoadError::Client { client: index, source })
+                client_loop(index, client, deadline)
+                    .map_err(|source| LoadError::Client { client: index, source })
             })
             .map_err(|e| LoadError::Thread(e.to_string()))?;
         handles.push(handle);
@@ -181,7 +184,8 @@ pub fn run(store: &Path, options: &LoadOptions) -> Result<LoadReport, LoadError>
 }
 
 fn client_loop(index: usize, mut client: Client, deadline: Instant) -> Result<ClientRun, ClientError> {
-    let mut run = ClientRun { appends: Vec::new(), searches: Vec::new(), acknowledged: Vec::new(), overloaded: 0 };
+    let mut run =
+        ClientRun { appends: Vec::new(), searches: Vec::new(), acknowledged: Vec::new(), overloaded: 0 };
     let session = format!("load-{index}");
     let mut sequence = 0_u64;
     while Instant::now() < deadline {
@@ -232,7 +236,8 @@ fn client_loop(index: usize, mut client: Client, deadline: Instant) -> Result<Cl
 
 /// A user text event of `session`, in `append`'s wire form.
 fn event_record(session: &str, event: &str, sequence: u64, text: &str) -> Result<WireRecord, ClientError> {
-    let invalid = |e: mnemo::records::IdError| ClientError::Protocol { method: "append", detail: e.to_string() };
+    let invalid =
+        |e: mnemo::records::IdError| ClientError::Protocol { method: "append", detail: e.to_string() };
     let mut record = RuntimeEvent::new(
         EventId::new(event).map_err(invalid)?,
         InvocationId::new(format!("{session}-run")).map_err(invalid)?,

@@ -81,8 +81,9 @@ pub struct RpcError {
     pub code: i64,
     /// A one-line description for people: what was wrong and where.
     pub message: String,
-    /// The typed details a program acts on.
-    pub data: ErrorData,
+    /// The typed details a program acts on (boxed: errors travel in `Result`s, and most are never
+    /// looked into).
+    pub data: Box<ErrorData>,
 }
 
 /// The details of an error: `reason` always, the rest when the reason has them.
@@ -261,7 +262,7 @@ impl RpcError {
         RpcError {
             code: reason.code().code(),
             message: message.into(),
-            data: ErrorData { reason, ..ErrorData::default() },
+            data: Box::new(ErrorData { reason, ..ErrorData::default() }),
         }
     }
 

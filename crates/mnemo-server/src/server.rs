@@ -24,6 +24,7 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
+use crate::dispatch;
 use crate::limits::{
     CALLS_ADMITTED_MAX, CALLS_RUNNING_MAX, CONNECTION_CALLS_MAX, CONNECTION_REPLIES_QUEUED_MAX,
     CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL,
@@ -31,7 +32,6 @@ use crate::limits::{
 use crate::methods::{self as m, Method};
 use crate::protocol::{JSONRPC_VERSION, PROTOCOL_VERSIONS, Reason, Request, RequestId, Response, RpcError};
 use crate::socket::{self, SocketError};
-use crate::dispatch;
 
 /// How a server runs.
 #[derive(Debug, Clone)]
@@ -183,9 +183,8 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
         stopped_by: cause,
     };
     // Every call has answered and every connection task has ended, so this is the last handle.
-    let shared = Arc::try_unwrap(shared).map_err(|_| {
-        std::io::Error::other("a call still holds the store after every call was answered")
-    })?;
+    let shared = Arc::try_unwrap(shared)
+        .map_err(|_| std::io::Error::other("a call still holds the store after every call was answered"))?;
     drop(runtime);
     shared.mnemo.close()?;
     tracing::info!(calls = report.calls, "stopped");
@@ -272,10 +271,10 @@ async fn refuse_connection(shared: Arc<Shared>, mut stream: UnixStream) {
 }
 
 fn connection_closed(shared: &Shared) {
-    if shared.connections.fetch_sub(1, Ordering::AcqRel) == 1 {
-        if let Ok(mut since) = shared.idle_since.lock() {
-            *since = Instant::now();
-        }
+    if shared.connections.fetch_sub(1, Ordering::AcqRel) == 1
+        && let Ok(mut since) = shared.idle_since.lock()
+    {
+        *since = Instant::now();
     }
 }
 
@@ -447,7 +446,10 @@ fn parse_request(line: &[u8]) -> Result<Request, (Option<RequestId>, RpcError)> 
     let value: Value = serde_json::from_slice(line)
         .map_err(|e| (None, RpcError::new(Reason::ParseError, format!("the frame is not JSON: {e}"))))?;
     if value.is_array() {
-        return Err((None, RpcError::new(Reason::InvalidRequest, "batches are not supported: send one request per line")));
+        return Err((
+            None,
+            RpcError::new(Reason::InvalidRequest, "batches are not supported: send one request per line"),
+        ));
     }
     let id = value.get("id").cloned().and_then(|id| serde_json::from_value::<RequestId>(id).ok());
     let request: Request = serde_json::from_value(value)
@@ -461,7 +463,10 @@ fn parse_request(line: &[u8]) -> Result<Request, (Option<RequestId>, RpcError)> 
 
 fn initialize(shared: &Shared, params: Value, initialized: &mut bool) -> Result<Value, RpcError> {
     if *initialized {
-        return Err(RpcError::new(Reason::AlreadyInitialized, "initialize: this connection is already initialized"));
+        return Err(RpcError::new(
+            Reason::AlreadyInitialized,
+            "initialize: this connection is already initialized",
+        ));
     }
     let params: m::InitializeParams = dispatch::parse_params(m::Initialize::NAME, params)?;
     if !PROTOCOL_VERSIONS.contains(&params.protocol_version) {
@@ -518,10 +523,10 @@ impl FrameReader {
         loop {
             let frame = read_frame(&mut self.read, FRAME_BYTES_MAX).await?;
             // Blank lines between frames are allowed and skipped.
-            if let Frame::Line(line) = &frame {
-                if line.iter().all(u8::is_ascii_whitespace) {
-                    continue;
-                }
+            if let Frame::Line(line) = &frame
+                && line.iter().all(u8::is_ascii_whitespace)
+            {
+                continue;
             }
             return Ok(frame);
         }

@@ -92,9 +92,9 @@ pub(crate) fn bind(path: &Path) -> Result<std::os::unix::net::UnixListener, Sock
 
 /// Removes the socket at `path` if it is still a socket (the server's own, as it holds the lock).
 pub(crate) fn remove(path: &Path) {
-    if let Ok(Some(true)) = is_socket(path) {
-        if let Err(error) = std::fs::remove_file(path) {
-            tracing::warn!(path = %path.display(), %error, "cannot remove the socket");
-        }
+    if let Ok(Some(true)) = is_socket(path)
+        && let Err(error) = std::fs::remove_file(path)
+    {
+        tracing::warn!(path = %path.display(), %error, "cannot remove the socket");
     }
 }

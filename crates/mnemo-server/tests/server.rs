@@ -1,7 +1,11 @@
 //! The store server in this process, its Rust client, and raw frames on its socket: the handshake,
 //! every method family on a store built from real Claude Code sessions, the typed errors, the frame
 //! limit, the socket's privacy, and a shutdown that answers every admitted call.
-#![allow(clippy::unwrap_used, clippy::expect_used, reason = "a test fails loudly on the first unexpected error")]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly on the first unexpected error"
+)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
@@ -12,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use mnemo_server::client::{Client, ClientError, ConnectOptions};
 use mnemo_server::methods::{
-    Append, AppendParams, Empty, ExpectedRevision, Import, ImportParams, Ping, ReadHistory, ReadHistoryParams,
-    SearchHistory, SearchHistoryParams, Sessions, Shutdown, Stats, ToolContext, Transcript, TranscriptParams,
-    WireRecord,
+    Append, AppendParams, Empty, ExpectedRevision, Import, ImportParams, Ping, ReadHistory,
+    ReadHistoryParams, SearchHistory, SearchHistoryParams, Sessions, Shutdown, Stats, ToolContext,
+    Transcript, TranscriptParams, WireRecord,
 };
 use mnemo_server::protocol::Reason;
 use mnemo_server::server::{ServeOptions, ServeReport, StopCause, serve};
@@ -157,14 +161,20 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
         })
         .unwrap();
     assert_eq!(read.anchor_message_id, hit.message_id);
-    assert!(read.turns.iter().flat_map(|t| &t.messages).any(|m| Some(&m.message_id) == hit.message_id.as_ref()));
+    assert!(
+        read.turns.iter().flat_map(|t| &t.messages).any(|m| Some(&m.message_id) == hit.message_id.as_ref())
+    );
 
     // Time travel: as of position 1 the session has no messages yet.
     let early = client
         .call::<Transcript>(&TranscriptParams { session: hit.session_id.clone(), as_of: Some(1) })
         .unwrap();
-    let now = client.call::<Transcript>(&TranscriptParams { session: hit.session_id.clone(), as_of: None }).unwrap();
-    let count = |t: &Option<serde_json::Map<String, Value>>| t.as_ref().map_or(0, |t| t["messages"].as_array().unwrap().len());
+    let now = client
+        .call::<Transcript>(&TranscriptParams { session: hit.session_id.clone(), as_of: None })
+        .unwrap();
+    let count = |t: &Option<serde_json::Map<String, Value>>| {
+        t.as_ref().map_or(0, |t| t["messages"].as_array().unwrap().len())
+    };
     assert!(count(&early) < count(&now), "{} vs {}", count(&early), count(&now));
 
     let stats = client.call::<Stats>(&Empty {}).unwrap();
@@ -189,13 +199,17 @@ fn the_socket_is_private_and_the_handshake_is_required_and_versioned() {
     let early = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
     assert_eq!(early["error"]["data"]["reason"], "not_initialized", "{early}");
     assert_eq!(early["error"]["code"], -32600);
-    let wrong = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocol_version": 99}}));
+    let wrong = raw
+        .call(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocol_version": 99}}));
     assert_eq!(wrong["error"]["data"]["reason"], "unsupported_protocol_version", "{wrong}");
     assert_eq!(wrong["error"]["data"]["supported"], json!([1]));
-    let ok = raw.call(json!({"jsonrpc": "2.0", "id": "a", "method": "initialize", "params": {"protocol_version": 1}}));
+    let ok = raw.call(
+        json!({"jsonrpc": "2.0", "id": "a", "method": "initialize", "params": {"protocol_version": 1}}),
+    );
     assert_eq!(ok["id"], "a");
     assert_eq!(ok["result"]["protocol_version"], 1, "{ok}");
-    let twice = raw.call(json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocol_version": 1}}));
+    let twice = raw
+        .call(json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocol_version": 1}}));
     assert_eq!(twice["error"]["data"]["reason"], "already_initialized");
     let ping = raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
     assert_eq!(ping["result"], json!({}));
@@ -218,7 +232,8 @@ fn bad_frames_get_typed_errors_and_the_connection_survives_them() {
     let unknown = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "history/grep"}));
     assert_eq!(unknown["error"]["data"]["reason"], "method_not_found");
     assert_eq!(unknown["error"]["code"], -32601);
-    let misspelt = raw.call(json!({"jsonrpc": "2.0", "id": 3, "method": "history/search", "params": {"qeury": "x"}}));
+    let misspelt =
+        raw.call(json!({"jsonrpc": "2.0", "id": 3, "method": "history/search", "params": {"qeury": "x"}}));
     assert_eq!(misspelt["error"]["data"]["reason"], "invalid_params", "{misspelt}");
     let refused = raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "history/search", "params": {"query": "hello", "limit": 99}}));
     assert_eq!(refused["error"]["data"]["reason"], "tool_refused", "{refused}");
