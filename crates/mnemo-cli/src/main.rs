@@ -21,6 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_cmd;
 mod compaction_cmd;
 mod demo;
+mod eval_cmd;
 mod history_cmd;
 mod memory_cmd;
 mod serve_cmd;
@@ -128,6 +129,11 @@ enum Command {
     Recall(memory_cmd::RecallArgs),
     /// Serve the store to local clients on its Unix socket (JSON-RPC 2.0, one object per line).
     Serve(serve_cmd::ServeArgs),
+    /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
+    Eval {
+        #[command(subcommand)]
+        command: eval_cmd::EvalCommand,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -275,6 +281,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Serve(args) => serve_cmd::run(cli, args),
+        Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }
 
