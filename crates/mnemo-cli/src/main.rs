@@ -23,6 +23,7 @@ mod compaction_cmd;
 mod demo;
 mod eval_cmd;
 mod history_cmd;
+mod mcp_cmd;
 mod memory_cmd;
 mod serve_cmd;
 mod term;
@@ -129,6 +130,8 @@ enum Command {
     Recall(memory_cmd::RecallArgs),
     /// Serve the store to local clients on its Unix socket (JSON-RPC 2.0, one object per line).
     Serve(serve_cmd::ServeArgs),
+    /// A Model Context Protocol server on stdio for agents, forwarding to the store server.
+    Mcp(mcp_cmd::McpArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -281,6 +284,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Serve(args) => serve_cmd::run(cli, args),
+        Command::Mcp(args) => mcp_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }

@@ -8,6 +8,7 @@ use mnemo::log::ExpectedRevision as FacadeExpected;
 use mnemo::memory::RecallMemory;
 use mnemo::records::{
     ItemId, Position, Record, RecordKind, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
+    WorkspaceId,
 };
 use mnemo::transcript::ImportFormat;
 use mnemo::{Error, ErrorCategory, Mnemo};
@@ -147,7 +148,10 @@ fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
         (Some(path), None) => (Mnemo::read_import_file(&path).map_err(store)?, p.source.unwrap_or(path)),
         (None, Some(text)) => (text.into_bytes(), p.source.unwrap_or_else(|| "request".to_owned())),
         _ => {
-            return Err(RpcError::new(Reason::InvalidParams, "import: give exactly one of `path` and `text`"));
+            return Err(RpcError::new(
+                Reason::InvalidParams,
+                "import: give exactly one of `path` and `text`",
+            ));
         }
     };
     object(&mnemo.import(&bytes, &source, format).map_err(store)?)
@@ -176,6 +180,7 @@ fn sessions(mnemo: &Mnemo) -> Result<Vec<m::SessionInfo>, RpcError> {
 struct ToolIds {
     session: Option<SessionId>,
     turn: Option<TurnId>,
+    workspace: Option<WorkspaceId>,
     incognito: bool,
 }
 
@@ -184,6 +189,11 @@ impl ToolIds {
         Ok(ToolIds {
             session: context.current_session.map(session_id).transpose()?,
             turn: context.current_turn.map(TurnId::new).transpose().map_err(invalid_id("current_turn"))?,
+            workspace: context
+                .workspace
+                .map(WorkspaceId::new)
+                .transpose()
+                .map_err(invalid_id("workspace"))?,
             incognito: context.incognito,
         })
     }
@@ -194,6 +204,7 @@ impl ToolIds {
             current_turn: self.turn.as_ref(),
             incognito_active: self.incognito,
             abort: None,
+            workspace: self.workspace.as_ref(),
         }
     }
 }

@@ -19,12 +19,14 @@
 //!   their JSON Schema, from which clients in other languages are generated.
 //! - [`protocol`] is the wire: frames, the protocol version, and the typed error whose
 //!   `data.reason` ([`protocol::Reason`]) a client matches on.
+//! - [`mcp::run_stdio`] is `mnemo mcp`: the MCP tools, forwarded to the store server.
 //! - [`limits`] names every limit.
 
 pub mod client;
 mod dispatch;
 pub mod limits;
 pub mod load;
+pub mod mcp;
 pub mod methods;
 pub mod protocol;
 pub mod server;

@@ -261,6 +261,10 @@ pub struct ToolContext {
     /// The turn the call runs in.
     #[serde(default)]
     pub current_turn: Option<String>,
+    /// With no current session: answer inside this workspace only (its sessions, its statistics),
+    /// as a call from one of its sessions would.
+    #[serde(default)]
+    pub workspace: Option<String>,
     /// The runtime's incognito mode is on: the tools refuse.
     #[serde(default)]
     pub incognito: bool,
