@@ -91,7 +91,7 @@ pub struct RpcError {
 pub struct ErrorData {
     /// What kind of failure this is; a client matches on this, never on `message`.
     pub reason: Reason,
-    /// For `tool_refused`: the history tool's own reason (`invalid_query`, `incognito_active`,
+    /// For `tool_refused`: the history tool's own reason (`invalid_arguments`, `incognito_active`,
     /// `session_not_found`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_reason: Option<String>,

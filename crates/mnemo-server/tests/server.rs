@@ -237,7 +237,7 @@ fn bad_frames_get_typed_errors_and_the_connection_survives_them() {
     assert_eq!(misspelt["error"]["data"]["reason"], "invalid_params", "{misspelt}");
     let refused = raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "history/search", "params": {"query": "hello", "limit": 99}}));
     assert_eq!(refused["error"]["data"]["reason"], "tool_refused", "{refused}");
-    assert_eq!(refused["error"]["data"]["tool_reason"], "invalid_query");
+    assert_eq!(refused["error"]["data"]["tool_reason"], "invalid_arguments");
 
     // One byte over the frame limit: skipped through its newline, answered with a null id.
     let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"pad":""#.to_vec();
