@@ -125,6 +125,7 @@ fn concurrent_appends_of_one_host_are_pipelined_in_order_with_conflicts_kept() {
                         assert_ne!(conflict.actual, seen, "a conflict carries the revision that moved");
                         conflicts += 1;
                     }
+                    other => panic!("{other:?}"),
                 }
             }
             conflicts
