@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     instance: String,
     appends: AtomicU64,
     pub append_turn: tokio::sync::Mutex<()>,
+    /// Appends waiting for the turn: its holder commits them as one group.
+    pub queue: std::sync::Mutex<std::collections::VecDeque<crate::append::Queued>>,
     /// Tells the follower to start its consumer again.
     restart_follower: Arc<tokio::sync::Notify>,
 }
@@ -54,7 +56,7 @@ impl Inner {
         self.wait_for_sequence_at_least(last).await
     }
 
-    async fn wait_for_sequence_at_least(&self, sequence: u64) -> Result<(), LogError> {
+    pub(crate) async fn wait_for_sequence_at_least(&self, sequence: u64) -> Result<(), LogError> {
         let deadline = Instant::now() + FOLD_WAIT;
         let mut folded = self.wait_slice(sequence).await?;
         while folded < sequence && Instant::now() < deadline {
@@ -256,16 +258,19 @@ async fn connect(options: NatsOptions) -> Result<Inner, LogError> {
     let stream = open_stream(&jetstream, &options).await?;
     let instance = client.new_inbox().rsplit('.').next().unwrap_or_default().to_owned();
     let max_payload = client.server_info().max_payload;
+    let index = SharedIndex::default();
+    index.lock().key_rules_of = options.key_rules_of;
     Ok(Inner {
         jetstream,
         stream,
         name: options.stream.clone(),
-        index: Arc::default(),
+        index: Arc::new(index),
         clock: options.clock,
         max_payload,
         instance,
         appends: AtomicU64::new(0),
         append_turn: tokio::sync::Mutex::new(()),
+        queue: std::sync::Mutex::new(std::collections::VecDeque::new()),
         restart_follower: Arc::default(),
     })
 }
@@ -453,6 +458,13 @@ impl LogBackend for NatsLog {
         Ok(self.inner.index.lock().streams.get(stream).and_then(|s| s.head()).map(|(head, _)| head))
     }
 
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+        if let Some(failure) = self.failure() {
+            return Err(failure);
+        }
+        Ok(self.inner.index.lock().keys.get(key).map(|held| held.position))
+    }
+
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
         self.inner.index.wait_until(timeout, |index| index.head() >= position).head()
     }
@@ -486,7 +498,7 @@ mod tests {
         );
         let log = NatsLog::open(NatsOptions::new(&urls, &name).unwrap()).unwrap();
         let request = || {
-            let record = NewRecord { kind: 4, kind_schema: 1, bytes: b"once".to_vec() };
+            let record = NewRecord::new(4, 1, b"once".to_vec());
             AppendRequest::new(StreamId::new("session/d").unwrap(), ExpectedRevision::Any, vec![record])
         };
         let first = log.append_with_message_id(request(), "retry-1").unwrap();
