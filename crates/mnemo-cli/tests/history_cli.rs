@@ -134,27 +134,62 @@ fn show_json_reports_projection_diagnostics_and_turn_state() {
     let file = dir.path().join("events.jsonl");
     let base = 1_767_225_600_000u64;
     let lines = [
-        maka_line("u1", base, r#""partial":false,"role":"user","author":"user","content":{"kind":"text","text":"list the files"}"#),
+        maka_line(
+            "u1",
+            base,
+            r#""partial":false,"role":"user","author":"user","content":{"kind":"text","text":"list the files"}"#,
+        ),
         // The provider's call id and the runtime's tool-call ref disagree: a row, and a hard diagnostic.
-        maka_line("c1", base + 1, r#""partial":false,"role":"model","author":"agent","content":{"kind":"function_call","id":"call-1","name":"shell","args":{"cmd":"ls"}},"refs":{"toolCallId":"call-X"}"#),
+        maka_line(
+            "c1",
+            base + 1,
+            r#""partial":false,"role":"model","author":"agent","content":{"kind":"function_call","id":"call-1","name":"shell","args":{"cmd":"ls"}},"refs":{"toolCallId":"call-X"}"#,
+        ),
         // A malformed tool result (no result): no row, a hard diagnostic.
-        maka_line("x1", base + 2, r#""partial":false,"role":"tool","author":"tool","content":{"kind":"function_response","id":"call-1","name":"shell","result":null}"#),
-        maka_line("w1", base + 3, r#""partial":false,"role":"tool","author":"tool","content":{"kind":"text","text":"stray tool text"}"#),
-        maka_line("er", base + 4, r#""partial":false,"role":"system","author":"system","content":{"kind":"error","message":"provider hiccup"}"#),
-        maka_line("cf", base + 5, r#""partial":false,"role":"system","author":"host","actions":{"stateDelta":{"x":1}}"#),
-        maka_line("p1", base + 6, r#""partial":true,"role":"model","author":"agent","content":{"kind":"text","text":"hel"},"refs":{"providerEventId":"m1"}"#),
-        maka_line("end", base + 7, r#""partial":false,"role":"system","author":"host","status":"failed","content":{"kind":"error","message":"too many steps","code":"tool_step_cap_reached"}"#),
+        maka_line(
+            "x1",
+            base + 2,
+            r#""partial":false,"role":"tool","author":"tool","content":{"kind":"function_response","id":"call-1","name":"shell","result":null}"#,
+        ),
+        maka_line(
+            "w1",
+            base + 3,
+            r#""partial":false,"role":"tool","author":"tool","content":{"kind":"text","text":"stray tool text"}"#,
+        ),
+        maka_line(
+            "er",
+            base + 4,
+            r#""partial":false,"role":"system","author":"system","content":{"kind":"error","message":"provider hiccup"}"#,
+        ),
+        maka_line(
+            "cf",
+            base + 5,
+            r#""partial":false,"role":"system","author":"host","actions":{"stateDelta":{"x":1}}"#,
+        ),
+        maka_line(
+            "p1",
+            base + 6,
+            r#""partial":true,"role":"model","author":"agent","content":{"kind":"text","text":"hel"},"refs":{"providerEventId":"m1"}"#,
+        ),
+        maka_line(
+            "end",
+            base + 7,
+            r#""partial":false,"role":"system","author":"host","status":"failed","content":{"kind":"error","message":"too many steps","code":"tool_step_cap_reached"}"#,
+        ),
     ];
     std::fs::write(&file, lines.concat()).unwrap();
     assert_eq!(code(&mnemo(&store, &["import", file.to_str().unwrap(), "--format", "maka"])), 0);
     let show = json(&mnemo(&store, &["show", "sd", "--json"]));
-    let kinds: Vec<&str> = show["messages"].as_array().unwrap().iter().map(|m| m["kind"].as_str().unwrap()).collect();
+    let kinds: Vec<&str> =
+        show["messages"].as_array().unwrap().iter().map(|m| m["kind"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["user", "tool_call"], "the null tool result is no row");
     let diagnostics: Vec<(&str, &str, &str)> = show["diagnostics"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|d| (d["code"].as_str().unwrap(), d["severity"].as_str().unwrap(), d["event_id"].as_str().unwrap()))
+        .map(|d| {
+            (d["code"].as_str().unwrap(), d["severity"].as_str().unwrap(), d["event_id"].as_str().unwrap())
+        })
         .collect();
     assert_eq!(
         diagnostics,

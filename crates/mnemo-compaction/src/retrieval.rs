@@ -71,7 +71,9 @@ pub fn history_search_query(text: &str) -> Option<String> {
     let lowered = text.to_lowercase();
     let mut seen = HashSet::new();
     let mut terms: Vec<&str> = Vec::new();
-    for term in lowered.split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_./:-".contains(c))) {
+    for term in
+        lowered.split(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || "_./:-".contains(c)))
+    {
         if term.chars().count() >= HISTORY_SEARCH_TERM_CHARS_MIN && seen.insert(term) {
             terms.push(term);
             if terms.len() == HISTORY_SEARCH_TERMS_MAX {
@@ -120,11 +122,10 @@ pub fn add_retrieved(
     let around = usize::try_from(policy.history_search_around).unwrap_or(0);
     let mut chosen = BTreeSet::new();
     for &hit in &taken {
-        for i in hit.saturating_sub(around)..=(hit + around).min(events.len().saturating_sub(1)) {
-            if !present.contains(&events[i].position) {
-                chosen.insert(i);
-            }
-        }
+        let start = hit.saturating_sub(around);
+        let end = (hit + around).min(events.len().saturating_sub(1));
+        let window = events.iter().enumerate().skip(start).take(end + 1 - start);
+        chosen.extend(window.filter(|(_, e)| !present.contains(&e.position)).map(|(i, _)| i));
     }
     let cpt = policy.chars_per_token;
     let left = policy.max_history().saturating_sub(history.diagnostics.tokens_after);
@@ -170,7 +171,8 @@ pub fn add_retrieved(
 
 /// One retrieved event as a line: `[position, turn, role] content`.
 fn render(position: Position, event: &RuntimeEvent) -> String {
-    let role = serde_json::to_value(event.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
+    let role =
+        serde_json::to_value(event.role).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default();
     let head = format!("[{position}, {}, {role}]", event.turn_id);
     let body = match &event.content {
         Some(Content::Text(text)) => text.text.clone(),
@@ -200,7 +202,8 @@ mod tests {
     #[test]
     fn the_query_is_the_reference_tokenisation() {
         assert_eq!(
-            history_search_query("Fix src/Parser.rs: the token_refresh test FAILS, fails again 東京 a").as_deref(),
+            history_search_query("Fix src/Parser.rs: the token_refresh test FAILS, fails again 東京 a")
+                .as_deref(),
             Some("fix src/parser.rs: the token_refresh test fails again")
         );
         assert_eq!(history_search_query("a ! 東京"), None);

@@ -133,10 +133,9 @@ fn decide(event: &RuntimeEvent) -> Option<(DiagnosticCode, String)> {
     match &event.content {
         // Text on the system lane is Mnemo's injected instructions and a source tool's notes about
         // itself: hidden by design, not a diagnostic. On the tool lane no row can hold it.
-        Some(Content::Text(_)) if event.role == Role::Tool => Some((
-            DiagnosticCode::UnsupportedEvent,
-            "text on the tool lane becomes no row".to_owned(),
-        )),
+        Some(Content::Text(_)) if event.role == Role::Tool => {
+            Some((DiagnosticCode::UnsupportedEvent, "text on the tool lane becomes no row".to_owned()))
+        }
         Some(Content::FunctionCall(call)) => mismatch(call.id.as_str()),
         Some(Content::FunctionResponse(response)) if response.result.is_null() => Some((
             DiagnosticCode::IncompleteEvent,

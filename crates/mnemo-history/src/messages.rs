@@ -570,7 +570,11 @@ fn scan_json<T: serde::de::DeserializeOwned>(
     failure.map_or(Ok(out), Err)
 }
 
-fn put_turn_state(state: &mut StateTxn<'_>, session: &SessionId, ended: &TurnState) -> Result<(), PipelineError> {
+fn put_turn_state(
+    state: &mut StateTxn<'_>,
+    session: &SessionId,
+    ended: &TurnState,
+) -> Result<(), PipelineError> {
     state.put(sub_key(TURN_STATE_TAG, session, ended.turn_id.as_str().as_bytes()), CODEC.encode(ended)?);
     Ok(())
 }

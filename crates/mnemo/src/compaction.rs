@@ -214,7 +214,8 @@ impl Mnemo {
         }
         let session = ledger.session();
         let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
-        let text = options.search_text.clone().or_else(|| latest_request(&all, options.current_turn.as_ref()));
+        let text =
+            options.search_text.clone().or_else(|| latest_request(&all, options.current_turn.as_ref()));
         let Some(query) = text.as_deref().and_then(history_search_query) else {
             history.diagnostics.history_search = Some(HistorySearchReport::skipped(None, "no_query"));
             return Ok(());
@@ -231,21 +232,19 @@ impl Mnemo {
             }
             Err(error) => return Err(error),
         };
-        let request = HistorySearchRequest {
-            query: query.clone(),
-            limit: Some(SEARCH_LIMIT_MAX),
-            cursor: None,
-        };
+        let request =
+            HistorySearchRequest { query: query.clone(), limit: Some(SEARCH_LIMIT_MAX), cursor: None };
         let context = HistoryContext {
             current_session: Some(session),
             current_turn: options.current_turn.as_ref(),
             ..HistoryContext::default()
         };
-        let found = mnemo_history::search_history(messages_store.as_ref(), index_store.as_ref(), &request, &context)?;
+        let found =
+            mnemo_history::search_history(messages_store.as_ref(), index_store.as_ref(), &request, &context)?;
         let rows = match found {
             Ok(found) => found.rows,
             Err(refused) => {
-                let code = serde_json::to_value(&refused.reason).ok();
+                let code = serde_json::to_value(refused.reason).ok();
                 let code = code.as_ref().and_then(serde_json::Value::as_str).unwrap_or("unknown");
                 let reason = format!("search_refused:{code}");
                 history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));

@@ -9,12 +9,11 @@
 pub use crate::handles::History;
 pub use crate::listing::SessionListing;
 pub use mnemo_history::{
-    DiagnosticCode, ProjectionDiagnostic, STEP_LIMIT_ERROR_CLASS, Severity, TurnState,
-    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
-    MessageKind, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_SIDE_TURNS_MAX, READ_TURNS_MAX,
-    ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SEARCH_LIMIT_DEFAULT,
-    SEARCH_LIMIT_MAX, SearchFailure, SearchFailureReason, SearchOutcome, SearchRow, SessionHeader,
-    ToolFailure, VisibleMessage,
+    DiagnosticCode, HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest,
+    MatchKind, MessageKind, ProjectionDiagnostic, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT,
+    READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn,
+    SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, STEP_LIMIT_ERROR_CLASS, SearchFailure, SearchFailureReason,
+    SearchOutcome, SearchRow, SessionHeader, Severity, ToolFailure, TurnState, VisibleMessage,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 

@@ -33,7 +33,11 @@ fn turns_jsonl(turns: usize, last_request: &str) -> String {
             format!("Turn {i}: update src/module_{i}.rs and run the tests")
         };
         let padding = "the module keeps its state in a map and the tests cover every branch ".repeat(4);
-        let result = if i == 3 { format!("zanzibar export moved; {padding}") } else { format!("ok: {i} passed; {padding}") };
+        let result = if i == 3 {
+            format!("zanzibar export moved; {padding}")
+        } else {
+            format!("ok: {i} passed; {padding}")
+        };
         out.push_str(&format!(
             "{{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"user\",\"parts\":[{{\"type\":\"text\",\"text\":\"{request}\"}}]}}\n\
              {{\"session\":\"{SESSION}\",\"turn\":\"{t}\",\"role\":\"model\",\"parts\":[{{\"type\":\"tool_call\",\"id\":\"c{i}\",\"name\":\"shell\",\"args\":{{\"cmd\":\"cargo test -p crate_{i}\"}}}}]}}\n\
@@ -48,13 +52,19 @@ fn turns_jsonl(turns: usize, last_request: &str) -> String {
 /// A store under the default pipeline with `config` added to the `latest-checkpoint` stage.
 fn store(config: &str) -> (tempfile::TempDir, Mnemo) {
     let dir = tempfile::tempdir().unwrap();
-    let default = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines/default.toml"))
-        .unwrap();
-    let spec = default.replacen("mid_turn_reserve_tail_events = 1\n", &format!("mid_turn_reserve_tail_events = 1\n{config}\n"), 1);
+    let default =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines/default.toml"))
+            .unwrap();
+    let spec = default.replacen(
+        "mid_turn_reserve_tail_events = 1\n",
+        &format!("mid_turn_reserve_tail_events = 1\n{config}\n"),
+        1,
+    );
     assert_ne!(spec, default, "the default pipeline still has the line the test extends");
     let path = dir.path().join("pipeline.toml");
     std::fs::write(&path, spec).unwrap();
-    let mnemo = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() }).unwrap();
+    let mnemo =
+        Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() }).unwrap();
     let transcript = turns_jsonl(30, "Where did the zanzibar ledger export go?");
     mnemo.import_transcript(transcript.as_bytes(), "gen").unwrap();
     let options = CompactOptions::default();
@@ -69,7 +79,9 @@ fn retrieved(history: &AssembledHistory) -> Vec<(Vec<u64>, String)> {
         .items
         .iter()
         .filter_map(|item| match item {
-            HistoryItem::Retrieved { positions, text } => Some((positions.iter().map(|p| p.0).collect(), text.clone())),
+            HistoryItem::Retrieved { positions, text } => {
+                Some((positions.iter().map(|p| p.0).collect(), text.clone()))
+            }
             _ => None,
         })
         .collect()
@@ -101,22 +113,28 @@ fn a_folded_turn_that_matches_the_request_comes_back_in_log_order_within_the_bud
     assert!(matches!(history.items[1], HistoryItem::Retrieved { .. }));
     assert!(history.diagnostics.tokens_after <= history.diagnostics.max_history_tokens);
     // The latest request itself is in the tail, never retrieved again.
-    let tail: Vec<u64> = history.items.iter().filter_map(|i| match i {
-        HistoryItem::Event { position, .. } => Some(position.0),
-        _ => None,
-    }).collect();
+    let tail: Vec<u64> = history
+        .items
+        .iter()
+        .filter_map(|i| match i {
+            HistoryItem::Event { position, .. } => Some(position.0),
+            _ => None,
+        })
+        .collect();
     assert!(positions.iter().all(|p| !tail.contains(p)));
 }
 
 #[test]
 fn the_limits_bound_hits_neighbours_and_tokens() {
-    let (_dir, mnemo) =
-        store("max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_results = 1\nhistory_search_around = 0");
+    let (_dir, mnemo) = store(
+        "max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_results = 1\nhistory_search_around = 0",
+    );
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
     let report = history.diagnostics.history_search.clone().unwrap();
     assert_eq!((report.hits_taken, report.events), (1, 1), "{report:?}");
 
-    let (_dir, mnemo) = store("max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_tokens = 60");
+    let (_dir, mnemo) =
+        store("max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_tokens = 60");
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
     let report = history.diagnostics.history_search.clone().unwrap();
     assert!(report.skipped_events > 0, "an event over the budget is skipped and counted: {report:?}");
@@ -124,8 +142,13 @@ fn the_limits_bound_hits_neighbours_and_tokens() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bad.toml");
-    std::fs::write(&path, "[[stage]]\nname = \"latest-checkpoint\"\n[stage.config]\nhistory_search_max_results = 11\n").unwrap();
-    let error = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() }).unwrap_err();
+    std::fs::write(
+        &path,
+        "[[stage]]\nname = \"latest-checkpoint\"\n[stage.config]\nhistory_search_max_results = 11\n",
+    )
+    .unwrap();
+    let error = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() })
+        .unwrap_err();
     assert!(error.to_string().contains("history_search_max_results must be 1 to 10"), "{error}");
 }
 
@@ -133,7 +156,8 @@ fn the_limits_bound_hits_neighbours_and_tokens() {
 fn the_history_search_pipeline_switches_it_on_with_the_spec_defaults() {
     let dir = tempfile::tempdir().unwrap();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../pipelines/history-search.toml");
-    let mnemo = Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() }).unwrap();
+    let mnemo =
+        Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(path), ..Config::default() }).unwrap();
     let policy = mnemo.compaction().policy().unwrap();
     assert!(policy.history_search);
     assert_eq!(
