@@ -140,15 +140,15 @@ pub mod records {
         DigestParseError, EncodeError, ErrorContent, EventId, EventPoint, EventStatus, ExecutionOrigin,
         ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt, ExtractionTrigger,
         FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor, IdError,
-        InlineReference, InlineReferenceKind, InvocationId, ItemId, KeyOrigin, KeyType, LifecycleState,
-        MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode, MemoryMutation,
-        MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason, OperationId,
-        PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
+        InlineReference, InlineReferenceKind, InvocationId, ItemId, ItemMerge, KeyOrigin, KeyType,
+        LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode,
+        MemoryMutation, MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason,
+        OperationId, PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
         ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind, Refs, Role, RunId,
         RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId, SessionOpened,
         SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision, SummaryFormat,
-        TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage, ToolCallId, TurnEnded, TurnId,
-        TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
+        Supersession, TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage, ToolCallId,
+        TurnEnded, TurnId, TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
     };
 }
 
