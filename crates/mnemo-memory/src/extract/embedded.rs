@@ -390,10 +390,9 @@ fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str
     }
     let lower = clause.to_lowercase();
     let has = |needle: &str| lower.contains(needle);
-    if has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
-        ("identity", "global")
-    } else if ["i maintain", "i own", "i lead", "i work as", "i work on"].iter().any(|p| lower.starts_with(p))
-    {
+    let role =
+        ["i maintain", "i own", "i lead", "i work as", "i work on"].iter().any(|p| lower.starts_with(p));
+    if role || has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
         ("identity", "global")
     } else if has("prefer")
         || has("like")
