@@ -360,6 +360,9 @@ enum Reading {
     Project,
     /// A correction of the assistant ("use X instead of Y").
     Correction,
+    /// Something the user asked to remember that is none of the above ("the release branch must
+    /// never use the cache"): reported as said, persons rewritten.
+    Reported,
 }
 
 fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
@@ -386,6 +389,10 @@ fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str
     match reading {
         Reading::Instruction => return ("preference", "workspace"),
         Reading::Project | Reading::Correction => return ("context", "workspace"),
+        Reading::Reported => {
+            let instruction = patterns().is_some_and(|p| p.instruction.is_match(clause));
+            return (if instruction { "preference" } else { "context" }, "workspace");
+        }
         Reading::Statement => {}
     }
     let lower = clause.to_lowercase();
@@ -414,7 +421,7 @@ fn content(clause: &str, reading: Reading) -> String {
     let text = match reading {
         Reading::Statement => statement(clause),
         // "Our project uses fjall" -> "The team's project uses fjall"; "The project …" stays.
-        Reading::Project => reported(clause),
+        Reading::Project | Reading::Reported => reported(clause),
         Reading::Instruction | Reading::Correction => instruction(clause),
     };
     let text = text.trim_end_matches(['.', ',', ';', ':']).to_owned();
@@ -471,7 +478,12 @@ impl EmbeddedProposer {
                     && terms.iter().any(|t| lower.contains(&t.to_lowercase()))
                     && requested.len() < EMBEDDED_ITEMS_MAX
                 {
-                    requested.push(item(sentence, Reading::Statement, evidence));
+                    let reading = if patterns().is_some_and(|p| p.statement.is_match(sentence)) {
+                        Reading::Statement
+                    } else {
+                        Reading::Reported
+                    };
+                    requested.push(item(sentence, reading, evidence));
                 }
             }
         }
@@ -502,7 +514,10 @@ impl EmbeddedProposer {
                     } else if clause.chars().count() >= 4 {
                         for part in clauses(clause) {
                             if requested.len() < EMBEDDED_ITEMS_MAX {
-                                let reading = reading(part, patterns).unwrap_or(Reading::Statement);
+                                let reading = match reading(part, patterns) {
+                                    Some(Reading::Instruction) | None => Reading::Reported,
+                                    Some(other) => other,
+                                };
                                 requested.push(item(part, reading, evidence));
                             }
                         }
