@@ -322,7 +322,9 @@ fn statement(clause: &str) -> String {
 fn instruction(clause: &str) -> String {
     let words: Vec<&str> = clause.split_whitespace().collect();
     let mut text = third_person_rest(&words);
-    if let Some(first) = text.get(..1) {
+    // "Never push" reads "never push" after the colon; "TODO" and "CI" keep their capitals.
+    let acronym = text.chars().nth(1).is_some_and(char::is_uppercase);
+    if let Some(first) = text.get(..1).filter(|_| !acronym) {
         text = format!("{}{}", first.to_lowercase(), &text[1..]);
     }
     format!("The user's instruction: {text}")
@@ -428,7 +430,20 @@ fn content(clause: &str, reading: Reading) -> String {
     format!("{text}.")
 }
 
+/// A correction without the rebuttal that opens it ("no, use X instead of Y" -> "use X instead
+/// of Y"): the rebuttal is about the assistant's last answer, not part of what holds, and its
+/// "no" would read as a negation of the statement.
+fn without_opener(clause: &str) -> &str {
+    let lower = clause.to_lowercase();
+    let opener = ["no", "actually", "wrong"]
+        .iter()
+        .find(|o| lower.starts_with(**o) && lower[o.len()..].starts_with([',', ':', ';', ' ']))
+        .map_or(0, |o| o.len());
+    clause[opener..].trim_start_matches([',', ':', ';', ' '])
+}
+
 fn item(clause: &str, reading: Reading, evidence: &EvidenceView) -> Value {
+    let clause = if reading == Reading::Correction { without_opener(clause) } else { clause };
     let (kind, scope) = kind_and_scope(clause, reading);
     json!({
         "content": content(clause, reading),
