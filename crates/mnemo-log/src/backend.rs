@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
+use mnemo_core::limits::{
+    APPEND_BYTES_MAX, APPEND_RECORDS_MAX, COPY_BYTES_MAX, COPY_RECORDS_MAX, RECORD_BYTES_MAX,
+};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 
 use crate::envelope::{Envelope, GENESIS_HASH};
@@ -73,12 +75,58 @@ pub struct AppendRequest {
     /// (so that the same source always yields the same log). The writer never lets timestamps run
     /// backwards: it records the larger of this and the previous envelope's timestamp.
     pub timestamp: Option<TimestampMs>,
+    /// The batch limits the request is checked against.
+    pub limits: BatchLimits,
+}
+
+/// Which batch limits an append is checked against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BatchLimits {
+    /// [`APPEND_RECORDS_MAX`] records and [`APPEND_BYTES_MAX`] bytes: every append but a copy's.
+    #[default]
+    Standard,
+    /// [`COPY_RECORDS_MAX`] records and [`COPY_BYTES_MAX`] bytes: the one append of a conversation
+    /// copy to its new stream, which is whole or absent whatever the source's length (decision 0147).
+    ConversationCopy,
+}
+
+impl BatchLimits {
+    /// Most records in one append under these limits.
+    pub fn records_max(self) -> usize {
+        match self {
+            BatchLimits::Standard => APPEND_RECORDS_MAX,
+            BatchLimits::ConversationCopy => COPY_RECORDS_MAX,
+        }
+    }
+
+    /// Most bytes of records in one append under these limits.
+    pub fn bytes_max(self) -> usize {
+        match self {
+            BatchLimits::Standard => APPEND_BYTES_MAX,
+            BatchLimits::ConversationCopy => COPY_BYTES_MAX,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BatchLimits::Standard => "the limit",
+            BatchLimits::ConversationCopy => "a conversation copy's limit",
+        }
+    }
 }
 
 impl AppendRequest {
     /// An append of `records` to `stream` with the default durability and the clock's time.
     pub fn new(stream: StreamId, expected: ExpectedRevision, records: Vec<NewRecord>) -> Self {
-        AppendRequest { stream, expected, records, durability: Durability::default(), timestamp: None }
+        AppendRequest {
+            stream,
+            expected,
+            records,
+            durability: Durability::default(),
+            timestamp: None,
+            limits: BatchLimits::Standard,
+        }
     }
 
     /// Checks the request against the append limits; every backend calls it before anything is sent.
@@ -87,10 +135,10 @@ impl AppendRequest {
         if count == 0 {
             return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
         }
-        if count > APPEND_RECORDS_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "{count} records, the limit is {APPEND_RECORDS_MAX}"
-            )));
+        let (records_max, bytes_max, limit) =
+            (self.limits.records_max(), self.limits.bytes_max(), self.limits.name());
+        if count > records_max {
+            return Err(LogError::InvalidAppend(format!("{count} records, {limit} is {records_max}")));
         }
         let mut total = 0;
         for (index, record) in self.records.iter().enumerate() {
@@ -105,10 +153,8 @@ impl AppendRequest {
             }
             total += record.bytes.len();
         }
-        if total > APPEND_BYTES_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
-            )));
+        if total > bytes_max {
+            return Err(LogError::InvalidAppend(format!("{total} bytes of records, {limit} is {bytes_max}")));
         }
         Ok(())
     }

@@ -125,6 +125,11 @@ fn compaction_category(error: &mnemo_compaction::CompactionError) -> ErrorCatego
     use mnemo_compaction::CompactionError as E;
     match error {
         E::UnknownSession(_) | E::InvalidInput(_) | E::Copy(_) => ErrorCategory::Input,
+        E::CopyRefused(
+            mnemo_compaction::CopyRefusal::TargetExists { .. }
+            | mnemo_compaction::CopyRefusal::ArchivedFamily { .. },
+        ) => ErrorCategory::Conflict,
+        E::CopyRefused(_) => ErrorCategory::Input,
         E::Superseded(_) | E::SessionBusy(_) => ErrorCategory::Conflict,
         _ => ErrorCategory::Failure,
     }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
-    AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
-    LogOptions, LostRange, NewRecord, SystemClock,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Clock, Durability, ExpectedRevision, FjallLog,
+    LogBackend, LogOptions, LostRange, NewRecord, SystemClock,
 };
 use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
 use mnemo_pipeline::{
@@ -263,7 +263,14 @@ impl Mnemo {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
         let encoded =
             records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        let appended = self.append_encoded(stream, expected, encoded, timestamp, self.durability())?;
+        let appended = self.append_encoded(
+            stream,
+            expected,
+            encoded,
+            timestamp,
+            self.durability(),
+            BatchLimits::Standard,
+        )?;
         for record in records {
             if let Record::CheckpointRecorded(checkpoint) = record {
                 self.compaction.invalidate(&checkpoint.session);
@@ -279,11 +286,13 @@ impl Mnemo {
         encoded: Vec<NewRecord>,
         timestamp: Option<TimestampMs>,
         durability: Durability,
+        limits: BatchLimits,
     ) -> Result<Appended, Error> {
         self.check_stages()?;
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
+        request.limits = limits;
         match crate::blocking::wait(|| self.log.append(request))? {
             AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {

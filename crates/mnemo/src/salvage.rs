@@ -149,7 +149,14 @@ fn flush(
         .into_iter()
         .map(|e| NewRecord { kind: e.kind, kind_schema: e.kind_schema, bytes: e.record })
         .collect();
-    let appended = target.append_encoded(&stream, expected, records, Some(timestamp), durability)?;
+    let appended = target.append_encoded(
+        &stream,
+        expected,
+        records,
+        Some(timestamp),
+        durability,
+        mnemo_log::BatchLimits::Standard,
+    )?;
     let copied = target.log.read(last_position)?;
     if appended.first_position != first_position || copied.is_none_or(|c| c.hash != last_hash) {
         return Err(Error::InvalidInput(format!(

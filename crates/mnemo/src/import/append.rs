@@ -311,7 +311,14 @@ impl Mnemo {
                 done += 1;
                 // Only the last append waits for the disk: persisting it persists every earlier one.
                 let durability = if done == total { self.durability() } else { Durability::Buffered };
-                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
+                let appended = self.append_encoded(
+                    &stream,
+                    expected,
+                    encoded,
+                    timestamp,
+                    durability,
+                    mnemo_log::BatchLimits::Standard,
+                )?;
                 expected = ExpectedRevision::Exact(appended.last_revision);
                 positions =
                     Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
