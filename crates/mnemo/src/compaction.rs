@@ -104,7 +104,7 @@ impl CheckpointRecorder for LogRecorder {
             let record = Record::CheckpointRecorded(checkpoint.clone());
             let kind = record.kind();
             let bytes = record.encode().map_err(|e| CompactionError::record(Error::Encode(e)))?;
-            let new = NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes };
+            let new = NewRecord::new(kind.code(), kind.schema_version(), bytes);
             let mut request =
                 AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
             request.durability = self.durability;
@@ -123,6 +123,13 @@ impl CheckpointRecorder for LogRecorder {
                 AppendOutcome::Conflict(conflict) => Err(CompactionError::record(Error::Conflict {
                     stream: StreamId::session(&checkpoint.session).to_string(),
                     conflict,
+                })),
+                // A checkpoint record has no key rules, so the log cannot refuse it on one.
+                AppendOutcome::Refused(refusal) => Err(CompactionError::record(Error::Refused {
+                    stream: StreamId::session(&checkpoint.session).to_string(),
+                    record: refusal.record,
+                    reason: mnemo_core::AppendRefusal::of_rule(&refusal.rule),
+                    held_at: refusal.held_at,
                 })),
             }
         })

@@ -56,6 +56,10 @@ pub fn salvage(from: &Path, to: &Path, progress: &mut dyn FnMut(Position)) -> Re
         )));
     }
     let (recovered, damage) = copy_verified(&source, &target, progress)?;
+    // NOTE: envelopes are copied verbatim, without their key rules (a store written before the key
+    // index may hold an event twice, and the copy must keep it to hash as the original): the index
+    // is built from the copy once it is complete.
+    target.local.rebuild_key_index(mnemo_core::key_rules_of_encoded)?;
     let known_head = source.head().max(acknowledged);
     drop(source);
     target.catch_up()?;
@@ -144,11 +148,8 @@ fn flush(
     };
     let timestamp: TimestampMs = first.timestamp;
     let (first_position, last_position, last_hash) = (first.position, last.position, last.hash);
-    let records = group
-        .envelopes
-        .into_iter()
-        .map(|e| NewRecord { kind: e.kind, kind_schema: e.kind_schema, bytes: e.record })
-        .collect();
+    let records =
+        group.envelopes.into_iter().map(|e| NewRecord::new(e.kind, e.kind_schema, e.record)).collect();
     let appended = target.append_encoded(
         &stream,
         expected,
