@@ -360,13 +360,19 @@ impl Drop for KillOnDrop {
     }
 }
 
-/// Reads lines from a child's stdout until one satisfies `until`, or fails after a minute.
+/// How long a test waits for a line from the watching child: generous, since a loaded machine
+/// can take long to build and sync; the test fails only when the line never comes.
+const LINE_WAIT_SECONDS: u64 = 600;
+
+/// Reads lines from a child's stdout until one satisfies `until`, or fails after a long wait.
 fn read_until(lines: &std::sync::mpsc::Receiver<String>, until: impl Fn(&str) -> bool) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(LINE_WAIT_SECONDS);
     let mut seen = Vec::new();
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let line = lines.recv_timeout(left).unwrap_or_else(|_| panic!("no such line; saw {seen:#?}"));
+        let line = lines.recv_timeout(left).unwrap_or_else(|_| {
+            panic!("no such line (the child ended, or nothing came for {LINE_WAIT_SECONDS} s); saw {seen:#?}")
+        });
         seen.push(line);
         if until(seen.last().unwrap()) {
             return seen;
