@@ -8,8 +8,9 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{
-    DETECT_LINES_MAX, IMPORT_FILE_BYTES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport,
-    detect_format, parse_import,
+    CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX,
+    IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus, ParsedImport, detect_format,
+    parse_import,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -197,10 +198,11 @@ fn yes() -> bool {
     true
 }
 
-/// What the parser remembers across lines, for the checks that span lines.
+/// What the parser remembers across lines, for the checks that span lines. Records leave it as
+/// they are parsed (`ready`), so a reader of a long file holds the checks' keys, not the records.
 #[derive(Default)]
 struct ParseState {
-    sessions: Vec<(SessionId, Vec<TranscriptRecord>)>,
+    sessions: Vec<SessionId>,
     index: BTreeMap<SessionId, usize>,
     opened: BTreeSet<SessionId>,
     event_ids: BTreeSet<EventId>,
@@ -209,15 +211,25 @@ struct ParseState {
     /// Event lines seen per turn, for the ids derived for lines that give none.
     event_lines: BTreeMap<(SessionId, TurnId), u64>,
     last_ts: Option<u64>,
+    /// Records parsed and not taken yet, each with its session's place in `sessions`.
+    ready: std::collections::VecDeque<(usize, TranscriptRecord)>,
 }
 
-/// Parses and validates a whole transcript.
-pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, TranscriptError> {
-    let mut state = ParseState::default();
-    let mut lines = 0;
-    for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
-        let line = index + 1;
-        lines = line;
+/// The mnemo format's parser, fed a line at a time: what the lines yield comes out as records in
+/// file order, each with its session's place among the sessions met so far.
+#[derive(Default)]
+pub(crate) struct TranscriptParser {
+    state: ParseState,
+}
+
+impl TranscriptParser {
+    /// Parses one raw line of a mnemo-format file (blank lines yield nothing).
+    pub(crate) fn mnemo_line(
+        &mut self,
+        raw: &[u8],
+        line: usize,
+        source_name: &str,
+    ) -> Result<(), TranscriptError> {
         let fail = |field: Option<String>, reason: String| TranscriptError {
             source_name: source_name.to_owned(),
             line,
@@ -225,55 +237,99 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
             reason,
         };
         if raw.len() > TRANSCRIPT_LINE_BYTES_MAX {
-            return Err(fail(
-                None,
-                format!("line is {} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}", raw.len()),
-            ));
+            return Err(line_too_long(source_name, line, raw.len() as u64));
         }
         let text = std::str::from_utf8(raw).map_err(|e| fail(None, format!("not valid UTF-8: {e}")))?;
         let text = text.strip_suffix('\r').unwrap_or(text);
         if text.trim().is_empty() {
-            continue;
+            return Ok(());
         }
         let value: Value =
             crate::json::parse(text.as_bytes()).map_err(|e| fail(None, format!("not valid JSON: {e}")))?;
-        parse_value(&mut state, value, line).map_err(|(field, reason)| fail(field, reason))?;
+        parse_value(&mut self.state, value, line).map_err(|(field, reason)| fail(field, reason))
     }
-    if lines > 0 && bytes.ends_with(b"\n") {
-        lines -= 1;
-    }
-    finish(state, source_name, lines)
-}
 
-/// Parses lines already decoded as JSON, each with the line of its source file it came from, as
-/// the importers of other formats produce them: the same checks and the same records as a file.
-pub(crate) fn parse_values(
-    values: impl IntoIterator<Item = (usize, Value)>,
-    source_name: &str,
-    lines: usize,
-) -> Result<Transcript, TranscriptError> {
-    let mut state = ParseState::default();
-    for (line, value) in values {
-        parse_value(&mut state, value, line).map_err(|(field, reason)| TranscriptError {
+    /// Parses a line already decoded as JSON, as the importers of other formats produce them.
+    pub(crate) fn value(
+        &mut self,
+        value: Value,
+        line: usize,
+        source_name: &str,
+    ) -> Result<(), TranscriptError> {
+        parse_value(&mut self.state, value, line).map_err(|(field, reason)| TranscriptError {
             source_name: source_name.to_owned(),
             line,
             field,
             reason,
-        })?;
+        })
     }
-    finish(state, source_name, lines)
+
+    /// The next record parsed, with its session's place in [`TranscriptParser::sessions`].
+    pub(crate) fn pop(&mut self) -> Option<(usize, TranscriptRecord)> {
+        self.state.ready.pop_front()
+    }
+
+    /// The sessions met so far, in order of first appearance.
+    pub(crate) fn sessions(&self) -> &[SessionId] {
+        &self.state.sessions
+    }
+
+    /// The error for a file that yielded no record, once it is read to its end.
+    pub(crate) fn check_not_empty(&self, source_name: &str, lines: usize) -> Result<(), TranscriptError> {
+        if self.state.sessions.is_empty() {
+            return Err(TranscriptError {
+                source_name: source_name.to_owned(),
+                line: lines.max(1),
+                field: None,
+                reason: "the file holds no records".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every record parsed so far, by session (what a whole-file parse returns).
+    fn collect(mut self, lines: usize) -> Transcript {
+        let mut sessions: Vec<(SessionId, Vec<TranscriptRecord>)> =
+            self.state.sessions.iter().map(|s| (s.clone(), Vec::new())).collect();
+        while let Some((slot, record)) = self.pop() {
+            sessions[slot].1.push(record);
+        }
+        Transcript { sessions, lines }
+    }
 }
 
-fn finish(state: ParseState, source_name: &str, lines: usize) -> Result<Transcript, TranscriptError> {
-    if state.sessions.is_empty() {
-        return Err(TranscriptError {
-            source_name: source_name.to_owned(),
-            line: lines.max(1),
-            field: None,
-            reason: "the file holds no records".to_owned(),
-        });
+/// The error for a line longer than [`TRANSCRIPT_LINE_BYTES_MAX`].
+pub(crate) fn line_too_long(source_name: &str, line: usize, length: u64) -> TranscriptError {
+    TranscriptError {
+        source_name: source_name.to_owned(),
+        line,
+        field: None,
+        reason: format!("line is {length} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}"),
     }
-    Ok(Transcript { sessions: state.sessions, lines })
+}
+
+/// Parses and validates a whole transcript.
+pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, TranscriptError> {
+    let mut parser = TranscriptParser::default();
+    let mut reader = crate::import::LineReader::new(bytes);
+    // NOTE: reading a byte slice cannot fail; the error is mapped for the type's sake.
+    let unreadable = |error: std::io::Error| TranscriptError {
+        source_name: source_name.to_owned(),
+        line: 1,
+        field: None,
+        reason: format!("cannot read: {error}"),
+    };
+    while let Some(raw) = reader.next_line().map_err(unreadable)? {
+        match raw {
+            crate::import::RawLine::Line(line, raw) => parser.mnemo_line(raw, line, source_name)?,
+            crate::import::RawLine::TooLong(line, length) => {
+                return Err(line_too_long(source_name, line, length));
+            }
+        }
+    }
+    let lines = reader.lines();
+    parser.check_not_empty(source_name, lines)?;
+    Ok(parser.collect(lines))
 }
 
 type LineError = (Option<String>, String);
@@ -549,15 +605,15 @@ fn push(
     ts: u64,
     line: usize,
 ) -> Result<(), LineError> {
+    record.validate_for_append().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
     let slot = match state.index.get(session) {
         Some(slot) => *slot,
         None => {
             state.index.insert(session.clone(), state.sessions.len());
-            state.sessions.push((session.clone(), Vec::new()));
+            state.sessions.push(session.clone());
             state.sessions.len() - 1
         }
     };
-    record.validate_for_append().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
-    state.sessions[slot].1.push(TranscriptRecord { record, timestamp: TimestampMs(ts), line });
+    state.ready.push_back((slot, TranscriptRecord { record, timestamp: TimestampMs(ts), line }));
     Ok(())
 }
