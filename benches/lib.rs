@@ -9,10 +9,12 @@
 mod assembly_workload;
 pub mod baseline;
 pub mod context_quality;
+pub mod devset;
 pub mod harness;
 pub mod memory_workload;
 pub mod nats_workload;
 pub mod probe;
 pub mod report;
+pub mod search_eval;
 pub mod search_workload;
 pub mod workload;

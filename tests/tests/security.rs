@@ -112,6 +112,7 @@ fn context_in(session: &SessionId) -> HistoryContext<'_> {
         current_turn: None,
         incognito_active: false,
         abort: None,
+        workspace: None,
     }
 }
 

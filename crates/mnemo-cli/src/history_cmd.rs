@@ -10,7 +10,7 @@ use mnemo::history::{
     HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, SessionTranscript,
     ToolFailure, VisibleMessage,
 };
-use mnemo::records::{Position, SessionId, TurnId};
+use mnemo::records::{Position, SessionId, TurnId, WorkspaceId};
 use serde::Serialize;
 
 use crate::term::{say, say_err};
@@ -44,6 +44,9 @@ pub(crate) struct ContextArgs {
     /// Answer as of this log position instead of the whole log.
     #[arg(long, value_name = "POSITION")]
     as_of: Option<u64>,
+    /// Without a current session: answer inside this workspace only, with its statistics.
+    #[arg(long, value_name = "WORKSPACE")]
+    workspace: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -86,13 +89,16 @@ struct Context {
     turn: Option<TurnId>,
     incognito: bool,
     as_of: Option<Position>,
+    workspace: Option<WorkspaceId>,
 }
 
 impl Context {
     fn parse(args: &ContextArgs) -> anyhow::Result<Context> {
         let session = args.current_session.clone().map(SessionId::new).transpose();
         let turn = args.current_turn.clone().map(TurnId::new).transpose();
+        let workspace = args.workspace.clone().map(WorkspaceId::new).transpose();
         Ok(Context {
+            workspace: workspace.map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?,
             session: session.map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?,
             turn: turn.map_err(|e| mnemo::Error::InvalidInput(e.to_string()))?,
             incognito: args.incognito,
@@ -106,6 +112,7 @@ impl Context {
             current_turn: self.turn.as_ref(),
             incognito_active: self.incognito,
             abort: None,
+            workspace: self.workspace.as_ref(),
         }
     }
 }

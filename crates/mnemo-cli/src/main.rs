@@ -21,6 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_cmd;
 mod compaction_cmd;
 mod demo;
+mod eval_cmd;
 mod history_cmd;
 mod memory_cmd;
 mod term;
@@ -125,6 +126,11 @@ enum Command {
     },
     /// The memory items recall would give a session (`--query` for the pull route).
     Recall(memory_cmd::RecallArgs),
+    /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
+    Eval {
+        #[command(subcommand)]
+        command: eval_cmd::EvalCommand,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -271,6 +277,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench_cmd::run(cli, args),
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
+        Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }
 

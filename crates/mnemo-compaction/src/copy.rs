@@ -108,6 +108,8 @@ pub fn plan_copy(ledger: &SessionLedger<'_>, options: &CopyOptions) -> Result<Co
                     .push(Record::SessionOpened(SessionOpened { session: target.clone(), ..open.clone() }));
                 plan_records.push(copied_marker(&source, &target, options));
             }
+            // A streaming chunk is never history (decision 0145): its final event is copied instead.
+            Record::RuntimeEvent(event) if event.partial => {}
             Record::RuntimeEvent(event) => {
                 plan_records.push(Record::RuntimeEvent(copier.clone_event(event)?))
             }

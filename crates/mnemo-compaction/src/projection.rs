@@ -49,10 +49,11 @@ pub fn estimated_chars(event: &RuntimeEvent) -> u64 {
     }
 }
 
-/// Whether an event belongs to the compactable projection: not hidden, and a positive estimate.
-/// Partial events are not filtered here; the checkpoint builder refuses to cover them.
+/// Whether an event belongs to the compactable projection: not partial, not hidden, and a positive
+/// estimate. A partial (streaming) event is never history (decision 0145): it is left out whether
+/// its final event has landed or not, as the reference system's immutable rows never hold one.
 pub fn is_compactable(event: &RuntimeEvent) -> bool {
-    event.model_visibility != Some(ModelVisibility::Hidden) && estimated_chars(event) > 0
+    !event.partial && event.model_visibility != Some(ModelVisibility::Hidden) && estimated_chars(event) > 0
 }
 
 /// `estimateTokens(chars, cpt)`: 0 for no characters, else at least 1, rounded up.

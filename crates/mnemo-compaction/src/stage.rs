@@ -32,7 +32,7 @@ use crate::projection::{SourceDigester, estimated_chars, is_compactable};
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "latest-checkpoint";
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 const VIEW: &[u8] = b"v\0";
 const CANDIDATE: &[u8] = b"c\0";
@@ -110,7 +110,8 @@ pub struct ProjectedEntry {
     pub role: Role,
     /// Its author.
     pub author: Author,
-    /// Whether it is a partial snapshot.
+    /// Whether it is a partial snapshot. Always false since partial events left the compactable
+    /// projection (decision 0145); the byte stays so the entry's layout is unchanged.
     pub partial: bool,
     /// Its revision in the session stream.
     pub revision: StreamRevision,

@@ -258,6 +258,8 @@ pub enum Scope {
     Store,
     /// The sessions of one workspace group.
     Group(u32),
+    /// No session: a workspace the index has never seen.
+    Nothing,
 }
 
 /// Builds the stage from its configuration: optional `k1` (0..=3) and `b` (0..=1).
@@ -915,9 +917,27 @@ impl<'a> IndexReader<'a> {
         Ok(self.store.get(&key)?.map(|b| CODEC.decode_u32(&b)).transpose()?.unwrap_or(NO_WORKSPACE_GROUP))
     }
 
-    /// The scope a caller in `session` searches: its workspace group; the whole store from none.
-    pub(crate) fn scope_of(&self, session: Option<&SessionId>) -> Result<Scope, PipelineError> {
-        session.map_or(Ok(Scope::Store), |session| self.session_group(session).map(Scope::Group))
+    /// The scope a caller searches: a current session's workspace group; else the named
+    /// workspace's group ([`Scope::Nothing`] for a workspace the index has never seen); else the
+    /// whole store.
+    pub(crate) fn scope_of(
+        &self,
+        session: Option<&SessionId>,
+        workspace: Option<&WorkspaceId>,
+    ) -> Result<Scope, PipelineError> {
+        if let Some(session) = session {
+            return self.session_group(session).map(Scope::Group);
+        }
+        let Some(workspace) = workspace else {
+            return Ok(Scope::Store);
+        };
+        let key = [WORKSPACE_TAG, workspace.as_str().as_bytes()].concat();
+        Ok(self
+            .store
+            .get(&key)?
+            .map(|b| CODEC.decode_u32(&b))
+            .transpose()?
+            .map_or(Scope::Nothing, Scope::Group))
     }
 
     /// Whether a session's documents belong to `scope`.
@@ -925,6 +945,7 @@ impl<'a> IndexReader<'a> {
         match scope {
             Scope::Store => Ok(true),
             Scope::Group(group) => Ok(self.session_group(session)? == group),
+            Scope::Nothing => Ok(false),
         }
     }
 
@@ -932,6 +953,7 @@ impl<'a> IndexReader<'a> {
     pub(crate) fn corpus(&self, scope: Scope) -> Result<Corpus, PipelineError> {
         match scope {
             Scope::Store => Ok(self.stats.corpus()),
+            Scope::Nothing => Ok(Corpus::default()),
             Scope::Group(group) => {
                 let stored = self.store.get(&group_stats_key(group))?;
                 Ok(stored.map(|b| Corpus::decode(&b)).transpose()?.unwrap_or_default())
@@ -944,6 +966,7 @@ impl<'a> IndexReader<'a> {
         let key = match scope {
             Scope::Store => [DF_TAG, term.as_bytes()].concat(),
             Scope::Group(group) => group_df_key(group, term),
+            Scope::Nothing => return Ok(0),
         };
         Ok(self.store.get(&key)?.map(|b| CODEC.decode_u64(&b)).transpose()?.unwrap_or(0))
     }

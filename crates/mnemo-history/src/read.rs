@@ -258,7 +258,7 @@ pub fn read_history(
         return not_found();
     };
     let reader = IndexReader::open(index)?;
-    if !reader.in_scope(reader.scope_of(context.current_session)?, &session)? {
+    if !reader.in_scope(reader.scope_of(context.current_session, context.workspace)?, &session)? {
         return not_found();
     }
     let Some(header) = messages::header(messages, &session)? else {

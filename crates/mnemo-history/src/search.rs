@@ -262,7 +262,7 @@ pub fn search_history(
         )));
     }
     let reader = IndexReader::open(index)?;
-    let scope = reader.scope_of(context.current_session)?;
+    let scope = reader.scope_of(context.current_session, context.workspace)?;
     let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), cursor.as_ref())?;
     let Some(candidates) = score_page(&reader, scope, &page, &folded, context)? else {
         return Ok(Err(aborted()));

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use mnemo_core::{SessionId, TurnId};
+use mnemo_core::{SessionId, TurnId, WorkspaceId};
 use mnemo_pipeline::{PipelineError, StateStore};
 use serde::Serialize;
 use serde_json::Value;
@@ -25,6 +25,10 @@ pub struct HistoryContext<'a> {
     pub incognito_active: bool,
     /// Set to abort a running call; it is checked before, during and after the work.
     pub abort: Option<&'a AtomicBool>,
+    /// With no current session: answer inside this workspace only, as a call from one of its
+    /// sessions would (an operator or an evaluation asking about one workspace's history). A
+    /// current session's own workspace always wins.
+    pub workspace: Option<&'a WorkspaceId>,
 }
 
 impl HistoryContext<'_> {

@@ -1,0 +1,219 @@
+//! `mnemo eval search`: how well history search puts the evidence of questions near the top, beside
+//! textbook BM25 over the same messages.
+//!
+//! `--qa FILE` asks the questions of a QA file against the store. `--devset` builds the project's
+//! development set (`mnemo_benches::devset`) in fresh stores, one per split and ranking, and reports
+//! the dev and held-out splits apart: `mnemo` (the current pipeline's ranking), `before` (the same
+//! index with the ranking features of decision 0150 off, `pipelines/search-baseline.toml`) and
+//! `bm25` (textbook BM25 computed by the harness), all from one run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use mnemo::{Config, Mnemo};
+use mnemo_benches::devset::{self, DEVSET_SEED_DEFAULT, Split};
+use mnemo_benches::search_eval::{self, Bm25Ranker, EvalError, MnemoRanker, QaItem, Ranker, RankerReport};
+use serde::Serialize;
+
+use crate::term::say;
+use crate::{Cli, open, output};
+
+/// The ranking before decision 0150: the default pipeline with the history-search features off.
+const BASELINE_PIPELINE: &str = include_str!("../../../pipelines/search-baseline.toml");
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum EvalCommand {
+    /// Rank the evidence of questions: hit@k, recall-all@k and MRR, overall and per category.
+    Search(SearchEvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SearchEvalArgs {
+    /// A QA file (JSON Lines of {id, question, workspace?, evidence: [{session, turn}], category?})
+    /// asked against the store.
+    #[arg(long, conflicts_with = "devset", required_unless_present = "devset")]
+    qa: Option<PathBuf>,
+    /// Build the project's development set in fresh stores and report its dev and held-out splits.
+    #[arg(long)]
+    devset: bool,
+    /// The development set's seed.
+    #[arg(long, default_value_t = DEVSET_SEED_DEFAULT, requires = "devset")]
+    seed: u64,
+    /// Where the development set's stores go (default: a new temporary directory, removed after).
+    #[arg(long, requires = "devset")]
+    dir: Option<PathBuf>,
+    /// The cut-offs k (comma-separated, 1..=100).
+    #[arg(long, value_delimiter = ',', default_value = "1,5,10")]
+    k: Vec<usize>,
+    /// Rankers for `--qa`: `mnemo` (SearchHistory) and `bm25` (textbook BM25 over the transcripts).
+    #[arg(long, value_delimiter = ',', default_value = "mnemo,bm25")]
+    ranker: Vec<String>,
+    /// List the ids of questions without a hit within the largest k.
+    #[arg(long)]
+    missed: bool,
+}
+
+/// A report of one set of questions.
+#[derive(Debug, Serialize)]
+struct SetReport {
+    /// `dev`, `heldout`, or the QA file.
+    name: String,
+    questions: usize,
+    rankers: Vec<RankerReport>,
+}
+
+pub(crate) fn run(cli: &Cli, command: &EvalCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        EvalCommand::Search(args) => search(cli, args),
+    }
+}
+
+fn input(error: EvalError) -> anyhow::Error {
+    match error {
+        EvalError::Store(error) => error.into(),
+        other => mnemo::Error::InvalidInput(other.to_string()).into(),
+    }
+}
+
+fn search(cli: &Cli, args: &SearchEvalArgs) -> anyhow::Result<ExitCode> {
+    let ks = search_eval::check_ks(&args.k).map_err(input)?;
+    let reports = match &args.qa {
+        Some(path) => vec![qa_file(cli, args, path, &ks)?],
+        None => devset_run(cli, args, &ks)?,
+    };
+    output(cli, &reports, || {
+        for report in &reports {
+            print_report(report, &ks, args.missed);
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+fn qa_file(cli: &Cli, args: &SearchEvalArgs, path: &Path, ks: &[usize]) -> anyhow::Result<SetReport> {
+    let items = search_eval::read_qa(path).map_err(input)?;
+    let mnemo = open(cli, true)?;
+    let mut rankers = Vec::new();
+    for name in &args.ranker {
+        let report = match name.as_str() {
+            "mnemo" => search_eval::evaluate(&mut MnemoRanker::new("mnemo", &mnemo), &items, ks),
+            "bm25" => search_eval::evaluate(&mut Bm25Ranker::new(&mnemo), &items, ks),
+            other => {
+                return Err(mnemo::Error::InvalidInput(format!(
+                    "unknown ranker {other:?}; known: mnemo, bm25"
+                ))
+                .into());
+            }
+        };
+        rankers.push(report.map_err(input)?);
+    }
+    Ok(SetReport { name: path.display().to_string(), questions: items.len(), rankers })
+}
+
+fn devset_run(cli: &Cli, args: &SearchEvalArgs, ks: &[usize]) -> anyhow::Result<Vec<SetReport>> {
+    let temporary;
+    let root = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temporary = tempfile::Builder::new().prefix("mnemo-eval-").tempdir()?;
+            temporary.path().to_path_buf()
+        }
+    };
+    std::fs::create_dir_all(&root)?;
+    let baseline = root.join("search-baseline.toml");
+    std::fs::write(&baseline, BASELINE_PIPELINE)?;
+    let mut reports = Vec::new();
+    for split in devset::devset(args.seed).map_err(input)? {
+        let after = import_split(&root.join(format!("{}-mnemo", split.name)), cli.pipeline.clone(), &split)?;
+        let before =
+            import_split(&root.join(format!("{}-before", split.name)), Some(baseline.clone()), &split)?;
+        let rankers = vec![
+            evaluate(&mut MnemoRanker::new("mnemo", &after), &split.questions, ks)?,
+            evaluate(&mut MnemoRanker::new("before", &before), &split.questions, ks)?,
+            evaluate(&mut Bm25Ranker::new(&after), &split.questions, ks)?,
+        ];
+        reports.push(SetReport { name: split.name.to_owned(), questions: split.questions.len(), rankers });
+    }
+    Ok(reports)
+}
+
+fn evaluate(ranker: &mut dyn Ranker, items: &[QaItem], ks: &[usize]) -> anyhow::Result<RankerReport> {
+    search_eval::evaluate(ranker, items, ks).map_err(input)
+}
+
+/// A fresh store with the split's transcripts imported.
+fn import_split(dir: &Path, pipeline: Option<PathBuf>, split: &Split) -> anyhow::Result<Mnemo> {
+    if dir.exists() {
+        return Err(mnemo::Error::InvalidInput(format!(
+            "{} already exists; give an empty --dir",
+            dir.display()
+        ))
+        .into());
+    }
+    let mnemo = Mnemo::open(dir, Config { pipeline, ..Config::default() })?;
+    for file in &split.files {
+        let format = match file.format {
+            "claude-code" => mnemo::transcript::ImportFormat::ClaudeCode,
+            _ => mnemo::transcript::ImportFormat::Mnemo,
+        };
+        mnemo.import(file.text.as_bytes(), &file.name, format)?;
+    }
+    Ok(mnemo)
+}
+
+fn print_report(report: &SetReport, ks: &[usize], missed: bool) {
+    say!("{} — {} questions", report.name, report.questions);
+    let largest = ks[ks.len() - 1];
+    let mut header = format!("  {:<12} {:>4}", "category", "n");
+    for ranker in &report.rankers {
+        for k in ks {
+            header.push_str(&format!(" {:>10}", format!("{}@{k}", ranker.ranker)));
+        }
+        header.push_str(&format!(" {:>10} {:>7}", format!("all@{largest}"), "MRR"));
+    }
+    say!("{header}");
+    let Some(first) = report.rankers.first() else {
+        return;
+    };
+    let mut rows = vec![("overall".to_owned(), first.overall.questions)];
+    rows.extend(first.categories.iter().map(|(name, m)| (name.clone(), m.questions)));
+    for (category, n) in rows {
+        let mut line = format!("  {category:<12} {n:>4}");
+        for ranker in &report.rankers {
+            let metrics =
+                if category == "overall" { Some(&ranker.overall) } else { ranker.categories.get(&category) };
+            let Some(m) = metrics else { continue };
+            for k in ks {
+                line.push_str(&format!(" {:>9.1}%", 100.0 * m.hit.get(k).copied().unwrap_or(0.0)));
+            }
+            let all = m.recall_all.get(&largest).copied().unwrap_or(0.0);
+            line.push_str(&format!(" {:>9.1}% {:>7.3}", 100.0 * all, m.mrr));
+        }
+        say!("{line}");
+    }
+    if missed {
+        for ranker in &report.rankers {
+            say!("  {} missed: {}", ranker.ranker, ranker.missed.join(", "));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The stages and their settings up to the history-search stage's configuration, comments left out.
+    fn before_search_config(spec: &str) -> Vec<&str> {
+        let lines = spec.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#'));
+        lines.take_while(|l| *l != "name = \"history-search\"").collect()
+    }
+
+    #[test]
+    fn the_baseline_pipeline_differs_from_the_default_only_in_history_search() {
+        let default = include_str!("../../../pipelines/default.toml");
+        let baseline = super::BASELINE_PIPELINE;
+        assert_eq!(before_search_config(default), before_search_config(baseline));
+        assert!(baseline.contains("name = \"history-search\""));
+        let tail = |spec: &'static str| spec.split("name = \"history-search\"").nth(1).unwrap_or_default();
+        // Only the history-search stage's configuration may follow it.
+        assert!(!tail(baseline).contains("[[stage]]") && !tail(default).contains("[[stage]]"));
+    }
+}
