@@ -205,7 +205,9 @@ struct ParseState {
     sessions: Vec<SessionId>,
     index: BTreeMap<SessionId, usize>,
     opened: BTreeSet<SessionId>,
-    event_ids: BTreeSet<EventId>,
+    /// Every event id met, with the SHA-256 of its event's canonical encoding: a repeated id is
+    /// told apart from an exact repeat of the event without holding the events.
+    event_ids: BTreeMap<EventId, [u8; 32]>,
     tool_calls: BTreeSet<(SessionId, ToolCallId)>,
     turns: BTreeSet<(SessionId, TurnId)>,
     /// Event lines seen per turn, for the ids derived for lines that give none.
@@ -420,13 +422,25 @@ fn runtime_event_line(
     line_value: RuntimeEventLine,
     line: usize,
 ) -> Result<(), LineError> {
-    let event = line_value.event;
+    let mut event = line_value.event;
     let field = |f: &str| Some(format!("event.{f}"));
+    // The reference decoder normalises text content (spec §1.2) before any check, so an event in
+    // either form is the same event.
+    event.normalize();
     next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
     event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
-    if !state.event_ids.insert(event.id.clone()) {
-        return Err((field("id"), format!("event id {} is used by an earlier line", event.id)));
+    if let Some(earlier) = state.event_ids.get(&event.id) {
+        // An exact repeat of an event (a runtime that logged a retry) is the same event: it is
+        // taken once. The same id with another payload is an identity conflict (spec §1.8 item 8).
+        if *earlier == event_digest(&event) {
+            return Ok(());
+        }
+        return Err((
+            field("id"),
+            format!("event id {} is used by an earlier line with another payload", event.id),
+        ));
     }
+    state.event_ids.insert(event.id.clone(), event_digest(&event));
     let session = event.session_id.clone();
     // A call made here may be answered by a later `parts` line.
     if let Some(Content::FunctionCall(call)) = &event.content {
@@ -435,6 +449,15 @@ fn runtime_event_line(
     state.turns.insert((session.clone(), event.turn_id.clone()));
     let ts = event.ts.0;
     push(state, &session, Record::RuntimeEvent(event), ts, line)
+}
+
+/// SHA-256 of an event's JSON (its fields in declaration order, object keys sorted): equal events,
+/// equal digests, without a copy of the event.
+fn event_digest(event: &RuntimeEvent) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    // NOTE: writing into a hasher cannot fail, and a RuntimeEvent always serializes.
+    let _ = serde_json::to_writer(&mut hasher, event);
+    hasher.finalize().into()
 }
 
 fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {
@@ -461,7 +484,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         let field = format!("parts[{index}]");
         let id = event_id(event.id.as_deref(), &event.session, &event.turn, ordinal, index, part_count)
             .map_err(|reason| (Some("id".to_owned()), reason))?;
-        if !state.event_ids.insert(id.clone()) {
+        if state.event_ids.contains_key(&id) {
             return Err((Some("id".to_owned()), format!("event id {id} is used by an earlier line")));
         }
         let content =
@@ -487,6 +510,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         runtime_event
             .validate()
             .map_err(|e| (Some(join(&field, Some(e.field.clone()))), e.reason.clone()))?;
+        state.event_ids.insert(runtime_event.id.clone(), event_digest(&runtime_event));
         state.turns.insert((event.session.clone(), event.turn.clone()));
         push(state, &event.session, Record::RuntimeEvent(runtime_event), ts, line)?;
     }

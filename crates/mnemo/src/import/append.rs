@@ -1,14 +1,11 @@
 //! Appending an import: what the file yields that the log does not hold yet, cut into appends
 //! within the log's limits, after every check that could refuse the file.
 
-use std::collections::HashSet;
-use std::hash::Hasher as _;
 use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
-use std::sync::{Mutex, PoisonError};
 
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mnemo_core::{Position, Record, RecordKind, StreamId, StreamRevision, TimestampMs};
-use mnemo_log::{Durability, ExpectedRevision, LogBackend, NewRecord, StreamHead};
+use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
+use mnemo_log::{Durability, ExpectedRevision, NewRecord, StreamHead};
 use tracing::info_span;
 
 use super::capture::{Identities, SessionCheck, Taken};
@@ -72,64 +69,6 @@ pub struct ImportReport {
     pub format: ImportFormat,
     /// Lines (or content blocks) of types the importer does not import, counted by type.
     pub skipped: std::collections::BTreeMap<String, u64>,
-}
-
-/// The event ids the log holds, as 64-bit hashes, through a position: what an import checks its
-/// new events against (an event id is unique in a store). A hash that matches is confirmed
-/// against the log before an import is refused, so a collision never refuses a good file.
-#[derive(Debug, Default)]
-pub(crate) struct EventIdIndex {
-    through: Position,
-    hashes: HashSet<u64>,
-}
-
-fn id_hash(id: &str) -> u64 {
-    // Fixed keys: the same id always hashes the same, which is all this needs.
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    hasher.write(id.as_bytes());
-    hasher.finish()
-}
-
-/// Only the id of an encoded RuntimeEvent.
-#[derive(serde::Deserialize)]
-struct EventIdOnly<'a> {
-    #[serde(borrow)]
-    id: std::borrow::Cow<'a, str>,
-}
-
-impl EventIdIndex {
-    fn catch_up(&mut self, log: &dyn LogBackend) -> Result<(), Error> {
-        let head = log.head();
-        if self.through >= head {
-            return Ok(());
-        }
-        let code = RecordKind::RuntimeEvent.code();
-        for envelope in log.scan(Position(self.through.0 + 1)) {
-            let envelope = envelope?;
-            if envelope.kind == code
-                && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
-            {
-                self.hashes.insert(id_hash(&event.id));
-            }
-            self.through = envelope.position;
-        }
-        Ok(())
-    }
-}
-
-/// Where an event id already is in the log, confirmed by reading it (the index holds hashes).
-fn find_event(log: &dyn LogBackend, id: &str) -> Result<Option<(Position, String)>, Error> {
-    let code = RecordKind::RuntimeEvent.code();
-    for envelope in log.scan(Position::FIRST) {
-        let envelope = envelope?;
-        if envelope.kind == code
-            && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
-            && event.id == id
-        {
-            return Ok(Some((envelope.position, envelope.stream.to_string())));
-        }
-    }
-    Ok(None)
 }
 
 /// Largest read buffer of an import, in bytes: with one line and the converter's open turn, what an
@@ -370,13 +309,11 @@ impl Mnemo {
         format: ImportFormat,
     ) -> Result<ImportReport, Error> {
         let _span = info_span!("import", source, format = format.name()).entered();
-        let mut event_ids = self.event_ids.lock().unwrap_or_else(PoisonError::into_inner);
-        event_ids.catch_up(self.log.as_ref())?;
         // NOTE: the first reading checks every record (converted, parsed, encoded, compared with
         // the log, its event id new to the store) before the second appends any, so a record the
         // log would refuse refuses the whole file, not a tail of it.
         let checked = self
-            .check_input(input, source, format, &event_ids)
+            .check_input(input, source, format)
             .map_err(|error| probe_document(input, source, format, error))?;
         let (mut created, mut already, mut store_ahead) = (0, 0, 0);
         for pass in &checked.sessions {
@@ -388,7 +325,6 @@ impl Mnemo {
         let (lines, format, skipped, sessions_in_file) =
             (checked.lines, checked.format, checked.skipped.clone(), checked.sessions.len());
         let positions = if fresh == 0 { None } else { self.append_input(input, source, checked)? };
-        drop(event_ids);
         if let Some((_, last)) = positions {
             // NOTE: the import is committed here. A stage that cannot fold it now (a full disk fails
             // its commit too) catches up when the store is next opened; failing the import would
@@ -421,13 +357,7 @@ impl Mnemo {
 
     /// The first reading: every record converted, parsed, encoded and compared with the log, and
     /// every new event's id checked against the store's; nothing is appended.
-    fn check_input(
-        &self,
-        input: &Input<'_>,
-        source: &str,
-        format: ImportFormat,
-        event_ids: &EventIdIndex,
-    ) -> Result<Checked, Error> {
+    fn check_input(&self, input: &Input<'_>, source: &str, format: ImportFormat) -> Result<Checked, Error> {
         let mut records = input.records(source, format, None)?;
         let mut sessions: Vec<SessionPass> = Vec::new();
         let (mut fresh, mut interleaved, mut last_slot) = (0, false, 0);
@@ -448,7 +378,7 @@ impl Mnemo {
             if pass.check.record(&record, &encoded.bytes, source, pass.stream.as_str())? {
                 fresh += 1;
                 if let Record::RuntimeEvent(event) = &record.record {
-                    self.check_event_id_is_new(event_ids, event.id.as_str(), record.line, source)?;
+                    self.check_event_id_is_new(event.id.as_str(), record.line, source)?;
                 }
             }
         }
@@ -539,27 +469,19 @@ impl Mnemo {
 
     /// Refuses the file when one of its new events reuses an event id the store already holds
     /// (an event id is unique in a store, across sessions and files).
-    fn check_event_id_is_new(
-        &self,
-        index: &EventIdIndex,
-        id: &str,
-        line: usize,
-        source: &str,
-    ) -> Result<(), Error> {
-        if index.hashes.contains(&id_hash(id))
-            && let Some((position, stream)) = find_event(self.log.as_ref(), id)?
-        {
-            return Err(Error::Transcript(TranscriptError {
-                source_name: source.to_owned(),
-                line,
-                field: Some("id".to_owned()),
-                reason: format!(
-                    "event id {id} is already in the store ({stream}, position {position}); an event id \
-                     is used once per store; nothing was appended"
-                ),
-            }));
-        }
-        Ok(())
+    fn check_event_id_is_new(&self, id: &str, line: usize, source: &str) -> Result<(), Error> {
+        // One point read of the log's key index per event, however long the log.
+        let Some(position) = self.log.key_holder(&mnemo_core::event_key(id))? else { return Ok(()) };
+        let stream = self.log.read(position)?.map_or_else(|| "the log".to_owned(), |e| e.stream.to_string());
+        Err(Error::Transcript(TranscriptError {
+            source_name: source.to_owned(),
+            line,
+            field: Some("id".to_owned()),
+            reason: format!(
+                "event id {id} is already in the store ({stream}, position {position}); an event id \
+                 is used once per store; nothing was appended"
+            ),
+        }))
     }
 }
 
@@ -619,8 +541,14 @@ impl Appender<'_> {
     fn flush(&mut self, durability: Durability) -> Result<(), Error> {
         let Some(gathered) = self.gathering.take() else { return Ok(()) };
         let Some((stream, expected, _)) = self.sessions.get_mut(gathered.slot) else { return Ok(()) };
-        let appended =
-            self.mnemo.append_encoded(stream, *expected, gathered.records, gathered.timestamp, durability)?;
+        let appended = self.mnemo.append_encoded(
+            stream,
+            *expected,
+            gathered.records,
+            gathered.timestamp,
+            durability,
+            mnemo_log::BatchLimits::Standard,
+        )?;
         *expected = ExpectedRevision::Exact(appended.last_revision);
         self.positions =
             Some((self.positions.map_or(appended.first_position, |p| p.0), appended.last_position));
@@ -683,9 +611,4 @@ fn encode_record(stream: &StreamId, record: &TranscriptRecord, source: &str) -> 
             reason: error.to_string(),
         })
     })
-}
-
-/// The event-id index a store handle starts with.
-pub(crate) fn event_id_index() -> Mutex<EventIdIndex> {
-    Mutex::new(EventIdIndex::default())
 }

@@ -28,7 +28,6 @@ use crate::error::Error;
 use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
 pub use append::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
-pub(crate) use append::{EventIdIndex, event_id_index};
 pub(crate) use lines::{LineReader, RawLine};
 pub use stream::CONVERT_HOLD_LINES_MAX;
 pub(crate) use stream::RecordStream;
