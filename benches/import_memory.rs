@@ -57,7 +57,12 @@ pub fn write_claude_session(path: &Path, bytes: u64) -> Result<usize, BenchError
     while written < bytes {
         let call = format!("toolu_{turn:012}");
         let blocks = [
-            ("user", serde_json::json!(format!("Turn {turn}: read src/module_{turn}.rs and tell me what compute does"))),
+            (
+                "user",
+                serde_json::json!(format!(
+                    "Turn {turn}: read src/module_{turn}.rs and tell me what compute does"
+                )),
+            ),
             (
                 "assistant",
                 serde_json::json!([
