@@ -28,11 +28,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::analysis::{FREQUENCY_SCALE, Features, TIME_MARKER};
 use crate::index::{Corpus, IndexReader, IndexedDoc, MatchKind, Scope};
 use crate::messages::{self, SessionCursor, SessionHeader};
 use crate::text::{
     Folded, TERM_BYTES_MAX, cap_code_points, code_points, collapse_whitespace, fold, prefix_at_char_boundary,
-    query_terms, utf16_len,
+    utf16_len,
 };
 use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
@@ -325,13 +326,16 @@ fn score_page(
     context: &HistoryContext<'_>,
 ) -> Result<Option<Vec<Candidate>>, PipelineError> {
     let corpus = reader.corpus(scope)?;
+    let features = reader.stats.features;
     let mut weighted = Vec::new();
-    for term in query_terms(folded_query) {
+    for term in features.query_terms(folded_query) {
         let df = reader.document_frequency(scope, &term)?;
         if df > 0 {
             weighted.push((term, idf(&corpus, df)));
         }
     }
+    let time_boost =
+        features.asks_when(folded_query).then(|| 1.0 + f64::from(features.time_boost_milli) / 1000.0);
     let bm25 = reader.stats.bm25;
     let (k1, b, average) = (bm25.k1(), bm25.b(), corpus.average_length().max(1.0));
     let mut candidates = Vec::new();
@@ -352,12 +356,19 @@ fn score_page(
                 if Some(posting.turn) == excluded_turn {
                     continue;
                 }
-                let tf = f64::from(posting.frequency);
+                let tf = f64::from(posting.frequency) / f64::from(FREQUENCY_SCALE);
                 let norm = k1 * (1.0 - b + b * f64::from(posting.length) / average);
                 *scores.entry(posting.doc).or_default() += idf * tf * (k1 + 1.0) / (tf + norm);
                 scored += 1;
                 if scored.is_multiple_of(ABORT_CHECK_POSTINGS) && context.aborted() {
                     return Ok(None);
+                }
+            }
+        }
+        if let Some(boost) = time_boost {
+            for posting in reader.postings(ordinal, TIME_MARKER)? {
+                if let Some(score) = scores.get_mut(&posting.doc) {
+                    *score *= boost;
                 }
             }
         }
@@ -390,7 +401,7 @@ fn build_rows(
         }
         let header = &page[candidate.page_index];
         let doc = reader.document(candidate.doc)?;
-        let snippet = snippet(&doc.text, folded_query);
+        let snippet = snippet(&doc.text, folded_query, reader.stats.features);
         if payload + snippet.len() > SEARCH_PAYLOAD_BYTES_MAX {
             return Ok((rows, true));
         }
@@ -433,9 +444,10 @@ fn summary(doc: &IndexedDoc) -> String {
 /// equals the earliest query term the text holds. The window is [`SNIPPET_CONTEXT_HALF_CHARS`] code
 /// points either side of the match start, `…` marks a clipped end, whitespace runs collapse, the
 /// result is redacted again and capped at [`SNIPPET_CODE_POINTS_MAX`] code points.
-pub(crate) fn snippet(text: &str, folded_query: &str) -> String {
+pub(crate) fn snippet(text: &str, folded_query: &str, features: Features) -> String {
     let folded = Folded::new(text);
-    let start = match_offset(&folded.folded, folded_query).map_or(0, |offset| folded.char_at(offset));
+    let start =
+        match_offset(&folded.folded, folded_query, features).map_or(0, |offset| folded.char_at(offset));
     let from = start.saturating_sub(SNIPPET_CONTEXT_HALF_CHARS);
     let to = (start + SNIPPET_CONTEXT_HALF_CHARS).min(folded.chars.len());
     let mut window = String::new();
@@ -450,16 +462,18 @@ pub(crate) fn snippet(text: &str, folded_query: &str) -> String {
     cap_code_points(&redact_secrets(&collapsed), SNIPPET_CODE_POINTS_MAX)
 }
 
-/// Byte offset of the match in the folded text.
-fn match_offset(folded_text: &str, folded_query: &str) -> Option<usize> {
+/// Byte offset of the match in the folded text: the whole query, else the first word whose term
+/// is the earliest query term the text holds (terms as the index analyses them).
+fn match_offset(folded_text: &str, folded_query: &str, features: Features) -> Option<usize> {
     if let Some(offset) = folded_text.find(folded_query) {
         return Some(offset);
     }
-    let terms = query_terms(folded_query);
+    let terms = features.query_terms(folded_query);
     let mut best: Option<(usize, usize)> = None;
     for (offset, word) in folded_text.unicode_word_indices() {
         let word = prefix_at_char_boundary(word, TERM_BYTES_MAX);
-        if let Some(rank) = terms.iter().position(|t| t == word)
+        let word = if features.stem { crate::analysis::stem(word) } else { word.to_owned() };
+        if let Some(rank) = terms.iter().position(|t| *t == word)
             && best.is_none_or(|(best_rank, _)| rank < best_rank)
         {
             best = Some((rank, offset));
@@ -502,18 +516,20 @@ mod tests {
     #[test]
     fn snippets_center_on_the_match_and_are_capped() {
         let text = format!("{} NEEDLE here {}", "a ".repeat(100), "b ".repeat(200));
-        let cut = snippet(&text, "needle");
+        let cut = snippet(&text, "needle", Features::DEFAULT);
         assert!(cut.starts_with('…'), "{cut}");
         assert!(cut.contains("NEEDLE here"), "{cut}");
         assert!(cut.ends_with('…'));
         assert!(code_points(&cut) <= SNIPPET_CODE_POINTS_MAX);
-        assert_eq!(snippet("short text", "absent"), "short text");
+        assert_eq!(snippet("short text", "absent", Features::DEFAULT), "short text");
     }
 
     #[test]
     fn snippets_prefer_the_whole_query_then_the_rarest_term() {
-        assert_eq!(match_offset("alpha beta gamma", "beta gamma"), Some(6));
-        assert_eq!(match_offset("alpha beta gamma", "gamma alpha"), Some(11));
-        assert_eq!(match_offset("attest test", "test"), Some(2));
+        let none = Features::NONE;
+        assert_eq!(match_offset("alpha beta gamma", "beta gamma", none), Some(6));
+        assert_eq!(match_offset("alpha beta gamma", "gamma alpha", none), Some(11));
+        assert_eq!(match_offset("attest test", "test", none), Some(2));
+        assert_eq!(match_offset("we went hiking", "hikes", Features::DEFAULT), Some(8));
     }
 }

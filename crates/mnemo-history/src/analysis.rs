@@ -1,0 +1,463 @@
+//! What the search index makes of text beyond folding and word segmentation (decision 0151): English
+//! stems, stop words left out of queries, tool-call arguments, a short reply's neighbour, a marker
+//! on text that says when something happened, and weights per field.
+//!
+//! Every choice here is measured by `mnemo eval search --devset`, and each can be switched off in
+//! the `history-search` stage's configuration (`pipelines/search-baseline.toml` switches all off:
+//! the ranking as it was before). Frequencies are kept in quarters ([`FREQUENCY_SCALE`]) so that a
+//! field can weigh less than a whole occurrence.
+
+use std::collections::BTreeMap;
+use std::sync::LazyLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+use serde_json::Value;
+
+use crate::text::{QUERY_TERMS_MAX, fold, prefix_at_char_boundary, terms};
+
+/// Units of one occurrence in a posting's frequency: a field weighs a whole number of quarters.
+pub const FREQUENCY_SCALE: u32 = 4;
+
+/// Most bytes of a tool call's arguments that are indexed (a `Write` call's whole file is not).
+pub const TOOL_ARGUMENTS_BYTES_MAX: usize = 2_048;
+
+/// A user or assistant message with at most this many terms is short: it is also indexed with
+/// the message before it, at [`NEIGHBOUR_WEIGHT_QUARTERS`] per occurrence.
+pub const SHORT_REPLY_TERMS_MAX: u32 = 12;
+
+/// Most bytes of the message before a short reply that are indexed with it.
+pub const NEIGHBOUR_BYTES_MAX: usize = 1_024;
+
+/// The weight of a neighbour's term occurrence, in quarters of an occurrence.
+pub const NEIGHBOUR_WEIGHT_QUARTERS: u32 = 2;
+
+/// The term that marks a document stating when something happened. It starts with a control
+/// character, which no word of a text or a query ever holds, so nothing can match it by accident.
+pub const TIME_MARKER: &str = "\u{1}time";
+
+/// Which analyses the index applies; stored with the index so queries analyse the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// Words of letters are reduced to their English (Snowball) stems.
+    pub stem: bool,
+    /// Queries leave out English stop words (unless nothing else is left).
+    pub stop_words: bool,
+    /// A tool call's document holds its arguments' strings (commands, paths, URLs).
+    pub tool_arguments: bool,
+    /// A short user or assistant message is also indexed with the message before it.
+    pub neighbour_context: bool,
+    /// Documents that say when something happened carry [`TIME_MARKER`]; "when" questions boost
+    /// them by this much, in thousandths (0: off).
+    pub time_boost_milli: u32,
+    /// A tool result's occurrence weighs this many quarters (4: as much as any other text).
+    pub tool_result_quarters: u32,
+}
+
+impl Features {
+    /// Everything off: the index as it was before decision 0151.
+    pub const NONE: Features = Features {
+        stem: false,
+        stop_words: false,
+        tool_arguments: false,
+        neighbour_context: false,
+        time_boost_milli: 0,
+        tool_result_quarters: FREQUENCY_SCALE,
+    };
+
+    /// What a configuration that sets nothing gets: the choices that paid in decision 0151.
+    pub const DEFAULT: Features = Features {
+        stem: true,
+        stop_words: true,
+        tool_arguments: true,
+        neighbour_context: true,
+        time_boost_milli: 300,
+        tool_result_quarters: 2,
+    };
+
+    pub(crate) fn encode(self) -> [u32; 3] {
+        let flags = u32::from(self.stem)
+            | u32::from(self.stop_words) << 1
+            | u32::from(self.tool_arguments) << 2
+            | u32::from(self.neighbour_context) << 3;
+        [flags, self.time_boost_milli, self.tool_result_quarters]
+    }
+
+    pub(crate) fn decode([flags, time_boost_milli, tool_result_quarters]: [u32; 3]) -> Option<Features> {
+        (flags < 16 && tool_result_quarters <= FREQUENCY_SCALE).then_some(Features {
+            stem: flags & 1 != 0,
+            stop_words: flags & 2 != 0,
+            tool_arguments: flags & 4 != 0,
+            neighbour_context: flags & 8 != 0,
+            time_boost_milli,
+            tool_result_quarters,
+        })
+    }
+
+    /// The index terms of folded text: its words, stemmed when [`Features::stem`] is set.
+    pub fn words(self, folded: &str) -> impl Iterator<Item = String> + '_ {
+        terms(folded).map(move |word| if self.stem { stem(word) } else { word.to_owned() })
+    }
+
+    /// Weighted term frequencies (in [`FREQUENCY_SCALE`] units) and the length in terms of a
+    /// document: its own text at `quarters` per occurrence, its neighbour's at
+    /// [`NEIGHBOUR_WEIGHT_QUARTERS`], and the time marker. The length counts the own text only.
+    pub(crate) fn document_terms(
+        self,
+        text: &str,
+        quarters: u32,
+        neighbour: Option<&str>,
+    ) -> (BTreeMap<String, u32>, u32) {
+        let folded = fold(text);
+        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        let mut length: u32 = 0;
+        for term in self.words(&folded) {
+            *counts.entry(term).or_default() += quarters;
+            length = length.saturating_add(1);
+        }
+        if let Some(neighbour) = neighbour {
+            for term in self.words(&fold(neighbour)) {
+                *counts.entry(term).or_default() += NEIGHBOUR_WEIGHT_QUARTERS;
+            }
+        }
+        if self.time_boost_milli > 0 && states_a_time(&folded) {
+            counts.insert(TIME_MARKER.to_owned(), FREQUENCY_SCALE);
+        }
+        (counts, length)
+    }
+
+    /// The distinct terms of a folded query in order of first appearance, at most
+    /// [`QUERY_TERMS_MAX`]: stop words left out unless the query has nothing else.
+    pub(crate) fn query_terms(self, folded_query: &str) -> Vec<String> {
+        let words: Vec<&str> = terms(folded_query).collect();
+        let content = |word: &&str| !(self.stop_words && is_stop_word(word));
+        let keep_all = !words.iter().any(content);
+        let mut seen: Vec<String> = Vec::new();
+        for word in words.into_iter().filter(|w| keep_all || content(w)) {
+            if seen.len() == QUERY_TERMS_MAX {
+                break;
+            }
+            let term = if self.stem { stem(word) } else { word.to_owned() };
+            if !seen.contains(&term) {
+                seen.push(term);
+            }
+        }
+        seen
+    }
+
+    /// Whether a folded query asks when something happened.
+    pub(crate) fn asks_when(self, folded_query: &str) -> bool {
+        if self.time_boost_milli == 0 {
+            return false;
+        }
+        let words: Vec<&str> = terms(folded_query).collect();
+        words.contains(&"when")
+            || words.windows(2).any(|pair| {
+                matches!(pair[0], "what" | "which")
+                    && matches!(pair[1], "date" | "day" | "time" | "year" | "month")
+                    || pair == ["how", "long"]
+            })
+    }
+}
+
+static ENGLISH: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
+
+/// The English stem of a folded word made of letters (and apostrophes: `priya's` is `priya`);
+/// other words (`lib.rs`, `ts2345`, `snake_case`, numbers) are kept whole.
+pub fn stem(word: &str) -> String {
+    let letters = word.chars().all(|c| c.is_alphabetic() || c == '\'' || c == '’');
+    if !letters {
+        return word.to_owned();
+    }
+    let word = word.replace('’', "'");
+    let stemmed = ENGLISH.stem(&word);
+    let stemmed = stemmed.trim_matches('\'');
+    if stemmed.is_empty() { word } else { stemmed.to_owned() }
+}
+
+/// English stop words: function words that say nothing about what a message is about. Questions
+/// are full of them ("what is the name of …"), and BM25 rewards a short message that happens to
+/// hold several.
+const STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "i'm",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "it's",
+    "its",
+    "itself",
+    "just",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "that's",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "what's",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// Whether a folded word is an English stop word.
+pub fn is_stop_word(word: &str) -> bool {
+    let word = word.replace('’', "'");
+    STOP_WORDS.binary_search(&word.as_str()).is_ok()
+}
+
+/// Words that place an event in time: relative days and periods, weekdays, months.
+const TIME_WORDS: &[&str] = &[
+    "ago",
+    "april",
+    "august",
+    "december",
+    "february",
+    "friday",
+    "january",
+    "july",
+    "june",
+    "march",
+    "may",
+    "monday",
+    "november",
+    "october",
+    "saturday",
+    "september",
+    "sunday",
+    "thursday",
+    "today",
+    "tomorrow",
+    "tonight",
+    "tuesday",
+    "wednesday",
+    "weekend",
+    "yesterday",
+];
+
+/// Whether folded text says when something happened: a time word, `last`/`next` before a period,
+/// or a date such as `2026-03-01`.
+pub(crate) fn states_a_time(folded: &str) -> bool {
+    let words: Vec<&str> = terms(folded).collect();
+    let period =
+        |w: &str| matches!(w, "week" | "month" | "year" | "night" | "morning" | "evening" | "weekend");
+    words.iter().any(|w| TIME_WORDS.binary_search(w).is_ok())
+        || words.windows(2).any(|pair| matches!(pair[0], "last" | "next" | "this") && period(pair[1]))
+        || holds_a_date(folded)
+}
+
+/// Whether the text holds `YYYY-MM-DD`.
+fn holds_a_date(text: &str) -> bool {
+    text.as_bytes().windows(10).any(|window| {
+        window.iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
+    })
+}
+
+/// The strings of a tool call's arguments, in key order, each on its own line, at most
+/// [`TOOL_ARGUMENTS_BYTES_MAX`] bytes: the command a shell tool ran, the path a file tool
+/// touched, the URL a fetch read.
+pub fn tool_arguments_text(args: &Value) -> String {
+    fn walk(value: &Value, out: &mut String) {
+        if out.len() >= TOOL_ARGUMENTS_BYTES_MAX {
+            return;
+        }
+        match value {
+            Value::String(text) => {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(text);
+            }
+            Value::Array(items) => items.iter().for_each(|item| walk(item, out)),
+            Value::Object(map) => map.values().for_each(|item| walk(item, out)),
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    walk(args, &mut out);
+    prefix_at_char_boundary(&out, TOOL_ARGUMENTS_BYTES_MAX).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_and_time_words_are_sorted_for_binary_search() {
+        assert!(STOP_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(TIME_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+    }
+
+    #[test]
+    fn words_of_letters_are_stemmed_and_code_is_kept_whole() {
+        let words: Vec<String> =
+            Features::DEFAULT.words("priya's hiking trips in lib.rs ts2345 hiked").collect();
+        assert_eq!(words, ["priya", "hike", "trip", "in", "lib.rs", "ts2345", "hike"]);
+        assert_eq!(stem("running"), "run");
+        assert_eq!(stem("snake_case"), "snake_case");
+    }
+
+    #[test]
+    fn queries_leave_out_stop_words_unless_nothing_else_is_left() {
+        let features = Features::DEFAULT;
+        assert_eq!(
+            features.query_terms("what is the name of priya's husband?"),
+            ["name", "priya", "husband"]
+        );
+        assert_eq!(features.query_terms("who is it"), ["who", "is", "it"]);
+        assert_eq!(Features::NONE.query_terms("the cats"), ["the", "cats"]);
+        assert_eq!(Features::NONE.query_terms("deploy the deploy"), ["deploy", "the"]);
+        let many = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        assert_eq!(Features::DEFAULT.query_terms(&many).len(), QUERY_TERMS_MAX);
+    }
+
+    #[test]
+    fn when_questions_and_times_are_recognised() {
+        let features = Features::DEFAULT;
+        assert!(features.asks_when("when did maya run a half marathon?"));
+        assert!(features.asks_when("what day was the interview"));
+        assert!(!features.asks_when("what did we decide about caching"));
+        assert!(!Features::NONE.asks_when("when did it happen"));
+        for text in ["i ran it yesterday", "back last week", "on 2026-03-01", "on saturday"] {
+            assert!(states_a_time(text), "{text}");
+        }
+        for text in ["i ran it", "the last test", "2026-3-1"] {
+            assert!(!states_a_time(text), "{text}");
+        }
+    }
+
+    #[test]
+    fn documents_weigh_fields_neighbours_and_times() {
+        let features = Features::DEFAULT;
+        let (counts, length) =
+            features.document_terms("Lake Como, yesterday", 4, Some("Where is the wedding?"));
+        assert_eq!(length, 3);
+        assert_eq!(counts["lake"], 4);
+        assert_eq!(counts["wed"], NEIGHBOUR_WEIGHT_QUARTERS);
+        assert_eq!(counts[TIME_MARKER], FREQUENCY_SCALE);
+        let (plain, _) = Features::NONE.document_terms("Lake Como, yesterday", 4, None);
+        assert!(!plain.contains_key(TIME_MARKER));
+        for features in [Features::NONE, Features::DEFAULT] {
+            assert_eq!(Features::decode(features.encode()), Some(features));
+        }
+        assert_eq!(Features::decode([16, 0, 4]), None);
+    }
+
+    #[test]
+    fn tool_arguments_are_their_strings_capped() {
+        let args = serde_json::json!({"description": "Show the diff", "command": "git diff --stat", "n": 3});
+        assert_eq!(tool_arguments_text(&args), "git diff --stat\nShow the diff");
+        let long = serde_json::json!({"content": "é".repeat(TOOL_ARGUMENTS_BYTES_MAX)});
+        assert!(tool_arguments_text(&long).len() <= TOOL_ARGUMENTS_BYTES_MAX);
+    }
+}
