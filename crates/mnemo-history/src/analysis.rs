@@ -40,8 +40,9 @@ pub const TIME_MARKER: &str = "\u{1}time";
 pub struct Features {
     /// Words of letters are reduced to their English (Snowball) stems.
     pub stem: bool,
-    /// Queries leave out English stop words (unless nothing else is left).
-    pub stop_words: bool,
+    /// How much an English stop word of a query weighs, in thousandths of its BM25 score (1000:
+    /// like any word; 0: left out). A query of stop words only keeps them at full weight.
+    pub stop_word_milli: u32,
     /// A tool call's document holds its arguments' strings (commands, paths, URLs).
     pub tool_arguments: bool,
     /// A short user or assistant message is also indexed with the message before it.
@@ -57,7 +58,7 @@ impl Features {
     /// Everything off: the index as it was before decision 0151.
     pub const NONE: Features = Features {
         stem: false,
-        stop_words: false,
+        stop_word_milli: 1000,
         tool_arguments: false,
         neighbour_context: false,
         time_boost_milli: 0,
@@ -67,27 +68,29 @@ impl Features {
     /// What a configuration that sets nothing gets: the choices that paid in decision 0151.
     pub const DEFAULT: Features = Features {
         stem: true,
-        stop_words: true,
+        stop_word_milli: 250,
         tool_arguments: true,
         neighbour_context: true,
         time_boost_milli: 300,
         tool_result_quarters: 2,
     };
 
-    pub(crate) fn encode(self) -> [u32; 3] {
+    pub(crate) fn encode(self) -> [u32; 4] {
         let flags = u32::from(self.stem)
-            | u32::from(self.stop_words) << 1
-            | u32::from(self.tool_arguments) << 2
-            | u32::from(self.neighbour_context) << 3;
-        [flags, self.time_boost_milli, self.tool_result_quarters]
+            | u32::from(self.tool_arguments) << 1
+            | u32::from(self.neighbour_context) << 2;
+        [flags, self.stop_word_milli, self.time_boost_milli, self.tool_result_quarters]
     }
 
-    pub(crate) fn decode([flags, time_boost_milli, tool_result_quarters]: [u32; 3]) -> Option<Features> {
-        (flags < 16 && tool_result_quarters <= FREQUENCY_SCALE).then_some(Features {
+    pub(crate) fn decode(
+        [flags, stop_word_milli, time_boost_milli, tool_result_quarters]: [u32; 4],
+    ) -> Option<Features> {
+        let valid = flags < 8 && stop_word_milli <= 1000 && tool_result_quarters <= FREQUENCY_SCALE;
+        valid.then_some(Features {
             stem: flags & 1 != 0,
-            stop_words: flags & 2 != 0,
-            tool_arguments: flags & 4 != 0,
-            neighbour_context: flags & 8 != 0,
+            stop_word_milli,
+            tool_arguments: flags & 2 != 0,
+            neighbour_context: flags & 4 != 0,
             time_boost_milli,
             tool_result_quarters,
         })
@@ -126,19 +129,24 @@ impl Features {
     }
 
     /// The distinct terms of a folded query in order of first appearance, at most
-    /// [`QUERY_TERMS_MAX`]: stop words left out unless the query has nothing else.
-    pub(crate) fn query_terms(self, folded_query: &str) -> Vec<String> {
+    /// [`QUERY_TERMS_MAX`], each with its weight: stop words weigh [`Features::stop_word_milli`]
+    /// (and are left out at 0), unless the query has nothing else.
+    pub(crate) fn query_terms(self, folded_query: &str) -> Vec<(String, f64)> {
         let words: Vec<&str> = terms(folded_query).collect();
-        let content = |word: &&str| !(self.stop_words && is_stop_word(word));
-        let keep_all = !words.iter().any(content);
-        let mut seen: Vec<String> = Vec::new();
-        for word in words.into_iter().filter(|w| keep_all || content(w)) {
+        let all_stop = words.iter().all(|w| is_stop_word(w));
+        let mut seen: Vec<(String, f64)> = Vec::new();
+        for word in words {
+            let weight =
+                if all_stop || !is_stop_word(word) { 1.0 } else { f64::from(self.stop_word_milli) / 1000.0 };
+            if weight == 0.0 {
+                continue;
+            }
             if seen.len() == QUERY_TERMS_MAX {
                 break;
             }
             let term = if self.stem { stem(word) } else { word.to_owned() };
-            if !seen.contains(&term) {
-                seen.push(term);
+            if !seen.iter().any(|(t, _)| *t == term) {
+                seen.push((term, weight));
             }
         }
         seen
@@ -162,16 +170,215 @@ impl Features {
 static ENGLISH: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
 /// The English stem of a folded word made of letters (and apostrophes: `priya's` is `priya`);
-/// other words (`lib.rs`, `ts2345`, `snake_case`, numbers) are kept whole.
+/// other words (`lib.rs`, `ts2345`, `snake_case`, numbers) are kept whole. Before stemming, an
+/// irregular verb form becomes its base form (`went` is `go`, `grew` is `grow`) and a British
+/// spelling the American one (`favourite` is `favorite`), so that a question and the message that
+/// answers it meet whatever form each uses.
 pub fn stem(word: &str) -> String {
     let letters = word.chars().all(|c| c.is_alphabetic() || c == '\'' || c == '’');
     if !letters {
         return word.to_owned();
     }
     let word = word.replace('’', "'");
+    let word = match IRREGULAR_VERBS.binary_search_by(|(form, _)| (*form).cmp(word.as_str())) {
+        Ok(at) => IRREGULAR_VERBS[at].1.to_owned(),
+        Err(_) => american_spelling(&word),
+    };
     let stemmed = ENGLISH.stem(&word);
     let stemmed = stemmed.trim_matches('\'');
     if stemmed.is_empty() { word } else { stemmed.to_owned() }
+}
+
+/// Past tenses and participles of common irregular English verbs, with their base forms (sorted
+/// by form). Forms that are more often other words (`left`, `lay`, `rose`, `saw`, `found`,
+/// `ground`, `wound`) are left out.
+const IRREGULAR_VERBS: &[(&str, &str)] = &[
+    ("ate", "eat"),
+    ("awoke", "awake"),
+    ("awoken", "awake"),
+    ("beaten", "beat"),
+    ("became", "become"),
+    ("began", "begin"),
+    ("begun", "begin"),
+    ("bent", "bend"),
+    ("bit", "bite"),
+    ("bitten", "bite"),
+    ("bled", "bleed"),
+    ("blew", "blow"),
+    ("blown", "blow"),
+    ("bought", "buy"),
+    ("bred", "breed"),
+    ("broke", "break"),
+    ("broken", "break"),
+    ("brought", "bring"),
+    ("built", "build"),
+    ("burnt", "burn"),
+    ("came", "come"),
+    ("caught", "catch"),
+    ("chose", "choose"),
+    ("chosen", "choose"),
+    ("crept", "creep"),
+    ("dealt", "deal"),
+    ("did", "do"),
+    ("done", "do"),
+    ("drank", "drink"),
+    ("drawn", "draw"),
+    ("dreamt", "dream"),
+    ("drew", "draw"),
+    ("driven", "drive"),
+    ("drove", "drive"),
+    ("drunk", "drink"),
+    ("dug", "dig"),
+    ("eaten", "eat"),
+    ("fallen", "fall"),
+    ("fed", "feed"),
+    ("fell", "fall"),
+    ("felt", "feel"),
+    ("fled", "flee"),
+    ("flew", "fly"),
+    ("flown", "fly"),
+    ("forbade", "forbid"),
+    ("forbidden", "forbid"),
+    ("forgave", "forgive"),
+    ("forgiven", "forgive"),
+    ("forgot", "forget"),
+    ("forgotten", "forget"),
+    ("fought", "fight"),
+    ("froze", "freeze"),
+    ("frozen", "freeze"),
+    ("gave", "give"),
+    ("given", "give"),
+    ("gone", "go"),
+    ("got", "get"),
+    ("gotten", "get"),
+    ("grew", "grow"),
+    ("grown", "grow"),
+    ("had", "have"),
+    ("heard", "hear"),
+    ("held", "hold"),
+    ("hid", "hide"),
+    ("hidden", "hide"),
+    ("hung", "hang"),
+    ("kept", "keep"),
+    ("knelt", "kneel"),
+    ("knew", "know"),
+    ("known", "know"),
+    ("leapt", "leap"),
+    ("learnt", "learn"),
+    ("led", "lead"),
+    ("lent", "lend"),
+    ("lost", "lose"),
+    ("made", "make"),
+    ("meant", "mean"),
+    ("met", "meet"),
+    ("paid", "pay"),
+    ("ran", "run"),
+    ("rang", "ring"),
+    ("ridden", "ride"),
+    ("rode", "ride"),
+    ("rung", "ring"),
+    ("said", "say"),
+    ("sang", "sing"),
+    ("sank", "sink"),
+    ("seen", "see"),
+    ("sent", "send"),
+    ("shaken", "shake"),
+    ("shone", "shine"),
+    ("shook", "shake"),
+    ("shot", "shoot"),
+    ("shrank", "shrink"),
+    ("shrunk", "shrink"),
+    ("slept", "sleep"),
+    ("slid", "slide"),
+    ("sold", "sell"),
+    ("sought", "seek"),
+    ("spent", "spend"),
+    ("spoke", "speak"),
+    ("spoken", "speak"),
+    ("sprang", "spring"),
+    ("sprung", "spring"),
+    ("spun", "spin"),
+    ("stole", "steal"),
+    ("stolen", "steal"),
+    ("stood", "stand"),
+    ("struck", "strike"),
+    ("stuck", "stick"),
+    ("stung", "sting"),
+    ("sung", "sing"),
+    ("sunk", "sink"),
+    ("swam", "swim"),
+    ("swept", "sweep"),
+    ("swore", "swear"),
+    ("sworn", "swear"),
+    ("swum", "swim"),
+    ("swung", "swing"),
+    ("taken", "take"),
+    ("taught", "teach"),
+    ("thought", "think"),
+    ("threw", "throw"),
+    ("thrown", "throw"),
+    ("told", "tell"),
+    ("took", "take"),
+    ("tore", "tear"),
+    ("torn", "tear"),
+    ("understood", "understand"),
+    ("was", "be"),
+    ("went", "go"),
+    ("wept", "weep"),
+    ("were", "be"),
+    ("woke", "wake"),
+    ("woken", "wake"),
+    ("won", "win"),
+    ("wore", "wear"),
+    ("worn", "wear"),
+    ("written", "write"),
+    ("wrote", "write"),
+];
+
+/// British spellings and the American ones they become, by word start (sorted): `favour` makes
+/// `favourite` `favorite`, `centre` makes `centres` `centers`.
+const AMERICAN_SPELLINGS: &[(&str, &str)] = &[
+    ("analys", "analyz"),
+    ("apologis", "apologiz"),
+    ("armour", "armor"),
+    ("behaviour", "behavior"),
+    ("catalogue", "catalog"),
+    ("centre", "center"),
+    ("colour", "color"),
+    ("defence", "defense"),
+    ("favour", "favor"),
+    ("fibre", "fiber"),
+    ("flavour", "flavor"),
+    ("harbour", "harbor"),
+    ("honour", "honor"),
+    ("humour", "humor"),
+    ("labour", "labor"),
+    ("licence", "license"),
+    ("litre", "liter"),
+    ("metre", "meter"),
+    ("neighbour", "neighbor"),
+    ("odour", "odor"),
+    ("offence", "offense"),
+    ("organis", "organiz"),
+    ("practis", "practic"),
+    ("programme", "program"),
+    ("realis", "realiz"),
+    ("recognis", "recogniz"),
+    ("rumour", "rumor"),
+    ("theatre", "theater"),
+    ("travell", "travel"),
+    ("tyre", "tire"),
+];
+
+fn american_spelling(word: &str) -> String {
+    // The entry that could be a prefix of `word` sorts at or just before it.
+    let at = AMERICAN_SPELLINGS.partition_point(|(british, _)| *british <= word);
+    match at.checked_sub(1).map(|i| AMERICAN_SPELLINGS[i]) {
+        Some((british, american)) if word.starts_with(british) => {
+            format!("{american}{}", &word[british.len()..])
+        }
+        _ => word.to_owned(),
+    }
 }
 
 /// English stop words: function words that say nothing about what a message is about. Questions
@@ -393,8 +600,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stop_and_time_words_are_sorted_for_binary_search() {
+    fn word_tables_are_sorted_for_binary_search() {
         assert!(STOP_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(IRREGULAR_VERBS.windows(2).all(|pair| pair[0].0 < pair[1].0));
+        assert!(AMERICAN_SPELLINGS.windows(2).all(|pair| pair[0].0 < pair[1].0));
         assert!(TIME_WORDS.windows(2).all(|pair| pair[0] < pair[1]));
     }
 
@@ -404,19 +613,31 @@ mod tests {
             Features::DEFAULT.words("priya's hiking trips in lib.rs ts2345 hiked").collect();
         assert_eq!(words, ["priya", "hike", "trip", "in", "lib.rs", "ts2345", "hike"]);
         assert_eq!(stem("running"), "run");
+        for (one, other) in [("went", "go"), ("grew", "growing"), ("drove", "driving"), ("ran", "runs")] {
+            assert_eq!(stem(one), stem(other), "{one} {other}");
+        }
+        for (british, american) in
+            [("favourite", "favorite"), ("practised", "practiced"), ("neighbours", "neighbors")]
+        {
+            assert_eq!(stem(british), stem(american), "{british} {american}");
+        }
+        assert_eq!(stem("organism"), stem("organizm"));
         assert_eq!(stem("snake_case"), "snake_case");
     }
 
     #[test]
-    fn queries_leave_out_stop_words_unless_nothing_else_is_left() {
-        let features = Features::DEFAULT;
-        assert_eq!(
-            features.query_terms("what is the name of priya's husband?"),
-            ["name", "priya", "husband"]
-        );
-        assert_eq!(features.query_terms("who is it"), ["who", "is", "it"]);
-        assert_eq!(Features::NONE.query_terms("the cats"), ["the", "cats"]);
-        assert_eq!(Features::NONE.query_terms("deploy the deploy"), ["deploy", "the"]);
+    fn queries_weigh_stop_words_lightly_unless_nothing_else_is_left() {
+        let names = |features: Features, query: &str| -> Vec<String> {
+            features.query_terms(query).into_iter().map(|(term, _)| term).collect()
+        };
+        let dropped = Features { stop_word_milli: 0, ..Features::DEFAULT };
+        assert_eq!(names(dropped, "what is the name of priya's husband?"), ["name", "priya", "husband"]);
+        assert_eq!(names(dropped, "who is it"), ["who", "is", "it"]);
+        let light = Features { stop_word_milli: 250, ..Features::DEFAULT };
+        assert_eq!(light.query_terms("the cats"), [("the".to_owned(), 0.25), ("cat".to_owned(), 1.0)]);
+        assert_eq!(light.query_terms("who is it")[0].1, 1.0);
+        assert_eq!(names(Features::NONE, "the cats"), ["the", "cats"]);
+        assert_eq!(names(Features::NONE, "deploy the deploy"), ["deploy", "the"]);
         let many = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
         assert_eq!(Features::DEFAULT.query_terms(&many).len(), QUERY_TERMS_MAX);
     }
@@ -450,7 +671,8 @@ mod tests {
         for features in [Features::NONE, Features::DEFAULT] {
             assert_eq!(Features::decode(features.encode()), Some(features));
         }
-        assert_eq!(Features::decode([16, 0, 4]), None);
+        assert_eq!(Features::decode([8, 0, 0, 4]), None);
+        assert_eq!(Features::decode([0, 1001, 0, 4]), None);
     }
 
     #[test]

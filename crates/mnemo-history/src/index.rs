@@ -204,7 +204,7 @@ impl Default for IndexStats {
     }
 }
 
-const STATS_BYTES: usize = 5 * 8 + 5 * 4;
+const STATS_BYTES: usize = 5 * 8 + 6 * 4;
 
 impl IndexStats {
     fn encode(&self) -> Vec<u8> {
@@ -213,7 +213,9 @@ impl IndexStats {
             bytes.extend_from_slice(&value.to_be_bytes());
         }
         let features = self.features.encode();
-        for value in [self.bm25.k1_milli, self.bm25.b_milli, features[0], features[1], features[2]] {
+        for value in
+            [self.bm25.k1_milli, self.bm25.b_milli, features[0], features[1], features[2], features[3]]
+        {
             bytes.extend_from_slice(&value.to_be_bytes());
         }
         bytes
@@ -232,7 +234,7 @@ impl IndexStats {
             next_session: u64_at(3),
             groups: u64_at(4),
             bm25: Bm25 { k1_milli: u32_at(40), b_milli: u32_at(44) },
-            features: Features::decode([u32_at(48), u32_at(52), u32_at(56)])
+            features: Features::decode([u32_at(48), u32_at(52), u32_at(56), u32_at(60)])
                 .ok_or_else(|| CODEC.damaged("the analysis features do not decode".to_owned()))?,
         })
     }
@@ -306,8 +308,9 @@ pub enum Scope {
 pub const TIME_BOOST_MAX: f64 = 2.0;
 
 /// Builds the stage from its configuration: optional `k1` (0..=3) and `b` (0..=1), and the
-/// analysis of decision 0151: `stem`, `stop_words`, `tool_arguments`, `neighbour_context`
-/// (booleans), `time_boost` (0..=2, 0 is off) and `tool_result_weight` (0..=1, in quarters).
+/// analysis of decision 0151: `stem`, `tool_arguments`, `neighbour_context` (booleans),
+/// `stop_word_weight` (0..=1), `time_boost` (0..=2, 0 is off) and `tool_result_weight` (0..=1, in
+/// quarters).
 /// Keys left out take [`Features::DEFAULT`].
 pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     let mut bm25 = Bm25::default();
@@ -315,7 +318,6 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     for (key, value) in config {
         let flag = match key.as_str() {
             "stem" => Some(&mut features.stem),
-            "stop_words" => Some(&mut features.stop_words),
             "tool_arguments" => Some(&mut features.tool_arguments),
             "neighbour_context" => Some(&mut features.neighbour_context),
             _ => None,
@@ -332,10 +334,11 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
             "k1" => (&mut bm25.k1_milli, BM25_K1_MAX, 1000.0),
             "b" => (&mut bm25.b_milli, 1.0, 1000.0),
             "time_boost" => (&mut features.time_boost_milli, TIME_BOOST_MAX, 1000.0),
+            "stop_word_weight" => (&mut features.stop_word_milli, 1.0, 1000.0),
             "tool_result_weight" => (&mut features.tool_result_quarters, 1.0, f64::from(FREQUENCY_SCALE)),
             other => {
                 return Err(format!(
-                    "{STAGE_NAME}: unknown configuration key {other:?}; known: k1, b, stem, stop_words, \
+                    "{STAGE_NAME}: unknown configuration key {other:?}; known: k1, b, stem, stop_word_weight, \
                      tool_arguments, neighbour_context, time_boost, tool_result_weight"
                 ));
             }

@@ -328,10 +328,10 @@ fn score_page(
     let corpus = reader.corpus(scope)?;
     let features = reader.stats.features;
     let mut weighted = Vec::new();
-    for term in features.query_terms(folded_query) {
+    for (term, weight) in features.query_terms(folded_query) {
         let df = reader.document_frequency(scope, &term)?;
         if df > 0 {
-            weighted.push((term, idf(&corpus, df)));
+            weighted.push((term, weight * idf(&corpus, df)));
         }
     }
     let time_boost =
@@ -473,7 +473,7 @@ fn match_offset(folded_text: &str, folded_query: &str, features: Features) -> Op
     for (offset, word) in folded_text.unicode_word_indices() {
         let word = prefix_at_char_boundary(word, TERM_BYTES_MAX);
         let word = if features.stem { crate::analysis::stem(word) } else { word.to_owned() };
-        if let Some(rank) = terms.iter().position(|t| *t == word)
+        if let Some(rank) = terms.iter().position(|(t, _)| *t == word)
             && best.is_none_or(|(best_rank, _)| rank < best_rank)
         {
             best = Some((rank, offset));
