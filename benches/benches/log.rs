@@ -17,7 +17,7 @@ fn record(i: u64) -> NewRecord {
     let text = format!(
         r#"{{"author":"user","content":{{"kind":"text","text":"please run the test suite again, attempt {i}"}},"id":"e{i}","invocationId":"r1","partial":false,"role":"user","runId":"r1","sessionId":"bench","ts":1767225600000,"turnId":"t1"}}"#
     );
-    NewRecord { kind: 4, kind_schema: 1, bytes: text.into_bytes() }
+    NewRecord::new(4, 1, text.into_bytes())
 }
 
 fn append_one(log: &FjallLog, stream: &StreamId, i: u64) {

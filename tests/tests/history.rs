@@ -188,25 +188,48 @@ fn read_texts(output: &Value) -> Vec<String> {
 }
 
 #[test]
+fn search_argument_errors_answered_invalid_query_unlike_read() {
+    // Both tools refuse a break of their argument schema with the same reason; only what the
+    // schema lets through (a credential-shaped query, a cursor of another query) is the search's
+    // own `invalid_query`.
+    let f = fixture();
+    f.open("s1", "one");
+    for (search_args, read_args) in [
+        (json!({"query": "x", "unknown": 1}), json!({"session_id": "s1", "unknown": 1})),
+        (json!({"query": " "}), json!({"session_id": " "})),
+        (json!({"query": "x", "limit": 2.5}), json!({"session_id": "s1", "before": 2.5})),
+        (json!({"query": 7}), json!({"session_id": 7})),
+        (json!({}), json!({})),
+    ] {
+        let searched = f.search(search_args.clone());
+        let read = f.read(read_args.clone());
+        assert_eq!(reason(&read), "invalid_arguments", "{read_args}: {read}");
+        assert_eq!(reason(&searched), reason(&read), "{search_args}: {searched}");
+    }
+    let secret = f.search(json!({"query": "sk-ant-abcdefgh12345"}));
+    assert_eq!(reason(&secret), "invalid_query", "{secret}");
+}
+
+#[test]
 fn query_length_limit_and_argument_edges() {
     let f = fixture();
     f.open("s1", "one");
     let cases = [
         (json!({"query": "q".repeat(500)}), "ok"),
-        (json!({"query": "q".repeat(501)}), "invalid_query"),
+        (json!({"query": "q".repeat(501)}), "invalid_arguments"),
         (json!({"query": format!("  {}  ", "q".repeat(500))}), "ok"),
         (json!({"query": "🙂".repeat(250)}), "ok"),
         // 251 astral characters are 502 UTF-16 units: the schema's unit refuses them.
-        (json!({"query": "🙂".repeat(251)}), "invalid_query"),
-        (json!({"query": "   "}), "invalid_query"),
-        (json!({"query": "x", "limit": 0}), "invalid_query"),
+        (json!({"query": "🙂".repeat(251)}), "invalid_arguments"),
+        (json!({"query": "   "}), "invalid_arguments"),
+        (json!({"query": "x", "limit": 0}), "invalid_arguments"),
         (json!({"query": "x", "limit": 1}), "ok"),
         (json!({"query": "x", "limit": 10}), "ok"),
-        (json!({"query": "x", "limit": 11}), "invalid_query"),
-        (json!({"query": "x", "limit": 2.5}), "invalid_query"),
-        (json!({"query": "x", "max_rows": 2}), "invalid_query"),
-        (json!({"query": "x", "cursor": ""}), "invalid_query"),
-        (json!({"query": "x", "cursor": "x".repeat(2049)}), "invalid_query"),
+        (json!({"query": "x", "limit": 11}), "invalid_arguments"),
+        (json!({"query": "x", "limit": 2.5}), "invalid_arguments"),
+        (json!({"query": "x", "max_rows": 2}), "invalid_arguments"),
+        (json!({"query": "x", "cursor": ""}), "invalid_arguments"),
+        (json!({"query": "x", "cursor": "x".repeat(2049)}), "invalid_arguments"),
     ];
     for (args, expected) in cases {
         let output = f.search(args.clone());

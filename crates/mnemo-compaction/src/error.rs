@@ -29,6 +29,10 @@ pub enum CompactionError {
     /// A conversation copy cannot be made; nothing was appended.
     #[error("cannot copy the conversation: {0}")]
     Copy(String),
+    /// A conversation copy was refused for a typed reason (its `code()` is stable); nothing was
+    /// appended.
+    #[error("cannot copy the conversation ({code}): {0}", code = .0.code())]
+    CopyRefused(crate::copy::CopyRefusal),
     /// The caller's input is not valid.
     #[error("{0}")]
     InvalidInput(String),

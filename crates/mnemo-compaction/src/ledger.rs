@@ -230,7 +230,7 @@ mod tests {
             .map(|record| {
                 let kind = record.kind();
                 let bytes = record.encode().unwrap_or_else(|e| panic!("{e}"));
-                NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes }
+                NewRecord::new(kind.code(), kind.schema_version(), bytes)
             })
             .collect();
         let request = AppendRequest::new(StreamId::session(&sid()), ExpectedRevision::Any, new);

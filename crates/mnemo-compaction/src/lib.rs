@@ -45,7 +45,9 @@ pub use checkpoint::{
     synthetic_event, validate_loadable, validate_provider_state, validate_shape,
 };
 pub use coordinator::{CheckpointRecorder, Coordinator, TurnGuard};
-pub use copy::{CopyOptions, CopyPlan, default_target as default_copy_target, plan_copy};
+pub use copy::{
+    CopyOptions, CopyPlan, CopyRefusal, committed_copy, default_target as default_copy_target, plan_copy,
+};
 pub use error::CompactionError;
 pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
 pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};

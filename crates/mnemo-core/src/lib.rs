@@ -18,6 +18,7 @@ mod ids;
 pub mod limits;
 mod memory;
 mod record;
+mod record_keys;
 pub mod redaction;
 mod validation;
 
@@ -48,4 +49,5 @@ pub use record::{
     ConversationCopied, CopyBoundary, DecodeError, MemoryMode, Record, RecordKind, SessionArchived,
     SessionFlagsChanged, SessionOpened, TurnEnded, TurnStatus,
 };
+pub use record_keys::{AppendRefusal, KeyMeaning, KeyRule, event_key, key_meaning, key_rules_of_encoded};
 pub use validation::ValidationError;

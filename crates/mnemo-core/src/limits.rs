@@ -10,6 +10,11 @@ pub const RECORD_BYTES_MAX: usize = 4 * 1024 * 1024;
 pub const APPEND_RECORDS_MAX: usize = 1024;
 /// Most bytes of records in one atomic append.
 pub const APPEND_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Most records in the one atomic append of a conversation copy, which may exceed
+/// [`APPEND_RECORDS_MAX`] by design so that a copy is whole or absent at any length (decision 0147).
+pub const COPY_RECORDS_MAX: usize = 262_144;
+/// Most bytes of records in the one atomic append of a conversation copy (decision 0147).
+pub const COPY_BYTES_MAX: usize = 256 * 1024 * 1024;
 
 /// Largest integer a JSON reader written in JavaScript holds exactly (2^53 - 1). Counters and
 /// offsets that the reference system stores as "safe integers" keep this bound.

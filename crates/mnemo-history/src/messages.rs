@@ -491,6 +491,22 @@ pub fn headers(store: &dyn StateStore) -> Result<Vec<SessionHeader>, PipelineErr
     failure.map_or(Ok(headers), Err)
 }
 
+/// An archived member of `session`'s revision family (the session itself included), if any: a
+/// conversation copy of such a family is refused (events-and-history.md §4.7). Reads every header
+/// (no index of family members is kept; a copy is rare).
+pub fn archived_family_member(
+    store: &dyn StateStore,
+    session: &SessionId,
+) -> Result<Option<SessionId>, PipelineError> {
+    let Some(own) = header(store, session)? else {
+        return Ok(None);
+    };
+    if own.archived {
+        return Ok(Some(own.session));
+    }
+    Ok(headers(store)?.into_iter().find(|h| h.family == own.family && h.archived).map(|h| h.session))
+}
+
 /// A session's header.
 pub fn header(store: &dyn StateStore, session: &SessionId) -> Result<Option<SessionHeader>, PipelineError> {
     store.get(&header_key(session))?.map(|bytes| CODEC.decode(&bytes)).transpose()

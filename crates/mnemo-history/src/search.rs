@@ -67,8 +67,13 @@ failure_reasons! {
     SearchFailureReason {
         /// The call was aborted.
         Aborted => "aborted",
-        /// The arguments are not valid: query empty or too long, limit out of range, a query that
-        /// looks like a credential, a cursor that is malformed or belongs to another query.
+        /// The arguments break the tool's schema: not an object of `query`, `limit` and `cursor`,
+        /// query empty or too long, limit out of range, cursor empty or too long (the reference
+        /// system's tool runtime reports this as `InvalidArguments` before the tool runs, as for
+        /// ReadHistory).
+        InvalidArguments => "invalid_arguments",
+        /// The arguments fit the schema but the query cannot run: a query that looks like a
+        /// credential, a cursor that is malformed or belongs to another query.
         InvalidQuery => "invalid_query",
         /// Incognito is active (or the privacy state could not be verified): nothing is read.
         IncognitoActive => "incognito_active",
@@ -87,6 +92,11 @@ fn failure(reason: SearchFailureReason, message: impl Into<String>) -> SearchFai
 
 fn invalid(message: impl Into<String>) -> SearchFailure {
     failure(SearchFailureReason::InvalidQuery, message)
+}
+
+/// A break of the tool's argument schema: the same reason ReadHistory gives.
+fn invalid_arguments(message: impl Into<String>) -> SearchFailure {
+    failure(SearchFailureReason::InvalidArguments, message)
 }
 
 /// SearchHistory's arguments, raw: checking them is part of the call.
@@ -109,22 +119,23 @@ impl HistorySearchRequest {
     /// Reads the tool's JSON arguments: an object with `query` and optional `limit` and `cursor`,
     /// nothing else.
     pub fn from_tool_args(args: &Value) -> Result<HistorySearchRequest, SearchFailure> {
-        let map = strict_object(args, &["query", "limit", "cursor"]).map_err(invalid)?;
-        let query =
-            string_arg(map, "query").map_err(invalid)?.ok_or_else(|| invalid("`query` is required"))?;
+        let map = strict_object(args, &["query", "limit", "cursor"]).map_err(invalid_arguments)?;
+        let query = string_arg(map, "query")
+            .map_err(invalid_arguments)?
+            .ok_or_else(|| invalid_arguments("`query` is required"))?;
         Ok(HistorySearchRequest {
             query,
-            limit: integer_arg(map, "limit").map_err(invalid)?,
-            cursor: string_arg(map, "cursor").map_err(invalid)?,
+            limit: integer_arg(map, "limit").map_err(invalid_arguments)?,
+            cursor: string_arg(map, "cursor").map_err(invalid_arguments)?,
         })
     }
 
     /// The schema's checks, in the schema's units.
     fn check(&self) -> Result<(), SearchFailure> {
-        check_string("query", &self.query, true, SEARCH_QUERY_CHARS_MAX).map_err(invalid)?;
-        check_integer("limit", self.limit, 1, SEARCH_LIMIT_MAX).map_err(invalid)?;
+        check_string("query", &self.query, true, SEARCH_QUERY_CHARS_MAX).map_err(invalid_arguments)?;
+        check_integer("limit", self.limit, 1, SEARCH_LIMIT_MAX).map_err(invalid_arguments)?;
         if let Some(cursor) = &self.cursor {
-            check_string("cursor", cursor, true, SEARCH_CURSOR_CHARS_MAX).map_err(invalid)?;
+            check_string("cursor", cursor, true, SEARCH_CURSOR_CHARS_MAX).map_err(invalid_arguments)?;
         }
         Ok(())
     }

@@ -18,14 +18,17 @@ use std::time::Instant;
 
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
-use mnemo_core::{StreamRevision, TimestampMs};
+use std::collections::HashMap;
+
+use mnemo_core::{KeyRule, Position, StreamRevision, TimestampMs};
 use mnemo_log::{
-    AppendOutcome, AppendRequest, Appended, EnvelopeDraft, LogError, RevisionConflict, StreamHead,
+    AppendOutcome, AppendRequest, Appended, EnvelopeDraft, KeyRefusal, LogError, NewRecord, RevisionConflict,
+    StreamHead,
 };
 use tracing::{debug, warn};
 
 use crate::batch;
-use crate::index::Span;
+use crate::index::{HeldKey, Span, fingerprint};
 use crate::limits::{APPEND_RETRY_BUDGET, REQUEST_TIMEOUT, RETRY_PAUSE_MAX, RETRY_PAUSE_MIN};
 use crate::nats_log::Inner;
 use crate::subject::subject_for;
@@ -98,8 +101,21 @@ async fn attempt(
         // An earlier attempt landed and the follower has folded it.
         return Ok(Attempt::Done(AppendOutcome::Appended(appended(span))));
     }
-    let base = base(inner, request)?;
+    let (base, decision) = base(inner, request)?;
+    let retried = match decision {
+        Decision::Go(retried) => retried,
+        Decision::Refused(refusal) => return Ok(Attempt::Done(AppendOutcome::Refused(refusal))),
+    };
     let actual = base.stream.map(|(head, _)| head.revision);
+    let originals: Vec<Position> = retried.iter().flatten().copied().collect();
+    if originals.len() == request.records.len() {
+        return Ok(Attempt::Done(AppendOutcome::Appended(Appended {
+            first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
+            last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
+            last_revision: actual.unwrap_or(StreamRevision::FIRST),
+            retried: count(originals.len()),
+        })));
+    }
     if !request.expected.matches(actual) {
         // The index may lag behind other hosts: decide a conflict only on the server's head.
         let before = base.sequence;
@@ -112,7 +128,9 @@ async fn attempt(
             actual,
         })));
     }
-    let body = seal(request, &base, inner.clock.now())?;
+    let fresh: Vec<&NewRecord> =
+        request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record).collect();
+    let body = seal(request, &fresh, &base, inner.clock.now())?;
     if body.len() > inner.max_payload {
         return Err(LogError::InvalidAppend(format!(
             "{} bytes as one message, the server's limit (max_payload) is {}",
@@ -134,7 +152,11 @@ async fn attempt(
         Ok(ack) => {
             debug!(sequence = ack.sequence, duplicate = ack.duplicate, "append acknowledged");
             let span = inner.wait_for_sequence(ack.sequence).await?;
-            Ok(Attempt::Done(AppendOutcome::Appended(appended(span))))
+            let mut appended = appended(span);
+            appended.first_position = originals.iter().copied().fold(appended.first_position, Position::min);
+            appended.last_position = originals.iter().copied().fold(appended.last_position, Position::max);
+            appended.retried = count(originals.len());
+            Ok(Attempt::Done(AppendOutcome::Appended(appended)))
         }
         Err(error) => classify(error),
     }
@@ -152,29 +174,100 @@ fn classify(error: PublishError) -> Result<Attempt, LogError> {
     }
 }
 
-fn base(inner: &Inner, request: &AppendRequest) -> Result<Base, LogError> {
+/// The head an append is built on and its key rules decided on the same folded index, so that the
+/// publish (expected last sequence = that head) lands only where the decision holds.
+fn base(inner: &Inner, request: &AppendRequest) -> Result<(Base, Decision), LogError> {
     let index = inner.index.lock();
     if let Some(failure) = &index.failure {
         return Err(LogError::Unavailable(format!("the shared log cannot be followed: {failure}")));
     }
-    Ok(Base {
+    let base = Base {
         sequence: index.sequence,
         next_position: index.head().next(),
         last_hash: index.last_hash,
         last_timestamp: index.last_timestamp,
         stream: index.streams.get(&request.stream).and_then(|spans| spans.head()),
-    })
+    };
+    let decision = decide(&index.keys, request, base.next_position);
+    Ok((base, decision))
 }
 
-/// Seals the request's envelopes on `base` and encodes them as one message body.
-fn seal(request: &AppendRequest, base: &Base, now: TimestampMs) -> Result<Vec<u8>, LogError> {
+/// What the key index says of a request: per record, where it already is when it is a retry.
+enum Decision {
+    Go(Vec<Option<Position>>),
+    Refused(KeyRefusal),
+}
+
+/// Decides a request's key rules against the folded index, as the embedded log's writer does
+/// (`mnemo_core::KeyRule` tells each rule's meaning).
+fn decide(keys: &HashMap<Vec<u8>, HeldKey>, request: &AppendRequest, first_position: Position) -> Decision {
+    let mut written: HashMap<Vec<u8>, HeldKey> = HashMap::new();
+    let mut retried = Vec::with_capacity(request.records.len());
+    let mut next = first_position;
+    for (index, record) in request.records.iter().enumerate() {
+        let refuse = |rule: &KeyRule, held: Option<&HeldKey>| {
+            Decision::Refused(KeyRefusal {
+                record: index,
+                rule: rule.clone(),
+                held_at: held.map(|h| h.position),
+            })
+        };
+        let print = fingerprint(&request.stream, record.kind, record.kind_schema, &record.bytes);
+        let mut original = None;
+        for rule in &record.rules {
+            let KeyRule::Identity(key) = rule else { continue };
+            let Some(held) = written.get(key.as_slice()).or_else(|| keys.get(key.as_slice())) else {
+                continue;
+            };
+            if held.fingerprint != Some(print) {
+                return refuse(rule, Some(held));
+            }
+            original = Some(held.position);
+            break;
+        }
+        if original.is_some() {
+            retried.push(original);
+            continue;
+        }
+        for rule in &record.rules {
+            let held = written.get(rule.key()).or_else(|| keys.get(rule.key()));
+            let write = match (rule, held) {
+                (KeyRule::Identity(_), _) => Some((Vec::new(), Some(print))),
+                (KeyRule::Claim { value, .. }, None) => Some((value.clone(), None)),
+                (KeyRule::Claim { value, .. }, Some(held)) if held.value == *value => None,
+                (KeyRule::Unique(_), None) => Some((Vec::new(), None)),
+                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                (_, held) => return refuse(rule, held),
+            };
+            if let Some((value, fingerprint)) = write {
+                written.insert(rule.key().to_vec(), HeldKey { position: next, value, fingerprint });
+            }
+        }
+        next = next.next();
+        retried.push(None);
+    }
+    Decision::Go(retried)
+}
+
+fn count(records: usize) -> u32 {
+    // An append holds at most APPEND_RECORDS_MAX records, far below u32::MAX.
+    u32::try_from(records).unwrap_or(u32::MAX)
+}
+
+/// Seals the request's new records (`fresh`) on `base` and encodes them as one message body.
+fn seal(
+    request: &AppendRequest,
+    fresh: &[&NewRecord],
+    base: &Base,
+    now: TimestampMs,
+) -> Result<Vec<u8>, LogError> {
     // Timestamps never run backwards along the log, as with the embedded writer.
     let timestamp = base.last_timestamp.max(request.timestamp.unwrap_or(now));
     let mut revision = base.stream.map_or(StreamRevision::FIRST, |(head, _)| head.revision.next());
     let mut position = base.next_position;
     let mut previous_hash = base.last_hash;
-    let mut sealed = Vec::with_capacity(request.records.len());
-    for record in &request.records {
+    let mut sealed = Vec::with_capacity(fresh.len());
+    for record in fresh {
         let (envelope, bytes) = EnvelopeDraft {
             position,
             stream: request.stream.clone(),
@@ -196,7 +289,12 @@ fn seal(request: &AppendRequest, base: &Base, now: TimestampMs) -> Result<Vec<u8
 }
 
 fn appended(span: Span) -> Appended {
-    Appended { first_position: span.first, last_position: span.last, last_revision: span.last_revision }
+    Appended {
+        first_position: span.first,
+        last_position: span.last,
+        last_revision: span.last_revision,
+        retried: 0,
+    }
 }
 
 /// How long an append waits for the follower to fold its acknowledged message.

@@ -6,8 +6,11 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use mnemo_core::{Digest, KeyRule};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
-use mnemo_log::{ChainVerifier, CorruptionKind, Envelope, GENESIS_HASH, HASH_BYTES, LogError, StreamHead};
+use mnemo_log::{
+    ChainVerifier, CorruptionKind, Envelope, GENESIS_HASH, HASH_BYTES, KeyRulesOf, LogError, StreamHead,
+};
 
 use crate::limits::{RECENT_ENVELOPES_MAX, RECENT_MESSAGE_IDS_MAX};
 
@@ -24,6 +27,27 @@ pub(crate) struct Span {
     pub first_revision: StreamRevision,
     /// The stream revision of its last envelope.
     pub last_revision: StreamRevision,
+}
+
+/// A key of the key index and the record holding it (see `mnemo_core::KeyRule`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HeldKey {
+    pub position: Position,
+    /// The claimed value (empty but for a claim).
+    pub value: Vec<u8>,
+    /// For an identity key: the holder's fingerprint, to tell a retry from a conflict.
+    pub fingerprint: Option<Digest>,
+}
+
+/// What makes two records the same record: stream, kind, schema and bytes.
+pub(crate) fn fingerprint(stream: &StreamId, kind: u16, kind_schema: u16, bytes: &[u8]) -> Digest {
+    let mut framed = Vec::with_capacity(stream.as_str().len() + 5 + bytes.len());
+    framed.extend_from_slice(stream.as_str().as_bytes());
+    framed.push(0);
+    framed.extend_from_slice(&kind.to_le_bytes());
+    framed.extend_from_slice(&kind_schema.to_le_bytes());
+    framed.extend_from_slice(bytes);
+    Digest::sha256(&framed)
 }
 
 /// One Mnemo stream's messages, in order.
@@ -57,6 +81,11 @@ pub(crate) struct Index {
     /// Message ids of the newest messages, with their sequence, and the order they arrived in.
     message_ids: HashMap<String, u64>,
     message_id_order: VecDeque<String>,
+    /// The key index of every folded envelope (the embedded log keeps it on disk; here every host
+    /// folds it from the shared stream).
+    pub keys: HashMap<Vec<u8>, HeldKey>,
+    /// How an envelope's keys are learned.
+    pub key_rules_of: Option<KeyRulesOf>,
     /// Set when the stream held something that is not a valid continuation of the log; the
     /// follower stops and every read reports it.
     pub failure: Option<String>,
@@ -74,6 +103,8 @@ impl Default for Index {
             recent: VecDeque::new(),
             message_ids: HashMap::new(),
             message_id_order: VecDeque::new(),
+            keys: HashMap::new(),
+            key_rules_of: None,
             failure: None,
         }
     }
@@ -132,12 +163,39 @@ impl Index {
             self.remember_message_id(id, sequence);
         }
         for envelope in envelopes {
+            self.fold_keys(&envelope);
             if self.recent.len() == RECENT_ENVELOPES_MAX {
                 self.recent.pop_front();
             }
             self.recent.push_back(Arc::new(envelope));
         }
         Ok(())
+    }
+
+    /// Indexes an envelope's keys; the first holder of a key keeps it.
+    fn fold_keys(&mut self, envelope: &Envelope) {
+        let Some(rules_of) = self.key_rules_of else { return };
+        for rule in rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
+            let (value, fingerprint) = match &rule {
+                KeyRule::Identity(_) => (
+                    Vec::new(),
+                    Some(fingerprint(
+                        &envelope.stream,
+                        envelope.kind,
+                        envelope.kind_schema,
+                        &envelope.record,
+                    )),
+                ),
+                KeyRule::Claim { value, .. } => (value.clone(), None),
+                KeyRule::Unique(_) => (Vec::new(), None),
+                _ => continue,
+            };
+            self.keys.entry(rule.key().to_vec()).or_insert(HeldKey {
+                position: envelope.position,
+                value,
+                fingerprint,
+            });
+        }
     }
 
     fn misfit(&self, sequence: u64, detail: String) -> LogError {

@@ -256,11 +256,13 @@ async fn connect(options: NatsOptions) -> Result<Inner, LogError> {
     let stream = open_stream(&jetstream, &options).await?;
     let instance = client.new_inbox().rsplit('.').next().unwrap_or_default().to_owned();
     let max_payload = client.server_info().max_payload;
+    let index = SharedIndex::default();
+    index.lock().key_rules_of = options.key_rules_of;
     Ok(Inner {
         jetstream,
         stream,
         name: options.stream.clone(),
-        index: Arc::default(),
+        index: Arc::new(index),
         clock: options.clock,
         max_payload,
         instance,
@@ -453,6 +455,13 @@ impl LogBackend for NatsLog {
         Ok(self.inner.index.lock().streams.get(stream).and_then(|s| s.head()).map(|(head, _)| head))
     }
 
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+        if let Some(failure) = self.failure() {
+            return Err(failure);
+        }
+        Ok(self.inner.index.lock().keys.get(key).map(|held| held.position))
+    }
+
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
         self.inner.index.wait_until(timeout, |index| index.head() >= position).head()
     }
@@ -486,7 +495,7 @@ mod tests {
         );
         let log = NatsLog::open(NatsOptions::new(&urls, &name).unwrap()).unwrap();
         let request = || {
-            let record = NewRecord { kind: 4, kind_schema: 1, bytes: b"once".to_vec() };
+            let record = NewRecord::new(4, 1, b"once".to_vec());
             AppendRequest::new(StreamId::new("session/d").unwrap(), ExpectedRevision::Any, vec![record])
         };
         let first = log.append_with_message_id(request(), "retry-1").unwrap();

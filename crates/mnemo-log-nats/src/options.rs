@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use mnemo_log::{Clock, SystemClock};
+use mnemo_log::{Clock, KeyRulesOf, SystemClock};
 
 use crate::limits::{REPLICAS_MAX, STREAM_NAME_BYTES_MAX};
 
@@ -35,6 +35,10 @@ pub struct NatsOptions {
     pub replicas: usize,
     /// Where append timestamps come from.
     pub clock: Arc<dyn Clock>,
+    /// The key rules of an envelope (`mnemo-core` supplies them): the index folds every host's
+    /// envelopes' keys with it, and an append's rules are checked against them. Without it, no
+    /// key is indexed and no rule can hold.
+    pub key_rules_of: Option<KeyRulesOf>,
 }
 
 impl NatsOptions {
@@ -44,7 +48,13 @@ impl NatsOptions {
         let servers = parse_servers(servers)?;
         check_stream_name(stream)?;
         let replicas = if servers.len() >= 3 { 3 } else { 1 };
-        Ok(NatsOptions { servers, stream: stream.to_owned(), replicas, clock: Arc::new(SystemClock) })
+        Ok(NatsOptions {
+            servers,
+            stream: stream.to_owned(),
+            replicas,
+            clock: Arc::new(SystemClock),
+            key_rules_of: None,
+        })
     }
 
     /// Checks every field: the servers, the stream name and the replica count.

@@ -4,8 +4,10 @@
 
 use std::time::Duration;
 
-use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX, RECORD_BYTES_MAX};
-use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
+use mnemo_core::limits::{
+    APPEND_BYTES_MAX, APPEND_RECORDS_MAX, COPY_BYTES_MAX, COPY_RECORDS_MAX, RECORD_BYTES_MAX,
+};
+use mnemo_core::{KeyRule, Position, StreamId, StreamRevision, TimestampMs};
 
 use crate::envelope::{Envelope, GENESIS_HASH};
 use crate::error::LogError;
@@ -47,7 +49,8 @@ impl ExpectedRevision {
     }
 }
 
-/// One record to append: its kind code, the kind's schema version, and its encoded bytes.
+/// One record to append: its kind code, the kind's schema version, its encoded bytes, and the
+/// rules it puts on the log's key index (its identity, among them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NewRecord {
     /// The record kind's code (owned by `mnemo-core`).
@@ -56,6 +59,23 @@ pub struct NewRecord {
     pub kind_schema: u16,
     /// The encoded record.
     pub bytes: Vec<u8>,
+    /// What the record claims in the key index and must find there (`mnemo-core` decides which
+    /// keys a record has; the log only checks and writes them).
+    pub rules: Vec<KeyRule>,
+}
+
+impl NewRecord {
+    /// A record with no key rules.
+    pub fn new(kind: u16, kind_schema: u16, bytes: Vec<u8>) -> Self {
+        NewRecord { kind, kind_schema, bytes, rules: Vec::new() }
+    }
+
+    /// The record with `rules` on the key index.
+    #[must_use]
+    pub fn with_rules(mut self, rules: Vec<KeyRule>) -> Self {
+        self.rules = rules;
+        self
+    }
 }
 
 /// An atomic append of one or more records to one stream.
@@ -73,12 +93,58 @@ pub struct AppendRequest {
     /// (so that the same source always yields the same log). The writer never lets timestamps run
     /// backwards: it records the larger of this and the previous envelope's timestamp.
     pub timestamp: Option<TimestampMs>,
+    /// The batch limits the request is checked against.
+    pub limits: BatchLimits,
+}
+
+/// Which batch limits an append is checked against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BatchLimits {
+    /// [`APPEND_RECORDS_MAX`] records and [`APPEND_BYTES_MAX`] bytes: every append but a copy's.
+    #[default]
+    Standard,
+    /// [`COPY_RECORDS_MAX`] records and [`COPY_BYTES_MAX`] bytes: the one append of a conversation
+    /// copy to its new stream, which is whole or absent whatever the source's length (decision 0147).
+    ConversationCopy,
+}
+
+impl BatchLimits {
+    /// Most records in one append under these limits.
+    pub fn records_max(self) -> usize {
+        match self {
+            BatchLimits::Standard => APPEND_RECORDS_MAX,
+            BatchLimits::ConversationCopy => COPY_RECORDS_MAX,
+        }
+    }
+
+    /// Most bytes of records in one append under these limits.
+    pub fn bytes_max(self) -> usize {
+        match self {
+            BatchLimits::Standard => APPEND_BYTES_MAX,
+            BatchLimits::ConversationCopy => COPY_BYTES_MAX,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            BatchLimits::Standard => "the limit",
+            BatchLimits::ConversationCopy => "a conversation copy's limit",
+        }
+    }
 }
 
 impl AppendRequest {
     /// An append of `records` to `stream` with the default durability and the clock's time.
     pub fn new(stream: StreamId, expected: ExpectedRevision, records: Vec<NewRecord>) -> Self {
-        AppendRequest { stream, expected, records, durability: Durability::default(), timestamp: None }
+        AppendRequest {
+            stream,
+            expected,
+            records,
+            durability: Durability::default(),
+            timestamp: None,
+            limits: BatchLimits::Standard,
+        }
     }
 
     /// Checks the request against the append limits; every backend calls it before anything is sent.
@@ -87,10 +153,10 @@ impl AppendRequest {
         if count == 0 {
             return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
         }
-        if count > APPEND_RECORDS_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "{count} records, the limit is {APPEND_RECORDS_MAX}"
-            )));
+        let (records_max, bytes_max, limit) =
+            (self.limits.records_max(), self.limits.bytes_max(), self.limits.name());
+        if count > records_max {
+            return Err(LogError::InvalidAppend(format!("{count} records, {limit} is {records_max}")));
         }
         let mut total = 0;
         for (index, record) in self.records.iter().enumerate() {
@@ -105,24 +171,50 @@ impl AppendRequest {
             }
             total += record.bytes.len();
         }
-        if total > APPEND_BYTES_MAX {
-            return Err(LogError::InvalidAppend(format!(
-                "{total} bytes of records, the limit is {APPEND_BYTES_MAX}"
-            )));
+        if total > bytes_max {
+            return Err(LogError::InvalidAppend(format!("{total} bytes of records, {limit} is {bytes_max}")));
         }
         Ok(())
     }
 }
 
 /// Where an acknowledged append landed.
+///
+/// A record whose identity the log already holds with the same bytes (a retry) is not appended
+/// again: it is answered with the original's position. The positions span every record of the
+/// request, new or retried, so a request that was wholly a retry is answered with where it landed
+/// the first time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Appended {
-    /// Position of the first appended envelope.
+    /// The lowest position of the request's records.
     pub first_position: Position,
-    /// Position of the last appended envelope.
+    /// The highest position of the request's records.
     pub last_position: Position,
     /// Revision of the stream's last envelope after the append.
     pub last_revision: StreamRevision,
+    /// How many of the request's records were retries, already in the log (0: all are new).
+    pub retried: u32,
+}
+
+/// An append refused by a rule on the log's key index (see [`KeyRule`]). Nothing was appended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRefusal {
+    /// Which record of the request (0-based) broke the rule.
+    pub record: usize,
+    /// The rule it broke.
+    pub rule: KeyRule,
+    /// Where the key's holder is in the log, when the key is held.
+    pub held_at: Option<Position>,
+}
+
+impl std::fmt::Display for KeyRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = String::from_utf8_lossy(self.rule.key());
+        match self.held_at {
+            Some(position) => write!(f, "record {}: key {key:?} is held at position {position}", self.record),
+            None => write!(f, "record {}: key {key:?} is not held", self.record),
+        }
+    }
 }
 
 /// An append refused because the stream was not at the expected revision. Nothing was appended.
@@ -149,13 +241,16 @@ impl std::fmt::Display for RevisionConflict {
 }
 
 /// The outcome of an append that reached the writer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub enum AppendOutcome {
     /// The records are in the log at the requested durability.
     Appended(Appended),
     /// The stream was not at the expected revision; nothing was appended.
     Conflict(RevisionConflict),
+    /// A record broke a rule on the log's key index (an identity reused with other bytes, ...);
+    /// nothing was appended.
+    Refused(KeyRefusal),
 }
 
 /// The head of one stream.
@@ -197,6 +292,9 @@ pub trait LogBackend: Send + Sync + std::fmt::Debug {
 
     /// A stream's head, or `None` if it has no envelopes.
     fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError>;
+
+    /// Where the record holding `key` in the key index is (see [`KeyRule`]), if any record holds it.
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError>;
 
     /// Blocks until the head is at least `position` or `timeout` passes; returns the head then.
     /// This is how followers (projection stages) learn of new appends.

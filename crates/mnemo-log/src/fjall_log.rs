@@ -19,6 +19,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
 use crate::error::{CorruptionKind, LogError};
 use crate::high_water::{HighWater, HighWaterFile, LostRange};
+use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
     BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
@@ -57,11 +58,19 @@ pub struct LogOptions {
     /// The lost range the owner accepts: when the log has lost exactly these acknowledged envelopes,
     /// the open records the acceptance, lowers the high-water mark to the log's head and proceeds.
     pub accept_loss: Option<LostRange>,
+    /// The key rules of an envelope, for building the key index of envelopes appended before it
+    /// existed. Without it such an index stays incomplete (appends still check what it holds).
+    pub key_rules_of: Option<KeyRulesOf>,
 }
 
 impl Default for LogOptions {
     fn default() -> Self {
-        LogOptions { clock: Arc::new(SystemClock), verify_tail_on_open: true, accept_loss: None }
+        LogOptions {
+            clock: Arc::new(SystemClock),
+            verify_tail_on_open: true,
+            accept_loss: None,
+            key_rules_of: None,
+        }
     }
 }
 
@@ -72,6 +81,10 @@ pub(crate) struct Shared {
     pub dir: PathBuf,
     pub log: Keyspace,
     pub streams: Keyspace,
+    /// The key index (see `key_index.rs`).
+    pub keys: Keyspace,
+    /// How the key index learns an envelope's keys (for building and verifying it).
+    pub key_rules_of: Option<KeyRulesOf>,
     pub tail: Tail,
     poisoned: Mutex<Option<String>>,
 }
@@ -148,13 +161,15 @@ impl FjallLog {
     fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         store_dir::ensure_store(dir, &create_database)?;
         let lock = acquire_lock(dir)?;
-        let (db, log, streams) = open_database(dir)?;
+        let (db, log, streams, keys) = open_database(dir)?;
 
         let shared = Arc::new(Shared {
             db,
             dir: dir.to_path_buf(),
             log,
             streams,
+            keys,
+            key_rules_of: options.key_rules_of,
             tail: Tail::default(),
             poisoned: Mutex::new(None),
         });
@@ -167,6 +182,10 @@ impl FjallLog {
             HighWaterCheck::Accepted(lost) => (None, Some(lost)),
         };
         state.high_water = Some(high_water);
+        // A log open only to be verified or salvaged is not written to: its index stays as it is.
+        if lost.is_none() && options.verify_tail_on_open {
+            state.keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
+        }
         if let Some(lost) = lost {
             // Read-only until the owner decides: nothing may be appended after a hole.
             shared.poison(format!(
@@ -213,6 +232,12 @@ impl FjallLog {
     /// them atomically with their watermarks.
     pub fn database(&self) -> &Database {
         &self.shared.db
+    }
+
+    /// Drops the key index and builds it again from the log with `rules_of`: for a store filled by
+    /// copying envelopes verbatim (a salvage), retries and all. Nothing may append meanwhile.
+    pub fn rebuild_key_index(&self, rules_of: KeyRulesOf) -> Result<(), LogError> {
+        key_index::rebuild(&self.shared, self.head(), rules_of)
     }
 
     /// Queues an append and returns at once; [`PendingAppend::wait`] gives its outcome.
@@ -312,11 +337,17 @@ impl LogBackend for FjallLog {
         self.shared.stream_head(stream)
     }
 
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+        // A key of a batch written but not yet acknowledged is not held yet, as its envelope is not
+        // readable yet.
+        Ok(key_index::holder(&self.shared, key)?.filter(|position| *position <= self.head()))
+    }
+
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
         self.shared.tail.wait_for(position, timeout)
     }
 
-    /// Checks the whole hash chain and the stream index beside it, reporting progress as it goes.
+    /// Checks the whole hash chain and the stream and key indexes beside it, reporting progress as it goes.
     /// Returns the number of envelopes checked, or the first damage found.
     fn verify_chain(&self, progress: &mut dyn FnMut(Position)) -> Result<u64, LogError> {
         let mut verifier = ChainVerifier::new(Position::ZERO, GENESIS_HASH);
@@ -326,6 +357,7 @@ impl LogBackend for FjallLog {
             self.check_stream_index(&envelope)?;
             progress(envelope.position);
         }
+        key_index::verify(&self.shared, verifier.last_position(), self.shared.key_rules_of)?;
         Ok(verifier.checked())
     }
 }
@@ -415,7 +447,7 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
 }
 
 /// Opens the store's database and the log's keyspaces, checking the store's format.
-fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace), LogError> {
+fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace), LogError> {
     let db = Database::builder(dir.join(DATABASE_DIR_NAME))
         .cache_size(BLOCK_CACHE_BYTES)
         .max_journaling_size(JOURNAL_BYTES_MAX)
@@ -427,16 +459,17 @@ fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace), LogError>
         })?;
     let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
     let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
+    let keys = db.keyspace(KEYS_KEYSPACE, keyspace_options)?;
     let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
     check_format(&meta)?;
-    Ok((db, log, streams))
+    Ok((db, log, streams, keys))
 }
 
 /// Creates an empty store's database in `dir` (the temporary directory a new store is built in) and
 /// makes it durable, so that the store is complete when it is renamed into place.
 fn create_database(dir: &Path) -> Result<(), LogError> {
     let _lock = acquire_lock(dir)?;
-    let (db, _, _) = open_database(dir)?;
+    let (db, _, _, _) = open_database(dir)?;
     db.persist(fjall::PersistMode::SyncAll)?;
     Ok(())
 }
@@ -545,6 +578,7 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             heads: Default::default(),
             clock: Arc::clone(&options.clock),
             high_water: None,
+            keys_complete: false,
         };
     let Some(last) = shared.log.last_key_value() else {
         return Ok(state(Position::FIRST, GENESIS_HASH, TimestampMs(0)));

@@ -11,6 +11,7 @@ mod envelope;
 mod error;
 mod fjall_log;
 mod high_water;
+mod key_index;
 mod keys;
 pub mod limits;
 mod reply;
@@ -20,8 +21,8 @@ mod verify;
 mod writer;
 
 pub use backend::{
-    AppendOutcome, AppendRequest, Appended, Durability, EnvelopeIter, ExpectedRevision, LogBackend,
-    NewRecord, RevisionConflict, StreamHead,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision,
+    KeyRefusal, LogBackend, NewRecord, RevisionConflict, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
@@ -31,6 +32,7 @@ pub use fjall_log::{
     META_KEYSPACE, STREAMS_KEYSPACE, keyspace_options,
 };
 pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, LostRange, read_high_water};
+pub use key_index::{KEYS_KEYSPACE, KeyRulesOf};
 pub use reply::PendingAppend;
 pub use store_dir::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME};
 pub use verify::ChainVerifier;

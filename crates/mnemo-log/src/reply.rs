@@ -83,6 +83,7 @@ mod tests {
             first_position: Position(3),
             last_position: Position(4),
             last_revision: StreamRevision(1),
+            retried: 0,
         };
         let sender = std::thread::spawn(move || reply.send(Ok(AppendOutcome::Appended(appended))));
         assert!(matches!(pending.wait(), Ok(AppendOutcome::Appended(got)) if got == appended));

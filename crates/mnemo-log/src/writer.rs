@@ -9,12 +9,15 @@ use fjall::PersistMode;
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, error};
 
-use crate::backend::{AppendOutcome, AppendRequest, Appended, Durability, RevisionConflict, StreamHead};
+use crate::backend::{
+    AppendOutcome, AppendRequest, Appended, Durability, NewRecord, RevisionConflict, StreamHead,
+};
 use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
 use crate::fjall_log::Shared;
 use crate::high_water::{HighWater, HighWaterFile};
+use crate::key_index::{self, Decision};
 use crate::keys;
 use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
 use crate::reply::Reply;
@@ -34,6 +37,8 @@ pub(crate) struct WriterState {
     pub clock: Arc<dyn Clock>,
     /// Where each durable group's last position is recorded (see `high_water.rs`).
     pub high_water: Option<HighWaterFile>,
+    /// Whether the key index holds the keys of every envelope, so that the writer moves its mark.
+    pub keys_complete: bool,
 }
 
 /// The writer thread's loop: runs until every sender is dropped.
@@ -87,6 +92,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     let mut last_hash = state.last_hash;
     let mut last_timestamp = state.last_timestamp;
 
+    let mut group_keys = key_index::GroupKeys::new();
     for pending in &group {
         let request = &pending.request;
         let current = match group_heads.get(&request.stream) {
@@ -101,13 +107,38 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             }
         };
         let actual = current.map(|head| head.revision);
+        let (retried, writes) = match key_index::decide(shared, &group_keys, request, next_position) {
+            Ok(Decision::Go { retried, writes }) => (retried, writes),
+            Ok(Decision::Refused(refusal)) => {
+                outcomes.push(Ok(AppendOutcome::Refused(refusal)));
+                continue;
+            }
+            Err(error) => {
+                outcomes.push(Err(error));
+                continue;
+            }
+        };
+        let originals: Vec<Position> = retried.iter().flatten().copied().collect();
+        if originals.len() == request.records.len() {
+            // Every record is a retry: answered with where they landed, at the durability asked.
+            outcomes.push(Ok(AppendOutcome::Appended(Appended {
+                first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
+                last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
+                last_revision: key_index::retried_revision(actual),
+                retried: count(originals.len()),
+            })));
+            durability = durability.max(Some(request.durability));
+            continue;
+        }
         if !request.expected.matches(actual) {
             outcomes
                 .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
             continue;
         }
         let timestamp = last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
-        let staged = match stage(request, actual, next_position, last_hash, timestamp) {
+        let fresh =
+            request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
+        let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
             Ok(staged) => staged,
             Err(error) => {
                 outcomes.push(Err(error));
@@ -119,10 +150,17 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
         }
         batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
+        for (key, holder) in writes {
+            batch.insert(&shared.keys, key_index::framed(&key), holder.encode());
+            group_keys.insert(key, holder);
+        }
+        let first_position = originals.iter().copied().fold(next_position, Position::min);
+        let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
         outcomes.push(Ok(AppendOutcome::Appended(Appended {
-            first_position: next_position,
-            last_position: staged.head.position,
+            first_position,
+            last_position,
             last_revision: staged.head.revision,
+            retried: count(originals.len()),
         })));
         group_heads.insert(request.stream.clone(), staged.head);
         durability = durability.max(Some(request.durability));
@@ -130,29 +168,25 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         last_hash = staged.last_hash;
         last_timestamp = staged.timestamp;
     }
+    if state.keys_complete && next_position > state.next_position {
+        batch.insert(&shared.keys, key_index::mark_key(), Position(next_position.0 - 1).to_key());
+    }
 
     if !batch.is_empty() {
-        let mode = match durability {
-            Some(Durability::SyncAll) => Some(PersistMode::SyncAll),
-            Some(Durability::SyncData) => Some(PersistMode::SyncData),
-            Some(Durability::Buffered) | None => None,
-        };
+        let mode = persist_mode(durability);
         let _persist = debug_span!("persist", envelopes = next_position.0 - state.next_position.0).entered();
         if let Err(error) = batch.durability(mode).commit() {
-            // The engine says only "poisoned" after its first failure, which may have been a
-            // background flush or a stage's commit: the system then tells the cause.
-            let diagnosed =
-                crate::error::fault_cause_of(&error).is_none().then(|| crate::error::diagnose(&shared.dir));
-            let reason = diagnosed.flatten().unwrap_or_else(|| crate::error::describe(&error));
-            error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
-            shared.poison(reason.clone());
-            for pending in group {
-                pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
-            }
+            poison_group(shared, group, &error);
+            return;
+        }
+    } else if let Some(mode) = persist_mode(durability) {
+        // Only retries: what they were answered with must be as durable as they asked, and the
+        // original may have been appended without waiting for the disk.
+        if let Err(error) = shared.db.persist(mode) {
+            poison_group(shared, group, &error);
             return;
         }
     }
-
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
     if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
@@ -178,6 +212,33 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     }
 }
 
+fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
+    match durability {
+        Some(Durability::SyncAll) => Some(PersistMode::SyncAll),
+        Some(Durability::SyncData) => Some(PersistMode::SyncData),
+        Some(Durability::Buffered) | None => None,
+    }
+}
+
+/// Answers the whole group with the failed write's cause and poisons the writer.
+fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
+    // The engine says only "poisoned" after its first failure, which may have been a background
+    // flush or a stage's commit: the system then tells the cause.
+    let diagnosed =
+        crate::error::fault_cause_of(error).is_none().then(|| crate::error::diagnose(&shared.dir));
+    let reason = diagnosed.flatten().unwrap_or_else(|| crate::error::describe(error));
+    error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
+    shared.poison(reason.clone());
+    for pending in group {
+        pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
+    }
+}
+
+fn count(records: usize) -> u32 {
+    // An append holds at most APPEND_RECORDS_MAX records, far below u32::MAX.
+    u32::try_from(records).unwrap_or(u32::MAX)
+}
+
 /// Records a durable group's last position. The group itself is durable whatever happens here, so
 /// its callers are answered as committed; a failure poisons the writer for the appends after it.
 fn record_high_water(shared: &Shared, state: &mut WriterState, mark: HighWater) {
@@ -200,24 +261,22 @@ fn current_head(
     shared.stream_head(stream)
 }
 
-fn stage(
-    request: &AppendRequest,
+fn stage<'a>(
+    stream: &StreamId,
+    records: impl Iterator<Item = &'a NewRecord>,
     actual: Option<StreamRevision>,
     first_position: Position,
     previous_hash: [u8; HASH_BYTES],
     timestamp: TimestampMs,
 ) -> Result<Staged, LogError> {
-    if request.records.is_empty() {
-        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
-    }
-    let mut entries = Vec::with_capacity(request.records.len());
+    let mut entries = Vec::new();
     let mut position = first_position;
     let mut revision = actual.map_or(StreamRevision::FIRST, StreamRevision::next);
     let mut last_hash = previous_hash;
-    for record in &request.records {
+    for record in records {
         let unsealed = UnsealedEnvelope {
             position,
-            stream: &request.stream,
+            stream,
             revision,
             kind: record.kind,
             kind_schema: record.kind_schema,
@@ -231,6 +290,9 @@ fn stage(
         last_hash = hash;
         position = position.next();
         revision = revision.next();
+    }
+    if entries.is_empty() {
+        return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
     }
     let head = StreamHead { revision: StreamRevision(revision.0 - 1), position: Position(position.0 - 1) };
     Ok(Staged { head, entries, last_hash, timestamp })

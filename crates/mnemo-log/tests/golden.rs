@@ -31,7 +31,7 @@ fn write_golden_store(dir: &Path) {
         LogOptions { clock: Arc::new(ManualClock::new(1_767_225_600_000, 1000)), ..LogOptions::default() };
     let log = FjallLog::open(dir, options).unwrap();
     for (stream, kind, kind_schema, bytes) in golden_records() {
-        let record = NewRecord { kind, kind_schema, bytes: bytes.to_vec() };
+        let record = NewRecord::new(kind, kind_schema, bytes.to_vec());
         let request = AppendRequest::new(StreamId::new(stream).unwrap(), ExpectedRevision::Any, vec![record]);
         assert!(matches!(log.append(request).unwrap(), AppendOutcome::Appended(_)));
     }

@@ -15,7 +15,7 @@ fn options() -> LogOptions {
 }
 
 fn record(text: &str) -> NewRecord {
-    NewRecord { kind: 4, kind_schema: 1, bytes: text.as_bytes().to_vec() }
+    NewRecord::new(4, 1, text.as_bytes().to_vec())
 }
 
 fn stream(name: &str) -> StreamId {
@@ -31,6 +31,7 @@ fn appended(outcome: AppendOutcome) -> Appended {
     match outcome {
         AppendOutcome::Appended(appended) => appended,
         AppendOutcome::Conflict(conflict) => panic!("unexpected conflict: {conflict}"),
+        AppendOutcome::Refused(refusal) => panic!("unexpected refusal: {refusal}"),
     }
 }
 
@@ -118,6 +119,7 @@ fn eight_racing_writers_with_exact_revisions_leave_a_gap_free_stream() {
                     match log.append(request).unwrap() {
                         AppendOutcome::Appended(_) => written += 1,
                         AppendOutcome::Conflict(_) => conflicts += 1,
+                        AppendOutcome::Refused(refusal) => panic!("no record has a key: {refusal}"),
                     }
                 }
                 conflicts
@@ -170,8 +172,7 @@ fn appends_that_break_a_limit_are_refused_before_writing() {
     let log = FjallLog::open(dir.path(), options()).unwrap();
     let empty = log.append(AppendRequest::new(stream("a"), ExpectedRevision::Any, vec![]));
     assert!(matches!(empty, Err(LogError::InvalidAppend(_))));
-    let huge =
-        NewRecord { kind: 4, kind_schema: 1, bytes: vec![b'x'; mnemo_core::limits::RECORD_BYTES_MAX + 1] };
+    let huge = NewRecord::new(4, 1, vec![b'x'; mnemo_core::limits::RECORD_BYTES_MAX + 1]);
     let error = log.append(AppendRequest::new(stream("a"), ExpectedRevision::Any, vec![huge])).unwrap_err();
     assert!(error.to_string().contains("the limit is"), "{error}");
     assert_eq!(log.head(), Position::ZERO);
@@ -259,4 +260,91 @@ fn a_scan_reads_across_its_chunks_and_stops_at_the_head_it_began_with() {
     appended(append(&log, "long", ExpectedRevision::Any, &["late"]));
     assert_eq!(scan.map(|e| e.unwrap().position.0).last(), Some(total as u64));
     assert_eq!(log.scan(Position(total as u64 + 1)).count(), 1);
+}
+
+fn keyed(text: &str, rules: Vec<mnemo_core::KeyRule>) -> NewRecord {
+    record(text).with_rules(rules)
+}
+
+fn refused(outcome: AppendOutcome) -> mnemo_log::KeyRefusal {
+    match outcome {
+        AppendOutcome::Refused(refusal) => refusal,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_identity_retry_is_answered_with_the_original_and_a_conflict_appends_nothing() {
+    use mnemo_core::KeyRule::Identity;
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    let first = vec![keyed("a", vec![Identity(b"ea".to_vec())]), keyed("b", vec![Identity(b"eb".to_vec())])];
+    let landed = appended(
+        log.append(AppendRequest::new(stream("s"), ExpectedRevision::NoStream, first.clone())).unwrap(),
+    );
+    assert_eq!((landed.first_position, landed.last_position, landed.retried), (Position(1), Position(2), 0));
+    // The whole batch again, with the revision it expected the first time: the original answer.
+    let again =
+        appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::NoStream, first)).unwrap());
+    assert_eq!((again.first_position, again.last_position, again.retried), (Position(1), Position(2), 2));
+    assert_eq!(log.head(), Position(2));
+    // The same identity with other bytes: refused, and the new record before it is not stored.
+    let conflict =
+        vec![keyed("c", vec![Identity(b"ec".to_vec())]), keyed("B", vec![Identity(b"eb".to_vec())])];
+    let refusal =
+        refused(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, conflict)).unwrap());
+    assert_eq!((refusal.record, refusal.held_at), (1, Some(Position(2))));
+    assert_eq!(log.head(), Position(2));
+    // The same bytes on another stream are another record.
+    let elsewhere = vec![keyed("a", vec![Identity(b"ea".to_vec())])];
+    assert!(matches!(
+        log.append(AppendRequest::new(stream("t"), ExpectedRevision::Any, elsewhere)).unwrap(),
+        AppendOutcome::Refused(_)
+    ));
+    assert_eq!(log.key_holder(b"ea").unwrap(), Some(Position(1)));
+    assert_eq!(log.key_holder(b"ec").unwrap(), None);
+}
+
+#[test]
+fn claims_unique_required_and_forbidden_keys_hold_across_records_and_appends() {
+    use mnemo_core::KeyRule::{Claim, Forbids, Requires, Unique};
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    let claim = |value: &str| Claim { key: b"inv".to_vec(), value: value.as_bytes().to_vec() };
+    let go = |records: Vec<NewRecord>| {
+        log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap()
+    };
+    // A call and its result in one append: the result finds the call written before it.
+    appended(go(vec![
+        keyed("call", vec![claim("run1"), Unique(b"c1".to_vec())]),
+        keyed("result", vec![claim("run1"), Requires(b"c1".to_vec()), Unique(b"r1".to_vec())]),
+    ]));
+    assert_eq!(refused(go(vec![keyed("x", vec![claim("run2")])])).held_at, Some(Position(1)));
+    assert_eq!(refused(go(vec![keyed("again", vec![Unique(b"c1".to_vec())])])).held_at, Some(Position(1)));
+    assert_eq!(refused(go(vec![keyed("orphan", vec![Requires(b"c9".to_vec())])])).held_at, None);
+    assert_eq!(refused(go(vec![keyed("late", vec![Forbids(b"r1".to_vec())])])).held_at, Some(Position(2)));
+    assert_eq!(log.head(), Position(2));
+}
+
+#[test]
+fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
+    use mnemo_core::KeyRule::Identity;
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> Vec<mnemo_core::KeyRule> {
+        vec![Identity(bytes.to_vec())]
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // Appended without rules, as a salvage copies envelopes (a retry stored twice before the index
+    // existed included).
+    let log = FjallLog::open(dir.path(), LogOptions { key_rules_of: Some(rules_of), ..options() }).unwrap();
+    appended(append(&log, "s", ExpectedRevision::Any, &["x", "y", "x"]));
+    assert_eq!(log.key_holder(b"x").unwrap(), None);
+    log.rebuild_key_index(rules_of).unwrap();
+    assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)), "the first holder keeps the key");
+    assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
+    let retry = vec![keyed("y", vec![Identity(b"y".to_vec())])];
+    let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
+    assert_eq!((retry.first_position, retry.retried), (Position(2), 1));
+    drop(log);
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)), "the index is durable");
 }

@@ -58,11 +58,7 @@ fn append(log: &FjallLog, session: &str, count: usize) -> Position {
     let record = Record::SessionArchived(SessionArchived { session: session_id.clone(), archived: true });
     let kind = record.kind();
     let records = (0..count)
-        .map(|_| NewRecord {
-            kind: kind.code(),
-            kind_schema: kind.schema_version(),
-            bytes: record.encode().unwrap(),
-        })
+        .map(|_| NewRecord::new(kind.code(), kind.schema_version(), record.encode().unwrap()))
         .collect();
     let request = AppendRequest::new(StreamId::session(&session_id), ExpectedRevision::Any, records);
     match log.append(request).unwrap() {

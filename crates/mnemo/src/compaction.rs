@@ -10,9 +10,10 @@ use std::time::Duration;
 pub use crate::handles::Compaction;
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
-    CompactionPolicy, Connection, Decision, Diagnostics, ExtractiveSummarizer, FinishReason, HistoryItem,
-    LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest, ProviderCompactor,
-    SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
+    CompactionPolicy, Connection, CopyRefusal, Decision, Diagnostics, ExtractiveSummarizer, FinishReason,
+    HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest,
+    ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
+    TurnGuard,
 };
 
 use mnemo_compaction::{
@@ -21,7 +22,9 @@ use mnemo_compaction::{
 };
 use mnemo_core::BoundaryDisposition;
 use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
-use mnemo_log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, LogBackend, NewRecord};
+use mnemo_log::{
+    AppendOutcome, AppendRequest, BatchLimits, Durability, ExpectedRevision, LogBackend, NewRecord,
+};
 use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
 
 use crate::error::Error;
@@ -101,7 +104,7 @@ impl CheckpointRecorder for LogRecorder {
             let record = Record::CheckpointRecorded(checkpoint.clone());
             let kind = record.kind();
             let bytes = record.encode().map_err(|e| CompactionError::record(Error::Encode(e)))?;
-            let new = NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes };
+            let new = NewRecord::new(kind.code(), kind.schema_version(), bytes);
             let mut request =
                 AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
             request.durability = self.durability;
@@ -120,6 +123,13 @@ impl CheckpointRecorder for LogRecorder {
                 AppendOutcome::Conflict(conflict) => Err(CompactionError::record(Error::Conflict {
                     stream: StreamId::session(&checkpoint.session).to_string(),
                     conflict,
+                })),
+                // A checkpoint record has no key rules, so the log cannot refuse it on one.
+                AppendOutcome::Refused(refusal) => Err(CompactionError::record(Error::Refused {
+                    stream: StreamId::session(&checkpoint.session).to_string(),
+                    record: refusal.record,
+                    reason: mnemo_core::AppendRefusal::of_rule(&refusal.rule),
+                    held_at: refusal.held_at,
                 })),
             }
         })
@@ -270,7 +280,9 @@ impl Mnemo {
     }
 
     /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
-    /// text checkpoints rebuilt: one atomic append of a new stream.
+    /// text checkpoints rebuilt: one atomic append of a new stream under the copy's batch limits
+    /// (decision 0147). A target that already holds this copy (same source and boundary, the same
+    /// records) returns it instead of a conflict, so a host may retry a copy freely.
     pub(crate) fn copy_conversation(
         &self,
         session: &SessionId,
@@ -279,10 +291,45 @@ impl Mnemo {
     ) -> Result<CopyReport, Error> {
         let ledger = self.ledger(session, None)?;
         let policy = self.compaction_policy()?;
-        let options = CopyOptions { up_to, target, chars_per_token: policy.chars_per_token };
+        let target = match target {
+            Some(target) => target,
+            None => mnemo_compaction::default_copy_target(session, ledger.position())?,
+        };
+        let archived_member = match self.caught_up_store(mnemo_history::messages::STAGE_NAME) {
+            Ok(store) => mnemo_history::messages::archived_family_member(store.as_ref(), session)?,
+            // A pipeline without the stage keeps no archive flags to refuse by.
+            Err(Error::Pipeline(PipelineError::UnknownStage(_))) => None,
+            Err(error) => return Err(error),
+        };
+        let options = CopyOptions {
+            up_to,
+            target: Some(target.clone()),
+            chars_per_token: policy.chars_per_token,
+            archived_member,
+        };
+        let stream = StreamId::session(&target);
+        if self.log.stream_head(&stream)?.is_some() {
+            return self.committed_copy(&ledger, &options);
+        }
         let plan = mnemo_compaction::plan_copy(&ledger, &options)?;
-        let stream = StreamId::session(&plan.target);
-        let appended = self.append(&stream, ExpectedRevision::NoStream, &plan.records)?;
+        let encoded = plan
+            .records
+            .iter()
+            .map(|record| crate::mnemo::encode_for(&stream, record))
+            .collect::<Result<Vec<_>, _>>()?;
+        let appended = match self.append_encoded(
+            &stream,
+            ExpectedRevision::NoStream,
+            encoded,
+            None,
+            self.durability(),
+            BatchLimits::ConversationCopy,
+        ) {
+            Ok(appended) => appended,
+            // The same copy, retried concurrently, committed first.
+            Err(Error::Conflict { .. }) => return self.committed_copy(&ledger, &options),
+            Err(error) => return Err(error),
+        };
         self.catch_up_to(appended.last_position)?;
         Ok(CopyReport {
             source: session.clone(),
@@ -291,6 +338,27 @@ impl Mnemo {
             checkpoints_rebuilt: plan.checkpoints_rebuilt,
             checkpoints_dropped: plan.checkpoints_dropped,
             positions: (appended.first_position, appended.last_position),
+        })
+    }
+
+    /// The copy `options.target` already holds, if it is this copy (else a typed refusal).
+    fn committed_copy(&self, ledger: &SessionLedger<'_>, options: &CopyOptions) -> Result<CopyReport, Error> {
+        let target = options.target.clone().ok_or_else(|| {
+            Error::Compaction(CompactionError::InvalidInput("a committed copy needs its target".to_owned()))
+        })?;
+        let target_ledger = crate::blocking::wait(|| {
+            SessionLedger::at_head(self.log.as_ref(), Arc::new(MemoryStore::new()), &target)
+        })?;
+        let records = target_ledger.records(mnemo_core::StreamRevision(0))?;
+        let (plan, first, last) = mnemo_compaction::committed_copy(ledger, &records, options)?;
+        self.catch_up_to(last)?;
+        Ok(CopyReport {
+            source: ledger.session().clone(),
+            session: plan.target,
+            events: plan.events,
+            checkpoints_rebuilt: plan.checkpoints_rebuilt,
+            checkpoints_dropped: plan.checkpoints_dropped,
+            positions: (first, last),
         })
     }
 }

@@ -28,6 +28,19 @@ pub enum Error {
     /// An append met a stream at another revision than expected; nothing was appended.
     #[error("conflict on {stream}: {conflict}")]
     Conflict { stream: String, conflict: mnemo_log::RevisionConflict },
+    /// An append broke a rule of the events it carries (an event id stored with another payload,
+    /// ...); nothing of it was appended. `record` is the offending record's index in the append.
+    #[error("append to {stream} refused at record {record}: {reason}")]
+    Refused {
+        /// The stream appended to.
+        stream: String,
+        /// The offending record's index (0-based) in the append.
+        record: usize,
+        /// Why.
+        reason: mnemo_core::AppendRefusal,
+        /// Where the record it conflicts with is, when there is one.
+        held_at: Option<Position>,
+    },
     /// Compaction, assembly or conversation copy failed (fail-open outcomes are not errors).
     /// (A failure of this facade met while recording a checkpoint is returned as itself.)
     #[error(transparent)]
@@ -106,6 +119,8 @@ impl Error {
             }
             Error::Pipeline(mnemo_pipeline::PipelineError::InvalidSpec { .. }) => ErrorCategory::Input,
             Error::Conflict { .. } => ErrorCategory::Conflict,
+            Error::Refused { reason, .. } if reason.is_conflict() => ErrorCategory::Conflict,
+            Error::Refused { .. } => ErrorCategory::Input,
             Error::Compaction(error) => compaction_category(error),
             Error::Memory(mnemo_memory::MemoryError::Invalid(_)) => ErrorCategory::Input,
             Error::Memory(mnemo_memory::MemoryError::Conflict(_)) => ErrorCategory::Conflict,
@@ -125,6 +140,11 @@ fn compaction_category(error: &mnemo_compaction::CompactionError) -> ErrorCatego
     use mnemo_compaction::CompactionError as E;
     match error {
         E::UnknownSession(_) | E::InvalidInput(_) | E::Copy(_) => ErrorCategory::Input,
+        E::CopyRefused(
+            mnemo_compaction::CopyRefusal::TargetExists { .. }
+            | mnemo_compaction::CopyRefusal::ArchivedFamily { .. },
+        ) => ErrorCategory::Conflict,
+        E::CopyRefused(_) => ErrorCategory::Input,
         E::Superseded(_) | E::SessionBusy(_) => ErrorCategory::Conflict,
         _ => ErrorCategory::Failure,
     }

@@ -297,7 +297,12 @@ impl<'a> Compaction<'a> {
     }
 
     /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
-    /// text checkpoints rebuilt: one atomic append of a new stream.
+    /// text checkpoints rebuilt: one atomic append of a new stream, whatever the session's length
+    /// (the copy's own batch limits, `limits::COPY_RECORDS_MAX`). A copy through or before a turn
+    /// keeps the turns' events wherever they were logged; streaming chunks are never copied. A
+    /// target that already holds this copy returns it (retry freely); a target holding anything else,
+    /// an archived revision family and a continuation run are refused
+    /// ([`CopyRefusal`](crate::compaction::CopyRefusal)). Blocks for one durable append.
     pub fn copy(
         &self,
         session: &SessionId,

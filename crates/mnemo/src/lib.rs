@@ -123,8 +123,8 @@ pub mod log {
     pub use crate::salvage::{SalvageReport, salvage};
     pub use mnemo_log::{
         AppendOutcome, AppendRequest, Appended, Clock, CorruptionKind, Durability, ENVELOPE_FORMAT_VERSION,
-        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, LogBackend, LogError, LostRange,
-        ManualClock, NewRecord, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, RevisionConflict,
+        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, KeyRefusal, LogBackend, LogError,
+        LostRange, ManualClock, NewRecord, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, RevisionConflict,
         STORE_MARKER_FILE_NAME, StreamHead, SystemClock,
     };
 }
@@ -134,16 +134,16 @@ pub mod log {
 pub mod records {
     pub use mnemo_core::limits;
     pub use mnemo_core::{
-        AcceptedRequest, Actions, Attachment, AttachmentKind, Author, BoundaryDisposition, CheckpointBody,
-        CheckpointCoverage, CheckpointId, CheckpointManifest, CheckpointPhase, CheckpointRecord, Content,
-        ContentKind, ConversationCopied, CopyBoundary, CursorAdvance, DecodeError, DenialReason, Digest,
-        DigestParseError, EncodeError, ErrorContent, EventId, EventPoint, EventStatus, ExecutionOrigin,
-        ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt, ExtractionTrigger,
-        FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor, IdError,
-        InlineReference, InlineReferenceKind, InvocationId, ItemId, KeyOrigin, KeyType, LifecycleState,
-        MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode, MemoryMutation,
-        MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason, OperationId,
-        PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
+        AcceptedRequest, Actions, AppendRefusal, Attachment, AttachmentKind, Author, BoundaryDisposition,
+        CheckpointBody, CheckpointCoverage, CheckpointId, CheckpointManifest, CheckpointPhase,
+        CheckpointRecord, Content, ContentKind, ConversationCopied, CopyBoundary, CursorAdvance, DecodeError,
+        DenialReason, Digest, DigestParseError, EncodeError, ErrorContent, EventId, EventPoint, EventStatus,
+        ExecutionOrigin, ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
+        ExtractionTrigger, FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor,
+        IdError, InlineReference, InlineReferenceKind, InvocationId, ItemId, KeyOrigin, KeyRule, KeyType,
+        LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode,
+        MemoryMutation, MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason,
+        OperationId, PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
         ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind, Refs, Role, RunId,
         RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId, SessionOpened,
         SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision, SummaryFormat,

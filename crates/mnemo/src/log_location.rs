@@ -120,6 +120,7 @@ fn open_nats(
     bind(local.dir(), location, local.head().0)?;
     let mut options = NatsOptions::new(servers, stream).map_err(|e| Error::InvalidInput(e.to_string()))?;
     options.clock = clock;
+    options.key_rules_of = Some(mnemo_core::key_rules_of_encoded);
     Ok(Arc::new(NatsLog::open(options)?))
 }
 

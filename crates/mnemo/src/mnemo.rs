@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
 use mnemo_log::{
-    AppendOutcome, AppendRequest, Appended, Clock, Durability, ExpectedRevision, FjallLog, LogBackend,
-    LogOptions, LostRange, NewRecord, SystemClock,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Clock, Durability, ExpectedRevision, FjallLog,
+    LogBackend, LogOptions, LostRange, NewRecord, SystemClock,
 };
 use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
 use mnemo_pipeline::{
@@ -157,7 +157,7 @@ pub struct Mnemo {
     /// The log the store follows: `local` itself, or a shared one.
     pub(crate) log: Arc<dyn LogBackend>,
     /// The store directory's database: the projections, and the embedded log when it is the one followed.
-    local: Arc<FjallLog>,
+    pub(crate) local: Arc<FjallLog>,
     location: LogLocation,
     pipeline: RwLock<Pipeline>,
     spec: PipelineSpec,
@@ -167,8 +167,6 @@ pub struct Mnemo {
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
-    /// The event ids the log holds, for the import's check that a new event's id is unused.
-    pub(crate) event_ids: std::sync::Mutex<crate::import::EventIdIndex>,
 }
 
 impl Mnemo {
@@ -184,6 +182,7 @@ impl Mnemo {
             clock: Arc::clone(&config.clock),
             verify_tail_on_open: config.verify_tail_on_open,
             accept_loss: config.accept_loss,
+            key_rules_of: Some(mnemo_core::key_rules_of_encoded),
         };
         let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
         let location = match (&config.log, &spec.log) {
@@ -215,7 +214,6 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
-            event_ids: crate::import::event_id_index(),
         })
     }
 
@@ -263,7 +261,14 @@ impl Mnemo {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
         let encoded =
             records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        let appended = self.append_encoded(stream, expected, encoded, timestamp, self.durability())?;
+        let appended = self.append_encoded(
+            stream,
+            expected,
+            encoded,
+            timestamp,
+            self.durability(),
+            BatchLimits::Standard,
+        )?;
         for record in records {
             if let Record::CheckpointRecorded(checkpoint) = record {
                 self.compaction.invalidate(&checkpoint.session);
@@ -279,16 +284,24 @@ impl Mnemo {
         encoded: Vec<NewRecord>,
         timestamp: Option<TimestampMs>,
         durability: Durability,
+        limits: BatchLimits,
     ) -> Result<Appended, Error> {
         self.check_stages()?;
         let mut request = AppendRequest::new(stream.clone(), expected, encoded);
         request.durability = durability;
         request.timestamp = timestamp;
+        request.limits = limits;
         match crate::blocking::wait(|| self.log.append(request))? {
             AppendOutcome::Appended(appended) => Ok(appended),
             AppendOutcome::Conflict(conflict) => {
                 Err(Error::Conflict { stream: stream.to_string(), conflict })
             }
+            AppendOutcome::Refused(refusal) => Err(Error::Refused {
+                stream: stream.to_string(),
+                record: refusal.record,
+                reason: mnemo_core::AppendRefusal::of_rule(&refusal.rule),
+                held_at: refusal.held_at,
+            }),
         }
     }
 
@@ -495,7 +508,7 @@ pub(crate) fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord
         )));
     }
     let kind = record.kind();
-    Ok(NewRecord { kind: kind.code(), kind_schema: kind.schema_version(), bytes: record.encode()? })
+    Ok(NewRecord::new(kind.code(), kind.schema_version(), record.encode()?).with_rules(record.key_rules()))
 }
 
 fn start_pipeline(

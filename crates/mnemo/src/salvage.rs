@@ -56,6 +56,10 @@ pub fn salvage(from: &Path, to: &Path, progress: &mut dyn FnMut(Position)) -> Re
         )));
     }
     let (recovered, damage) = copy_verified(&source, &target, progress)?;
+    // NOTE: envelopes are copied verbatim, without their key rules (a store written before the key
+    // index may hold an event twice, and the copy must keep it to hash as the original): the index
+    // is built from the copy once it is complete.
+    target.local.rebuild_key_index(mnemo_core::key_rules_of_encoded)?;
     let known_head = source.head().max(acknowledged);
     drop(source);
     target.catch_up()?;
@@ -144,12 +148,16 @@ fn flush(
     };
     let timestamp: TimestampMs = first.timestamp;
     let (first_position, last_position, last_hash) = (first.position, last.position, last.hash);
-    let records = group
-        .envelopes
-        .into_iter()
-        .map(|e| NewRecord { kind: e.kind, kind_schema: e.kind_schema, bytes: e.record })
-        .collect();
-    let appended = target.append_encoded(&stream, expected, records, Some(timestamp), durability)?;
+    let records =
+        group.envelopes.into_iter().map(|e| NewRecord::new(e.kind, e.kind_schema, e.record)).collect();
+    let appended = target.append_encoded(
+        &stream,
+        expected,
+        records,
+        Some(timestamp),
+        durability,
+        mnemo_log::BatchLimits::Standard,
+    )?;
     let copied = target.log.read(last_position)?;
     if appended.first_position != first_position || copied.is_none_or(|c| c.hash != last_hash) {
         return Err(Error::InvalidInput(format!(

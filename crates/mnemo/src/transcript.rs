@@ -364,12 +364,23 @@ fn runtime_event_line(
     line_value: RuntimeEventLine,
     line: usize,
 ) -> Result<(), LineError> {
-    let event = line_value.event;
+    let mut event = line_value.event;
     let field = |f: &str| Some(format!("event.{f}"));
+    // The reference decoder normalises text content (spec §1.2) before any check, so an event in
+    // either form is the same event.
+    event.normalize();
     next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
     event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
     if !state.event_ids.insert(event.id.clone()) {
-        return Err((field("id"), format!("event id {} is used by an earlier line", event.id)));
+        // An exact repeat of an event (a runtime that logged a retry) is the same event: it is
+        // taken once. The same id with another payload is an identity conflict (spec §1.8 item 8).
+        if earlier_event(state, &event.id) == Some(&event) {
+            return Ok(());
+        }
+        return Err((
+            field("id"),
+            format!("event id {} is used by an earlier line with another payload", event.id),
+        ));
     }
     let session = event.session_id.clone();
     // A call made here may be answered by a later `parts` line.
@@ -379,6 +390,14 @@ fn runtime_event_line(
     state.turns.insert((session.clone(), event.turn_id.clone()));
     let ts = event.ts.0;
     push(state, &session, Record::RuntimeEvent(event), ts, line)
+}
+
+/// The event with `id` among the records parsed so far.
+fn earlier_event<'a>(state: &'a ParseState, id: &EventId) -> Option<&'a RuntimeEvent> {
+    state.sessions.iter().flat_map(|(_, records)| records).find_map(|record| match &record.record {
+        Record::RuntimeEvent(event) if event.id == *id => Some(event),
+        _ => None,
+    })
 }
 
 fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {

@@ -645,8 +645,10 @@ fn copy_rebuilds_text_checkpoints_under_new_identities() {
         .copy(&sid(), Some(CopyBoundary::ThroughTurn(TurnId::new("t002").unwrap())), None)
         .unwrap();
     assert_eq!((branch.events, branch.checkpoints_rebuilt), (12, 0));
-    // The same target again is a conflict: nothing is appended twice.
-    assert!(mnemo.compaction().copy(&sid(), None, Some(report.session.clone())).is_err());
+    // The same copy to the same target again returns the committed copy: nothing is appended twice.
+    let head = mnemo.log().head();
+    assert_eq!(mnemo.compaction().copy(&sid(), None, Some(report.session.clone())).unwrap(), report);
+    assert_eq!(mnemo.log().head(), head);
 }
 
 #[test]

@@ -35,7 +35,7 @@ pub fn open(urls: &str, stream: &str) -> NatsLog {
 }
 
 pub fn record(text: &str) -> NewRecord {
-    NewRecord { kind: 4, kind_schema: 1, bytes: text.as_bytes().to_vec() }
+    NewRecord::new(4, 1, text.as_bytes().to_vec())
 }
 
 pub fn stream(name: &str) -> StreamId {

@@ -1,13 +1,9 @@
 //! Appending an import: what the file yields that the log does not hold yet, cut into appends
 //! within the log's limits, after every check that could refuse the file.
 
-use std::collections::HashSet;
-use std::hash::Hasher as _;
-use std::sync::{Mutex, PoisonError};
-
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mnemo_core::{Position, Record, RecordKind, StreamId, StreamRevision, TimestampMs};
-use mnemo_log::{Durability, ExpectedRevision, LogBackend, NewRecord};
+use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
+use mnemo_log::{Durability, ExpectedRevision, NewRecord};
 use tracing::info_span;
 
 use super::capture::{self, Identities, Taken};
@@ -70,64 +66,6 @@ pub struct ImportReport {
     pub format: ImportFormat,
     /// Lines (or content blocks) of types the importer does not import, counted by type.
     pub skipped: std::collections::BTreeMap<String, u64>,
-}
-
-/// The event ids the log holds, as 64-bit hashes, through a position: what an import checks its
-/// new events against (an event id is unique in a store). A hash that matches is confirmed
-/// against the log before an import is refused, so a collision never refuses a good file.
-#[derive(Debug, Default)]
-pub(crate) struct EventIdIndex {
-    through: Position,
-    hashes: HashSet<u64>,
-}
-
-fn id_hash(id: &str) -> u64 {
-    // Fixed keys: the same id always hashes the same, which is all this needs.
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    hasher.write(id.as_bytes());
-    hasher.finish()
-}
-
-/// Only the id of an encoded RuntimeEvent.
-#[derive(serde::Deserialize)]
-struct EventIdOnly<'a> {
-    #[serde(borrow)]
-    id: std::borrow::Cow<'a, str>,
-}
-
-impl EventIdIndex {
-    fn catch_up(&mut self, log: &dyn LogBackend) -> Result<(), Error> {
-        let head = log.head();
-        if self.through >= head {
-            return Ok(());
-        }
-        let code = RecordKind::RuntimeEvent.code();
-        for envelope in log.scan(Position(self.through.0 + 1)) {
-            let envelope = envelope?;
-            if envelope.kind == code
-                && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
-            {
-                self.hashes.insert(id_hash(&event.id));
-            }
-            self.through = envelope.position;
-        }
-        Ok(())
-    }
-}
-
-/// Where an event id already is in the log, confirmed by reading it (the index holds hashes).
-fn find_event(log: &dyn LogBackend, id: &str) -> Result<Option<(Position, String)>, Error> {
-    let code = RecordKind::RuntimeEvent.code();
-    for envelope in log.scan(Position::FIRST) {
-        let envelope = envelope?;
-        if envelope.kind == code
-            && let Ok(event) = serde_json::from_slice::<EventIdOnly<'_>>(&envelope.record)
-            && event.id == id
-        {
-            return Ok(Some((envelope.position, envelope.stream.to_string())));
-        }
-    }
-    Ok(None)
 }
 
 /// One append of an import: its records and the time to append them at.
@@ -279,25 +217,20 @@ impl Mnemo {
     /// Refuses the file when one of its new events reuses an event id the store already holds
     /// (an event id is unique in a store, across sessions and files).
     fn check_event_ids_are_new(&self, events: &[(&str, usize)], source: &str) -> Result<(), Error> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let mut index = self.event_ids.lock().unwrap_or_else(PoisonError::into_inner);
-        index.catch_up(self.log.as_ref())?;
         for (id, line) in events {
-            if index.hashes.contains(&id_hash(id))
-                && let Some((position, stream)) = find_event(self.log.as_ref(), id)?
-            {
-                return Err(Error::Transcript(TranscriptError {
-                    source_name: source.to_owned(),
-                    line: *line,
-                    field: Some("id".to_owned()),
-                    reason: format!(
-                        "event id {id} is already in the store ({stream}, position {position}); an event id \
-                         is used once per store; nothing was appended"
-                    ),
-                }));
-            }
+            // One point read of the log's key index per event, however long the log.
+            let Some(position) = self.log.key_holder(&mnemo_core::event_key(id))? else { continue };
+            let stream =
+                self.log.read(position)?.map_or_else(|| "the log".to_owned(), |e| e.stream.to_string());
+            return Err(Error::Transcript(TranscriptError {
+                source_name: source.to_owned(),
+                line: *line,
+                field: Some("id".to_owned()),
+                reason: format!(
+                    "event id {id} is already in the store ({stream}, position {position}); an event id \
+                     is used once per store; nothing was appended"
+                ),
+            }));
         }
         Ok(())
     }
@@ -311,7 +244,14 @@ impl Mnemo {
                 done += 1;
                 // Only the last append waits for the disk: persisting it persists every earlier one.
                 let durability = if done == total { self.durability() } else { Durability::Buffered };
-                let appended = self.append_encoded(&stream, expected, encoded, timestamp, durability)?;
+                let appended = self.append_encoded(
+                    &stream,
+                    expected,
+                    encoded,
+                    timestamp,
+                    durability,
+                    mnemo_log::BatchLimits::Standard,
+                )?;
                 expected = ExpectedRevision::Exact(appended.last_revision);
                 positions =
                     Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
@@ -373,9 +313,4 @@ fn import_chunks<'a>(records: impl Iterator<Item = (&'a TranscriptRecord, NewRec
         chunks.push((current, timestamp));
     }
     chunks
-}
-
-/// The event-id index a store handle starts with.
-pub(crate) fn event_id_index() -> Mutex<EventIdIndex> {
-    Mutex::new(EventIdIndex::default())
 }

@@ -26,7 +26,6 @@ use crate::transcript::{
     TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
 };
 
-pub(crate) use append::{EventIdIndex, event_id_index};
 pub use append::{ImportReport, ImportStatus};
 
 /// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
