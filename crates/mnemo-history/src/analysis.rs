@@ -22,14 +22,26 @@ pub const FREQUENCY_SCALE: u32 = 4;
 pub const TOOL_ARGUMENTS_BYTES_MAX: usize = 2_048;
 
 /// A user or assistant message with at most this many terms is short: it is also indexed with
-/// the message before it, at [`NEIGHBOUR_WEIGHT_QUARTERS`] per occurrence.
+/// the message before it, as a field of its own weighing [`NEIGHBOUR_WEIGHT`].
 pub const SHORT_REPLY_TERMS_MAX: u32 = 12;
 
 /// Most bytes of the message before a short reply that are indexed with it.
 pub const NEIGHBOUR_BYTES_MAX: usize = 1_024;
 
-/// The weight of a neighbour's term occurrence, in quarters of an occurrence.
-pub const NEIGHBOUR_WEIGHT_QUARTERS: u32 = 2;
+/// How much a short reply's neighbour field counts beside its own text: its BM25 score (with its
+/// own length) is multiplied by this.
+pub const NEIGHBOUR_WEIGHT: f64 = 0.5;
+
+/// A document's terms as the index counts them ([`Features::document_terms`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DocTerms {
+    /// Per term: weighted frequency in the document's own text, and in its neighbour field.
+    pub terms: BTreeMap<String, (u32, u32)>,
+    /// The own text's length in terms.
+    pub length: u32,
+    /// The neighbour field's length in terms (0 without one).
+    pub context_length: u32,
+}
 
 /// The term that marks a document stating when something happened. It starts with a control
 /// character, which no word of a text or a query ever holds, so nothing can match it by accident.
@@ -101,31 +113,34 @@ impl Features {
         terms(folded).map(move |word| if self.stem { stem(word) } else { word.to_owned() })
     }
 
-    /// Weighted term frequencies (in [`FREQUENCY_SCALE`] units) and the length in terms of a
-    /// document: its own text at `quarters` per occurrence, its neighbour's at
-    /// [`NEIGHBOUR_WEIGHT_QUARTERS`], and the time marker. The length counts the own text only.
-    pub(crate) fn document_terms(
-        self,
-        text: &str,
-        quarters: u32,
-        neighbour: Option<&str>,
-    ) -> (BTreeMap<String, u32>, u32) {
+    /// A document's terms: for each, its weighted frequency in its own text (`quarters` per
+    /// occurrence, in [`FREQUENCY_SCALE`] units) and, for terms the text lacks, in its neighbour
+    /// (a field of its own, scored apart at [`NEIGHBOUR_WEIGHT`]); the time marker; and both
+    /// fields' lengths in terms.
+    pub(crate) fn document_terms(self, text: &str, quarters: u32, neighbour: Option<&str>) -> DocTerms {
         let folded = fold(text);
-        let mut counts: BTreeMap<String, u32> = BTreeMap::new();
+        let mut terms: BTreeMap<String, (u32, u32)> = BTreeMap::new();
         let mut length: u32 = 0;
         for term in self.words(&folded) {
-            *counts.entry(term).or_default() += quarters;
+            terms.entry(term).or_default().0 += quarters;
             length = length.saturating_add(1);
         }
+        let mut context_length: u32 = 0;
         if let Some(neighbour) = neighbour {
+            // The neighbour supplies what the reply lacks: a term the reply holds itself gets
+            // nothing more from it (else a reply repeating its neighbour's words would outrank it).
             for term in self.words(&fold(neighbour)) {
-                *counts.entry(term).or_default() += NEIGHBOUR_WEIGHT_QUARTERS;
+                context_length = context_length.saturating_add(1);
+                let counts = terms.entry(term).or_default();
+                if counts.0 == 0 {
+                    counts.1 += FREQUENCY_SCALE;
+                }
             }
         }
         if self.time_boost_milli > 0 && states_a_time(&folded) {
-            counts.insert(TIME_MARKER.to_owned(), FREQUENCY_SCALE);
+            terms.insert(TIME_MARKER.to_owned(), (FREQUENCY_SCALE, 0));
         }
-        (counts, length)
+        DocTerms { terms, length, context_length }
     }
 
     /// The distinct terms of a folded query in order of first appearance, at most
@@ -660,14 +675,14 @@ mod tests {
     #[test]
     fn documents_weigh_fields_neighbours_and_times() {
         let features = Features::DEFAULT;
-        let (counts, length) =
-            features.document_terms("Lake Como, yesterday", 4, Some("Where is the wedding?"));
-        assert_eq!(length, 3);
-        assert_eq!(counts["lake"], 4);
-        assert_eq!(counts["wed"], NEIGHBOUR_WEIGHT_QUARTERS);
-        assert_eq!(counts[TIME_MARKER], FREQUENCY_SCALE);
-        let (plain, _) = Features::NONE.document_terms("Lake Como, yesterday", 4, None);
-        assert!(!plain.contains_key(TIME_MARKER));
+        let doc = features.document_terms("Lake Como, yesterday", 2, Some("Where is the wedding? Como?"));
+        assert_eq!((doc.length, doc.context_length), (3, 5));
+        assert_eq!(doc.terms["como"], (2, 0), "the reply's own term gets nothing from its neighbour");
+        assert_eq!(doc.terms["lake"], (2, 0));
+        assert_eq!(doc.terms["wed"], (0, FREQUENCY_SCALE));
+        assert_eq!(doc.terms[TIME_MARKER], (FREQUENCY_SCALE, 0));
+        let plain = Features::NONE.document_terms("Lake Como, yesterday", 4, None);
+        assert!(!plain.terms.contains_key(TIME_MARKER));
         for features in [Features::NONE, Features::DEFAULT] {
             assert_eq!(Features::decode(features.encode()), Some(features));
         }

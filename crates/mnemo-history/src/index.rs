@@ -42,7 +42,7 @@ use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTx
 use serde::{Deserialize, Serialize};
 
 use crate::analysis::{
-    FREQUENCY_SCALE, Features, NEIGHBOUR_BYTES_MAX, SHORT_REPLY_TERMS_MAX, tool_arguments_text,
+    DocTerms, FREQUENCY_SCALE, Features, NEIGHBOUR_BYTES_MAX, SHORT_REPLY_TERMS_MAX, tool_arguments_text,
 };
 use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
@@ -137,8 +137,8 @@ pub struct IndexedDoc {
 }
 
 impl IndexedDoc {
-    /// The document's weighted term frequencies and length, as `features` index it.
-    fn terms(&self, features: Features) -> (BTreeMap<String, u32>, u32) {
+    /// The document's weighted term frequencies and lengths, as `features` index it.
+    fn terms(&self, features: Features) -> DocTerms {
         let quarters = match self.kind {
             MatchKind::ToolResult => features.tool_result_quarters,
             _ => FREQUENCY_SCALE,
@@ -638,13 +638,14 @@ impl Writer<'_, '_> {
             self.remove(CODEC.decode_u64(&old)?)?;
             self.state.delete(key.clone());
         }
-        let (own, length) = doc.terms(self.features);
-        if own.is_empty() {
+        let own = doc.terms(self.features);
+        if own.terms.is_empty() {
             return Ok(());
         }
         let (ordinal, turn) = self.ordinals(&doc.session, doc.turn_id.as_ref())?;
-        doc.context = self.neighbour(&doc, length)?;
-        let counts = if doc.context.is_some() { doc.terms(self.features).0 } else { own };
+        doc.context = self.neighbour(&doc, own.length)?;
+        let DocTerms { terms: counts, length, context_length } =
+            if doc.context.is_some() { doc.terms(self.features) } else { own };
         let group = self.group_of(&doc.session)?;
         let stats = self.cache.stats()?;
         let number = stats.next_doc;
@@ -652,10 +653,15 @@ impl Writer<'_, '_> {
         stats.docs += 1;
         stats.terms += u64::from(length);
         self.group_corpus(group)?.count(length, 1)?;
-        for (term, frequency) in counts {
-            let posting = Posting { doc: number, frequency, length, turn };
-            self.add_df(&term, 1)?;
-            self.add_group_df(group, &term, 1)?;
+        for (term, (frequency, context)) in counts {
+            let context = (context > 0).then_some((context, context_length));
+            let posting = Posting { doc: number, frequency, length, turn, context };
+            // NOTE: document frequencies count a document's own text only, so a neighbour field
+            // never shifts another document's idf.
+            if frequency > 0 {
+                self.add_df(&term, 1)?;
+                self.add_group_df(group, &term, 1)?;
+            }
             self.add_posting(ordinal, term, posting)?;
         }
         if matches!(doc.kind, MatchKind::UserMessage | MatchKind::AssistantMessage)
@@ -674,13 +680,15 @@ impl Writer<'_, '_> {
             return Err(CODEC.damaged(format!("document {number} is referenced but missing")));
         };
         let doc: IndexedDoc = CODEC.decode(&bytes)?;
-        let (counts, length) = doc.terms(self.features);
+        let DocTerms { terms: counts, length, .. } = doc.terms(self.features);
         let (ordinal, _) = self.ordinals(&doc.session, None)?;
         let group = self.group_of(&doc.session)?;
-        for term in counts.keys() {
+        for (term, (frequency, _)) in &counts {
             self.remove_posting(ordinal, term, number)?;
-            self.add_df(term, -1)?;
-            self.add_group_df(group, term, -1)?;
+            if *frequency > 0 {
+                self.add_df(term, -1)?;
+                self.add_group_df(group, term, -1)?;
+            }
         }
         self.group_corpus(group)?.count(length, -1)?;
         let stats = self.cache.stats()?;
@@ -850,8 +858,8 @@ impl Writer<'_, '_> {
             let bytes = self.state.get(&doc_key(number))?;
             let bytes = bytes.ok_or_else(|| CODEC.damaged(format!("document {number} is missing")))?;
             let doc: IndexedDoc = CODEC.decode(&bytes)?;
-            let (counts, length) = doc.terms(self.features);
-            for term in counts.keys() {
+            let DocTerms { terms: counts, length, .. } = doc.terms(self.features);
+            for (term, _) in counts.iter().filter(|(_, (frequency, _))| *frequency > 0) {
                 self.add_group_df(old, term, -1)?;
                 self.add_group_df(group, term, 1)?;
             }
@@ -1011,22 +1019,36 @@ pub(crate) struct Posting {
     pub length: u32,
     /// The turn's ordinal in its session; 0 for a title.
     pub turn: u32,
+    /// A short reply's neighbour field: the term's frequency there and the field's length.
+    pub context: Option<(u32, u32)>,
 }
 
 impl Posting {
     /// Encodes the posting after one for document `previous` (0 for a block's first): documents
     /// in a block ascend, so the gap is small and its LEB128 short.
+    /// The frequency's varint carries a flag in its lowest bit: whether the neighbour field's
+    /// frequency and length follow (only short replies pay for them).
     fn encode(&self, previous: u64, out: &mut Vec<u8>) {
         write_varint(out, self.doc - previous);
-        for n in [self.frequency, self.length, self.turn] {
+        let flagged = u64::from(self.frequency) << 1 | u64::from(self.context.is_some());
+        write_varint(out, flagged);
+        for n in [self.length, self.turn] {
             write_varint(out, u64::from(n));
+        }
+        if let Some((frequency, length)) = self.context {
+            write_varint(out, u64::from(frequency));
+            write_varint(out, u64::from(length));
         }
     }
 
     fn decode(previous: u64, bytes: &mut &[u8]) -> Option<Posting> {
         let doc = previous.checked_add(read_varint(bytes)?)?;
+        let flagged = read_varint(bytes)?;
+        let frequency = u32::try_from(flagged >> 1).ok()?;
         let mut small = || read_varint(bytes).and_then(|n| u32::try_from(n).ok());
-        Some(Posting { doc, frequency: small()?, length: small()?, turn: small()? })
+        let (length, turn) = (small()?, small()?);
+        let context = if flagged & 1 == 1 { Some((small()?, small()?)) } else { None };
+        Some(Posting { doc, frequency, length, turn, context })
     }
 }
 
@@ -1141,7 +1163,8 @@ impl<'a> IndexReader<'a> {
 /// Term frequencies of a user message's text as the default index counts them, in
 /// [`FREQUENCY_SCALE`] units (for tests and diagnostics).
 pub fn index_terms(text: &str) -> BTreeMap<String, u32> {
-    Features::DEFAULT.document_terms(&redact_secrets(text), FREQUENCY_SCALE, None).0
+    let doc = Features::DEFAULT.document_terms(&redact_secrets(text), FREQUENCY_SCALE, None);
+    doc.terms.into_iter().map(|(term, (frequency, _))| (term, frequency)).collect()
 }
 
 #[cfg(test)]
@@ -1158,12 +1181,13 @@ mod tests {
             assert!(slice.is_empty());
         }
         assert_eq!(read_varint(&mut [0x80u8].as_slice()), None);
-        let first = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0 };
-        let second = Posting { doc: (1 << 40) + 5, frequency: 1, length: 7, turn: 2 };
+        let first = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0, context: None };
+        let second = Posting { doc: (1 << 40) + 5, frequency: 1, length: 7, turn: 2, context: Some((4, 9)) };
         let block = encode_block(MORE_BLOCKS, &[first, second]);
         // The second document is stored as its gap from the first: one byte.
         assert_eq!(block[1 + 6 + 1 + 2 + 1], 5);
         assert_eq!(decode_block(&block).unwrap(), (MORE_BLOCKS, vec![first, second]));
+        assert_eq!(block.len(), 1 + (6 + 1 + 2 + 1) + (1 + 1 + 1 + 1 + 2));
         assert_eq!(decode_block(&[LAST_BLOCK]).unwrap(), (LAST_BLOCK, vec![]));
         assert!(decode_block(&[]).is_err());
         assert!(decode_block(&[7]).is_err());

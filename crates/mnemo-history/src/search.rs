@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use unicode_segmentation::UnicodeSegmentation;
 
-use crate::analysis::{FREQUENCY_SCALE, Features, TIME_MARKER};
+use crate::analysis::{FREQUENCY_SCALE, Features, NEIGHBOUR_WEIGHT, TIME_MARKER};
 use crate::index::{Corpus, IndexReader, IndexedDoc, MatchKind, Scope};
 use crate::messages::{self, SessionCursor, SessionHeader};
 use crate::text::{
@@ -59,8 +59,13 @@ pub const SNIPPET_CONTEXT_HALF_CHARS: usize = 80;
 pub const SNIPPET_CODE_POINTS_MAX: usize = 240;
 /// Postings scored between two checks of the abort signal.
 const ABORT_CHECK_POSTINGS: usize = 256;
-/// The only cursor version.
-const CURSOR_VERSION: u64 = 1;
+/// The version of the cursors Mnemo issues (an offset into a page's ranked rows).
+const CURSOR_VERSION: u64 = 2;
+/// The reference system's cursor version, still accepted (the next page of sessions).
+const REFERENCE_CURSOR_VERSION: u64 = 1;
+/// The largest offset a cursor may carry: more rows than a page of sessions can rank is a
+/// forged cursor.
+const SEARCH_OFFSET_MAX: u64 = 1 << 32;
 
 failure_reasons! {
     /// Why a search failed.
@@ -190,32 +195,49 @@ pub struct SearchRow {
     pub truncated: Option<bool>,
 }
 
-/// The cursor's JSON, before base64url.
+/// The cursor's JSON, before base64url: version 1 (the reference system's: the next page of
+/// sessions starts after this one), or version 2, which Mnemo issues: where the page of sessions
+/// starts (absent: at the most recent) and how many of its ranked rows were already returned.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CursorJson {
     version: u64,
     query: String,
-    #[serde(rename = "lastMessageAt")]
-    last_message_at: f64,
-    #[serde(rename = "sessionId")]
-    session_id: String,
+    #[serde(rename = "lastMessageAt", default, skip_serializing_if = "Option::is_none")]
+    last_message_at: Option<f64>,
+    #[serde(rename = "sessionId", default, skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
 }
 
-fn encode_cursor(folded_query: &str, last: &SessionHeader) -> String {
+/// Where a call continues: the page of sessions after `start` (from the most recent without
+/// one), skipping the first `offset` ranked rows of that page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct PageCursor {
+    start: Option<SessionCursor>,
+    offset: u64,
+}
+
+/// The cursor for `at`; `None` when it would be longer than a cursor may be (a very long
+/// non-ASCII query), so the caller is told the result is truncated but must refine the query.
+fn encode_cursor(folded_query: &str, at: &PageCursor) -> Option<String> {
     let json = CursorJson {
         version: CURSOR_VERSION,
         query: folded_query.to_owned(),
-        last_message_at: last.last_message_at.map_or(0, |t| t.0) as f64,
-        session_id: last.session.as_str().to_owned(),
+        last_message_at: at.start.as_ref().map(|s| s.last_message_at as f64),
+        session_id: at.start.as_ref().map(|s| s.session.clone()),
+        offset: Some(at.offset),
     };
     // Serialising this struct cannot fail.
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json).unwrap_or_default())
+    let cursor = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json).unwrap_or_default());
+    (cursor.len() <= SEARCH_CURSOR_CHARS_MAX).then_some(cursor)
 }
 
 /// Decodes a cursor: canonical unpadded base64url (re-encoding gives it back), no surrounding
-/// whitespace, JSON of version 1 bound to this very (folded) query.
-fn decode_cursor(cursor: &str, folded_query: &str) -> Option<SessionCursor> {
+/// whitespace, JSON of version 1 (a session, no offset) or 2 (an optional session and an offset)
+/// bound to this very (folded) query.
+fn decode_cursor(cursor: &str, folded_query: &str) -> Option<PageCursor> {
     if cursor.trim() != cursor || cursor.chars().count() > SEARCH_CURSOR_CHARS_MAX {
         return None;
     }
@@ -224,11 +246,25 @@ fn decode_cursor(cursor: &str, folded_query: &str) -> Option<SessionCursor> {
         return None;
     }
     let json: CursorJson = serde_json::from_slice(&bytes).ok()?;
-    let time = json.last_message_at;
-    let time_ok = time.is_finite() && time >= 0.0 && time.fract() == 0.0 && time <= 9.007_199_254_740_991e15;
-    let id_ok = !json.session_id.is_empty() && utf16_len(&json.session_id) <= 256;
-    (json.version == CURSOR_VERSION && json.query == folded_query && time_ok && id_ok)
-        .then_some(SessionCursor { last_message_at: time as u64, session: json.session_id })
+    if json.query != folded_query {
+        return None;
+    }
+    let start = match (json.last_message_at, json.session_id) {
+        (Some(time), Some(session_id)) => {
+            let time_ok =
+                time.is_finite() && time >= 0.0 && time.fract() == 0.0 && time <= 9.007_199_254_740_991e15;
+            let id_ok = !session_id.is_empty() && utf16_len(&session_id) <= 256;
+            (time_ok && id_ok)
+                .then_some(Some(SessionCursor { last_message_at: time as u64, session: session_id }))?
+        }
+        (None, None) => None,
+        _ => return None,
+    };
+    match (json.version, json.offset) {
+        (REFERENCE_CURSOR_VERSION, None) if start.is_some() => Some(PageCursor { start, offset: 0 }),
+        (CURSOR_VERSION, Some(offset)) if offset <= SEARCH_OFFSET_MAX => Some(PageCursor { start, offset }),
+        _ => None,
+    }
 }
 
 /// A scored document.
@@ -275,20 +311,37 @@ pub fn search_history(
     }
     let reader = IndexReader::open(index)?;
     let scope = reader.scope_of(context.current_session, context.workspace)?;
-    let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), cursor.as_ref())?;
+    let at = cursor.unwrap_or_default();
+    let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), at.start.as_ref())?;
     let Some(candidates) = score_page(&reader, scope, &page, &folded, context)? else {
         return Ok(Err(aborted()));
     };
-    let (mut rows, capped) = build_rows(&reader, &page, &candidates, &folded, limit, context)?;
+    let skip = usize::try_from(at.offset).unwrap_or(usize::MAX).min(candidates.len());
+    let (mut rows, _) = build_rows(&reader, &page, &candidates[skip..], &folded, limit, context)?;
     if context.aborted() {
         return Ok(Err(aborted()));
     }
-    let truncated = capped || more_sessions;
+    // NOTE: a cursor is issued whenever more rows match than were returned: the rest of this page's
+    // ranked rows first, then the next page of sessions.
+    let returned = skip + rows.len();
+    let next = if returned < candidates.len() {
+        Some(PageCursor { start: at.start.clone(), offset: returned as u64 })
+    } else if more_sessions {
+        page.last().map(|last| PageCursor {
+            start: Some(SessionCursor {
+                last_message_at: last.last_message_at.map_or(0, |t| t.0),
+                session: last.session.as_str().to_owned(),
+            }),
+            offset: 0,
+        })
+    } else {
+        None
+    };
+    let truncated = next.is_some();
     if truncated && let Some(last) = rows.last_mut() {
         last.truncated = Some(true);
     }
-    let next_cursor =
-        (more_sessions && !capped).then(|| page.last().map(|last| encode_cursor(&folded, last))).flatten();
+    let next_cursor = next.and_then(|next| encode_cursor(&folded, &next));
     Ok(Ok(HistorySearch { kind: "history_search", query: query.to_owned(), truncated, next_cursor, rows }))
 }
 
@@ -367,9 +420,15 @@ fn score_page(
                 if Some(posting.turn) == excluded_turn {
                     continue;
                 }
-                let tf = f64::from(posting.frequency) / f64::from(FREQUENCY_SCALE);
-                let norm = k1 * (1.0 - b + b * f64::from(posting.length) / average);
-                *scores.entry(posting.doc).or_default() += idf * tf * (k1 + 1.0) / (tf + norm);
+                let saturated = |frequency: u32, length: u32| {
+                    let tf = f64::from(frequency) / f64::from(FREQUENCY_SCALE);
+                    tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * f64::from(length) / average))
+                };
+                let mut score = saturated(posting.frequency, posting.length);
+                if let Some((frequency, length)) = posting.context {
+                    score += NEIGHBOUR_WEIGHT * saturated(frequency, length);
+                }
+                *scores.entry(posting.doc).or_default() += idf * score;
                 scored += 1;
                 if scored.is_multiple_of(ABORT_CHECK_POSTINGS) && context.aborted() {
                     return Ok(None);
@@ -502,26 +561,24 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bind_to_their_query() {
-        let header = SessionHeader {
-            session: mnemo_core::SessionId::new("s1").unwrap(),
-            title: None,
-            last_message_at: Some(mnemo_core::TimestampMs(42)),
-            first_message_at: None,
-            first_request: None,
-            incognito: false,
-            archived: false,
-            family: mnemo_core::SessionId::new("s1").unwrap(),
-            messages: 0,
-        };
-        let cursor = encode_cursor("deploy", &header);
-        assert_eq!(
-            decode_cursor(&cursor, "deploy"),
-            Some(SessionCursor { last_message_at: 42, session: "s1".to_owned() })
-        );
-        assert_eq!(decode_cursor(&cursor, "other"), None);
-        assert_eq!(decode_cursor(&format!(" {cursor}"), "deploy"), None);
-        assert_eq!(decode_cursor(&format!("{cursor}="), "deploy"), None);
+        let start = SessionCursor { last_message_at: 42, session: "s1".to_owned() };
+        for at in
+            [PageCursor { start: Some(start.clone()), offset: 0 }, PageCursor { start: None, offset: 12 }]
+        {
+            let cursor = encode_cursor("deploy", &at).unwrap();
+            assert_eq!(decode_cursor(&cursor, "deploy"), Some(at));
+            assert_eq!(decode_cursor(&cursor, "other"), None);
+            assert_eq!(decode_cursor(&format!(" {cursor}"), "deploy"), None);
+            assert_eq!(decode_cursor(&format!("{cursor}="), "deploy"), None);
+        }
         assert_eq!(decode_cursor("!!!", "deploy"), None);
+        // The reference system's version 1 cursor: the next page of sessions.
+        let v1 =
+            URL_SAFE_NO_PAD.encode(r#"{"version":1,"query":"deploy","lastMessageAt":42,"sessionId":"s1"}"#);
+        assert_eq!(decode_cursor(&v1, "deploy"), Some(PageCursor { start: Some(start), offset: 0 }));
+        let forged = URL_SAFE_NO_PAD.encode(r#"{"version":1,"query":"deploy","offset":3}"#);
+        assert_eq!(decode_cursor(&forged, "deploy"), None);
+        assert_eq!(encode_cursor(&"🙂".repeat(500), &PageCursor::default()), None);
     }
 
     #[test]
