@@ -57,9 +57,10 @@ pub const STAGE_NAME: &str = "history-search";
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
 // 5: statistics and document frequencies per workspace group.
 // 6: redaction finds a secret assignment inside another assignment's value (`Command: PGPASSWORD=x`).
-// 7: analysis (decision 0151): stems, tool-call arguments, short replies with their neighbour, the
+// 7: a tool result whose result is null is no message (decision 0146).
+// 8: analysis (decision 0151): stems, tool-call arguments, short replies with their neighbour, the
 //    time marker, frequencies in quarters weighted per field, the features kept in the statistics.
-const VERSION: u32 = 7;
+const VERSION: u32 = 8;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

@@ -133,6 +133,7 @@ pub mod log {
 /// checkpoints, memory items, digests, and the limits every one of them is checked against.
 pub mod records {
     pub use mnemo_core::limits;
+    pub use mnemo_core::redaction;
     pub use mnemo_core::{
         AcceptedRequest, Actions, AppendRefusal, Attachment, AttachmentKind, Author, BoundaryDisposition,
         CheckpointBody, CheckpointCoverage, CheckpointId, CheckpointManifest, CheckpointPhase,
@@ -140,15 +141,15 @@ pub mod records {
         DenialReason, Digest, DigestParseError, EncodeError, ErrorContent, EventId, EventPoint, EventStatus,
         ExecutionOrigin, ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
         ExtractionTrigger, FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor,
-        IdError, InlineReference, InlineReferenceKind, InvocationId, ItemId, KeyOrigin, KeyRule, KeyType,
-        LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMode,
-        MemoryMutation, MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem, NoOpReason,
-        OperationId, PermissionClosure, PermissionClosureReason, PermissionDecision, PolicyDenial, Position,
-        ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind, Refs, Role, RunId,
-        RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId, SessionOpened,
-        SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision, SummaryFormat,
-        TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage, ToolCallId, TurnEnded, TurnId,
-        TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
+        IdError, InlineReference, InlineReferenceKind, InvocationId, ItemId, ItemMerge, KeyOrigin, KeyRule,
+        KeyType, LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind,
+        MemoryMode, MemoryMutation, MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem,
+        NoOpReason, OperationId, PermissionClosure, PermissionClosureReason, PermissionDecision,
+        PolicyDenial, Position, ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind,
+        Refs, Role, RunId, RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId,
+        SessionOpened, SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision,
+        SummaryFormat, Supersession, TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage,
+        ToolCallId, TurnEnded, TurnId, TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
     };
 }
 
