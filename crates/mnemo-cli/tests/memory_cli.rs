@@ -126,3 +126,35 @@ fn contents_id(list: &serde_json::Value, needle: &str) -> String {
         list.as_array().unwrap().iter().find(|i| i["fields"]["content"].as_str().unwrap().contains(needle));
     item.unwrap()["item"].as_str().unwrap().to_owned()
 }
+
+#[test]
+fn eval_recall_reports_hits_per_category_over_the_development_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recall");
+    let sessions = fixtures.join("sessions.jsonl");
+    assert!(mnemo(&store, &["import", sessions.to_str().unwrap()]).status.success());
+    for session in ["s1", "s2", "s3", "s4", "s5"] {
+        assert!(mnemo(&store, &["memory", "extract", session]).status.success());
+    }
+    let qa = fixtures.join("qa.jsonl");
+    let report =
+        json(&mnemo(&store, &["--json", "eval", "recall", "--qa", qa.to_str().unwrap(), "--k", "1,5,10"]));
+    assert_eq!(report["overall"]["questions"], 6);
+    let category =
+        |name: &str, metric: &str, k: &str| report["categories"][name][metric][k].as_f64().unwrap();
+    assert_eq!(category("standing", "hit", "5"), 1.0, "{report:#}");
+    assert_eq!(category("standing", "recall_all", "5"), 1.0, "{report:#}");
+    // The relevant item comes after the session's six standing facts (rank 7), inside the block.
+    assert_eq!(category("relevant", "hit", "10"), 1.0, "{report:#}");
+    assert_eq!(category("pull", "hit", "1"), 1.0, "{report:#}");
+    assert_eq!(category("other-workspace", "hit", "5"), 0.0, "another workspace's item is never recalled");
+    assert_eq!(report["missed"], serde_json::json!(["q5"]));
+    let text = mnemo(&store, &["eval", "recall", "--qa", qa.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("hit@10"));
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\":\"x\",\"session\":\"s1\",\"expected\":[]}\n").unwrap();
+    let refused = mnemo(&store, &["eval", "recall", "--qa", bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1"));
+}
