@@ -26,6 +26,7 @@ mod eval_cmd;
 mod history_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod recall_eval_cmd;
 mod serve_cmd;
 mod sync_cmd;
 mod term;
