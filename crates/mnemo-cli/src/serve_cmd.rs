@@ -16,9 +16,17 @@ pub(crate) struct ServeArgs {
     /// Exit after this many seconds without a connection (0: never).
     #[arg(long, value_name = "SECONDS", default_value_t = mnemo_server::limits::IDLE_EXIT_DEFAULT.as_secs())]
     idle_exit: u64,
+    /// Print the protocol's JSON Schema (every method's params and result, the frames, the error)
+    /// and exit without serving.
+    #[arg(long)]
+    schema: bool,
 }
 
 pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.schema {
+        crate::print_json(&mnemo_server::methods::schemas());
+        return Ok(ExitCode::SUCCESS);
+    }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
     let config =
         Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
