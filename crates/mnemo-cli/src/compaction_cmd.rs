@@ -191,6 +191,7 @@ fn print_history(history: &AssembledHistory) {
             HistoryItem::ProviderState { checkpoint, .. } => {
                 say!("[provider state] {checkpoint} (opaque, replayed as an assistant custom part)")
             }
+            HistoryItem::Retrieved { text, .. } => say!("[history search]\n{text}"),
             HistoryItem::Event { event, position } => say!("{}", event_line(*position, event)),
         }
     }

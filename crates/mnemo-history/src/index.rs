@@ -54,7 +54,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
 // 5: statistics and document frequencies per workspace group.
 // 6: redaction finds a secret assignment inside another assignment's value (`Command: PGPASSWORD=x`).
-const VERSION: u32 = 6;
+// 7: a tool result whose result is null is no message (decision 0146).
+const VERSION: u32 = 7;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
