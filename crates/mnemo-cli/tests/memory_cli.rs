@@ -35,7 +35,7 @@ fn remember_search_lifecycle_and_recall() {
 
     let remembered = json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
     assert_eq!(remembered["status"], "remembered");
-    assert_eq!(remembered["requested_items"][0]["content"], "User never uses unwrap in library code");
+    assert_eq!(remembered["requested_items"][0]["content"], "The user never uses unwrap in library code.");
     let id = remembered["requested_items"][0]["item"].as_str().unwrap().to_owned();
 
     let found = json(&mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "acme/api"]));
