@@ -63,6 +63,10 @@ pub(crate) struct BenchArgs {
     /// Seconds the server workload runs.
     #[arg(long, default_value_t = 30)]
     server_secs: u64,
+    /// Run only the import-memory workload: a Claude Code session of this many MB, written on the
+    /// fly, imported into a fresh store; reports the import's peak resident set size.
+    #[arg(long, value_name = "MB")]
+    import_memory: Option<u64>,
     /// The real fixtures directory of the context-quality workload.
     #[arg(long, default_value = "../shared/fixtures/real")]
     fixtures: PathBuf,
@@ -87,7 +91,36 @@ fn context_quality(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn import_memory(cli: &Cli, args: &BenchArgs, megabytes: u64) -> anyhow::Result<ExitCode> {
+    use mnemo_benches::import_memory;
+    let spinner = progress(0, "bench");
+    spinner.set_message(format!("import of a {megabytes} MB Claude Code session"));
+    let report = import_memory::run(&args.out, megabytes);
+    spinner.finish_and_clear();
+    let report = report?;
+    let path = args.out.join("import-memory.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    output(cli, &report, || {
+        say!(
+            "import of {} bytes ({} lines, {} records) in {:.1} s: peak RSS {:.1} MiB{} (target <= {} MiB: {})",
+            report.file_bytes,
+            report.lines,
+            report.records,
+            report.seconds,
+            report.peak_rss_mib,
+            if report.peak_reset { "" } else { " (whole process)" },
+            report.target_mib,
+            if report.met { "met" } else { "missed" }
+        );
+        say!("wrote {}", path.display());
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(megabytes) = args.import_memory {
+        return import_memory(cli, args, megabytes);
+    }
     if args.context_quality {
         return context_quality(cli, args);
     }

@@ -298,7 +298,7 @@ fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) 
     let bar = progress(files.len() as u64, "importing");
     for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        let result = read_input(file).and_then(|bytes| Ok(mnemo.import(&bytes, file, format)?));
+        let result = mnemo.import_file(file, format).map_err(anyhow::Error::from);
         match result {
             Ok(report) => reports.push(report),
             Err(error) => {
@@ -423,10 +423,6 @@ fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
             .open(path)
             .map_err(error)?),
     }
-}
-
-fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    Ok(Mnemo::read_import_file(file)?)
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
