@@ -1,5 +1,6 @@
 //! `serve`: the store server on the store's Unix socket (`docs/PROTOCOL.md`).
 
+use std::io::Write as _;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -16,15 +17,16 @@ pub(crate) struct ServeArgs {
     /// Exit after this many seconds without a connection (0: never).
     #[arg(long, value_name = "SECONDS", default_value_t = mnemo_server::limits::IDLE_EXIT_DEFAULT.as_secs())]
     idle_exit: u64,
-    /// Print the protocol's JSON Schema (every method's params and result, the frames, the error)
-    /// and exit without serving.
+    /// Print the protocol's JSON Schema document (every method's params and result, the frames and
+    /// the error) and exit without opening the store.
     #[arg(long)]
-    schema: bool,
+    print_schema: bool,
 }
 
 pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
-    if args.schema {
-        crate::print_json(&mnemo_server::methods::schemas());
+    if args.print_schema {
+        // Written as is: the document is JSON, whose strings escape every control character.
+        std::io::stdout().write_all(mnemo_server::methods::schema_document().as_bytes())?;
         return Ok(ExitCode::SUCCESS);
     }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;

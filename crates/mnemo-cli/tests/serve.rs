@@ -239,16 +239,3 @@ fn sixty_four_clients_appending_and_searching_lose_no_acknowledged_append() {
         report.overloaded
     );
 }
-
-#[test]
-fn serve_prints_the_protocol_schema_without_serving() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let output =
-        Command::new(MNEMO).args(["--store", store.to_str().unwrap(), "serve", "--schema"]).output().unwrap();
-    assert!(output.status.success());
-    let schema: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-    assert_eq!(schema["protocol_version"], 1);
-    assert!(schema["methods"]["history/search"]["params"]["properties"]["query"].is_object(), "{schema}");
-    assert!(!store.exists(), "printing the schema created the store");
-}
