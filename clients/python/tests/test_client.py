@@ -153,3 +153,35 @@ def test_bad_calls_get_typed_errors_and_the_connection_keeps_serving(client: Cli
 
     client.ping()
     assert client.sessions() == []
+
+
+def test_clients_racing_to_start_a_server_share_the_one_that_won(store: Path) -> None:
+    import threading
+
+    pids: list[int] = []
+    failures: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            with Client.connect(store, mnemo_bin=mnemo_bin(), serve_args=("--idle-exit", "120")) as c:
+                pids.append(c.server.pid)
+        except BaseException as error:  # reported below with the others
+            failures.append(error)
+
+    threads = [threading.Thread(target=connect) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+    assert len(pids) == 8
+    assert len(set(pids)) == 1, f"more than one server answered: {sorted(set(pids))}"
+
+
+def test_a_client_after_a_shutdown_starts_a_new_server_on_the_same_store(client: Client, store: Path) -> None:
+    client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
+    first_pid = client.server.pid
+    client.shutdown()
+    with Client.connect(store, mnemo_bin=mnemo_bin(), serve_args=("--idle-exit", "120")) as again:
+        assert again.server.pid != first_pid
+        assert [s.session for s in again.sessions()] == ["s1"]

@@ -26,6 +26,8 @@ const BASELINE_PIPELINE: &str = include_str!("../../../pipelines/search-baseline
 pub(crate) enum EvalCommand {
     /// Rank the evidence of questions: hit@k, recall-all@k and MRR, overall and per category.
     Search(SearchEvalArgs),
+    /// Recall for sessions: hit@k, recall-all@k and MRR of the items each should get.
+    Recall(crate::recall_eval_cmd::RecallEvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -66,6 +68,7 @@ struct SetReport {
 pub(crate) fn run(cli: &Cli, command: &EvalCommand) -> anyhow::Result<ExitCode> {
     match command {
         EvalCommand::Search(args) => search(cli, args),
+        EvalCommand::Recall(args) => crate::recall_eval_cmd::run(cli, args),
     }
 }
 

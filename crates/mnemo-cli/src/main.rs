@@ -25,6 +25,7 @@ mod eval_cmd;
 mod history_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod recall_eval_cmd;
 mod serve_cmd;
 mod term;
 

@@ -1,7 +1,7 @@
 """A typed, blocking Python client of the Mnemo store server (``docs/PROTOCOL.md``)."""
 
 from .client import PROTOCOL_VERSION, Client
-from .errors import ClientError, MnemoError, NoServer, ProtocolError, StartFailed
+from .errors import ClientError, ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
 from .types import (
     AppendResult,
     ExpectedRevision,
@@ -27,6 +27,7 @@ __all__ = [
     "AppendResult",
     "Client",
     "ClientError",
+    "ConnectionLost",
     "ExpectedRevision",
     "InitializeResult",
     "Limits",

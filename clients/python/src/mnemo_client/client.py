@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from .errors import MnemoError, NoServer, ProtocolError, StartFailed
+from .errors import ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
 from .types import (
     AppendResult,
     ExpectedRevision,
@@ -92,16 +92,31 @@ class Client:
                 f"the socket path {socket_path} is {len(os.fsencode(socket_path))} bytes; "
                 f"a Unix socket address holds at most {SOCKET_PATH_BYTES_MAX}"
             )
-        sock = _try_connect(socket_path)
-        if sock is None:
-            if mnemo_bin is None:
-                raise NoServer(f"no server answers on {socket_path}")
-            sock = _start_and_connect(Path(mnemo_bin), store_path, socket_path, start_wait_secs, serve_args)
-        try:
-            return cls._handshake(sock, client_name)
-        except BaseException:
-            sock.close()
-            raise
+        deadline = time.monotonic() + start_wait_secs
+        while True:
+            sock = _try_connect(socket_path)
+            if sock is None:
+                if mnemo_bin is None:
+                    raise NoServer(f"no server answers on {socket_path}")
+                wait = max(deadline - time.monotonic(), CONNECT_RETRY_SECS)
+                sock = _start_and_connect(Path(mnemo_bin), store_path, socket_path, wait, serve_args)
+            try:
+                return cls._handshake(sock, client_name)
+            except (ConnectionError, ConnectionLost) as error:
+                # A server that is shutting down closes connections it has not served; nothing ran.
+                sock.close()
+                lost: BaseException = error
+            except MnemoError as error:
+                sock.close()
+                if error.reason != "shutting_down":
+                    raise
+                lost = error
+            except BaseException:
+                sock.close()
+                raise
+            if time.monotonic() >= deadline:
+                raise NoServer(f"the server on {socket_path} went away during the handshake: {lost}")
+            time.sleep(CONNECT_RETRY_SECS)
 
     @classmethod
     def _handshake(cls, sock: socket.socket, client_name: str) -> "Client":
@@ -140,7 +155,7 @@ class Client:
         while True:
             line = self._reader.readline()
             if not line:
-                raise ProtocolError(f"{method}: the server closed the connection before answering")
+                raise ConnectionLost(f"{method}: the server closed the connection before answering")
             if not line.strip():
                 continue
             try:

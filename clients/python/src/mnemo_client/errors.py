@@ -41,6 +41,10 @@ class StartFailed(ClientError):
     """A started server did not answer; the message holds its own error output."""
 
 
+class ConnectionLost(ClientError):
+    """The server closed the connection before answering a call (it may have run)."""
+
+
 class ProtocolError(ClientError):
     """The server answered something that is not what the protocol states."""
 
