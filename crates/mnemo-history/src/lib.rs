@@ -13,6 +13,7 @@
 //!   earlier position by folding the log into memory) and hands the stores in;
 //! - the model's history: what the next provider request receives is compaction's business.
 
+pub mod analysis;
 mod codec;
 pub mod diagnostics;
 pub mod index;
