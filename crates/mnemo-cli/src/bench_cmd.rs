@@ -52,6 +52,17 @@ pub(crate) struct BenchArgs {
     /// its size and its fact retention.
     #[arg(long)]
     context_quality: bool,
+    /// Run only the store server's load workload: `--server-clients` clients on one `mnemo serve`,
+    /// each appending and searching in turn for `--server-secs`; p50/p99 latencies, throughput, and a
+    /// check that every acknowledged append is in the log afterwards.
+    #[arg(long)]
+    server: bool,
+    /// Clients of the server workload.
+    #[arg(long, default_value_t = 64)]
+    server_clients: usize,
+    /// Seconds the server workload runs.
+    #[arg(long, default_value_t = 30)]
+    server_secs: u64,
     /// Run only the import-memory workload: a Claude Code session of this many MB, written on the
     /// fly, imported into a fresh store; reports the import's peak resident set size.
     #[arg(long, value_name = "MB")]
@@ -112,6 +123,9 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if args.context_quality {
         return context_quality(cli, args);
+    }
+    if args.server {
+        return crate::serve_cmd::bench(cli, &args.out, args.server_clients, args.server_secs);
     }
     let mut options =
         if args.quick { BenchOptions::quick(args.out.clone()) } else { BenchOptions::full(args.out.clone()) };
