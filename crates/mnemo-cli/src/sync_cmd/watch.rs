@@ -114,6 +114,28 @@ fn report(cli: &Cli, report: &SyncReport, first: bool) {
     }
 }
 
+/// Deepest folder level below a newly created folder that is searched for session files.
+const NEW_FOLDER_DEPTH_MAX: usize = 8;
+
+/// Session files in `dir` and its subfolders (to [`NEW_FOLDER_DEPTH_MAX`] levels, symlinks not
+/// followed, at most [`BATCH_FILES_MAX`]); unreadable folders are skipped, as the full sync's walk
+/// reports them.
+fn session_files_under(dir: &std::path::Path, depth: usize, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if found.len() >= BATCH_FILES_MAX {
+            return;
+        }
+        let Ok(kind) = entry.file_type() else { continue };
+        let path = entry.path();
+        if kind.is_dir() && depth < NEW_FOLDER_DEPTH_MAX {
+            session_files_under(&path, depth + 1, found);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == SESSION_FILE_EXTENSION) {
+            found.push(path);
+        }
+    }
+}
+
 /// The session files changed since the last capture.
 #[derive(Default)]
 struct Batch {
@@ -128,19 +150,29 @@ impl Batch {
             return;
         }
         for path in &event.paths {
-            let is_session_file = path.extension().is_some_and(|e| e == SESSION_FILE_EXTENSION);
-            if !is_session_file || !path.is_file() {
-                continue;
+            if path.is_dir() {
+                // A new folder (a new project) is watched only from its own creation event on,
+                // so files written into it before then raise nothing: look for them now.
+                let mut found = Vec::new();
+                session_files_under(path, 0, &mut found);
+                for file in found {
+                    self.add_file(file, roots);
+                }
+            } else if path.extension().is_some_and(|e| e == SESSION_FILE_EXTENSION) && path.is_file() {
+                self.add_file(path.clone(), roots);
             }
-            // The deepest root the file is under says how to read it.
-            let root =
-                roots.iter().filter(|r| path.starts_with(&r.path)).max_by_key(|r| r.path.as_os_str().len());
-            if let Some(root) = root {
-                self.files.insert(path.clone(), root.format);
-                let now = Instant::now();
-                self.first.get_or_insert(now);
-                self.last = Some(now);
-            }
+        }
+    }
+
+    fn add_file(&mut self, path: PathBuf, roots: &[Root]) {
+        // The deepest root the file is under says how to read it.
+        let root =
+            roots.iter().filter(|r| path.starts_with(&r.path)).max_by_key(|r| r.path.as_os_str().len());
+        if let Some(root) = root {
+            self.files.insert(path, root.format);
+            let now = Instant::now();
+            self.first.get_or_insert(now);
+            self.last = Some(now);
         }
     }
 
