@@ -161,9 +161,8 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
         })
         .unwrap();
     assert_eq!(read.anchor_message_id, hit.message_id);
-    assert!(
-        read.turns.iter().flat_map(|t| &t.messages).any(|m| Some(&m.message_id) == hit.message_id.as_ref())
-    );
+    // The hit may be a tool call found by its arguments: its turn is shown around it.
+    assert!(read.turns.iter().any(|t| Some(&t.turn_id) == hit.turn_id.as_ref()));
 
     // Time travel: as of position 1 the session has no messages yet.
     let early = client
