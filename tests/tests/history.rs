@@ -440,8 +440,9 @@ fn read_errors_follow_the_check_order() {
         (json!({"session_id": " s1"}), "session_not_found"),
         (json!({"session_id": "empty"}), "empty_transcript"),
         (json!({"session_id": "s1", "message_id": "zzz"}), "message_not_found"),
-        // A tool call without an intent has no searchable text.
-        (json!({"session_id": "s1", "message_id": "c2"}), "message_not_found"),
+        // A tool call without an intent is found by its arguments, so it anchors a read; its
+        // turn has no visible message.
+        (json!({"session_id": "s1", "message_id": "c2"}), "turn_not_found"),
         (json!({"session_id": "s1", "message_id": "m1", "turn_id": "t2"}), "anchor_mismatch"),
         // A tool result is a valid anchor, but its turn has no visible message.
         (json!({"session_id": "s1", "message_id": "res-c2"}), "turn_not_found"),
