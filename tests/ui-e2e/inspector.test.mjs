@@ -80,12 +80,21 @@ function buildStore(dir) {
 /** Starts `mnemo ui`; resolves to {child, url}. */
 async function startUi(store) {
   const child = spawn(mnemo, ['--store', store, '--json', 'ui', '--port', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // `--json` prints one JSON document (over several lines): read lines until it parses.
   const lines = createInterface({ input: child.stdout });
-  const first = await new Promise((resolveLine, reject) => {
-    lines.once('line', resolveLine);
+  const printed = await new Promise((resolveDoc, reject) => {
+    let text = '';
+    lines.on('line', (line) => {
+      text += line + '\n';
+      try {
+        resolveDoc(JSON.parse(text));
+      } catch {
+        // Not complete yet.
+      }
+    });
     child.once('exit', (code) => reject(new Error(`mnemo ui exited with ${code}`)));
   });
-  return { child, url: JSON.parse(first).url };
+  return { child, url: printed.url };
 }
 
 /** Asks the store server `mnemo ui` started to shut down (it would otherwise wait out its idle period). */

@@ -72,9 +72,16 @@ impl Ui {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let printed: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"));
+        // `--json` prints one JSON document (over several lines): read lines until it parses.
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut text = String::new();
+        let printed: Value = loop {
+            let read = stdout.read_line(&mut text).unwrap();
+            assert!(read > 0, "mnemo ui printed no address: {text:?}");
+            if let Ok(printed) = serde_json::from_str(&text) {
+                break printed;
+            }
+        };
         let url = printed["url"].as_str().unwrap();
         let rest = url.strip_prefix("http://").unwrap();
         let (address, token) = rest.split_once("/?token=").unwrap();
