@@ -48,7 +48,11 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
     if args.stdio {
         // Standard output carries the protocol: the report goes to standard error only.
         let report = serve_stdio(&cli.store, options)?;
-        say_err!("stopped by {}: answered {} calls on standard input", stopped_by(report.stopped_by), report.calls);
+        say_err!(
+            "stopped by {}: answered {} calls on standard input",
+            stopped_by(report.stopped_by),
+            report.calls
+        );
         return Ok(ExitCode::SUCCESS);
     }
     let report = serve(&cli.store, options)?;

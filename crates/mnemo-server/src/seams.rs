@@ -84,13 +84,18 @@ impl Peer {
         if self.closed.load(Ordering::Acquire) {
             return Err(failure(SeamFailureReason::Disconnected, "the client's connection is closed".into()));
         }
-        let params = serde_json::to_value(params)
-            .map_err(|e| failure(SeamFailureReason::InvalidAnswer, format!("params do not serialize: {e}")))?;
+        let params = serde_json::to_value(params).map_err(|e| {
+            failure(SeamFailureReason::InvalidAnswer, format!("params do not serialize: {e}"))
+        })?;
         let id = RequestId::Text(format!("mnemo-{}", self.next_id.fetch_add(1, Ordering::AcqRel)));
         let (answer, answered) = oneshot::channel();
         self.pending.lock().unwrap_or_else(PoisonError::into_inner).insert(id.clone(), answer);
-        let frame =
-            Request { jsonrpc: JSONRPC_VERSION.to_owned(), id: Some(id.clone()), method: M::NAME.to_owned(), params: Some(params) };
+        let frame = Request {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            id: Some(id.clone()),
+            method: M::NAME.to_owned(),
+            params: Some(params),
+        };
         let exchange = async {
             self.outgoing.send(Outgoing::Request(frame)).await.ok()?;
             answered.await.ok()

@@ -163,7 +163,9 @@ impl Shared {
     /// another registers one.
     fn claim_proposer(&self, connection: u64, proposer: ClientProposer) {
         let mut owner = self.proposer_owner.lock().unwrap_or_else(PoisonError::into_inner);
-        self.mnemo.memory().set_models(MemoryModels { proposer: Arc::new(proposer), ..MemoryModels::default() });
+        self.mnemo
+            .memory()
+            .set_models(MemoryModels { proposer: Arc::new(proposer), ..MemoryModels::default() });
         *owner = Some(connection);
     }
 
@@ -699,7 +701,9 @@ fn subscribe(shared: &Arc<Shared>, conn: &Arc<Connection>, params: Value) -> Res
     if tails.len() >= SUBSCRIPTIONS_MAX {
         return Err(RpcError::new(
             Reason::Overloaded,
-            format!("this connection holds {SUBSCRIPTIONS_MAX} subscriptions, its limit; unsubscribe one first"),
+            format!(
+                "this connection holds {SUBSCRIPTIONS_MAX} subscriptions, its limit; unsubscribe one first"
+            ),
         )
         .with_limit(SUBSCRIPTIONS_MAX as u64));
     }
@@ -783,20 +787,34 @@ enum Incoming {
 fn parse_frame(line: &[u8]) -> Incoming {
     let value: Value = match serde_json::from_slice(line) {
         Ok(value) => value,
-        Err(e) => return Incoming::Invalid(None, RpcError::new(Reason::ParseError, format!("the frame is not JSON: {e}"))),
+        Err(e) => {
+            return Incoming::Invalid(
+                None,
+                RpcError::new(Reason::ParseError, format!("the frame is not JSON: {e}")),
+            );
+        }
     };
     if let Some(object) = value.as_object()
         && !object.contains_key("method")
         && (object.contains_key("result") || object.contains_key("error"))
     {
         return match serde_json::from_value::<Response>(value) {
-            Ok(Response { id: Some(id), result: Some(result), error: None, .. }) => Incoming::Answer(id, Ok(result)),
-            Ok(Response { id: Some(id), result: None, error: Some(error), .. }) => Incoming::Answer(id, Err(error)),
+            Ok(Response { id: Some(id), result: Some(result), error: None, .. }) => {
+                Incoming::Answer(id, Ok(result))
+            }
+            Ok(Response { id: Some(id), result: None, error: Some(error), .. }) => {
+                Incoming::Answer(id, Err(error))
+            }
             Ok(_) => Incoming::Invalid(
                 None,
-                RpcError::new(Reason::InvalidRequest, "an answer must have an id and exactly one of result and error"),
+                RpcError::new(
+                    Reason::InvalidRequest,
+                    "an answer must have an id and exactly one of result and error",
+                ),
             ),
-            Err(e) => Incoming::Invalid(None, RpcError::new(Reason::InvalidRequest, format!("not an answer: {e}"))),
+            Err(e) => {
+                Incoming::Invalid(None, RpcError::new(Reason::InvalidRequest, format!("not an answer: {e}")))
+            }
         };
     }
     match request_of(value) {

@@ -139,8 +139,14 @@ fn converse(raw: &mut Raw, session: &str, turns: usize) {
 fn converse_turn(raw: &mut Raw, session: &str, n: usize) {
     {
         let turn = format!("t{n}");
-        let ask = format!("Step {n}: explain the build cache of module {n}. {}", "The cache key covers the lockfile. ".repeat(25));
-        let reply = format!("Module {n} caches target/ by lockfile hash. {}", "Restore, build, then save. ".repeat(30));
+        let ask = format!(
+            "Step {n}: explain the build cache of module {n}. {}",
+            "The cache key covers the lockfile. ".repeat(25)
+        );
+        let reply = format!(
+            "Module {n} caches target/ by lockfile hash. {}",
+            "Restore, build, then save. ".repeat(30)
+        );
         let records = [
             text(session, &turn, &format!("{session}-{turn}-u"), true, &ask),
             text(session, &turn, &format!("{session}-{turn}-a"), false, &reply),
@@ -189,7 +195,9 @@ fn a_registered_summarizer_is_called_back_and_its_summary_is_the_checkpoint() {
             // The server asks this client to summarize, with an id of its own, before it answers.
             assert_eq!(frame["method"], "seam/summarize", "{frame}");
             asked.push(frame["params"].clone());
-            raw.send_value(&json!({"jsonrpc": "2.0", "id": frame["id"], "result": {"text": SUMMARY, "finish": "stop"}}));
+            raw.send_value(
+                &json!({"jsonrpc": "2.0", "id": frame["id"], "result": {"text": SUMMARY, "finish": "stop"}}),
+            );
         };
         let result = answer["result"].clone();
         assert_eq!(result["seam_failures"], json!([]), "{}", result["history"]["diagnostics"]);
@@ -199,7 +207,8 @@ fn a_registered_summarizer_is_called_back_and_its_summary_is_the_checkpoint() {
             break;
         }
     }
-    let (recorded, diagnostics) = recorded.unwrap_or_else(|| panic!("no checkpoint within the turns: {last}"));
+    let (recorded, diagnostics) =
+        recorded.unwrap_or_else(|| panic!("no checkpoint within the turns: {last}"));
     assert_eq!(asked.len(), 1, "one summary asked for");
     assert!(asked[0]["instructions"].as_str().unwrap().contains("## Goal"));
     assert!(!asked[0]["messages"].as_array().unwrap().is_empty());
@@ -210,7 +219,8 @@ fn a_registered_summarizer_is_called_back_and_its_summary_is_the_checkpoint() {
     assert_eq!(diagnostics["decision"], "replaced", "{diagnostics}");
 
     // Without the seam the embedded summarizer is used and nothing is asked of the client.
-    let embedded = raw.ok("compaction/compact", json!({"session": "s1", "window": 8000, "client_seams": false}));
+    let embedded =
+        raw.ok("compaction/compact", json!({"session": "s1", "window": 8000, "client_seams": false}));
     assert_eq!(embedded["seam_failures"], json!([]));
     drop(raw);
     stop(&store, server);
@@ -302,7 +312,10 @@ fn copy_memory_items_rebuild_and_export_answer_through_the_protocol() {
     let mut raw = Raw::open(&store);
     converse(&mut raw, "s1", 3);
 
-    let copy = raw.ok("compaction/copy", json!({"session": "s1", "up_to": {"through_turn": "t2"}, "target": "s1-branch"}));
+    let copy = raw.ok(
+        "compaction/copy",
+        json!({"session": "s1", "up_to": {"through_turn": "t2"}, "target": "s1-branch"}),
+    );
     assert_eq!(copy["session"], "s1-branch", "{copy}");
     assert!(copy["events"].as_u64().unwrap() >= 4, "{copy}");
     let policy = raw.ok("compaction/policy", json!({}));
@@ -323,7 +336,8 @@ fn copy_memory_items_rebuild_and_export_answer_through_the_protocol() {
     assert_eq!(list.as_array().unwrap().len(), 1, "{applied} {list}");
     let found = raw.ok("memory/search", json!({"terms": ["deploy"], "match_mode": "exact"}));
     assert_eq!(found.as_array().unwrap().len(), 1, "{found}");
-    let item_id = list[0]["id"].as_str().or(list[0]["item"].as_str()).unwrap_or_else(|| panic!("{list}")).to_owned();
+    let item_id =
+        list[0]["id"].as_str().or(list[0]["item"].as_str()).unwrap_or_else(|| panic!("{list}")).to_owned();
     let archive = json!({"operation": "op-2", "mutations": [{"type": "archive", "item_id": item_id, "expected_version": 9}]});
     let stale = raw.call("memory/apply", archive);
     assert!(stale.get("error").is_some(), "an archive at a stale version is refused: {stale}");
@@ -361,8 +375,14 @@ fn bad_input_is_refused_with_a_typed_reason_and_leaves_the_store_unchanged_for_e
         ("history/search", json!({"query": "cache", "limit": "five"})),
         ("append", json!({"stream": "session/s1", "expected_revision": "sometime", "records": []})),
         ("append", json!({"stream": 7, "expected_revision": "any", "records": []})),
-        ("append", json!({"stream": "session/s1", "expected_revision": "any", "records": [{"kind": "runtime_event", "record": {"id": 1}}]})),
-        ("append", json!({"stream": "session/s1", "expected_revision": "any", "records": [{"kind": "no_such_kind", "record": {}}]})),
+        (
+            "append",
+            json!({"stream": "session/s1", "expected_revision": "any", "records": [{"kind": "runtime_event", "record": {"id": 1}}]}),
+        ),
+        (
+            "append",
+            json!({"stream": "session/s1", "expected_revision": "any", "records": [{"kind": "no_such_kind", "record": {}}]}),
+        ),
         ("compaction/prepare", json!({"session": ["s1"]})),
         ("compaction/copy", json!({"session": "s1", "up_to": {"sideways": "t1"}})),
         ("log/subscribe", json!({"from": -1})),
@@ -392,7 +412,8 @@ fn bad_input_is_refused_with_a_typed_reason_and_leaves_the_store_unchanged_for_e
     leaving.send("history/search", json!({"query": "cache"}));
     drop(leaving);
     // Oversized: skipped, the connection and the store stay.
-    let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"append","params":{"stream":"session/s1","pad":""#.to_vec();
+    let mut huge =
+        br#"{"jsonrpc":"2.0","id":5,"method":"append","params":{"stream":"session/s1","pad":""#.to_vec();
     huge.resize(mnemo_server::limits::FRAME_BYTES_MAX + 10, b'x');
     huge.extend_from_slice(b"\"}}\n");
     bystander.write.write_all(&huge).unwrap();

@@ -30,7 +30,8 @@ pub(crate) fn call(
         m::Policy::NAME => run::<m::Policy>(params, |_| object(&mnemo.compaction().policy().map_err(store)?)),
         m::Extract::NAME => run::<m::Extract>(params, |p| {
             let session = session_id(p.session)?;
-            let terminal = p.terminal_event.map(EventId::new).transpose().map_err(invalid_id("terminal_event"))?;
+            let terminal =
+                p.terminal_event.map(EventId::new).transpose().map_err(invalid_id("terminal_event"))?;
             object(&runtime.block_on(mnemo.memory().extract(&session, terminal)).map_err(store)?)
         }),
         m::RecallBlock::NAME => run::<m::RecallBlock>(params, |p| {
@@ -180,7 +181,10 @@ fn overflow(
             result.diagnostic = Some(diagnostic);
         }
         other => {
-            return Err(RpcError::new(Reason::Internal, format!("an overflow recovery this server does not know: {other:?}")));
+            return Err(RpcError::new(
+                Reason::Internal,
+                format!("an overflow recovery this server does not know: {other:?}"),
+            ));
         }
     }
     Ok(result)

@@ -105,7 +105,8 @@ server_message!(
     Appended, "log/appended", AppendedParams => Empty);
 
 /// Every server request name (the seams), in the order `docs/PROTOCOL.md` lists them.
-pub const SERVER_REQUEST_NAMES: &[&str] = &[SummarizeSeam::NAME, ProviderCompactSeam::NAME, ProposeSeam::NAME];
+pub const SERVER_REQUEST_NAMES: &[&str] =
+    &[SummarizeSeam::NAME, ProviderCompactSeam::NAME, ProposeSeam::NAME];
 
 /// Every notification name.
 pub const NOTIFICATION_NAMES: &[&str] = &[Appended::NAME];
