@@ -162,8 +162,11 @@ def test_the_asyncio_client_over_stdio_answers_an_async_summarizer_and_follows_t
 
 def test_copy_memory_items_rebuild_and_export(client: Client) -> None:
     client.append("session/py", [records.session_opened("py", workspace="py/ws")], expected_revision="no_stream")
-    for n in range(1, 4):
-        client.append("session/py", turn("py", n))
+    for n, durability in zip(range(1, 4), ["buffered", "sync_data", "sync_all"]):
+        client.append("session/py", turn("py", n), durability=durability)
+    with pytest.raises(MnemoError) as eventually:
+        client.append("session/py", turn("py", 9), durability="eventually")
+    assert eventually.value.reason == "invalid_params"
     copied = client.copy("py", up_to={"through_turn": "t2"}, target="py-branch")
     assert copied["session"] == "py-branch" and copied["events"] >= 4
     item = {

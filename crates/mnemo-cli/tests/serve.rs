@@ -158,6 +158,7 @@ fn sigterm_keeps_every_acknowledged_append() {
                         stream: format!("session/w{w}"),
                         expected_revision: ExpectedRevision::Any,
                         records: vec![event(&format!("w{w}"), &id)],
+                        durability: None,
                     };
                     match client.call::<Append>(&params) {
                         Ok(_) => {
