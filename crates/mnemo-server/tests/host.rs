@@ -594,3 +594,38 @@ fn the_rust_client_keeps_calling_while_notifications_of_its_subscription_arrive(
     drop(client);
     stop(&store, server);
 }
+
+#[test]
+fn an_overflow_is_recovered_once_per_turn_on_a_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 8);
+    // A new turn whose first request the provider rejected as too long.
+    raw.ok(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any",
+            "records": [text("s1", "t9", "s1-t9-u", true, "Now make the test step faster.")]}),
+    );
+    let overflow = json!({"session": "s1", "turn": "t9", "anchor": "s1-t9-u", "reference_tokens": 3000,
+        "step": 0, "context_length_error": true, "produced_output": false, "steps_remaining": true,
+        "client_seams": false});
+    let first = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(first["action"], "resend", "{first}");
+    assert!(first["checkpoint"].is_object(), "{first}");
+    assert!(!first["items"].as_array().unwrap().is_empty());
+    assert_eq!(first["seam_failures"], json!([]));
+    // The same turn again: its one retry is used.
+    let second = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(second["action"], "surface_provider_error", "{second}");
+    // Not a context-length error: never recovered, nothing recorded.
+    let head = raw.ok("stats", json!({}))["head"].clone();
+    let mut other = overflow;
+    other["turn"] = json!("t10");
+    other["context_length_error"] = json!(false);
+    assert_eq!(raw.ok("compaction/recover_overflow", other)["action"], "surface_provider_error");
+    assert_eq!(raw.ok("stats", json!({}))["head"], head);
+    drop(raw);
+    stop(&store, server);
+}
