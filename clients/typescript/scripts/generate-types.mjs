@@ -183,7 +183,8 @@ function docComment(text, indent) {
 function declaration(name, schema, where) {
   const doc = docComment(schema.description, "");
   const type = typeOf(schema, where, "");
-  const isObject = type.startsWith("{\n");
+  // One object type is an interface; a union of objects (an externally tagged enum) is a type.
+  const isObject = type.startsWith("{\n") && type.endsWith("}") && !type.includes("\n} | ");
   const body = isObject ? `export interface ${name} ${type}` : `export type ${name} = ${type};`;
   return doc ? `${doc}\n${body}` : body;
 }

@@ -29,6 +29,37 @@ export interface AppendResult {
   last_revision: number;
 }
 
+/** `compaction/prepare` and `compaction/compact` parameters. */
+export interface CompactParams {
+  /** Use the seams this connection registered (default true); false: the embedded summarizer. */
+  client_seams?: boolean;
+  /** The provider connection the request goes to. */
+  connection?: ProviderConnection | null;
+  /** The turn being answered, never part of prior history. */
+  current_turn?: string | null;
+  /** Turns to keep raw; the policy's value when absent. */
+  min_recent_turns?: number | null;
+  /** The new request's text, for the policy's context-budget history search. */
+  search_text?: string | null;
+  /** The session. */
+  session: string;
+  /** Override the policy's context window, in tokens. */
+  window?: number | null;
+}
+
+/** What a compaction or prepare did, and how the client's seams answered during it. */
+export interface CompactResult {
+  /** The history the next request receives (`items`, `boundary`, `diagnostics`, ...). */
+  history: JsonObject;
+  /** The checkpoint recorded, if one was. */
+  recorded?: JsonObject | null;
+  /**
+   * Seam calls to this client that failed (it answered an error, did not answer in time, or
+   * went away); compaction failed open on them and the history says so.
+   */
+  seam_failures: SeamFailure[];
+}
+
 /** `compaction/context` parameters. */
 export interface ContextParams {
   /** Assemble as of this log position (time travel). */
@@ -39,6 +70,31 @@ export interface ContextParams {
   session: string;
   /** Override the policy's context window, in tokens. */
   window?: number | null;
+}
+
+/** Where a conversation copy stops. */
+export type CopyBoundary = {
+  through_turn: string;
+} | {
+  before_turn: string;
+} | {
+  through_event: string;
+};
+
+/** `compaction/copy` parameters. */
+export interface CopyParams {
+  /** The session to copy. */
+  session: string;
+  /** The new session's id; derived from the source and boundary when absent. */
+  target?: string | null;
+  /** Where the copy stops; the whole session when absent. */
+  up_to?: CopyBoundary | null;
+}
+
+/** `memory/cursor` result. */
+export interface CursorResult {
+  /** The highest event ordinal extraction has evaluated; 0 when none. */
+  cursor: number;
 }
 
 /** The details of an error: `reason` always, the rest when the reason has them. */
@@ -64,6 +120,22 @@ export interface ErrorData {
 export type ExpectedRevision = "any" | "no_stream" | {
   exact: number;
 };
+
+/** `export` result. */
+export interface ExportResult {
+  /** What was written and what was skipped. */
+  report: JsonObject;
+  /** The Mnemo transcript lines (`docs/FORMAT.md`), newline-terminated. */
+  text: string;
+}
+
+/** `memory/extract` parameters. */
+export interface ExtractParams {
+  /** The session. */
+  session: string;
+  /** Extract through this event; the session's last event when absent. */
+  terminal_event?: string | null;
+}
 
 /** `import` parameters: exactly one of `path` and `text`. */
 export interface ImportParams {
@@ -125,10 +197,128 @@ export interface LogParams {
   limit?: number | null;
 }
 
+/** How a key search matches. */
+export type MatchMode = "exact" | "prefix";
+
+/** `memory/apply` parameters. */
+export interface MemoryApplyParams {
+  /**
+   * 1 to 32 mutations, all or nothing: `{"type": "create", "item": ITEM}`, `{"type": "update",
+   * "item_id", "expected_version", "item": ITEM}`, `{"type": "archive" | "restore", "item_id",
+   * "expected_version"}`; ITEM is an item's fields as `docs/FORMAT.md` gives them.
+   */
+  mutations: JsonObject[];
+  /** The operation's idempotency key. */
+  operation: string;
+}
+
 /** `memory/get` parameters. */
 export interface MemoryGetParams {
   /** The item. */
   item: string;
+}
+
+/** `memory/list` parameters. */
+export interface MemoryListParams {
+  /** Also archived items. */
+  include_archived?: boolean;
+  /** Only items of this kind (`preference`, `project_fact`, ...). */
+  kind?: string | null;
+  /** 1 to 1000; 200 when absent. */
+  limit?: number | null;
+  /** Global items and this workspace's; every scope when absent. */
+  workspace?: string | null;
+}
+
+/** A memory proposer the client implements. */
+export interface MemoryProposerSeam {
+  /** Its name, for extraction reports. */
+  name: string;
+}
+
+/** `memory/search` parameters. */
+export interface MemorySearchParams {
+  /** Also archived items. */
+  include_archived?: boolean;
+  /** 1 to 100; 20 when absent. */
+  limit?: number | null;
+  /** `exact` or `prefix`. */
+  match_mode: MatchMode;
+  /** 1 to 32 terms, normalized like keys. */
+  terms: string[];
+  /** Also this workspace's items (global items are always candidates). */
+  workspace?: string | null;
+}
+
+/** `compaction/recover_overflow` parameters: what the host saw when the provider rejected a request. */
+export interface OverflowParams {
+  /** The turn's user event, already appended. */
+  anchor: string;
+  /** Use the seams this connection registered (default true). */
+  client_seams?: boolean;
+  /** The provider connection. */
+  connection?: ProviderConnection | null;
+  /** The provider's error classifies as a context-length error. */
+  context_length_error: boolean;
+  /** The log position of the step's last append; the ledger is read once the log holds it. */
+  durable_through?: number | null;
+  /** The rejected request carried historical image tool results that can be dropped. */
+  historical_images?: boolean;
+  /** The failed attempt produced output before failing. */
+  produced_output: boolean;
+  /** The rejected request's size in tokens; the replacement must be strictly smaller. */
+  reference_tokens: number;
+  /** The session. */
+  session: string;
+  /** The step that failed (0 = the turn's first request). */
+  step: number;
+  /** The turn has steps left to resend in. */
+  steps_remaining: boolean;
+  /** The turn being answered. */
+  turn: string;
+  /** Override the policy's context window, in tokens. */
+  window?: number | null;
+}
+
+/** What to do after a provider overflow. */
+export interface OverflowResult {
+  /**
+   * `retry_without_images`, `resend` (with `checkpoint` and `items`), `surface_provider_error`,
+   * or `failed_open` (with `reason`, `detail`, `diagnostic`).
+   */
+  action: string;
+  /** For `resend`: the recorded checkpoint. */
+  checkpoint?: JsonObject | null;
+  /** For `failed_open`: the mid-turn detail (`no_safe_completed_span`, `summarizer_failed`, ...). */
+  detail?: string | null;
+  /** For `failed_open`: the typed reason of the failed compaction. */
+  diagnostic?: string | null;
+  /** For `resend`: the items to send in place of the folded history. */
+  items?: Json[] | null;
+  /** For `failed_open`: always `overflow`. */
+  reason?: string | null;
+  /** Seam calls to this client that failed during the recovery. */
+  seam_failures: SeamFailure[];
+}
+
+/** A provider compactor the client implements. */
+export interface ProviderCompactorSeam {
+  /** The connection and model its state is bound to. */
+  connection: ProviderConnection;
+  /** Its name. */
+  name: string;
+  /** The version of its prompt. */
+  prompt_version: string;
+}
+
+/** The provider connection and model a request goes to (V3 checkpoints replay only to their own). */
+export interface ProviderConnection {
+  /** The model. */
+  model: string;
+  /** The provider type (`openai-codex` can replay provider state). */
+  provider_type: string;
+  /** The connection's slug. */
+  slug: string;
 }
 
 /** `history/read` parameters (the ReadHistory tool's arguments and context). */
@@ -201,6 +391,20 @@ export interface ReadTurn {
  */
 export type Reason = "parse_error" | "invalid_request" | "frame_too_large" | "not_initialized" | "already_initialized" | "unsupported_protocol_version" | "method_not_found" | "invalid_params" | "overloaded" | "shutting_down" | "conflict" | "tool_refused" | "not_found" | "invalid_input" | "integrity" | "store_failure" | "internal";
 
+/** `rebuild` parameters. */
+export interface RebuildParams {
+  /** The stage to rebuild; every stage when absent. */
+  stage?: string | null;
+}
+
+/** `memory/recall_block` parameters. */
+export interface RecallBlockParams {
+  /** What to look for instead of the recent turns. */
+  query?: string | null;
+  /** The session whose recent turns (or `query`) select the items. */
+  session: string;
+}
+
 /** `memory/recall` parameters (the RecallMemory tool). */
 export interface RecallParams {
   /** 1 to 50 (default 10). */
@@ -229,6 +433,35 @@ export interface RecalledItem {
   sources: SourceRef[];
   /** Its version. */
   version: number;
+}
+
+/**
+ * `seams/register` parameters: the seams this connection answers. Each call replaces the
+ * connection's earlier registration.
+ */
+export interface RegisterSeamsParams {
+  /**
+   * Answer `seam/propose`. The store has one set of memory models: the latest registration of
+   * any connection is used by every extraction until that connection closes.
+   */
+  memory_proposer?: MemoryProposerSeam | null;
+  /** Answer `seam/provider_compact`. */
+  provider_compactor?: ProviderCompactorSeam | null;
+  /** Answer `seam/summarize`. */
+  summarizer?: SummarizerSeam | null;
+  /**
+   * How long the server waits for each seam answer, in milliseconds (default and most:
+   * `SEAM_TIMEOUT_MAX`).
+   */
+  timeout_ms?: number | null;
+}
+
+/** `seams/register` result. */
+export interface RegisterSeamsResult {
+  /** The server requests this connection will receive. */
+  registered: string[];
+  /** The timeout of each, in milliseconds. */
+  timeout_ms: number;
 }
 
 /** `memory/remember` parameters. */
@@ -299,6 +532,22 @@ export interface RpcError {
   /** A one-line description for people: what was wrong and where. */
   message: string;
 }
+
+/** A seam call to the client that did not give an answer the server could use. */
+export interface SeamFailure {
+  /** What happened, for people. */
+  message: string;
+  /**
+   * `timeout` (no answer within the registered timeout), `client_error` (the client answered
+   * an error), `invalid_answer` (the answer does not fit the seam's result), or `disconnected`.
+   */
+  reason: SeamFailureReason;
+  /** The server request: `seam/summarize`, `seam/provider_compact` or `seam/propose`. */
+  seam: string;
+}
+
+/** Why a seam call failed. */
+export type SeamFailureReason = "timeout" | "client_error" | "invalid_answer" | "disconnected";
 
 /** `history/search` parameters (the SearchHistory tool's arguments and context). */
 export interface SearchHistoryParams {
@@ -376,6 +625,12 @@ export interface SessionInfo {
   workspace?: string | null;
 }
 
+/** Parameters naming one session. */
+export interface SessionParams {
+  /** The session. */
+  session: string;
+}
+
 /** Where a memory item was learned: one event of one session. */
 export interface SourceRef {
   /** The event. */
@@ -386,6 +641,30 @@ export interface SourceRef {
   session: string;
   /** The turn. */
   turn: string;
+}
+
+/** `log/subscribe` parameters. */
+export interface SubscribeParams {
+  /** The first position to send; the next one appended when absent (the log's head + 1). */
+  from?: number | null;
+}
+
+/** `log/subscribe` result. */
+export interface SubscribeResult {
+  /** The first position its notifications will carry. */
+  from: number;
+  /** The subscription's id, which its notifications carry. */
+  subscription: number;
+}
+
+/** A summarizer the client implements. */
+export interface SummarizerSeam {
+  /** Whether its input must fit the history budget (default true: a model's context is bounded). */
+  limits_input?: boolean;
+  /** Its name (a provider and model), recorded in each checkpoint's manifest. */
+  name: string;
+  /** The version of its prompt, recorded likewise. */
+  prompt_version: string;
 }
 
 /** Where a history tool call runs from (the facade's `HistoryContext`). */
@@ -414,6 +693,12 @@ export interface TranscriptParams {
   session: string;
 }
 
+/** `log/unsubscribe` parameters. */
+export interface UnsubscribeParams {
+  /** The subscription. */
+  subscription: number;
+}
+
 /**
  * A record as `append` takes it: its kind and its payload in the log's JSON form (`docs/FORMAT.md`,
  * at the kind's current schema version).
@@ -431,9 +716,33 @@ export interface Methods {
     params: AppendParams;
     result: AppendResult;
   };
+  "compaction/compact": {
+    params: CompactParams;
+    result: CompactResult;
+  };
   "compaction/context": {
     params: ContextParams;
     result: JsonObject;
+  };
+  "compaction/copy": {
+    params: CopyParams;
+    result: JsonObject;
+  };
+  "compaction/policy": {
+    params: Record<string, never>;
+    result: JsonObject;
+  };
+  "compaction/prepare": {
+    params: CompactParams;
+    result: CompactResult;
+  };
+  "compaction/recover_overflow": {
+    params: OverflowParams;
+    result: OverflowResult;
+  };
+  "export": {
+    params: Record<string, never>;
+    result: ExportResult;
   };
   "history/read": {
     params: ReadHistoryParams;
@@ -463,21 +772,61 @@ export interface Methods {
     params: LogParams;
     result: JsonObject[];
   };
+  "log/subscribe": {
+    params: SubscribeParams;
+    result: SubscribeResult;
+  };
+  "log/unsubscribe": {
+    params: UnsubscribeParams;
+    result: Record<string, never>;
+  };
+  "memory/apply": {
+    params: MemoryApplyParams;
+    result: JsonObject;
+  };
+  "memory/cursor": {
+    params: SessionParams;
+    result: CursorResult;
+  };
+  "memory/extract": {
+    params: ExtractParams;
+    result: JsonObject;
+  };
   "memory/get": {
     params: MemoryGetParams;
     result: JsonObject | null;
+  };
+  "memory/list": {
+    params: MemoryListParams;
+    result: JsonObject[];
   };
   "memory/recall": {
     params: RecallParams;
     result: RecalledItem[];
   };
+  "memory/recall_block": {
+    params: RecallBlockParams;
+    result: JsonObject;
+  };
   "memory/remember": {
     params: RememberParams;
     result: RememberResult;
   };
+  "memory/search": {
+    params: MemorySearchParams;
+    result: JsonObject[];
+  };
   "ping": {
     params: Record<string, never>;
     result: Record<string, never>;
+  };
+  "rebuild": {
+    params: RebuildParams;
+    result: JsonObject[];
+  };
+  "seams/register": {
+    params: RegisterSeamsParams;
+    result: RegisterSeamsResult;
   };
   "shutdown": {
     params: Record<string, never>;
@@ -499,7 +848,13 @@ export type MethodName = keyof Methods;
 /** Whether each method may be sent again after a lost connection without changing the outcome. */
 export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "append": false,
+  "compaction/compact": false,
   "compaction/context": true,
+  "compaction/copy": true,
+  "compaction/policy": true,
+  "compaction/prepare": true,
+  "compaction/recover_overflow": false,
+  "export": true,
   "history/read": true,
   "history/search": true,
   "history/sessions": true,
@@ -507,10 +862,20 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "import": true,
   "initialize": true,
   "log": true,
+  "log/subscribe": false,
+  "log/unsubscribe": true,
+  "memory/apply": true,
+  "memory/cursor": true,
+  "memory/extract": true,
   "memory/get": true,
+  "memory/list": true,
   "memory/recall": true,
+  "memory/recall_block": true,
   "memory/remember": true,
+  "memory/search": true,
   "ping": true,
+  "rebuild": true,
+  "seams/register": true,
   "shutdown": true,
   "stats": true,
   "verify": true,
@@ -522,7 +887,13 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
  */
 export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "append": {"properties":{"first_position":{"format":"uint64","minimum":0,"type":"integer"},"last_position":{"format":"uint64","minimum":0,"type":"integer"},"last_revision":{"format":"uint64","minimum":0,"type":"integer"}},"required":["first_position","last_position","last_revision"],"type":"object"},
+  "compaction/compact": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
   "compaction/context": {"additionalProperties":true,"type":"object"},
+  "compaction/copy": {"additionalProperties":true,"type":"object"},
+  "compaction/policy": {"additionalProperties":true,"type":"object"},
+  "compaction/prepare": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
+  "compaction/recover_overflow": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"action":{"type":"string"},"checkpoint":{"additionalProperties":true,"type":["object","null"]},"detail":{"type":["string","null"]},"diagnostic":{"type":["string","null"]},"items":{"items":true,"type":["array","null"]},"reason":{"type":["string","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["action","seam_failures"],"type":"object"},
+  "export": {"properties":{"report":{"additionalProperties":true,"type":"object"},"text":{"type":"string"}},"required":["text","report"],"type":"object"},
   "history/read": {"$defs":{"ReadMessage":{"properties":{"match_kind":{"type":"string"},"message_id":{"type":"string"},"role":{"type":"string"},"text":{"type":"string"},"timestamp":{"format":"uint64","minimum":0,"type":"integer"}},"required":["message_id","match_kind","role","text","timestamp"],"type":"object"},"ReadTurn":{"properties":{"messages":{"items":{"$ref":"#/$defs/ReadMessage"},"type":"array"},"turn_id":{"type":"string"}},"required":["turn_id","messages"],"type":"object"}},"properties":{"anchor_message_id":{"type":["string","null"]},"anchor_turn_id":{"type":["string","null"]},"has_more_after":{"type":"boolean"},"has_more_before":{"type":"boolean"},"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turns":{"items":{"$ref":"#/$defs/ReadTurn"},"type":"array"}},"required":["session_id","is_current_session","title","turns","has_more_before","has_more_after"],"type":"object"},
   "history/search": {"$defs":{"SearchRow":{"properties":{"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"match_kind":{"type":["string","null"]},"message_id":{"type":["string","null"]},"message_timestamp":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"snippet":{"type":"string"},"summary":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turn_id":{"type":["string","null"]}},"required":["session_id","is_current_session","title","summary","snippet"],"type":"object"}},"properties":{"next_cursor":{"type":["string","null"]},"query":{"type":"string"},"rows":{"items":{"$ref":"#/$defs/SearchRow"},"type":"array"},"truncated":{"type":"boolean"}},"required":["query","truncated","rows"],"type":"object"},
   "history/sessions": {"$defs":{"SessionInfo":{"properties":{"archived":{"type":"boolean"},"event_count":{"format":"uint64","minimum":0,"type":"integer"},"first_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"incognito":{"type":"boolean"},"last_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"session":{"type":"string"},"subagent":{"type":"boolean"},"title":{"type":["string","null"]},"turn_count":{"format":"uint64","minimum":0,"type":"integer"},"workspace":{"type":["string","null"]}},"required":["session","event_count","turn_count","incognito","archived","subagent"],"type":"object"}},"items":{"$ref":"#/$defs/SessionInfo"},"type":"array"},
@@ -530,10 +901,20 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "import": {"additionalProperties":true,"type":"object"},
   "initialize": {"$defs":{"Limits":{"properties":{"calls_admitted_max":{"format":"uint64","minimum":0,"type":"integer"},"connection_calls_max":{"format":"uint64","minimum":0,"type":"integer"},"connections_max":{"format":"uint64","minimum":0,"type":"integer"},"frame_bytes_max":{"format":"uint64","minimum":0,"type":"integer"},"idle_exit_secs":{"format":"uint64","minimum":0,"type":"integer"}},"required":["frame_bytes_max","connection_calls_max","calls_admitted_max","connections_max","idle_exit_secs"],"type":"object"}},"properties":{"limits":{"$ref":"#/$defs/Limits"},"methods":{"items":{"type":"string"},"type":"array"},"pid":{"format":"uint32","minimum":0,"type":"integer"},"protocol_version":{"format":"uint32","minimum":0,"type":"integer"},"server_name":{"type":"string"},"server_version":{"type":"string"},"store":{"type":"string"}},"required":["protocol_version","server_name","server_version","store","pid","methods","limits"],"type":"object"},
   "log": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
+  "log/subscribe": {"properties":{"from":{"format":"uint64","minimum":0,"type":"integer"},"subscription":{"format":"uint64","minimum":0,"type":"integer"}},"required":["subscription","from"],"type":"object"},
+  "log/unsubscribe": {"additionalProperties":false,"type":"object"},
+  "memory/apply": {"additionalProperties":true,"type":"object"},
+  "memory/cursor": {"properties":{"cursor":{"format":"uint64","minimum":0,"type":"integer"}},"required":["cursor"],"type":"object"},
+  "memory/extract": {"additionalProperties":true,"type":"object"},
   "memory/get": {"additionalProperties":true,"type":["object","null"]},
+  "memory/list": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/recall": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},
+  "memory/recall_block": {"additionalProperties":true,"type":"object"},
   "memory/remember": {"$defs":{"RequestedItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"}},"required":["item","content"],"type":"object"}},"properties":{"reason":{"type":["string","null"]},"requested_items":{"items":{"$ref":"#/$defs/RequestedItem"},"type":"array"},"status":{"type":"string"}},"required":["status","requested_items"],"type":"object"},
+  "memory/search": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "ping": {"additionalProperties":false,"type":"object"},
+  "rebuild": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
+  "seams/register": {"properties":{"registered":{"items":{"type":"string"},"type":"array"},"timeout_ms":{"format":"uint64","minimum":0,"type":"integer"}},"required":["registered","timeout_ms"],"type":"object"},
   "shutdown": {"additionalProperties":false,"type":"object"},
   "stats": {"additionalProperties":true,"type":"object"},
   "verify": {"additionalProperties":true,"type":"object"},
