@@ -101,6 +101,7 @@ fn run_rust(scenario: &Value, store: &Path) -> Value {
         "steps": steps,
         "log_head": head.get("position").cloned().unwrap_or(json!(0)),
         "log_digest": head.get("hash").cloned().unwrap_or(Value::Null),
+        "log_timestamp": head.get("timestamp").cloned().unwrap_or(Value::Null),
         "history": history,
     })
 }
@@ -170,6 +171,8 @@ fn one_scripted_session_gives_the_same_log_and_history_through_rust_typescript_a
 
     // The Rust run did what the scenario says, so that agreement below is about something.
     let digest = rust["log_digest"].as_str().expect("a log digest");
+    // The last append (remember's memory commit) was stamped by the fixed clock, not the system's.
+    assert_eq!(rust["log_timestamp"], scenario["fixed_clock_ms"], "the server's clock is not the fixed one");
     assert!(digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit()), "{digest}");
     let steps = scenario["steps"].as_array().unwrap();
     assert_eq!(rust["steps"].as_array().unwrap().len(), steps.len());
