@@ -89,19 +89,25 @@ class _Methods:
         return self._invoke("ping", None, _nothing)
 
     def append(
-        self, stream: str, records: list[WireRecord], expected_revision: ExpectedRevision = "any"
+        self,
+        stream: str,
+        records: list[WireRecord],
+        expected_revision: ExpectedRevision = "any",
+        *,
+        durability: Optional[str] = None,
     ) -> Any:
         """Appends ``records`` to ``stream`` as one atomic batch if the stream is at
         ``expected_revision``; returns :class:`AppendResult` (positions and the new revision). A
         revision that does not hold raises :class:`MnemoError` with reason ``conflict``
-        (``expected``/``actual`` set) and appends nothing."""
+        (``expected``/``actual`` set) and appends nothing. ``durability`` (``buffered``,
+        ``sync_data``, ``sync_all``) overrides the store's for this batch."""
         expected: Any = expected_revision
         if isinstance(expected_revision, int) and not isinstance(expected_revision, bool):
             expected = {"exact": expected_revision}
         elif expected_revision not in ("any", "no_stream"):
             raise ValueError(f"expected_revision {expected_revision!r} is not 'any', 'no_stream' or an int")
-        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records)}
-        return self._invoke("append", params, _typed(AppendResult, "append"))
+        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records), "durability": durability}
+        return self._invoke("append", _present(params), _typed(AppendResult, "append"))
 
     def import_transcript(
         self,
