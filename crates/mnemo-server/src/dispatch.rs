@@ -19,10 +19,19 @@ use tokio::runtime::Handle;
 
 use crate::methods::{self as m, Method};
 use crate::protocol::{Reason, RpcError};
+use crate::seams::ConnectionSeams;
+
+mod host;
 
 /// Runs `method` against the store. `initialize` and `shutdown` are the connection's business and
 /// never come here.
-pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value) -> Result<Value, RpcError> {
+pub(crate) fn call(
+    mnemo: &Mnemo,
+    runtime: &Handle,
+    seams: &ConnectionSeams,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
     match method {
         m::Ping::NAME => run::<m::Ping>(params, |_| Ok(m::Empty {})),
         m::Append::NAME => run::<m::Append>(params, |p| append(mnemo, p)),
@@ -47,7 +56,7 @@ pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value)
         m::Stats::NAME => run::<m::Stats>(params, |_| object(&mnemo.stats().map_err(store)?)),
         m::Verify::NAME => run::<m::Verify>(params, |_| object(&mnemo.verify(&mut |_| {}).map_err(store)?)),
         m::Log::NAME => run::<m::Log>(params, |p| log(mnemo, p)),
-        other => Err(RpcError::new(Reason::MethodNotFound, format!("no method {other:?}"))),
+        other => host::call(mnemo, runtime, seams, other, params),
     }
 }
 
