@@ -162,8 +162,11 @@ def test_the_asyncio_client_over_stdio_answers_an_async_summarizer_and_follows_t
 
 def test_copy_memory_items_rebuild_and_export(client: Client) -> None:
     client.append("session/py", [records.session_opened("py", workspace="py/ws")], expected_revision="no_stream")
-    for n in range(1, 4):
-        client.append("session/py", turn("py", n))
+    for n, durability in zip(range(1, 4), ["buffered", "sync_data", "sync_all"]):
+        client.append("session/py", turn("py", n), durability=durability)
+    with pytest.raises(MnemoError) as eventually:
+        client.append("session/py", turn("py", 9), durability="eventually")
+    assert eventually.value.reason == "invalid_params"
     copied = client.copy("py", up_to={"through_turn": "t2"}, target="py-branch")
     assert copied["session"] == "py-branch" and copied["events"] >= 4
     item = {
@@ -188,3 +191,46 @@ def test_copy_memory_items_rebuild_and_export(client: Client) -> None:
     with pytest.raises(MnemoError) as bad:
         client.memory_search(["deploy"], match_mode="fuzzy")
     assert bad.value.reason == "invalid_params"
+
+
+def test_the_asyncio_client_on_the_socket_pipelines_calls_and_keeps_serving_after_errors(store: Path) -> None:
+    async def run() -> None:
+        async with await AsyncClient.connect(store, mnemo_bin=mnemo_bin(), serve_args=("--idle-exit", "120")) as client:
+            for n in range(1, 4):
+                await client.append("session/a", turn("a", n))
+            searches = [client.search("lockfile", limit=2) for _ in range(10)]
+            bad = client.call("history/search", {"query": 5})
+            results = await asyncio.gather(*searches, bad, return_exceptions=True)
+            assert all(not isinstance(r, BaseException) and r.rows for r in results[:10]), results
+            assert isinstance(results[10], MnemoError) and results[10].reason == "invalid_params"
+            # An overflow in a new turn: recovered once, then the provider's error is surfaced.
+            await client.append("session/a", [records.text_message("a", "t9", "a-t9-u", "user", "Faster tests?", timestamp_ms=1)])
+            overflow = dict(turn="t9", anchor="a-t9-u", reference_tokens=3000, step=0, context_length_error=True,
+                            produced_output=False, steps_remaining=True)
+            first = await client.recover_overflow("a", **overflow)
+            assert first.action in ("resend", "retry_without_images", "failed_open"), first
+            second = await client.recover_overflow("a", **overflow)
+            assert second.action == "surface_provider_error"
+            assert (await client.stats())["sessions"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_seam_handler_may_call_the_server_on_the_same_connection(client: Client) -> None:
+    class Searching(Summarizer):
+        name = "python-searching"
+        limits_input = False
+        found = -1
+
+        def summarize(self, request: SummarizeParams) -> str:
+            # A call from inside the seam, on the connection whose call is waiting for this answer.
+            Searching.found = len(client.search("lockfile", limit=3).rows)
+            return SUMMARY
+
+    for n in range(1, 5):
+        client.append("session/py", turn("py", n))
+    client.register_seams(summarizer=Searching())
+    compacted = client.compact("py", window=8000)
+    assert compacted.seam_failures == [] and compacted.recorded is not None
+    assert Searching.found > 0
+    assert client.stats()["sessions"] == 1

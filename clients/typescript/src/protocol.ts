@@ -11,6 +11,11 @@ export const PROTOCOL_VERSION = 1;
 
 /** `append` parameters. */
 export interface AppendParams {
+  /**
+   * How far the batch must have reached before it is acknowledged; the store's own (`sync_data`
+   * unless configured otherwise) when absent.
+   */
+  durability?: Durability | null;
   /** The revision the stream must be at. */
   expected_revision: ExpectedRevision;
   /** The records, appended as one atomic batch. */
@@ -104,6 +109,9 @@ export interface CursorResult {
   /** The highest event ordinal extraction has evaluated; 0 when none. */
   cursor: number;
 }
+
+/** How far an append must have reached before it is acknowledged. */
+export type Durability = "buffered" | "sync_data" | "sync_all";
 
 /** The details of an error: `reason` always, the rest when the reason has them. */
 export interface ErrorData {

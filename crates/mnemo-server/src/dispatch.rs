@@ -140,7 +140,18 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
             .map_err(|e| invalid(e.to_string()))?;
         records.push(record);
     }
-    let appended = mnemo.append(&stream, expected, &records).map_err(store)?;
+    let appended = match p.durability {
+        None => mnemo.append(&stream, expected, &records),
+        Some(durability) => {
+            let durability = match durability {
+                m::Durability::Buffered => mnemo::log::Durability::Buffered,
+                m::Durability::SyncData => mnemo::log::Durability::SyncData,
+                m::Durability::SyncAll => mnemo::log::Durability::SyncAll,
+            };
+            mnemo.append_with_durability(&stream, expected, &records, durability)
+        }
+    }
+    .map_err(store)?;
     Ok(m::AppendResult {
         first_position: appended.first_position.0,
         last_position: appended.last_position.0,

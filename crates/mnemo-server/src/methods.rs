@@ -213,6 +213,22 @@ pub struct AppendParams {
     pub expected_revision: ExpectedRevision,
     /// The records, appended as one atomic batch.
     pub records: Vec<WireRecord>,
+    /// How far the batch must have reached before it is acknowledged; the store's own (`sync_data`
+    /// unless configured otherwise) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<Durability>,
+}
+
+/// How far an append must have reached before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Written to the operating system: survives the server being killed, not a power loss.
+    Buffered,
+    /// The journal's data synced (`fdatasync`): survives a power loss.
+    SyncData,
+    /// The journal synced with its metadata (`fsync`).
+    SyncAll,
 }
 
 /// A record as `append` takes it: its kind and its payload in the log's JSON form (`docs/FORMAT.md`,

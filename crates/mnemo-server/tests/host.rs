@@ -279,8 +279,12 @@ fn a_tail_subscription_streams_every_appended_envelope_in_order() {
     let mut writer = Raw::open(&store);
     converse(&mut writer, "s1", 1);
     let mut follower = Raw::open(&store);
-    // From position 1: the three envelopes already there, then what comes.
-    let subscribed = follower.ok("log/subscribe", json!({"from": 1}));
+    // From position 1: the three envelopes already there, then what comes. The answer comes
+    // before the first notification, so the client knows the subscription it belongs to.
+    follower.send("log/subscribe", json!({"from": 1}));
+    let subscribed = follower.frame();
+    assert!(subscribed.get("method").is_none(), "a notification before the answer: {subscribed}");
+    let subscribed = subscribed["result"].clone();
     assert_eq!(subscribed["from"], 1);
     let subscription = subscribed["subscription"].clone();
     converse(&mut writer, "s2", 2);
@@ -428,5 +432,251 @@ fn bad_input_is_refused_with_a_typed_reason_and_leaves_the_store_unchanged_for_e
         assert_eq!(stage["live"], stage["rebuilt"], "{stage}");
     }
     drop((raw, bystander));
+    stop(&store, server);
+}
+
+impl Raw {
+    /// Calls `method` and answers every seam request that comes before its answer with `seam`
+    /// (the request in, the answer frame's `result` or `error` member out); returns the answer and
+    /// the seam requests seen.
+    fn call_answering(
+        &mut self,
+        method: &str,
+        params: Value,
+        mut seam: impl FnMut(&Value) -> (&'static str, Value),
+    ) -> (Value, Vec<Value>) {
+        let id = self.send(method, params);
+        let mut asked = Vec::new();
+        loop {
+            let frame = self.frame();
+            if frame["id"] == json!(id) {
+                return (frame, asked);
+            }
+            assert!(frame["method"].as_str().is_some_and(|m| m.starts_with("seam/")), "{frame}");
+            let (member, value) = seam(&frame);
+            let mut answer = json!({"jsonrpc": "2.0", "id": frame["id"]});
+            answer[member] = value;
+            self.send_value(&answer);
+            asked.push(frame);
+        }
+    }
+}
+
+#[test]
+fn a_registered_provider_compactor_is_called_back_for_its_own_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    let connection = json!({"provider_type": "openai-codex", "slug": "codex", "model": "gpt-test"});
+    let registered = raw.ok(
+        "seams/register",
+        json!({"provider_compactor": {"name": "host-codex", "prompt_version": "v1", "connection": connection}}),
+    );
+    assert_eq!(registered["registered"], json!(["seam/provider_compact"]));
+    let output = json!({"output": [{"type": "custom", "kind": "openai.compaction",
+        "providerMetadata": {"openai": {"itemId": "cmp_1", "encryptedContent": "opaque-state"}}}]});
+    // Twelve turns (~5,300 tokens): compacted now, the span folded fits the compactor's input budget
+    // (the window's 6,000-token history).
+    converse(&mut raw, "s1", 12);
+    let params = json!({"session": "s1", "window": 8000, "connection": connection});
+    let (answer, asked) = raw.call_answering("compaction/compact", params, |request| {
+        assert_eq!(request["method"], "seam/provider_compact", "{request}");
+        assert_eq!(request["params"]["input_digest"].as_str().unwrap().len(), 64);
+        ("result", output.clone())
+    });
+    let calls = asked.len();
+    assert_eq!(answer["result"]["seam_failures"], json!([]), "{answer}");
+    let recorded = answer["result"].get("recorded").map(ToString::to_string);
+    let recorded = recorded.unwrap_or_else(|| {
+        panic!("no provider-state checkpoint: {}", answer["result"]["history"]["diagnostics"])
+    });
+    assert_eq!(calls, 1);
+    assert!(recorded.contains("opaque-state") && recorded.contains("host-codex"), "{recorded}");
+    // Another connection's request does not use this client's compactor.
+    let mut other = Raw::open(&store);
+    converse_turn(&mut other, "s2", 1);
+    let (answer, asked) = other.call_answering(
+        "compaction/compact",
+        json!({"session": "s2", "connection": connection}),
+        |_| panic!("another connection was asked"),
+    );
+    assert!(asked.is_empty() && answer.get("result").is_some(), "{answer}");
+    drop((raw, other));
+    stop(&store, server);
+}
+
+#[test]
+fn a_registered_memory_proposer_serves_the_store_until_its_connection_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut host = Raw::open(&store);
+    let request = |session: &str| {
+        json!({"stream": format!("session/{session}"), "expected_revision": "any", "records": [
+            text(session, "t1", &format!("{session}-u"), true, "Remember that I never use unwrap in library code."),
+            turn_ended(session, "t1"),
+        ]})
+    };
+    host.ok("append", request("s1"));
+    let registered = host
+        .ok("seams/register", json!({"memory_proposer": {"name": "host-proposer"}, "timeout_ms": 20_000}));
+    assert_eq!(registered["registered"], json!(["seam/propose"]));
+    // The host's proposer is asked with the session's evidence; it fails, and remember says so.
+    let (answer, asked) = host.call_answering("memory/remember", json!({"session": "s1"}), |_| {
+        ("error", json!({"code": -32000, "message": "no model configured", "data": {"reason": "internal"}}))
+    });
+    assert!(!asked.is_empty(), "the proposer was not called back: {answer}");
+    assert!(asked[0]["params"]["prompt"].to_string().contains("never use unwrap"), "{}", asked[0]);
+    assert_ne!(answer["result"]["status"], "remembered", "{answer}");
+    // Its connection closes: the embedded proposer serves the store again.
+    drop(host);
+    let mut other = Raw::open(&store);
+    other.ok("append", request("s2"));
+    let began = Instant::now();
+    let remembered = loop {
+        let (answer, asked) = other.call_answering("memory/remember", json!({"session": "s2"}), |_| {
+            panic!("a closed connection's proposer was still used")
+        });
+        assert!(asked.is_empty());
+        // The server notices the closed connection once its reader ends.
+        if answer["result"]["status"] == "remembered" || began.elapsed() > Duration::from_secs(10) {
+            break answer;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(remembered["result"]["status"], "remembered", "{remembered}");
+    drop(other);
+    stop(&store, server);
+}
+
+#[test]
+fn an_append_states_its_durability_and_a_wrong_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    for (n, durability) in ["buffered", "sync_data", "sync_all"].into_iter().enumerate() {
+        let record = text("s1", "t1", &format!("e{n}"), true, "hello");
+        let appended = raw.ok(
+            "append",
+            json!({"stream": "session/s1", "expected_revision": "any", "records": [record], "durability": durability}),
+        );
+        assert_eq!(appended["last_position"], n as u64 + 1, "{appended}");
+    }
+    let record = text("s1", "t1", "e9", true, "hello");
+    let refused = raw.call(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any", "records": [record], "durability": "eventually"}),
+    );
+    assert_eq!(refused["error"]["data"]["reason"], "invalid_params", "{refused}");
+    assert_eq!(raw.ok("stats", json!({}))["head"], 3);
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn the_rust_client_keeps_calling_while_notifications_of_its_subscription_arrive() {
+    use mnemo_server::methods::{Append, AppendParams, ExpectedRevision, Stats, Subscribe, SubscribeParams};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = Client::connect(&store, &ConnectOptions::new("test")).unwrap();
+    client.call::<Subscribe>(&SubscribeParams { from: Some(1) }).unwrap();
+    for n in 1..=3 {
+        let params = AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::Any,
+            records: vec![text("s1", "t1", &format!("e{n}"), true, "hello")],
+            durability: None,
+        };
+        assert_eq!(client.call::<Append>(&params).unwrap().last_position, n);
+        // Notifications of the appends arrive between the answers; the client skips them.
+        std::thread::sleep(Duration::from_millis(60));
+    }
+    assert_eq!(client.call::<Stats>(&Empty {}).unwrap()["head"], 3);
+    drop(client);
+    stop(&store, server);
+}
+
+#[test]
+fn an_overflow_is_recovered_once_per_turn_on_a_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 8);
+    // A new turn whose first request the provider rejected as too long.
+    raw.ok(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any",
+            "records": [text("s1", "t9", "s1-t9-u", true, "Now make the test step faster.")]}),
+    );
+    let overflow = json!({"session": "s1", "turn": "t9", "anchor": "s1-t9-u", "reference_tokens": 3000,
+        "step": 0, "context_length_error": true, "produced_output": false, "steps_remaining": true,
+        "client_seams": false});
+    let first = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(first["action"], "resend", "{first}");
+    assert!(first["checkpoint"].is_object(), "{first}");
+    assert!(!first["items"].as_array().unwrap().is_empty());
+    assert_eq!(first["seam_failures"], json!([]));
+    // The same turn again: its one retry is used.
+    let second = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(second["action"], "surface_provider_error", "{second}");
+    // Not a context-length error: never recovered, nothing recorded.
+    let head = raw.ok("stats", json!({}))["head"].clone();
+    let mut other = overflow;
+    other["turn"] = json!("t10");
+    other["context_length_error"] = json!(false);
+    assert_eq!(raw.ok("compaction/recover_overflow", other)["action"], "surface_provider_error");
+    assert_eq!(raw.ok("stats", json!({}))["head"], head);
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn a_connection_with_every_call_slot_busy_and_its_queue_full_gets_overloaded_and_keeps_its_seams() {
+    use mnemo_server::limits::CONNECTION_CALLS_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 4);
+    // Every compaction waits on a seam this client answers only after reading every answer.
+    raw.ok(
+        "seams/register",
+        json!({"summarizer": {"name": "busy", "prompt_version": "v1", "limits_input": false}, "timeout_ms": 60_000}),
+    );
+    let total = 2 * CONNECTION_CALLS_MAX + 3;
+    let first = raw.next;
+    for _ in 0..total {
+        raw.send("compaction/compact", json!({"session": "s1", "window": 8000}));
+    }
+    let mut overloaded = Vec::new();
+    let mut answered = 0;
+    let mut seams = 0;
+    while answered < total {
+        let frame = raw.frame();
+        if frame["method"] == "seam/summarize" {
+            // Answer with an error: each compaction fails open at once.
+            seams += 1;
+            raw.send_value(&json!({"jsonrpc": "2.0", "id": frame["id"],
+                "error": {"code": -32000, "message": "busy", "data": {"reason": "internal"}}}));
+            continue;
+        }
+        answered += 1;
+        if frame["error"]["data"]["reason"] == "overloaded" {
+            assert_eq!(frame["error"]["data"]["limit"], CONNECTION_CALLS_MAX as u64);
+            overloaded.push(frame["id"].as_u64().unwrap());
+        } else {
+            assert!(frame.get("result").is_some(), "{frame}");
+        }
+    }
+    // The requests past the running and the waiting ones, and only those, were refused.
+    let beyond: Vec<u64> = (first + 2 * CONNECTION_CALLS_MAX as u64..first + total as u64).collect();
+    assert_eq!(overloaded, beyond, "{seams} seam calls");
+    assert!(seams >= 1);
+    assert!(raw.ok("ping", json!({})).is_object());
+    drop(raw);
     stop(&store, server);
 }

@@ -89,19 +89,25 @@ class _Methods:
         return self._invoke("ping", None, _nothing)
 
     def append(
-        self, stream: str, records: list[WireRecord], expected_revision: ExpectedRevision = "any"
+        self,
+        stream: str,
+        records: list[WireRecord],
+        expected_revision: ExpectedRevision = "any",
+        *,
+        durability: Optional[str] = None,
     ) -> Any:
         """Appends ``records`` to ``stream`` as one atomic batch if the stream is at
         ``expected_revision``; returns :class:`AppendResult` (positions and the new revision). A
         revision that does not hold raises :class:`MnemoError` with reason ``conflict``
-        (``expected``/``actual`` set) and appends nothing."""
+        (``expected``/``actual`` set) and appends nothing. ``durability`` (``buffered``,
+        ``sync_data``, ``sync_all``) overrides the store's for this batch."""
         expected: Any = expected_revision
         if isinstance(expected_revision, int) and not isinstance(expected_revision, bool):
             expected = {"exact": expected_revision}
         elif expected_revision not in ("any", "no_stream"):
             raise ValueError(f"expected_revision {expected_revision!r} is not 'any', 'no_stream' or an int")
-        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records)}
-        return self._invoke("append", params, _typed(AppendResult, "append"))
+        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records), "durability": durability}
+        return self._invoke("append", _present(params), _typed(AppendResult, "append"))
 
     def import_transcript(
         self,
@@ -409,6 +415,7 @@ class Client(_Methods):
         self._ids = itertools.count(1)
         self._handlers: dict[str, seams.Handler] = {}
         self._notifications: collections.deque[AppendedParams] = collections.deque()
+        self._answers: dict[int, JsonObject] = {}
         self.server = server
         """What ``initialize`` answered: the server's version, its store, its pid and limits."""
 
@@ -540,12 +547,15 @@ class Client(_Methods):
         frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
         self._send(frame, method)
         while True:
-            answer = self._next_frame(method)
+            answer = self._answers.pop(request_id, None) or self._next_frame(method)
             if answer is None:
                 continue
             if answer.get("id") != request_id:
                 if answer.get("id") is None and "error" in answer:
                     raise MnemoError.from_wire(answer["error"])
+                # The answer to an outer call, read by a call a seam handler made: kept for it.
+                if isinstance(answer.get("id"), int):
+                    self._answers[answer["id"]] = answer
                 continue
             if "error" in answer:
                 raise MnemoError.from_wire(answer["error"])
