@@ -52,6 +52,16 @@ class AppendedParams:
 
 
 @dataclass(frozen=True)
+class CaptureParams:
+    """`capture` parameters."""
+
+    #: The session file (absolute, or relative to the server's working directory).
+    path: str
+    #: `auto` (default), `codex`, `claude-code`, or another `import` format.
+    format: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class CompactParams:
     """`compaction/prepare` and `compaction/compact` parameters."""
 
@@ -684,6 +694,35 @@ class SourceRef:
 
 
 @dataclass(frozen=True)
+class StartBlockParams:
+    """`memory/start_block` parameters."""
+
+    #: The block's budget in tokens, 1..=16000 (default: the pipeline's `recall_budget_tokens`).
+    budget_tokens: Optional[int] = None
+    #: Match the items against this text instead of recent turns.
+    query: Optional[str] = None
+    #: The starting session; when the store holds it, its workspace and recent turns are used.
+    session: Optional[str] = None
+    #: The workspace when the store does not hold the session (the host's working directory).
+    workspace: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class StartBlockResult:
+    """`memory/start_block` result."""
+
+    #: The items included, in the block's order.
+    items: list[RecalledItem]
+    #: How many of the first `items` are standing facts (identity, preferences, standing
+    #: instructions), included whatever the recent turns are about.
+    standing: int
+    #: The rendered block; empty when no item is included.
+    text: str
+    #: Its estimated size in tokens.
+    tokens: int
+
+
+@dataclass(frozen=True)
 class SubscribeParams:
     """`log/subscribe` parameters."""
 
@@ -791,6 +830,7 @@ __all__ = [
     "AppendParams",
     "AppendResult",
     "AppendedParams",
+    "CaptureParams",
     "CompactParams",
     "CompactResult",
     "ContextParams",
@@ -836,6 +876,8 @@ __all__ = [
     "SessionInfo",
     "SessionParams",
     "SourceRef",
+    "StartBlockParams",
+    "StartBlockResult",
     "SubscribeParams",
     "SubscribeResult",
     "SummarizeParams",
