@@ -214,3 +214,23 @@ def test_the_asyncio_client_on_the_socket_pipelines_calls_and_keeps_serving_afte
             assert (await client.stats())["sessions"] == 1
 
     asyncio.run(run())
+
+
+def test_a_seam_handler_may_call_the_server_on_the_same_connection(client: Client) -> None:
+    class Searching(Summarizer):
+        name = "python-searching"
+        limits_input = False
+        found = -1
+
+        def summarize(self, request: SummarizeParams) -> str:
+            # A call from inside the seam, on the connection whose call is waiting for this answer.
+            Searching.found = len(client.search("lockfile", limit=3).rows)
+            return SUMMARY
+
+    for n in range(1, 5):
+        client.append("session/py", turn("py", n))
+    client.register_seams(summarizer=Searching())
+    compacted = client.compact("py", window=8000)
+    assert compacted.seam_failures == [] and compacted.recorded is not None
+    assert Searching.found > 0
+    assert client.stats()["sessions"] == 1

@@ -279,8 +279,12 @@ fn a_tail_subscription_streams_every_appended_envelope_in_order() {
     let mut writer = Raw::open(&store);
     converse(&mut writer, "s1", 1);
     let mut follower = Raw::open(&store);
-    // From position 1: the three envelopes already there, then what comes.
-    let subscribed = follower.ok("log/subscribe", json!({"from": 1}));
+    // From position 1: the three envelopes already there, then what comes. The answer comes
+    // before the first notification, so the client knows the subscription it belongs to.
+    follower.send("log/subscribe", json!({"from": 1}));
+    let subscribed = follower.frame();
+    assert!(subscribed.get("method").is_none(), "a notification before the answer: {subscribed}");
+    let subscribed = subscribed["result"].clone();
     assert_eq!(subscribed["from"], 1);
     let subscription = subscribed["subscription"].clone();
     converse(&mut writer, "s2", 2);
@@ -626,6 +630,53 @@ fn an_overflow_is_recovered_once_per_turn_on_a_connection() {
     other["context_length_error"] = json!(false);
     assert_eq!(raw.ok("compaction/recover_overflow", other)["action"], "surface_provider_error");
     assert_eq!(raw.ok("stats", json!({}))["head"], head);
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn a_connection_with_every_call_slot_busy_and_its_queue_full_gets_overloaded_and_keeps_its_seams() {
+    use mnemo_server::limits::CONNECTION_CALLS_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 4);
+    // Every compaction waits on a seam this client answers only after reading every answer.
+    raw.ok(
+        "seams/register",
+        json!({"summarizer": {"name": "busy", "prompt_version": "v1", "limits_input": false}, "timeout_ms": 60_000}),
+    );
+    let total = 2 * CONNECTION_CALLS_MAX + 3;
+    let first = raw.next;
+    for _ in 0..total {
+        raw.send("compaction/compact", json!({"session": "s1", "window": 8000}));
+    }
+    let mut overloaded = Vec::new();
+    let mut answered = 0;
+    let mut seams = 0;
+    while answered < total {
+        let frame = raw.frame();
+        if frame["method"] == "seam/summarize" {
+            // Answer with an error: each compaction fails open at once.
+            seams += 1;
+            raw.send_value(&json!({"jsonrpc": "2.0", "id": frame["id"],
+                "error": {"code": -32000, "message": "busy", "data": {"reason": "internal"}}}));
+            continue;
+        }
+        answered += 1;
+        if frame["error"]["data"]["reason"] == "overloaded" {
+            assert_eq!(frame["error"]["data"]["limit"], CONNECTION_CALLS_MAX as u64);
+            overloaded.push(frame["id"].as_u64().unwrap());
+        } else {
+            assert!(frame.get("result").is_some(), "{frame}");
+        }
+    }
+    // The requests past the running and the waiting ones, and only those, were refused.
+    let beyond: Vec<u64> = (first + 2 * CONNECTION_CALLS_MAX as u64..first + total as u64).collect();
+    assert_eq!(overloaded, beyond, "{seams} seam calls");
+    assert!(seams >= 1);
+    assert!(raw.ok("ping", json!({})).is_object());
     drop(raw);
     stop(&store, server);
 }
