@@ -24,6 +24,7 @@
 //! - [`ui::Inspector`] is `mnemo ui`: HTTP on loopback, an embedded page, read-only endpoints.
 //! - [`limits`] names every limit.
 
+pub mod capture;
 pub mod client;
 mod dispatch;
 pub mod limits;
@@ -31,6 +32,7 @@ pub mod load;
 pub mod mcp;
 pub mod methods;
 pub mod protocol;
+mod seams;
 pub mod server;
 pub mod socket;
 pub mod ui;
