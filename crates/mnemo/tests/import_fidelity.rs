@@ -196,6 +196,18 @@ fn codex_source(path: &Path) -> Counts {
             ("response_item", "local_shell_call") => {
                 add(&mut counts, Said::Call("local_shell".to_owned(), canonical(&p["action"])));
             }
+            ("response_item", "tool_search_call") => {
+                add(&mut counts, Said::Call("tool_search".to_owned(), canonical(&p["arguments"])));
+            }
+            ("response_item", "tool_search_output") => {
+                add(&mut counts, Said::Result(p["call_id"].as_str().unwrap().to_owned(), false));
+            }
+            ("response_item", "image_generation_call") => {
+                let args = serde_json::json!({"revised_prompt": p["revised_prompt"]});
+                add(&mut counts, Said::Call("image_generation".to_owned(), canonical(&args)));
+                let id = p["id"].as_str().unwrap_or_default().to_owned();
+                add(&mut counts, Said::Result(id, p["status"] == "failed"));
+            }
             ("response_item", "web_search_call") => {
                 add(&mut counts, Said::Call("web_search".to_owned(), canonical(&p["action"])));
                 add(&mut counts, Said::Result(String::new(), false));
@@ -386,7 +398,7 @@ fn claude_code_real_sessions_and_sub_agents_lose_nothing() {
 
 #[test]
 fn claude_code_written_sessions_lose_nothing() {
-    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl"] {
+    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl", "claude-code-2.1.jsonl"] {
         let paths = vec![written(name)];
         assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
     }
