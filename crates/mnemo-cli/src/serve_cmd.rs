@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use mnemo::Config;
 use mnemo::log::LogLocation;
-use mnemo_server::server::{ServeOptions, StopCause, serve};
+use mnemo_server::server::{ServeOptions, StopCause, serve, serve_stdio};
 
 use crate::term::{say, say_err};
 use crate::{Cli, output, progress};
@@ -21,6 +21,10 @@ pub(crate) struct ServeArgs {
     /// the error) and exit without opening the store.
     #[arg(long)]
     print_schema: bool,
+    /// Serve one client on standard input and output instead of the store's socket: the process
+    /// that spawns `mnemo serve --stdio` owns the store until it closes standard input.
+    #[arg(long, conflicts_with = "print_schema")]
+    stdio: bool,
 }
 
 pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -34,13 +38,25 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
     let mut options = ServeOptions::new(config);
     options.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
-    let report = serve(&cli.store, options)?;
-    let stopped_by = match report.stopped_by {
+    let stopped_by = |cause| match cause {
         StopCause::Signal => "signal",
         StopCause::Request => "shutdown request",
         StopCause::Idle => "idle period",
+        StopCause::InputClosed => "end of standard input",
         _ => "other",
     };
+    if args.stdio {
+        // Standard output carries the protocol: the report goes to standard error only.
+        let report = serve_stdio(&cli.store, options)?;
+        say_err!(
+            "stopped by {}: answered {} calls on standard input",
+            stopped_by(report.stopped_by),
+            report.calls
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = serve(&cli.store, options)?;
+    let stopped_by = stopped_by(report.stopped_by);
     let summary = serde_json::json!({
         "socket": report.socket.display().to_string(),
         "calls": report.calls,

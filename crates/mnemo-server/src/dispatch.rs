@@ -19,10 +19,19 @@ use tokio::runtime::Handle;
 
 use crate::methods::{self as m, Method};
 use crate::protocol::{Reason, RpcError};
+use crate::seams::ConnectionSeams;
+
+mod host;
 
 /// Runs `method` against the store. `initialize` and `shutdown` are the connection's business and
 /// never come here.
-pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value) -> Result<Value, RpcError> {
+pub(crate) fn call(
+    mnemo: &Mnemo,
+    runtime: &Handle,
+    seams: &ConnectionSeams,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
     match method {
         m::Ping::NAME => run::<m::Ping>(params, |_| Ok(m::Empty {})),
         m::Append::NAME => run::<m::Append>(params, |p| append(mnemo, p)),
@@ -45,7 +54,7 @@ pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value)
         m::Stats::NAME => run::<m::Stats>(params, |_| object(&mnemo.stats().map_err(store)?)),
         m::Verify::NAME => run::<m::Verify>(params, |_| object(&mnemo.verify(&mut |_| {}).map_err(store)?)),
         m::Log::NAME => run::<m::Log>(params, |p| log(mnemo, p)),
-        other => Err(RpcError::new(Reason::MethodNotFound, format!("no method {other:?}"))),
+        other => host::call(mnemo, runtime, seams, other, params),
     }
 }
 
@@ -129,7 +138,18 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
             .map_err(|e| invalid(e.to_string()))?;
         records.push(record);
     }
-    let appended = mnemo.append(&stream, expected, &records).map_err(store)?;
+    let appended = match p.durability {
+        None => mnemo.append(&stream, expected, &records),
+        Some(durability) => {
+            let durability = match durability {
+                m::Durability::Buffered => mnemo::log::Durability::Buffered,
+                m::Durability::SyncData => mnemo::log::Durability::SyncData,
+                m::Durability::SyncAll => mnemo::log::Durability::SyncAll,
+            };
+            mnemo.append_with_durability(&stream, expected, &records, durability)
+        }
+    }
+    .map_err(store)?;
     Ok(m::AppendResult {
         first_position: appended.first_position.0,
         last_position: appended.last_position.0,

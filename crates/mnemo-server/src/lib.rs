@@ -29,5 +29,6 @@ pub mod load;
 pub mod mcp;
 pub mod methods;
 pub mod protocol;
+mod seams;
 pub mod server;
 pub mod socket;

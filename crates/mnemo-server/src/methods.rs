@@ -88,6 +88,9 @@ method!(
     /// Stops the server gracefully, as SIGTERM does: running calls finish, then the store closes.
     Shutdown, "shutdown", repeatable: true, Empty => Empty);
 
+mod host;
+pub use host::*;
+
 /// Every method name, in the order `docs/PROTOCOL.md` lists them.
 pub const METHOD_NAMES: &[&str] = &[
     Initialize::NAME,
@@ -106,6 +109,22 @@ pub const METHOD_NAMES: &[&str] = &[
     Verify::NAME,
     Log::NAME,
     Shutdown::NAME,
+    Prepare::NAME,
+    Compact::NAME,
+    RecoverOverflow::NAME,
+    CopySession::NAME,
+    Policy::NAME,
+    Extract::NAME,
+    RecallBlock::NAME,
+    MemoryList::NAME,
+    MemorySearch::NAME,
+    MemoryApply::NAME,
+    MemoryCursor::NAME,
+    Rebuild::NAME,
+    Export::NAME,
+    Subscribe::NAME,
+    Unsubscribe::NAME,
+    RegisterSeams::NAME,
 ];
 
 /// A JSON object whose members the facade's own output defines (documented in `docs/FORMAT.md`).
@@ -183,6 +202,22 @@ pub struct AppendParams {
     pub expected_revision: ExpectedRevision,
     /// The records, appended as one atomic batch.
     pub records: Vec<WireRecord>,
+    /// How far the batch must have reached before it is acknowledged; the store's own (`sync_data`
+    /// unless configured otherwise) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<Durability>,
+}
+
+/// How far an append must have reached before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Written to the operating system: survives the server being killed, not a power loss.
+    Buffered,
+    /// The journal's data synced (`fdatasync`): survives a power loss.
+    SyncData,
+    /// The journal synced with its metadata (`fsync`).
+    SyncAll,
 }
 
 /// A record as `append` takes it: its kind and its payload in the log's JSON form (`docs/FORMAT.md`,
@@ -594,9 +629,40 @@ pub fn schemas() -> Value {
     entry::<Verify>(&mut methods);
     entry::<Log>(&mut methods);
     entry::<Shutdown>(&mut methods);
+    entry::<Prepare>(&mut methods);
+    entry::<Compact>(&mut methods);
+    entry::<RecoverOverflow>(&mut methods);
+    entry::<CopySession>(&mut methods);
+    entry::<Policy>(&mut methods);
+    entry::<Extract>(&mut methods);
+    entry::<RecallBlock>(&mut methods);
+    entry::<MemoryList>(&mut methods);
+    entry::<MemorySearch>(&mut methods);
+    entry::<MemoryApply>(&mut methods);
+    entry::<MemoryCursor>(&mut methods);
+    entry::<Rebuild>(&mut methods);
+    entry::<Export>(&mut methods);
+    entry::<Subscribe>(&mut methods);
+    entry::<Unsubscribe>(&mut methods);
+    entry::<RegisterSeams>(&mut methods);
+    fn server_entry<M: ServerMessage>(into: &mut Map<String, Value>, with_result: bool) {
+        let mut schema = serde_json::json!({ "params": schemars::schema_for!(M::Params) });
+        if with_result {
+            schema["result"] = serde_json::to_value(schemars::schema_for!(M::Result)).unwrap_or_default();
+        }
+        into.insert(M::NAME.to_owned(), schema);
+    }
+    let mut server_requests = Map::new();
+    server_entry::<SummarizeSeam>(&mut server_requests, true);
+    server_entry::<ProviderCompactSeam>(&mut server_requests, true);
+    server_entry::<ProposeSeam>(&mut server_requests, true);
+    let mut notifications = Map::new();
+    server_entry::<Appended>(&mut notifications, false);
     serde_json::json!({
         "protocol_version": crate::protocol::PROTOCOL_VERSION,
         "methods": methods,
+        "server_requests": server_requests,
+        "notifications": notifications,
         "request": schemars::schema_for!(crate::protocol::Request),
         "response": schemars::schema_for!(crate::protocol::Response),
         "error": schemars::schema_for!(crate::protocol::RpcError),

@@ -1,8 +1,28 @@
-"""A typed, blocking Python client of the Mnemo store server (``docs/PROTOCOL.md``)."""
+"""Typed Python clients of the Mnemo store server, blocking and asyncio (``docs/PROTOCOL.md``)."""
 
-from .client import PROTOCOL_VERSION, Client
+from .client import PROTOCOL_VERSION, AsyncClient, Client
+from . import records
+from .seams import MemoryProposer, ProviderCompactor, Summarizer
 from .errors import ClientError, ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
 from .types import (
+    ProviderConnection,
+    SeamFailure,
+    CompactResult,
+    OverflowResult,
+    CursorResult,
+    ExportResult,
+    SubscribeResult,
+    AppendedParams,
+    RegisterSeamsResult,
+    SummarizerSeam,
+    ProviderCompactorSeam,
+    MemoryProposerSeam,
+    SummarizeParams,
+    SummarizeResult,
+    ProviderCompactParams,
+    ProviderCompactResult,
+    ProposeParams,
+    ProposeResult,
     AppendResult,
     ExpectedRevision,
     InitializeResult,
@@ -23,6 +43,28 @@ from .types import (
 )
 
 __all__ = [
+    "AsyncClient",
+    "MemoryProposer",
+    "ProviderCompactor",
+    "Summarizer",
+    "ProviderConnection",
+    "SeamFailure",
+    "CompactResult",
+    "OverflowResult",
+    "CursorResult",
+    "ExportResult",
+    "SubscribeResult",
+    "AppendedParams",
+    "RegisterSeamsResult",
+    "SummarizerSeam",
+    "ProviderCompactorSeam",
+    "MemoryProposerSeam",
+    "SummarizeParams",
+    "SummarizeResult",
+    "ProviderCompactParams",
+    "ProviderCompactResult",
+    "ProposeParams",
+    "ProposeResult",
     "PROTOCOL_VERSION",
     "AppendResult",
     "Client",

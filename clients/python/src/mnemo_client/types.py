@@ -170,6 +170,150 @@ class RememberResult:
     reason: Optional[str] = None
 
 
+# The host methods ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProviderConnection:
+    """The provider connection and model a request goes to."""
+
+    provider_type: str
+    slug: str
+    model: str
+
+
+@dataclass(frozen=True)
+class SeamFailure:
+    """A seam call to this client that gave no usable answer; compaction failed open on it."""
+
+    seam: str
+    #: ``timeout``, ``client_error``, ``invalid_answer`` or ``disconnected``.
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """What ``compaction/prepare`` or ``compaction/compact`` did."""
+
+    #: The history the next request receives: ``items``, ``boundary``, ``notes``, ``diagnostics``.
+    history: JsonObject
+    seam_failures: list[SeamFailure]
+    #: The checkpoint recorded, if one was.
+    recorded: Optional[JsonObject] = None
+
+
+@dataclass(frozen=True)
+class OverflowResult:
+    """What to do after a provider overflow (``compaction/recover_overflow``)."""
+
+    #: ``retry_without_images``, ``resend``, ``surface_provider_error`` or ``failed_open``.
+    action: str
+    seam_failures: list[SeamFailure]
+    checkpoint: Optional[JsonObject] = None
+    items: Optional[list[Any]] = None
+    reason: Optional[str] = None
+    detail: Optional[str] = None
+    diagnostic: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CursorResult:
+    cursor: int
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    #: Mnemo transcript lines, newline-terminated.
+    text: str
+    report: JsonObject
+
+
+@dataclass(frozen=True)
+class SubscribeResult:
+    subscription: int
+    #: The first position the subscription's notifications carry.
+    from_: int = dataclasses.field(metadata={"wire": "from"})
+
+
+@dataclass(frozen=True)
+class AppendedParams:
+    """One ``log/appended`` notification: consecutive envelopes, as ``log`` returns them."""
+
+    subscription: int
+    entries: list[JsonObject]
+
+
+@dataclass(frozen=True)
+class RegisterSeamsResult:
+    registered: list[str]
+    timeout_ms: int
+
+
+@dataclass(frozen=True)
+class SummarizerSeam:
+    name: str
+    prompt_version: str
+    limits_input: bool = True
+
+
+@dataclass(frozen=True)
+class ProviderCompactorSeam:
+    name: str
+    prompt_version: str
+    connection: ProviderConnection
+
+
+@dataclass(frozen=True)
+class MemoryProposerSeam:
+    name: str
+
+
+@dataclass(frozen=True)
+class SummarizeParams:
+    """What the server asks a registered summarizer (``seam/summarize``)."""
+
+    instructions: str
+    messages: list[Any]
+    span_tokens: int
+    input_digest: str
+    previous_summary: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SummarizeResult:
+    text: str
+    #: ``stop`` or ``length`` (a cut-off summary is not used).
+    finish: str = "stop"
+
+
+@dataclass(frozen=True)
+class ProviderCompactParams:
+    messages: list[Any]
+    input_digest: str
+
+
+@dataclass(frozen=True)
+class ProviderCompactResult:
+    output: list[Any]
+
+
+@dataclass(frozen=True)
+class ProposeParams:
+    prompt: JsonObject
+
+
+@dataclass(frozen=True)
+class ProposeResult:
+    #: Strict JSON of the proposal schema, as text.
+    text: str
+
+
+def wire_name(f: "dataclasses.Field[Any]") -> str:
+    """A field's member name on the wire (``from_`` is ``from``)."""
+    return f.metadata.get("wire", f.name)
+
+
 def from_wire(cls: type, value: Any, where: str = "") -> Any:
     """Reads ``value`` (decoded JSON) as ``cls``, checking every member's JSON type."""
     return _read(cls, value, where or cls.__name__)
@@ -209,11 +353,16 @@ def _read(tp: Any, value: Any, where: str) -> Any:
         hints = typing.get_type_hints(tp)
         members = {}
         for f in dataclasses.fields(tp):
-            if f.name in value:
-                members[f.name] = _read(hints[f.name], value[f.name], f"{where}.{f.name}")
+            name = wire_name(f)
+            if name in value:
+                members[f.name] = _read(hints[f.name], value[name], f"{where}.{name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise WireError(f"{where}: the required member {f.name!r} is missing")
+                raise WireError(f"{where}: the required member {name!r} is missing")
         return tp(**members)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        raise WireError(f"{where}: expected a number, got {_json_type(value)}")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -249,7 +398,7 @@ def to_wire(value: Any) -> Any:
     dataclass are left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: to_wire(getattr(value, f.name))
+            wire_name(f): to_wire(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if getattr(value, f.name) is not None
         }
@@ -259,6 +408,25 @@ def to_wire(value: Any) -> Any:
 
 
 __all__ = [
+    "ProviderConnection",
+    "SeamFailure",
+    "CompactResult",
+    "OverflowResult",
+    "CursorResult",
+    "ExportResult",
+    "SubscribeResult",
+    "AppendedParams",
+    "RegisterSeamsResult",
+    "SummarizerSeam",
+    "ProviderCompactorSeam",
+    "MemoryProposerSeam",
+    "SummarizeParams",
+    "SummarizeResult",
+    "ProviderCompactParams",
+    "ProviderCompactResult",
+    "ProposeParams",
+    "ProposeResult",
+    "wire_name",
     "AppendResult",
     "ExpectedRevision",
     "InitializeResult",
