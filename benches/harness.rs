@@ -129,7 +129,7 @@ pub struct BenchReport {
     pub workloads: Vec<WorkloadResult>,
     /// Processor seconds of the rebuild by thread name (the pipeline's `stage:NAME` threads, its
     /// feeder, the storage engine's workers, and the calling thread's digests), largest first.
-    pub rebuild_cpu: Vec<(String, f64)>,
+    pub rebuild_cpu: ThreadCpu,
 }
 
 /// Errors of a bench run.
@@ -419,7 +419,10 @@ fn bulk_import(options: &BenchOptions) -> Result<(WorkloadResult, PathBuf, Workl
     Ok((import, mnemo_dir, disk))
 }
 
-fn rebuild_and_scan(store: &Path) -> Result<(Vec<WorkloadResult>, Vec<(String, f64)>), BenchError> {
+/// Processor seconds by thread name, largest first.
+pub type ThreadCpu = Vec<(String, f64)>;
+
+fn rebuild_and_scan(store: &Path) -> Result<(Vec<WorkloadResult>, ThreadCpu), BenchError> {
     let mnemo = open_mnemo(store, Durability::SyncData)?;
     mnemo.catch_up()?;
     let head = mnemo.log().head();

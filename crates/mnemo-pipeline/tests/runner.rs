@@ -351,10 +351,14 @@ fn transactions_see_their_own_changes_over_the_committed_state() {
     assert_eq!(store.get(b"k2").unwrap(), Some(b"keep".to_vec()));
 }
 
+/// Each folded position with the nice value of the thread that folded it.
+#[cfg(target_os = "linux")]
+type NiceValues = Arc<std::sync::Mutex<Vec<(Position, i32)>>>;
+
 /// Records the nice value of the thread that folds each position.
 #[cfg(target_os = "linux")]
 #[derive(Debug)]
-struct NiceRecorder(Arc<std::sync::Mutex<Vec<(Position, i32)>>>);
+struct NiceRecorder(NiceValues);
 
 #[cfg(target_os = "linux")]
 impl Projector for NiceRecorder {
@@ -372,10 +376,7 @@ impl Projector for NiceRecorder {
 }
 
 #[cfg(target_os = "linux")]
-fn fold_nice_values(
-    log: &Arc<FjallLog>,
-    replay_until: Option<Position>,
-) -> (Pipeline, Arc<std::sync::Mutex<Vec<(Position, i32)>>>) {
+fn fold_nice_values(log: &Arc<FjallLog>, replay_until: Option<Position>) -> (Pipeline, NiceValues) {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
     let stages =
