@@ -191,3 +191,69 @@ def test_copy_memory_items_rebuild_and_export(client: Client) -> None:
     with pytest.raises(MnemoError) as bad:
         client.memory_search(["deploy"], match_mode="fuzzy")
     assert bad.value.reason == "invalid_params"
+
+
+def test_the_asyncio_client_on_the_socket_pipelines_calls_and_keeps_serving_after_errors(store: Path) -> None:
+    async def run() -> None:
+        async with await AsyncClient.connect(store, mnemo_bin=mnemo_bin(), serve_args=("--idle-exit", "120")) as client:
+            for n in range(1, 4):
+                await client.append("session/a", turn("a", n))
+            searches = [client.search("lockfile", limit=2) for _ in range(10)]
+            bad = client.call("history/search", {"query": 5})
+            results = await asyncio.gather(*searches, bad, return_exceptions=True)
+            assert all(not isinstance(r, BaseException) and r.rows for r in results[:10]), results
+            assert isinstance(results[10], MnemoError) and results[10].reason == "invalid_params"
+            # An overflow in a new turn: recovered once, then the provider's error is surfaced.
+            await client.append("session/a", [records.text_message("a", "t9", "a-t9-u", "user", "Faster tests?", timestamp_ms=1)])
+            overflow = dict(turn="t9", anchor="a-t9-u", reference_tokens=3000, step=0, context_length_error=True,
+                            produced_output=False, steps_remaining=True)
+            first = await client.recover_overflow("a", **overflow)
+            assert first.action in ("resend", "retry_without_images", "failed_open"), first
+            second = await client.recover_overflow("a", **overflow)
+            assert second.action == "surface_provider_error"
+            assert (await client.stats())["sessions"] == 1
+
+    asyncio.run(run())
+
+
+def test_a_seam_handler_may_call_the_server_on_the_same_connection(client: Client) -> None:
+    class Searching(Summarizer):
+        name = "python-searching"
+        limits_input = False
+        found = -1
+
+        def summarize(self, request: SummarizeParams) -> str:
+            # A call from inside the seam, on the connection whose call is waiting for this answer.
+            Searching.found = len(client.search("lockfile", limit=3).rows)
+            return SUMMARY
+
+    for n in range(1, 5):
+        client.append("session/py", turn("py", n))
+    client.register_seams(summarizer=Searching())
+    compacted = client.compact("py", window=8000)
+    assert compacted.seam_failures == [] and compacted.recorded is not None
+    assert Searching.found > 0
+    assert client.stats()["sessions"] == 1
+
+
+def test_a_python_memory_proposer_is_asked_with_the_evidence(client: Client) -> None:
+    from mnemo_client import MemoryProposer, ProposeParams
+
+    class Recording(MemoryProposer):
+        name = "python-proposer"
+        prompts: list[ProposeParams] = []
+
+        def propose(self, request: ProposeParams) -> str:
+            Recording.prompts.append(request)
+            raise RuntimeError("no model in this test")
+
+    client.append("session/m", [
+        records.text_message("m", "t1", "m-u", "user", "Remember that I never use unwrap in library code.", timestamp_ms=1),
+        records.turn_ended("m", "t1"),
+    ])
+    registered = client.register_seams(memory_proposer=Recording())
+    assert registered.registered == ["seam/propose"]
+    result = client.remember("m")
+    assert Recording.prompts, "the proposer was not called back"
+    assert "never use unwrap" in str(Recording.prompts[0].prompt["evidence"])
+    assert result.status != "remembered"

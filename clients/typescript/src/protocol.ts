@@ -34,6 +34,25 @@ export interface AppendResult {
   last_revision: number;
 }
 
+/** `log/appended` notification parameters. */
+export interface AppendedParams {
+  /**
+   * Consecutive envelopes (as `log` returns them), in position order, with no gap since the
+   * previous notification.
+   */
+  entries: JsonObject[];
+  /** The subscription. */
+  subscription: number;
+}
+
+/** `capture` parameters. */
+export interface CaptureParams {
+  /** `auto` (default), `codex`, `claude-code`, or another `import` format. */
+  format?: string | null;
+  /** The session file (absolute, or relative to the server's working directory). */
+  path: string;
+}
+
 /** `compaction/prepare` and `compaction/compact` parameters. */
 export interface CompactParams {
   /** Use the seams this connection registered (default true); false: the embedded summarizer. */
@@ -144,6 +163,9 @@ export interface ExtractParams {
   /** Extract through this event; the session's last event when absent. */
   terminal_event?: string | null;
 }
+
+/** Why the summarizing model stopped. */
+export type FinishReason = "stop" | "length";
 
 /** `import` parameters: exactly one of `path` and `text`. */
 export interface ImportParams {
@@ -307,6 +329,38 @@ export interface OverflowResult {
   reason?: string | null;
   /** Seam calls to this client that failed during the recovery. */
   seam_failures: SeamFailure[];
+}
+
+/** `seam/propose` parameters. */
+export interface ProposeParams {
+  /**
+   * The proposal prompt: `trigger`, `requested_turn`, `evidence`, `prior_summary`, `context`,
+   * `localized_terms` (memory.md §3.9).
+   */
+  prompt: JsonObject;
+}
+
+/** `seam/propose` result. */
+export interface ProposeResult {
+  /**
+   * Strict JSON of the proposal schema, as text; the server checks it as it checks the embedded
+   * proposer's.
+   */
+  text: string;
+}
+
+/** `seam/provider_compact` parameters. */
+export interface ProviderCompactParams {
+  /** The input's digest (hex). */
+  input_digest: string;
+  /** The conversation, led by the previous compaction item when rolling forward. */
+  messages: Json[];
+}
+
+/** `seam/provider_compact` result. */
+export interface ProviderCompactResult {
+  /** The output parts of the provider's response (exactly one compaction item is kept). */
+  output: Json[];
 }
 
 /** A provider compactor the client implements. */
@@ -651,6 +705,33 @@ export interface SourceRef {
   turn: string;
 }
 
+/** `memory/start_block` parameters. */
+export interface StartBlockParams {
+  /** The block's budget in tokens, 1..=16000 (default: the pipeline's `recall_budget_tokens`). */
+  budget_tokens?: number | null;
+  /** Match the items against this text instead of recent turns. */
+  query?: string | null;
+  /** The starting session; when the store holds it, its workspace and recent turns are used. */
+  session?: string | null;
+  /** The workspace when the store does not hold the session (the host's working directory). */
+  workspace?: string | null;
+}
+
+/** `memory/start_block` result. */
+export interface StartBlockResult {
+  /** The items included, in the block's order. */
+  items: RecalledItem[];
+  /**
+   * How many of the first `items` are standing facts (identity, preferences, standing
+   * instructions), included whatever the recent turns are about.
+   */
+  standing: number;
+  /** The rendered block; empty when no item is included. */
+  text: string;
+  /** Its estimated size in tokens. */
+  tokens: number;
+}
+
 /** `log/subscribe` parameters. */
 export interface SubscribeParams {
   /** The first position to send; the next one appended when absent (the log's head + 1). */
@@ -663,6 +744,28 @@ export interface SubscribeResult {
   from: number;
   /** The subscription's id, which its notifications carry. */
   subscription: number;
+}
+
+/** `seam/summarize` parameters: what a text summarizer is given. */
+export interface SummarizeParams {
+  /** The input's digest (hex), recorded in the checkpoint's manifest. */
+  input_digest: string;
+  /** The system instructions (the summary format the server checks the answer against). */
+  instructions: string;
+  /** The conversation as provider messages (`{"role", "content": [parts]}`), fitted to the budget. */
+  messages: Json[];
+  /** The previous summary when rolling forward (it is also the first message). */
+  previous_summary?: string | null;
+  /** The token estimate of the span the summary replaces. */
+  span_tokens: number;
+}
+
+/** `seam/summarize` result. */
+export interface SummarizeResult {
+  /** Why the model stopped (default `stop`). */
+  finish?: FinishReason;
+  /** The summary, in the format the instructions give. */
+  text: string;
 }
 
 /** A summarizer the client implements. */
@@ -723,6 +826,10 @@ export interface Methods {
   "append": {
     params: AppendParams;
     result: AppendResult;
+  };
+  "capture": {
+    params: CaptureParams;
+    result: JsonObject;
   };
   "compaction/compact": {
     params: CompactParams;
@@ -824,6 +931,10 @@ export interface Methods {
     params: MemorySearchParams;
     result: JsonObject[];
   };
+  "memory/start_block": {
+    params: StartBlockParams;
+    result: StartBlockResult;
+  };
   "ping": {
     params: Record<string, never>;
     result: Record<string, never>;
@@ -856,6 +967,7 @@ export type MethodName = keyof Methods;
 /** Whether each method may be sent again after a lost connection without changing the outcome. */
 export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "append": false,
+  "capture": true,
   "compaction/compact": false,
   "compaction/context": true,
   "compaction/copy": true,
@@ -881,6 +993,7 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "memory/recall_block": true,
   "memory/remember": true,
   "memory/search": true,
+  "memory/start_block": true,
   "ping": true,
   "rebuild": true,
   "seams/register": true,
@@ -889,12 +1002,34 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "verify": true,
 };
 
+/** Every request the server sends a client (the model seams): its parameters and the result it takes. */
+export interface ServerRequests {
+  "seam/propose": {
+    params: ProposeParams;
+    result: ProposeResult;
+  };
+  "seam/provider_compact": {
+    params: ProviderCompactParams;
+    result: ProviderCompactResult;
+  };
+  "seam/summarize": {
+    params: SummarizeParams;
+    result: SummarizeResult;
+  };
+}
+
+/** Every notification the server sends: its parameters. */
+export interface Notifications {
+  "log/appended": AppendedParams;
+}
+
 /**
  * Every method's result schema (descriptions left out), for reading answers strictly: a missing
  * required member or a member of the wrong JSON type is refused, unknown members are ignored.
  */
 export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "append": {"properties":{"first_position":{"format":"uint64","minimum":0,"type":"integer"},"last_position":{"format":"uint64","minimum":0,"type":"integer"},"last_revision":{"format":"uint64","minimum":0,"type":"integer"}},"required":["first_position","last_position","last_revision"],"type":"object"},
+  "capture": {"additionalProperties":true,"type":"object"},
   "compaction/compact": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
   "compaction/context": {"additionalProperties":true,"type":"object"},
   "compaction/copy": {"additionalProperties":true,"type":"object"},
@@ -920,6 +1055,7 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "memory/recall_block": {"additionalProperties":true,"type":"object"},
   "memory/remember": {"$defs":{"RequestedItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"}},"required":["item","content"],"type":"object"}},"properties":{"reason":{"type":["string","null"]},"requested_items":{"items":{"$ref":"#/$defs/RequestedItem"},"type":"array"},"status":{"type":"string"}},"required":["status","requested_items"],"type":"object"},
   "memory/search": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
+  "memory/start_block": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"properties":{"items":{"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},"standing":{"format":"uint64","minimum":0,"type":"integer"},"text":{"type":"string"},"tokens":{"format":"uint64","minimum":0,"type":"integer"}},"required":["text","tokens","items","standing"],"type":"object"},
   "ping": {"additionalProperties":false,"type":"object"},
   "rebuild": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "seams/register": {"properties":{"registered":{"items":{"type":"string"},"type":"array"},"timeout_ms":{"format":"uint64","minimum":0,"type":"integer"}},"required":["registered","timeout_ms"],"type":"object"},

@@ -24,6 +24,7 @@ mod compaction_cmd;
 mod demo;
 mod eval_cmd;
 mod history_cmd;
+mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
 mod recall_eval_cmd;
@@ -138,6 +139,10 @@ enum Command {
     /// Capture the agents' session folders: import every new or grown session file (`--watch`:
     /// keep capturing as they change).
     Sync(sync_cmd::SyncArgs),
+    /// Run as a coding agent's hook (`claude-code` or `codex`): the event's JSON on stdin; at
+    /// session start print the memory context, at stop, compaction and session end capture the
+    /// transcript. Always exits 0; failures go to `hooks.log` in the store directory.
+    Hook(hook_cmd::HookArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -293,6 +298,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => mcp_cmd::run(cli, args),
         Command::Sync(args) => sync_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
+        Command::Hook(args) => hook_cmd::run(cli, args),
     }
 }
 
@@ -436,8 +442,18 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
     let sessions = open(cli, true)?.history().session_list()?;
     output(cli, &sessions, || {
         let mut rows = vec![
-            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
-                .map(str::to_owned),
+            [
+                "last activity",
+                "first activity",
+                "session",
+                "source",
+                "workspace",
+                "events",
+                "turns",
+                "flags",
+                "title",
+            ]
+            .map(str::to_owned),
         ];
         for listing in &sessions {
             let s = &listing.summary;
@@ -460,6 +476,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
                 listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
                 s.session.to_string(),
+                s.source.clone().unwrap_or_else(|| "-".to_owned()),
                 s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
@@ -467,7 +484,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
             say!("{row}");
         }
     });

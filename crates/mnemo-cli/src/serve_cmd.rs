@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use mnemo::Config;
-use mnemo::log::LogLocation;
+use mnemo::log::{LogLocation, ManualClock};
 use mnemo_server::server::{ServeOptions, StopCause, serve, serve_stdio};
 
 use crate::term::{say, say_err};
@@ -21,6 +21,12 @@ pub(crate) struct ServeArgs {
     /// the error) and exit without opening the store.
     #[arg(long)]
     print_schema: bool,
+    /// Stamp every append with this fixed time (ms since the Unix epoch) instead of the system
+    /// clock's, so that the same calls make the same log byte for byte (conformance tests across
+    /// clients, reproducible demonstrations). An import still stamps its records with their own
+    /// times, and the log's times never run backwards.
+    #[arg(long, value_name = "MS")]
+    fixed_clock: Option<u64>,
     /// Serve one client on standard input and output instead of the store's socket: the process
     /// that spawns `mnemo serve --stdio` owns the store until it closes standard input.
     #[arg(long, conflicts_with = "print_schema")]
@@ -34,8 +40,11 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
-    let config =
+    let mut config =
         Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
+    if let Some(ms) = args.fixed_clock {
+        config.clock = std::sync::Arc::new(ManualClock::new(ms, 0));
+    }
     let mut options = ServeOptions::new(config);
     options.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     let stopped_by = |cause| match cause {

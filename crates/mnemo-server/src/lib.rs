@@ -22,6 +22,7 @@
 //! - [`mcp::run_stdio`] is `mnemo mcp`: the MCP tools, forwarded to the store server.
 //! - [`limits`] names every limit.
 
+pub mod capture;
 pub mod client;
 mod dispatch;
 pub mod limits;

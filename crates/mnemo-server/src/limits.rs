@@ -17,8 +17,9 @@ pub const CALLS_RUNNING_MAX: usize = 64;
 /// answered `overloaded` at once, without touching the store.
 pub const CALLS_ADMITTED_MAX: usize = 1024;
 
-/// Most calls one connection may have admitted at once (pipelined requests). The server reads no
-/// further request from that connection until one of them is answered.
+/// Most calls one connection may have running at once (pipelined requests); as many more are read
+/// ahead and wait for a slot, and a request beyond both is answered `overloaded`. (The server keeps
+/// reading so that a client's answers to its seam requests reach the calls waiting on them.)
 pub const CONNECTION_CALLS_MAX: usize = 32;
 
 /// Most answers waiting to be written to one connection.

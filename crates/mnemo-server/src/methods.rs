@@ -51,6 +51,11 @@ method!(
     /// are recognised and not appended again, so it also captures a file that grew.
     Import, "import", repeatable: true, ImportParams => Object);
 method!(
+    /// Captures a session file its agent may still be writing (a host's hook names it): its
+    /// complete lines are imported as `import` does, and a last line still being written is left
+    /// for the next capture.
+    Capture, "capture", repeatable: true, CaptureParams => Object);
+method!(
     /// `history().session_list`: every session, most recent activity first.
     Sessions, "history/sessions", repeatable: true, Empty => Vec<SessionInfo>);
 method!(
@@ -71,6 +76,10 @@ method!(
 method!(
     /// `memory().get`: one memory item; `null` if unknown.
     MemoryGet, "memory/get", repeatable: true, MemoryGetParams => Option<Object>);
+method!(
+    /// `memory().start_block`: the push block for a session that is starting (which the store may
+    /// not hold yet): its workspace's standing facts and most relevant items, within a budget.
+    StartBlock, "memory/start_block", repeatable: true, StartBlockParams => StartBlockResult);
 method!(
     /// `compaction().context`: the history the session's next provider request would receive (as
     /// of a position), with the checkpoint it stands on and diagnostics.
@@ -97,6 +106,7 @@ pub const METHOD_NAMES: &[&str] = &[
     Ping::NAME,
     Append::NAME,
     Import::NAME,
+    Capture::NAME,
     Sessions::NAME,
     Transcript::NAME,
     SearchHistory::NAME,
@@ -104,6 +114,7 @@ pub const METHOD_NAMES: &[&str] = &[
     Recall::NAME,
     Remember::NAME,
     MemoryGet::NAME,
+    StartBlock::NAME,
     Context::NAME,
     Stats::NAME,
     Verify::NAME,
@@ -272,6 +283,49 @@ pub struct ImportParams {
     /// `auto` (default), `mnemo`, `openai-chat`, `codex`, `claude-code`, `maka` or `swe-agent`.
     #[serde(default)]
     pub format: Option<String>,
+}
+
+/// `capture` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureParams {
+    /// The session file (absolute, or relative to the server's working directory).
+    pub path: String,
+    /// `auto` (default), `codex`, `claude-code`, or another `import` format.
+    #[serde(default)]
+    pub format: Option<String>,
+}
+
+/// `memory/start_block` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBlockParams {
+    /// The starting session; when the store holds it, its workspace and recent turns are used.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The workspace when the store does not hold the session (the host's working directory).
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Match the items against this text instead of recent turns.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// The block's budget in tokens, 1..=16000 (default: the pipeline's `recall_budget_tokens`).
+    #[serde(default)]
+    pub budget_tokens: Option<u64>,
+}
+
+/// `memory/start_block` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StartBlockResult {
+    /// The rendered block; empty when no item is included.
+    pub text: String,
+    /// Its estimated size in tokens.
+    pub tokens: u64,
+    /// The items included, in the block's order.
+    pub items: Vec<RecalledItem>,
+    /// How many of the first `items` are standing facts (identity, preferences, standing
+    /// instructions), included whatever the recent turns are about.
+    pub standing: u64,
 }
 
 /// `history/transcript` parameters.
@@ -617,6 +671,7 @@ pub fn schemas() -> Value {
     entry::<Ping>(&mut methods);
     entry::<Append>(&mut methods);
     entry::<Import>(&mut methods);
+    entry::<Capture>(&mut methods);
     entry::<Sessions>(&mut methods);
     entry::<Transcript>(&mut methods);
     entry::<SearchHistory>(&mut methods);
@@ -624,6 +679,7 @@ pub fn schemas() -> Value {
     entry::<Recall>(&mut methods);
     entry::<Remember>(&mut methods);
     entry::<MemoryGet>(&mut methods);
+    entry::<StartBlock>(&mut methods);
     entry::<Context>(&mut methods);
     entry::<Stats>(&mut methods);
     entry::<Verify>(&mut methods);

@@ -591,8 +591,11 @@ async fn handle_request(
     }
     let local = [m::Shutdown::NAME, m::Subscribe::NAME, m::Unsubscribe::NAME, m::RegisterSeams::NAME];
     if local.contains(&request.method.as_str()) {
+        // A new tail starts sending only once its subscription's answer is queued, so a client
+        // sees the subscription's id before any of its notifications.
+        let (answered, tail_gate) = tokio::sync::oneshot::channel();
         let result = match request.method.as_str() {
-            m::Subscribe::NAME => subscribe(shared, conn, params),
+            m::Subscribe::NAME => subscribe(shared, conn, params, tail_gate),
             m::Unsubscribe::NAME => unsubscribe(conn, params).await,
             m::RegisterSeams::NAME => register_seams(shared, conn, params),
             _ => {
@@ -606,6 +609,7 @@ async fn handle_request(
         if id.is_some() {
             conn.reply(answer(result)).await;
         }
+        let _ = answered.send(());
         return;
     }
     if let Err(error) = admit(shared) {
@@ -694,7 +698,12 @@ fn register_seams(shared: &Arc<Shared>, conn: &Arc<Connection>, params: Value) -
 }
 
 /// `log/subscribe`: a task that sends every envelope from `from` on as `log/appended`.
-fn subscribe(shared: &Arc<Shared>, conn: &Arc<Connection>, params: Value) -> Result<Value, RpcError> {
+fn subscribe(
+    shared: &Arc<Shared>,
+    conn: &Arc<Connection>,
+    params: Value,
+    answered: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Value, RpcError> {
     let params: m::SubscribeParams = dispatch::parse_params(m::Subscribe::NAME, params)?;
     let mut tails = conn.tails.lock().unwrap_or_else(PoisonError::into_inner);
     tails.retain(|_, tail| !tail.is_finished());
@@ -710,7 +719,7 @@ fn subscribe(shared: &Arc<Shared>, conn: &Arc<Connection>, params: Value) -> Res
     let head = shared.mnemo.log().head().0;
     let from = params.from.unwrap_or(head + 1).max(1);
     let subscription = conn.next_tail.fetch_add(1, Ordering::AcqRel);
-    let tail = tokio::spawn(follow(Arc::clone(shared), Arc::clone(conn), subscription, from));
+    let tail = tokio::spawn(follow(Arc::clone(shared), Arc::clone(conn), subscription, from, answered));
     tails.insert(subscription, tail);
     serde_json::to_value(m::SubscribeResult { subscription, from })
         .map_err(|e| RpcError::new(Reason::Internal, e.to_string()))
@@ -733,8 +742,17 @@ async fn unsubscribe(conn: &Arc<Connection>, params: Value) -> Result<Value, Rpc
 /// A tail: polls the log's head, reads what is new in pages, and sends each page as one
 /// notification (waiting while the connection's queue is full, so a slow client slows only its
 /// own tail). Ends when the connection closes or the server stops.
-async fn follow(shared: Arc<Shared>, conn: Arc<Connection>, subscription: u64, mut next: u64) {
+async fn follow(
+    shared: Arc<Shared>,
+    conn: Arc<Connection>,
+    subscription: u64,
+    mut next: u64,
+    answered: tokio::sync::oneshot::Receiver<()>,
+) {
     let mut stop = shared.stop.subscribe();
+    if answered.await.is_err() {
+        return;
+    }
     loop {
         if shared.stopping() {
             return;

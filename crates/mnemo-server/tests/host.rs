@@ -279,8 +279,12 @@ fn a_tail_subscription_streams_every_appended_envelope_in_order() {
     let mut writer = Raw::open(&store);
     converse(&mut writer, "s1", 1);
     let mut follower = Raw::open(&store);
-    // From position 1: the three envelopes already there, then what comes.
-    let subscribed = follower.ok("log/subscribe", json!({"from": 1}));
+    // From position 1: the three envelopes already there, then what comes. The answer comes
+    // before the first notification, so the client knows the subscription it belongs to.
+    follower.send("log/subscribe", json!({"from": 1}));
+    let subscribed = follower.frame();
+    assert!(subscribed.get("method").is_none(), "a notification before the answer: {subscribed}");
+    let subscribed = subscribed["result"].clone();
     assert_eq!(subscribed["from"], 1);
     let subscription = subscribed["subscription"].clone();
     converse(&mut writer, "s2", 2);
@@ -395,6 +399,17 @@ fn bad_input_is_refused_with_a_typed_reason_and_leaves_the_store_unchanged_for_e
         assert_eq!(answer["error"]["data"]["reason"], "invalid_params", "{method} {params}: {answer}");
         assert_eq!(answer["error"]["code"], -32602);
     }
+    // Input the store refuses, whole: nothing of it is stored.
+    let elsewhere = text("s2", "t1", "s2-e1", true, "on the wrong stream");
+    let refused = raw.call(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any", "records": [text("s1", "t9", "s1-e9", true, "ok"), elsewhere]}),
+    );
+    assert_eq!(refused["error"]["data"]["reason"], "invalid_input", "{refused}");
+    let transcript = "{\"kind\":\"session\",\"session\":\"s3\"}\n{\"session\":\"s3\",\"turn\":\"t1\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"hi\"}]}\n{\"session\":\"s3\",\"turn\":\"t1\",\"role\":\"wizard\"}\n";
+    let refused = raw.call("import", json!({"text": transcript, "source": "bad.jsonl"}));
+    assert_eq!(refused["error"]["data"]["reason"], "invalid_input", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("bad.jsonl"), "{refused}");
     // Unknown method, malformed JSON, a frame that is neither request nor answer.
     let unknown = raw.call("compaction/explode", json!({}));
     assert_eq!(unknown["error"]["data"]["reason"], "method_not_found");
@@ -592,5 +607,87 @@ fn the_rust_client_keeps_calling_while_notifications_of_its_subscription_arrive(
     }
     assert_eq!(client.call::<Stats>(&Empty {}).unwrap()["head"], 3);
     drop(client);
+    stop(&store, server);
+}
+
+#[test]
+fn an_overflow_is_recovered_once_per_turn_on_a_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 8);
+    // A new turn whose first request the provider rejected as too long.
+    raw.ok(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any",
+            "records": [text("s1", "t9", "s1-t9-u", true, "Now make the test step faster.")]}),
+    );
+    let overflow = json!({"session": "s1", "turn": "t9", "anchor": "s1-t9-u", "reference_tokens": 3000,
+        "step": 0, "context_length_error": true, "produced_output": false, "steps_remaining": true,
+        "client_seams": false});
+    let first = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(first["action"], "resend", "{first}");
+    assert!(first["checkpoint"].is_object(), "{first}");
+    assert!(!first["items"].as_array().unwrap().is_empty());
+    assert_eq!(first["seam_failures"], json!([]));
+    // The same turn again: its one retry is used.
+    let second = raw.ok("compaction/recover_overflow", overflow.clone());
+    assert_eq!(second["action"], "surface_provider_error", "{second}");
+    // Not a context-length error: never recovered, nothing recorded.
+    let head = raw.ok("stats", json!({}))["head"].clone();
+    let mut other = overflow;
+    other["turn"] = json!("t10");
+    other["context_length_error"] = json!(false);
+    assert_eq!(raw.ok("compaction/recover_overflow", other)["action"], "surface_provider_error");
+    assert_eq!(raw.ok("stats", json!({}))["head"], head);
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn a_connection_with_every_call_slot_busy_and_its_queue_full_gets_overloaded_and_keeps_its_seams() {
+    use mnemo_server::limits::CONNECTION_CALLS_MAX;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    converse(&mut raw, "s1", 4);
+    // Every compaction waits on a seam this client answers only after reading every answer.
+    raw.ok(
+        "seams/register",
+        json!({"summarizer": {"name": "busy", "prompt_version": "v1", "limits_input": false}, "timeout_ms": 60_000}),
+    );
+    let total = 2 * CONNECTION_CALLS_MAX + 3;
+    let first = raw.next;
+    for _ in 0..total {
+        raw.send("compaction/compact", json!({"session": "s1", "window": 8000}));
+    }
+    let mut overloaded = Vec::new();
+    let mut answered = 0;
+    let mut seams = 0;
+    while answered < total {
+        let frame = raw.frame();
+        if frame["method"] == "seam/summarize" {
+            // Answer with an error: each compaction fails open at once.
+            seams += 1;
+            raw.send_value(&json!({"jsonrpc": "2.0", "id": frame["id"],
+                "error": {"code": -32000, "message": "busy", "data": {"reason": "internal"}}}));
+            continue;
+        }
+        answered += 1;
+        if frame["error"]["data"]["reason"] == "overloaded" {
+            assert_eq!(frame["error"]["data"]["limit"], CONNECTION_CALLS_MAX as u64);
+            overloaded.push(frame["id"].as_u64().unwrap());
+        } else {
+            assert!(frame.get("result").is_some(), "{frame}");
+        }
+    }
+    // The requests past the running and the waiting ones, and only those, were refused.
+    let beyond: Vec<u64> = (first + 2 * CONNECTION_CALLS_MAX as u64..first + total as u64).collect();
+    assert_eq!(overloaded, beyond, "{seams} seam calls");
+    assert!(seams >= 1);
+    assert!(raw.ok("ping", json!({})).is_object());
+    drop(raw);
     stop(&store, server);
 }

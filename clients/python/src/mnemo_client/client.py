@@ -415,6 +415,7 @@ class Client(_Methods):
         self._ids = itertools.count(1)
         self._handlers: dict[str, seams.Handler] = {}
         self._notifications: collections.deque[AppendedParams] = collections.deque()
+        self._answers: dict[int, JsonObject] = {}
         self.server = server
         """What ``initialize`` answered: the server's version, its store, its pid and limits."""
 
@@ -546,12 +547,15 @@ class Client(_Methods):
         frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
         self._send(frame, method)
         while True:
-            answer = self._next_frame(method)
+            answer = self._answers.pop(request_id, None) or self._next_frame(method)
             if answer is None:
                 continue
             if answer.get("id") != request_id:
                 if answer.get("id") is None and "error" in answer:
                     raise MnemoError.from_wire(answer["error"])
+                # The answer to an outer call, read by a call a seam handler made: kept for it.
+                if isinstance(answer.get("id"), int):
+                    self._answers[answer["id"]] = answer
                 continue
             if "error" in answer:
                 raise MnemoError.from_wire(answer["error"])
