@@ -27,6 +27,7 @@ mod history_cmd;
 mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod protocol_bench;
 mod recall_eval_cmd;
 mod serve_cmd;
 mod sync_cmd;
@@ -446,8 +447,18 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
     let sessions = open(cli, true)?.history().session_list()?;
     output(cli, &sessions, || {
         let mut rows = vec![
-            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
-                .map(str::to_owned),
+            [
+                "last activity",
+                "first activity",
+                "session",
+                "source",
+                "workspace",
+                "events",
+                "turns",
+                "flags",
+                "title",
+            ]
+            .map(str::to_owned),
         ];
         for listing in &sessions {
             let s = &listing.summary;
@@ -470,6 +481,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
                 listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
                 s.session.to_string(),
+                s.source.clone().unwrap_or_else(|| "-".to_owned()),
                 s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
@@ -477,7 +489,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
             say!("{row}");
         }
     });
