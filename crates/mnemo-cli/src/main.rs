@@ -27,6 +27,7 @@ mod history_cmd;
 mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod protocol_bench;
 mod recall_eval_cmd;
 mod serve_cmd;
 mod sync_cmd;
