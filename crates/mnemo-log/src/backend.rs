@@ -196,6 +196,55 @@ pub struct Appended {
     pub retried: u32,
 }
 
+/// A key of the key index as held: the holder's position and the value it claimed the key with
+/// (empty but for a [`KeyRule::Claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldKey {
+    /// The holder's position.
+    pub position: Position,
+    /// The claimed value.
+    pub value: Vec<u8>,
+}
+
+/// Checks the rules of records not yet appended against the key index as `held` reads it and the
+/// keys the records before them write, without writing anything: for a caller that will append
+/// them in several appends (an import) and must refuse the whole before the first. Identities are
+/// taken as new (the caller compares records with the log first). Returns the first refusal, with
+/// the index of the record in `records`. The writer decides again when each append lands.
+pub fn precheck_rules<'a>(
+    records: impl IntoIterator<Item = &'a [KeyRule]>,
+    held: &dyn Fn(&[u8]) -> Result<Option<HeldKey>, LogError>,
+) -> Result<Option<KeyRefusal>, LogError> {
+    let mut written: std::collections::HashMap<Vec<u8>, HeldKey> = std::collections::HashMap::new();
+    for (index, rules) in records.into_iter().enumerate() {
+        let position = Position(u64::try_from(index).unwrap_or(u64::MAX));
+        for rule in rules {
+            let current = match written.get(rule.key()) {
+                Some(pending) => Some(pending.clone()),
+                None => held(rule.key())?,
+            };
+            let write = match (rule, &current) {
+                (KeyRule::Identity(_), _) => Some(Vec::new()),
+                (KeyRule::Claim { value, .. }, None) => Some(value.clone()),
+                (KeyRule::Claim { value, .. }, Some(current)) if current.value == *value => None,
+                (KeyRule::Unique(_), None) => Some(Vec::new()),
+                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                (_, current) => {
+                    return Ok(Some(KeyRefusal {
+                        record: index,
+                        rule: rule.clone(),
+                        held_at: current.as_ref().map(|c| c.position),
+                    }));
+                }
+            };
+            if let Some(value) = write {
+                written.entry(rule.key().to_vec()).or_insert(HeldKey { position, value });
+            }
+        }
+    }
+    Ok(None)
+}
+
 /// An append refused by a rule on the log's key index (see [`KeyRule`]). Nothing was appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRefusal {
@@ -294,7 +343,12 @@ pub trait LogBackend: Send + Sync + std::fmt::Debug {
     fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError>;
 
     /// Where the record holding `key` in the key index is (see [`KeyRule`]), if any record holds it.
-    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError>;
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+        Ok(self.held_key(key)?.map(|held| held.position))
+    }
+
+    /// The key index's entry for `key`: its holder's position and the value claimed with it.
+    fn held_key(&self, key: &[u8]) -> Result<Option<HeldKey>, LogError>;
 
     /// Blocks until the head is at least `position` or `timeout` passes; returns the head then.
     /// This is how followers (projection stages) learn of new appends.

@@ -242,13 +242,32 @@ impl Mnemo {
     }
 
     /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
+    ///
+    /// This is the generic append path of the reference store (spec events-and-history.md §1.8):
+    /// event text is normalised, reserved facts are refused, and the log decides every event's
+    /// identity, run and tool-ledger rules. An exact retry of a stored event is not stored again:
+    /// it is answered with the original's position ([`Appended::retried`] counts them). A broken
+    /// rule is [`Error::Refused`] with its typed reason, and nothing of the append is stored.
     pub fn append(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
         records: &[Record],
     ) -> Result<Appended, Error> {
-        self.append_at(stream, expected, records, None)
+        let mut prepared: Option<Vec<Record>> = None;
+        for (index, record) in records.iter().enumerate() {
+            let mut copy = record.clone();
+            copy.prepare_generic_append().map_err(|reason| Error::Refused {
+                stream: stream.to_string(),
+                record: index,
+                reason,
+                held_at: None,
+            })?;
+            if copy != *record {
+                prepared.get_or_insert_with(|| records.to_vec())[index] = copy;
+            }
+        }
+        self.append_at(stream, expected, prepared.as_deref().unwrap_or(records), None)
     }
 
     pub(crate) fn append_at(

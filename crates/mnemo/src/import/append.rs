@@ -2,7 +2,7 @@
 //! within the log's limits, after every check that could refuse the file.
 
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
+use mnemo_core::{KeyRule, Position, Record, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{Durability, ExpectedRevision, NewRecord};
 use tracing::info_span;
 
@@ -135,6 +135,7 @@ impl Mnemo {
         // first append, so a record the log would refuse refuses the whole file, not a tail of it.
         let mut appends = Vec::with_capacity(transcript.sessions.len());
         let mut new_events: Vec<(&str, usize)> = Vec::new();
+        let mut fresh_rules: Vec<(StreamId, usize, Vec<KeyRule>)> = Vec::new();
         let (mut created, mut already, mut fresh_records, mut store_ahead) = (0, 0, 0, 0);
         for (session, records) in &transcript.sessions {
             let stream = StreamId::session(session);
@@ -155,6 +156,7 @@ impl Mnemo {
                 if let Record::RuntimeEvent(event) = &records[*index].record {
                     new_events.push((event.id.as_str(), records[*index].line));
                 }
+                fresh_rules.push((stream.clone(), records[*index].line, encoded[*index].rules.clone()));
             }
             let mut encoded: Vec<Option<NewRecord>> = encoded.into_iter().map(Some).collect();
             let fresh = plan.fresh.iter().filter_map(|i| Some((&records[*i], encoded[*i].take()?)));
@@ -162,6 +164,7 @@ impl Mnemo {
             appends.push(SessionAppend { stream, expected, chunks: import_chunks(fresh) });
         }
         self.check_event_ids_are_new(&new_events, source)?;
+        self.check_rules(&fresh_rules, source)?;
         let positions = self.append_chunks(appends)?;
         if let Some((_, last)) = positions {
             // NOTE: the import is committed here. A stage that cannot fold it now (a full disk fails
@@ -233,6 +236,23 @@ impl Mnemo {
             }));
         }
         Ok(())
+    }
+
+    /// Refuses the file when one of its new records breaks a rule of the log's key index (a run
+    /// sealed, a tool result without its call, ...), before the first of its appends: the appends
+    /// of one file must all land or none. The writer decides again as each append lands.
+    fn check_rules(&self, records: &[(StreamId, usize, Vec<KeyRule>)], source: &str) -> Result<(), Error> {
+        let held = |key: &[u8]| self.log.held_key(key);
+        let refusal = mnemo_log::precheck_rules(records.iter().map(|(_, _, rules)| rules.as_slice()), &held)?;
+        let Some(refusal) = refusal else { return Ok(()) };
+        let (stream, line, _) = &records[refusal.record];
+        let reason = mnemo_core::AppendRefusal::of_rule(&refusal.rule);
+        Err(Error::Transcript(TranscriptError {
+            source_name: source.to_owned(),
+            line: *line,
+            field: None,
+            reason: format!("{stream}: {reason}; nothing was appended"),
+        }))
     }
 
     fn append_chunks(&self, appends: Vec<SessionAppend>) -> Result<Option<(Position, Position)>, Error> {
