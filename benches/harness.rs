@@ -44,6 +44,8 @@ pub struct BenchOptions {
     pub search_sizes: Vec<u64>,
     /// Item counts of the memory key-search workload (one store grows).
     pub memory_sizes: Vec<u64>,
+    /// Messages of the scale workload's transcript-shaped corpus (0: the workload does not run).
+    pub scale_messages: u64,
     /// Seed of the workload generator.
     pub seed: u64,
 }
@@ -60,6 +62,7 @@ impl BenchOptions {
             assembly_sizes: vec![1_000, 10_000, 100_000],
             search_sizes: vec![10_000, 100_000, 1_000_000],
             memory_sizes: vec![10_000, 100_000, 1_000_000],
+            scale_messages: 1_000_000,
             seed: 1,
         }
     }
@@ -75,6 +78,7 @@ impl BenchOptions {
             assembly_sizes: vec![200, 1_000],
             search_sizes: vec![1_000, 5_000],
             memory_sizes: vec![1_000, 5_000],
+            scale_messages: 3_000,
             seed: 1,
         }
     }
@@ -211,6 +215,9 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Ben
     workloads.extend(crate::assembly_workload::assembly(options)?);
     workloads.extend(crate::search_workload::search_latency(options, progress)?);
     workloads.extend(crate::memory_workload::key_search(options, progress)?);
+    if options.scale_messages > 0 {
+        workloads.extend(crate::scale_workload::scale(options, progress)?);
+    }
     Ok(BenchReport { options: options.clone(), fsync_probe, workloads })
 }
 

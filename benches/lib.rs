@@ -15,6 +15,7 @@ pub mod memory_workload;
 pub mod nats_workload;
 pub mod probe;
 pub mod report;
+pub mod scale_workload;
 pub mod search_eval;
 pub mod search_workload;
 pub mod workload;

@@ -15,6 +15,10 @@ use crate::harness::{
 };
 use crate::workload::{SessionEvents, session_name};
 
+/// Target: 64 concurrent sessions append at least this many times as fast as one writer, whose
+/// appends each wait for their own round trip.
+pub const GROUP_COMMIT_TARGET: f64 = 10.0;
+
 /// Runs the append workloads on the cluster at `servers` (comma-separated `nats://HOST:PORT`), each
 /// round on a fresh JetStream stream.
 pub fn run(options: &BenchOptions, servers: &str) -> Result<Vec<WorkloadResult>, BenchError> {
@@ -44,7 +48,8 @@ pub fn run(options: &BenchOptions, servers: &str) -> Result<Vec<WorkloadResult>,
         let shared = Arc::new(open_shared(options, servers, &format!("many-{round}"))?);
         nats_many.push(many_writers(&shared, &sessions)?);
     }
-    let result = |name: &str, nats: Vec<f64>, local: Vec<f64>| {
+    let one_writer_rate = median(nats_single.clone());
+    let result = |name: &str, nats: Vec<f64>, local: Vec<f64>, target: String, met: &dyn Fn(f64) -> bool| {
         let (nats, local) = (median(nats), median(local));
         WorkloadResult {
             name: name.to_owned(),
@@ -54,14 +59,29 @@ pub fn run(options: &BenchOptions, servers: &str) -> Result<Vec<WorkloadResult>,
             baseline_name: "the embedded fjall log, SyncData, same workload".to_owned(),
             baseline: local,
             ratio: ratio(nats, local),
-            target: "reported: every append is a round trip to the stream leader and a quorum write"
-                .to_owned(),
-            met: nats > 0.0,
+            target,
+            met: met(nats),
         }
     };
     Ok(vec![
-        result("append_nats_3_replicas_1_writer", nats_single, local_single),
-        result("append_nats_3_replicas_64_sessions", nats_many, local_many),
+        result(
+            "append_nats_3_replicas_1_writer",
+            nats_single,
+            local_single,
+            "reported: each append waits for its round trip to the stream leader and a quorum write"
+                .to_owned(),
+            &|nats| nats > 0.0,
+        ),
+        result(
+            "append_nats_3_replicas_64_sessions",
+            nats_many,
+            local_many,
+            format!(
+                ">= {GROUP_COMMIT_TARGET}x one writer's rate on NATS ({one_writer_rate:.0}/s, one round trip each): \
+                 concurrent appends share round trips"
+            ),
+            &|nats| nats >= GROUP_COMMIT_TARGET * one_writer_rate,
+        ),
     ])
 }
 

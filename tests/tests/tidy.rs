@@ -15,7 +15,8 @@ const DIRECT: &[(&str, &[&str])] = &[
     ("mnemo-compaction", &["mnemo-pipeline"]),
     ("mnemo-memory", &["mnemo-history"]),
     ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats"]),
-    ("mnemo-cli", &["mnemo"]),
+    ("mnemo-server", &["mnemo"]),
+    ("mnemo-cli", &["mnemo", "mnemo-server"]),
 ];
 
 fn workspace_root() -> PathBuf {
@@ -37,7 +38,9 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     }
     // The CLI is a thin client of the facade: it may use nothing else of the workspace, except the
     // benchmark harness behind `mnemo bench`, which itself uses only the facade and core types.
-    allowed.insert("mnemo-cli", BTreeSet::from(["mnemo", "mnemo-benches"]));
+    allowed.insert("mnemo-cli", BTreeSet::from(["mnemo", "mnemo-server", "mnemo-benches"]));
+    // The store server reaches the store only through the facade, as every host does.
+    allowed.insert("mnemo-server", BTreeSet::from(["mnemo"]));
     allowed
 }
 

@@ -40,6 +40,9 @@ pub(crate) struct BenchArgs {
     /// Item counts of the memory key-search workload (comma-separated).
     #[arg(long, value_delimiter = ',')]
     memory_sizes: Option<Vec<u64>>,
+    /// Messages of the scale workload's transcript-shaped corpus (0 skips it); default 1,000,000.
+    #[arg(long)]
+    scale_messages: Option<u64>,
     /// Also run the append workloads on a NATS JetStream cluster (comma-separated nats://HOST:PORT),
     /// each round on a fresh 3-replica stream.
     #[arg(long, env = "MNEMO_BENCH_NATS")]
@@ -90,6 +93,9 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(rounds) = args.rounds {
         options.rounds = rounds.max(1);
+    }
+    if let Some(messages) = args.scale_messages {
+        options.scale_messages = messages;
     }
     if let Some(seed) = args.seed {
         options.seed = seed;

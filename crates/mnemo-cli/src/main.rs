@@ -23,7 +23,9 @@ mod compaction_cmd;
 mod demo;
 mod eval_cmd;
 mod history_cmd;
+mod mcp_cmd;
 mod memory_cmd;
+mod serve_cmd;
 mod term;
 
 #[derive(Debug, Parser)]
@@ -126,6 +128,10 @@ enum Command {
     },
     /// The memory items recall would give a session (`--query` for the pull route).
     Recall(memory_cmd::RecallArgs),
+    /// Serve the store to local clients on its Unix socket (JSON-RPC 2.0, one object per line).
+    Serve(serve_cmd::ServeArgs),
+    /// A Model Context Protocol server on stdio for agents, forwarding to the store server.
+    Mcp(mcp_cmd::McpArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -277,6 +283,8 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Bench(args) => bench_cmd::run(cli, args),
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
+        Command::Serve(args) => serve_cmd::run(cli, args),
+        Command::Mcp(args) => mcp_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }

@@ -48,3 +48,7 @@ pub const FOLLOW_PULL_EXPIRY: Duration = Duration::from_secs(2);
 /// How long an append waits for the follower to fold its acknowledged message before it asks the
 /// follower to start its consumer again (the consumer may sit on a server that just died).
 pub const FOLD_STALL: Duration = Duration::from_millis(1500);
+
+/// Most queued appends of one host that one group commit pipelines (each its own message, published
+/// without waiting for the one before).
+pub const APPEND_GROUP_MAX: usize = 256;

@@ -39,6 +39,8 @@ pub(crate) struct Inner {
     instance: String,
     appends: AtomicU64,
     pub append_turn: tokio::sync::Mutex<()>,
+    /// Appends waiting for the turn: its holder commits them as one group.
+    pub queue: std::sync::Mutex<std::collections::VecDeque<crate::append::Queued>>,
     /// Tells the follower to start its consumer again.
     restart_follower: Arc<tokio::sync::Notify>,
 }
@@ -54,7 +56,7 @@ impl Inner {
         self.wait_for_sequence_at_least(last).await
     }
 
-    async fn wait_for_sequence_at_least(&self, sequence: u64) -> Result<(), LogError> {
+    pub(crate) async fn wait_for_sequence_at_least(&self, sequence: u64) -> Result<(), LogError> {
         let deadline = Instant::now() + FOLD_WAIT;
         let mut folded = self.wait_slice(sequence).await?;
         while folded < sequence && Instant::now() < deadline {
@@ -268,6 +270,7 @@ async fn connect(options: NatsOptions) -> Result<Inner, LogError> {
         instance,
         appends: AtomicU64::new(0),
         append_turn: tokio::sync::Mutex::new(()),
+        queue: std::sync::Mutex::new(std::collections::VecDeque::new()),
         restart_follower: Arc::default(),
     })
 }

@@ -94,6 +94,72 @@ fn concurrent_hosts_append_without_gaps_or_duplicates() {
 }
 
 #[test]
+fn concurrent_appends_of_one_host_are_pipelined_in_order_with_conflicts_kept() {
+    let Some(urls) = cluster() else { return };
+    let name = fresh_stream("group");
+    let a = Arc::new(open(&urls, &name));
+    let b = Arc::new(open(&urls, &name));
+    let (writers, per_writer) = (16, 12);
+    let mut workers = Vec::new();
+    // Each writer of host a owns a stream and appends to it with exact expectations: every one
+    // must land, in its order, however the host groups them.
+    for w in 0..writers {
+        let log = Arc::clone(&a);
+        workers.push(std::thread::spawn(move || {
+            let mut conflicts = 0;
+            for i in 0..per_writer {
+                let expected = if i == 0 {
+                    ExpectedRevision::NoStream
+                } else {
+                    ExpectedRevision::Exact(StreamRevision(i - 1))
+                };
+                let text = format!("w{w}-{i}");
+                appended(append(log.as_ref(), &format!("session/w{w}"), expected, &[&text]));
+                // And races the others for one shared stream, from the head it last saw.
+                let seen = log.stream_head(&stream("session/contended")).unwrap().map(|h| h.revision);
+                let expected = seen.map_or(ExpectedRevision::NoStream, ExpectedRevision::Exact);
+                match append(log.as_ref(), "session/contended", expected, &[&text]) {
+                    AppendOutcome::Appended(_) => {}
+                    AppendOutcome::Conflict(conflict) => {
+                        assert_eq!(conflict.expected, expected);
+                        assert_ne!(conflict.actual, seen, "a conflict carries the revision that moved");
+                        conflicts += 1;
+                    }
+                    other => panic!("{other:?}"),
+                }
+            }
+            conflicts
+        }));
+    }
+    // Host b appends at the same time: a's groups must give way to b's messages, not overwrite them.
+    let other = Arc::clone(&b);
+    let foreign = std::thread::spawn(move || {
+        for i in 0..40 {
+            appended(append(other.as_ref(), "session/b", ExpectedRevision::Any, &[&format!("b-{i}")]));
+        }
+    });
+    let conflicts: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
+    foreign.join().unwrap();
+
+    let contended = writers * per_writer - conflicts;
+    let total = writers * per_writer + contended + 40;
+    for log in [&a, &b] {
+        assert_eq!(log.wait_for(Position(total), Duration::from_secs(20)), Position(total));
+        assert_eq!(log.verify_chain(&mut |_| {}).unwrap(), total, "no gap, no duplicate, one chain");
+        for w in 0..writers {
+            let own = log.read_stream(&stream(&format!("session/w{w}")), StreamRevision::FIRST, 100).unwrap();
+            let texts: Vec<String> =
+                own.iter().map(|e| String::from_utf8(e.record.clone()).unwrap()).collect();
+            assert_eq!(texts, (0..per_writer).map(|i| format!("w{w}-{i}")).collect::<Vec<_>>());
+        }
+        let shared = log.read_stream(&stream("session/contended"), StreamRevision::FIRST, 1000).unwrap();
+        assert_eq!(shared.len() as u64, contended);
+        assert!(shared.iter().enumerate().all(|(i, e)| e.revision == StreamRevision(i as u64)));
+        assert!(shared.windows(2).all(|pair| pair[0].position < pair[1].position));
+    }
+}
+
+#[test]
 fn a_new_host_replays_from_any_position_and_tails() {
     let Some(urls) = cluster() else { return };
     let name = fresh_stream("replay");

@@ -133,6 +133,7 @@ pub mod log {
 /// checkpoints, memory items, digests, and the limits every one of them is checked against.
 pub mod records {
     pub use mnemo_core::limits;
+    pub use mnemo_core::redaction;
     pub use mnemo_core::{
         AcceptedRequest, Actions, AppendRefusal, Attachment, AttachmentKind, Author, BoundaryDisposition,
         CheckpointBody, CheckpointCoverage, CheckpointId, CheckpointManifest, CheckpointPhase,

@@ -1,0 +1,364 @@
+//! One call: a method's parameters read into their type, the facade call it mirrors, and its result
+//! or error in the protocol's terms. Runs on a worker thread (the facade blocks); it decides nothing
+//! the facade does not.
+
+use mnemo::compaction::ContextOptions;
+use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
+use mnemo::log::ExpectedRevision as FacadeExpected;
+use mnemo::memory::RecallMemory;
+use mnemo::records::{
+    ItemId, Position, Record, RecordKind, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
+    WorkspaceId,
+};
+use mnemo::transcript::ImportFormat;
+use mnemo::{Error, ErrorCategory, Mnemo};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::runtime::Handle;
+
+use crate::methods::{self as m, Method};
+use crate::protocol::{Reason, RpcError};
+
+/// Runs `method` against the store. `initialize` and `shutdown` are the connection's business and
+/// never come here.
+pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value) -> Result<Value, RpcError> {
+    match method {
+        m::Ping::NAME => run::<m::Ping>(params, |_| Ok(m::Empty {})),
+        m::Append::NAME => run::<m::Append>(params, |p| append(mnemo, p)),
+        m::Import::NAME => run::<m::Import>(params, |p| import(mnemo, p)),
+        m::Sessions::NAME => run::<m::Sessions>(params, |_| sessions(mnemo)),
+        m::Transcript::NAME => run::<m::Transcript>(params, |p| {
+            let session = session_id(p.session)?;
+            let transcript = mnemo.history().transcript(&session, p.as_of.map(Position)).map_err(store)?;
+            transcript.map(|t| object(&t)).transpose()
+        }),
+        m::SearchHistory::NAME => run::<m::SearchHistory>(params, |p| search_history(mnemo, p)),
+        m::ReadHistory::NAME => run::<m::ReadHistory>(params, |p| read_history(mnemo, p)),
+        m::Recall::NAME => run::<m::Recall>(params, |p| recall(mnemo, p)),
+        m::Remember::NAME => run::<m::Remember>(params, |p| remember(mnemo, runtime, p)),
+        m::MemoryGet::NAME => run::<m::MemoryGet>(params, |p| {
+            let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
+            mnemo.memory().get(&item).map_err(store)?.map(|i| object(&i)).transpose()
+        }),
+        m::Context::NAME => run::<m::Context>(params, |p| context(mnemo, p)),
+        m::Stats::NAME => run::<m::Stats>(params, |_| object(&mnemo.stats().map_err(store)?)),
+        m::Verify::NAME => run::<m::Verify>(params, |_| object(&mnemo.verify(&mut |_| {}).map_err(store)?)),
+        m::Log::NAME => run::<m::Log>(params, |p| log(mnemo, p)),
+        other => Err(RpcError::new(Reason::MethodNotFound, format!("no method {other:?}"))),
+    }
+}
+
+/// Reads `params` as `M::Params` (absent or `null` reads as `{}`), runs `body`, writes its result.
+fn run<M: Method>(
+    params: Value,
+    body: impl FnOnce(M::Params) -> Result<M::Result, RpcError>,
+) -> Result<Value, RpcError> {
+    let params = parse_params::<M::Params>(M::NAME, params)?;
+    let result = body(params)?;
+    serde_json::to_value(result)
+        .map_err(|e| RpcError::new(Reason::Internal, format!("{}: result does not serialize: {e}", M::NAME)))
+}
+
+pub(crate) fn parse_params<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    let params = if params.is_null() { Value::Object(serde_json::Map::new()) } else { params };
+    serde_json::from_value(params)
+        .map_err(|e| RpcError::new(Reason::InvalidParams, format!("{method}: invalid params: {e}")))
+}
+
+/// A facade output as a JSON object.
+fn object<T: Serialize>(value: &T) -> Result<m::Object, RpcError> {
+    match serde_json::to_value(value) {
+        Ok(Value::Object(object)) => Ok(object),
+        Ok(other) => {
+            Err(RpcError::new(Reason::Internal, format!("expected an object, the facade gave {other}")))
+        }
+        Err(e) => Err(RpcError::new(Reason::Internal, format!("result does not serialize: {e}"))),
+    }
+}
+
+/// A facade error in the protocol's terms.
+pub(crate) fn store(error: Error) -> RpcError {
+    let message = error.to_string();
+    if let Error::Conflict { conflict, .. } = &error {
+        let mut rpc = RpcError::new(Reason::Conflict, message);
+        rpc.data.expected = Some(match conflict.expected {
+            FacadeExpected::Any => "any".to_owned(),
+            FacadeExpected::NoStream => "no_stream".to_owned(),
+            FacadeExpected::Exact(revision) => revision.0.to_string(),
+            _ => format!("{:?}", conflict.expected),
+        });
+        rpc.data.actual = Some(conflict.actual.map_or_else(|| "no_stream".to_owned(), |r| r.0.to_string()));
+        return rpc;
+    }
+    let reason = match error.category() {
+        ErrorCategory::Input => Reason::InvalidInput,
+        ErrorCategory::Conflict => Reason::Conflict,
+        ErrorCategory::Integrity => Reason::Integrity,
+        _ => Reason::StoreFailure,
+    };
+    RpcError::new(reason, message)
+}
+
+fn invalid_id(what: &'static str) -> impl Fn(mnemo::records::IdError) -> RpcError {
+    move |e| RpcError::new(Reason::InvalidParams, format!("{what}: {e}"))
+}
+
+fn session_id(text: String) -> Result<SessionId, RpcError> {
+    SessionId::new(text).map_err(invalid_id("session"))
+}
+
+fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError> {
+    let stream = StreamId::new(p.stream).map_err(invalid_id("stream"))?;
+    let expected = match p.expected_revision {
+        m::ExpectedRevision::Any => FacadeExpected::Any,
+        m::ExpectedRevision::NoStream => FacadeExpected::NoStream,
+        m::ExpectedRevision::Exact(revision) => FacadeExpected::Exact(StreamRevision(revision)),
+    };
+    let mut records = Vec::with_capacity(p.records.len());
+    for (index, record) in p.records.into_iter().enumerate() {
+        let invalid = |detail: String| {
+            RpcError::new(Reason::InvalidParams, format!("append: records[{index}]: {detail}"))
+        };
+        let kind = RecordKind::ALL.into_iter().find(|kind| kind.name() == record.kind).ok_or_else(|| {
+            let names: Vec<&str> = RecordKind::ALL.iter().map(|kind| kind.name()).collect();
+            invalid(format!("unknown kind {:?}; expected one of {}", record.kind, names.join(", ")))
+        })?;
+        let payload = serde_json::to_vec(&record.record).map_err(|e| invalid(e.to_string()))?;
+        let record = Record::decode(kind.code(), kind.schema_version(), &payload)
+            .map_err(|e| invalid(e.to_string()))?;
+        records.push(record);
+    }
+    let appended = mnemo.append(&stream, expected, &records).map_err(store)?;
+    Ok(m::AppendResult {
+        first_position: appended.first_position.0,
+        last_position: appended.last_position.0,
+        last_revision: appended.last_revision.0,
+    })
+}
+
+fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
+    let format = match p.format.as_deref() {
+        None => ImportFormat::Auto,
+        Some(name) => name
+            .parse::<ImportFormat>()
+            .map_err(|e| RpcError::new(Reason::InvalidParams, format!("import: format: {e}")))?,
+    };
+    let (bytes, source) = match (p.path, p.text) {
+        (Some(path), None) => (Mnemo::read_import_file(&path).map_err(store)?, p.source.unwrap_or(path)),
+        (None, Some(text)) => (text.into_bytes(), p.source.unwrap_or_else(|| "request".to_owned())),
+        _ => {
+            return Err(RpcError::new(
+                Reason::InvalidParams,
+                "import: give exactly one of `path` and `text`",
+            ));
+        }
+    };
+    object(&mnemo.import(&bytes, &source, format).map_err(store)?)
+}
+
+fn sessions(mnemo: &Mnemo) -> Result<Vec<m::SessionInfo>, RpcError> {
+    let listings = mnemo.history().session_list().map_err(store)?;
+    Ok(listings
+        .into_iter()
+        .map(|listing| m::SessionInfo {
+            session: listing.summary.session.to_string(),
+            workspace: listing.summary.workspace.as_ref().map(ToString::to_string),
+            title: listing.display_title,
+            event_count: listing.summary.event_count,
+            turn_count: listing.summary.turn_count,
+            first_activity: listing.first_activity.map(|t| t.0),
+            last_activity: listing.last_activity.map(|t| t.0),
+            incognito: listing.summary.incognito,
+            archived: listing.summary.archived,
+            subagent: listing.summary.subagent,
+        })
+        .collect())
+}
+
+/// The owned ids a [`HistoryContext`] borrows.
+struct ToolIds {
+    session: Option<SessionId>,
+    turn: Option<TurnId>,
+    workspace: Option<WorkspaceId>,
+    incognito: bool,
+}
+
+impl ToolIds {
+    fn parse(context: m::ToolContext) -> Result<ToolIds, RpcError> {
+        Ok(ToolIds {
+            session: context.current_session.map(session_id).transpose()?,
+            turn: context.current_turn.map(TurnId::new).transpose().map_err(invalid_id("current_turn"))?,
+            workspace: context
+                .workspace
+                .map(WorkspaceId::new)
+                .transpose()
+                .map_err(invalid_id("workspace"))?,
+            incognito: context.incognito,
+        })
+    }
+
+    fn context(&self) -> HistoryContext<'_> {
+        HistoryContext {
+            current_session: self.session.as_ref(),
+            current_turn: self.turn.as_ref(),
+            incognito_active: self.incognito,
+            abort: None,
+            workspace: self.workspace.as_ref(),
+        }
+    }
+}
+
+/// A history tool's refusal: its reason travels as `tool_reason`.
+fn refused<R: Serialize + std::fmt::Display>(failure: &mnemo::history::ToolFailure<R>) -> RpcError {
+    let mut error = RpcError::new(Reason::ToolRefused, failure.to_string());
+    error.data.tool_reason =
+        serde_json::to_value(&failure.reason).ok().and_then(|r| r.as_str().map(str::to_owned));
+    error
+}
+
+fn wire_name<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(name)) => name,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+fn search_history(mnemo: &Mnemo, p: m::SearchHistoryParams) -> Result<m::SearchHistoryResult, RpcError> {
+    let ids = ToolIds::parse(p.context)?;
+    let request = HistorySearchRequest { query: p.query, limit: p.limit, cursor: p.cursor };
+    let found = mnemo.history().search(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
+    let found = found.map_err(|failure| refused(&failure))?;
+    Ok(m::SearchHistoryResult {
+        query: found.query,
+        truncated: found.truncated,
+        next_cursor: found.next_cursor,
+        rows: found
+            .rows
+            .into_iter()
+            .map(|row| m::SearchRow {
+                session_id: row.session_id,
+                turn_id: row.turn_id,
+                message_id: row.message_id,
+                match_kind: row.match_kind.as_ref().map(wire_name),
+                message_timestamp: row.message_timestamp,
+                is_current_session: row.is_current_session,
+                title: row.title,
+                summary: row.summary,
+                snippet: row.snippet,
+                last_message_at: row.last_message_at,
+                truncated: row.truncated,
+            })
+            .collect(),
+    })
+}
+
+fn read_history(mnemo: &Mnemo, p: m::ReadHistoryParams) -> Result<m::ReadHistoryResult, RpcError> {
+    let ids = ToolIds::parse(p.context)?;
+    let request = HistoryReadRequest {
+        session_id: p.session_id,
+        message_id: p.message_id,
+        turn_id: p.turn_id,
+        before: p.before,
+        after: p.after,
+    };
+    let read = mnemo.history().read(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
+    let read = read.map_err(|failure| refused(&failure))?;
+    Ok(m::ReadHistoryResult {
+        session_id: read.session_id,
+        is_current_session: read.is_current_session,
+        anchor_message_id: read.anchor_message_id,
+        anchor_turn_id: read.anchor_turn_id,
+        title: read.title,
+        last_message_at: read.last_message_at,
+        turns: read
+            .turns
+            .into_iter()
+            .map(|turn| m::ReadTurn {
+                turn_id: turn.turn_id,
+                messages: turn
+                    .messages
+                    .into_iter()
+                    .map(|message| m::ReadMessage {
+                        message_id: message.message_id,
+                        match_kind: wire_name(&message.match_kind),
+                        role: message.role.to_owned(),
+                        text: message.text,
+                        timestamp: message.timestamp,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        has_more_before: read.has_more_before,
+        has_more_after: read.has_more_after,
+        truncated: read.truncated,
+    })
+}
+
+fn recall(mnemo: &Mnemo, p: m::RecallParams) -> Result<Vec<m::RecalledItem>, RpcError> {
+    let session = session_id(p.session)?;
+    let request = RecallMemory { query: p.query, limit: p.limit };
+    let items = mnemo.memory().recall(&session, &request).map_err(store)?;
+    Ok(items
+        .into_iter()
+        .map(|item| m::RecalledItem {
+            item: item.item.to_string(),
+            version: item.version,
+            content: item.content,
+            kind: wire_name(&item.kind),
+            scope: item.scope.to_string(),
+            keys: item.keys,
+            sources: item
+                .sources
+                .into_iter()
+                .map(|s| m::SourceRef {
+                    session: s.session.to_string(),
+                    run: s.run.to_string(),
+                    turn: s.turn.to_string(),
+                    event: s.event.to_string(),
+                })
+                .collect(),
+            score: item.score,
+        })
+        .collect())
+}
+
+fn remember(mnemo: &Mnemo, runtime: &Handle, p: m::RememberParams) -> Result<m::RememberResult, RpcError> {
+    let session = session_id(p.session)?;
+    let tool_call = p.tool_call.map(ToolCallId::new).transpose().map_err(invalid_id("tool_call"))?;
+    let result = runtime.block_on(mnemo.memory().remember(&session, tool_call)).map_err(store)?;
+    Ok(m::RememberResult {
+        status: wire_name(&result.status),
+        requested_items: result
+            .requested_items
+            .into_iter()
+            .map(|r| m::RequestedItem { item: r.item.to_string(), content: r.content })
+            .collect(),
+        reason: result.reason,
+    })
+}
+
+fn context(mnemo: &Mnemo, p: m::ContextParams) -> Result<m::Object, RpcError> {
+    let session = session_id(p.session)?;
+    let options = ContextOptions {
+        window: p.window,
+        as_of: p.as_of.map(Position),
+        current_turn: p.current_turn.map(TurnId::new).transpose().map_err(invalid_id("current_turn"))?,
+        ..ContextOptions::default()
+    };
+    object(&mnemo.compaction().context(&session, &options).map_err(store)?)
+}
+
+fn log(mnemo: &Mnemo, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
+    let limit = p.limit.unwrap_or(50);
+    if !(1..=m::LOG_ENTRIES_MAX).contains(&limit) {
+        return Err(RpcError::new(
+            Reason::InvalidParams,
+            format!("log: limit {limit} is not in 1..={}", m::LOG_ENTRIES_MAX),
+        )
+        .with_limit(m::LOG_ENTRIES_MAX));
+    }
+    let entries = mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize).map_err(store)?;
+    entries.iter().map(object).collect()
+}

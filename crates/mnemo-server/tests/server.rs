@@ -1,0 +1,339 @@
+//! The store server in this process, its Rust client, and raw frames on its socket: the handshake,
+//! every method family on a store built from real Claude Code sessions, the typed errors, the frame
+//! limit, the socket's privacy, and a shutdown that answers every admitted call.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly on the first unexpected error"
+)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mnemo_server::client::{Client, ClientError, ConnectOptions};
+use mnemo_server::methods::{
+    Append, AppendParams, Empty, ExpectedRevision, Import, ImportParams, Ping, ReadHistory,
+    ReadHistoryParams, SearchHistory, SearchHistoryParams, Sessions, Shutdown, Stats, ToolContext,
+    Transcript, TranscriptParams, WireRecord,
+};
+use mnemo_server::protocol::Reason;
+use mnemo_server::server::{ServeOptions, ServeReport, StopCause, serve};
+use serde_json::{Value, json};
+
+fn fixture(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+}
+
+/// A server on `store` in a thread of this process; returns once it answers.
+fn start(store: &Path) -> JoinHandle<ServeReport> {
+    let dir = store.to_path_buf();
+    let handle = std::thread::spawn(move || {
+        let mut options = ServeOptions::default();
+        options.idle_exit = None;
+        serve(&dir, options).unwrap()
+    });
+    let began = Instant::now();
+    loop {
+        match Client::connect(store, &ConnectOptions::new("probe")) {
+            Ok(_) => return handle,
+            Err(ClientError::NoServer { .. }) if began.elapsed() < Duration::from_secs(30) => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(other) => panic!("server did not come up: {other}"),
+        }
+    }
+}
+
+fn client(store: &Path) -> Client {
+    Client::connect(store, &ConnectOptions::new("test")).unwrap()
+}
+
+fn stop(store: &Path, server: JoinHandle<ServeReport>) -> ServeReport {
+    client(store).call::<Shutdown>(&Empty {}).unwrap();
+    server.join().unwrap()
+}
+
+/// A user text event of session `s1` in `append`'s wire form.
+fn event(id: &str, text: &str) -> WireRecord {
+    use mnemo::records::*;
+    let mut event = RuntimeEvent::new(
+        EventId::new(id).unwrap(),
+        InvocationId::new("r").unwrap(),
+        RunId::new("r").unwrap(),
+        SessionId::new("s1").unwrap(),
+        TurnId::new("t1").unwrap(),
+        TimestampMs(1_767_225_600_000),
+        Role::User,
+        Author::User,
+    );
+    event.content = Some(Content::Text(TextContent::new(text)));
+    WireRecord::from_record(&Record::RuntimeEvent(event)).unwrap()
+}
+
+/// A raw connection: frames in, frames out.
+struct Raw {
+    write: UnixStream,
+    read: BufReader<UnixStream>,
+}
+
+impl Raw {
+    fn open(store: &Path) -> Raw {
+        let stream = UnixStream::connect(store.join("server.sock")).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        Raw { read: BufReader::new(stream.try_clone().unwrap()), write: stream }
+    }
+
+    fn send(&mut self, frame: &[u8]) {
+        self.write.write_all(frame).unwrap();
+        self.write.write_all(b"\n").unwrap();
+    }
+
+    fn answer(&mut self) -> Value {
+        let mut line = String::new();
+        self.read.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap()
+    }
+
+    fn call(&mut self, frame: Value) -> Value {
+        self.send(frame.to_string().as_bytes());
+        self.answer()
+    }
+}
+
+#[test]
+fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    assert_eq!(client.server().protocol_version, 1);
+    assert_eq!(client.server().store, std::path::absolute(&store).unwrap().display().to_string());
+
+    let session_file = fixture("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let imported = client
+        .call::<Import>(&ImportParams {
+            path: Some(session_file.display().to_string()),
+            text: None,
+            source: None,
+            format: Some("claude-code".to_owned()),
+        })
+        .unwrap();
+    assert!(imported["records"].as_u64().unwrap() > 0, "{imported:?}");
+    // The same file again appends nothing: import is repeatable.
+    let again = client
+        .call::<Import>(&ImportParams {
+            path: Some(session_file.display().to_string()),
+            text: None,
+            source: None,
+            format: None,
+        })
+        .unwrap();
+    assert_eq!(again["status"], "already_complete", "{again:?}");
+
+    let sessions = client.call::<Sessions>(&Empty {}).unwrap();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0].workspace.as_deref(), Some("/tmp/private"));
+
+    let found = client
+        .call::<SearchHistory>(&SearchHistoryParams {
+            query: "hello.py".to_owned(),
+            limit: Some(3),
+            cursor: None,
+            context: ToolContext::default(),
+            as_of: None,
+        })
+        .unwrap();
+    let hit = found.rows.first().expect("a match for hello.py");
+    assert_eq!(hit.session_id, sessions[0].session);
+    let read = client
+        .call::<ReadHistory>(&ReadHistoryParams {
+            session_id: hit.session_id.clone(),
+            message_id: hit.message_id.clone(),
+            turn_id: None,
+            before: Some(1),
+            after: Some(1),
+            context: ToolContext::default(),
+            as_of: None,
+        })
+        .unwrap();
+    assert_eq!(read.anchor_message_id, hit.message_id);
+    assert!(
+        read.turns.iter().flat_map(|t| &t.messages).any(|m| Some(&m.message_id) == hit.message_id.as_ref())
+    );
+
+    // Time travel: as of position 1 the session has no messages yet.
+    let early = client
+        .call::<Transcript>(&TranscriptParams { session: hit.session_id.clone(), as_of: Some(1) })
+        .unwrap();
+    let now = client
+        .call::<Transcript>(&TranscriptParams { session: hit.session_id.clone(), as_of: None })
+        .unwrap();
+    let count = |t: &Option<serde_json::Map<String, Value>>| {
+        t.as_ref().map_or(0, |t| t["messages"].as_array().unwrap().len())
+    };
+    assert!(count(&early) < count(&now), "{} vs {}", count(&early), count(&now));
+
+    let stats = client.call::<Stats>(&Empty {}).unwrap();
+    assert_eq!(stats["sessions"], 1);
+
+    let report = stop(&store, server);
+    assert_eq!(report.stopped_by, StopCause::Request);
+    assert!(report.calls >= 8, "{report:?}");
+    assert!(!store.join("server.sock").exists(), "the socket outlived its server");
+}
+
+#[test]
+fn the_socket_is_private_and_the_handshake_is_required_and_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&store.join("server.sock")), 0o600);
+    assert_eq!(mode(&store), 0o700);
+
+    let mut raw = Raw::open(&store);
+    let early = raw.call(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}));
+    assert_eq!(early["error"]["data"]["reason"], "not_initialized", "{early}");
+    assert_eq!(early["error"]["code"], -32600);
+    let wrong = raw
+        .call(json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocol_version": 99}}));
+    assert_eq!(wrong["error"]["data"]["reason"], "unsupported_protocol_version", "{wrong}");
+    assert_eq!(wrong["error"]["data"]["supported"], json!([1]));
+    let ok = raw.call(
+        json!({"jsonrpc": "2.0", "id": "a", "method": "initialize", "params": {"protocol_version": 1}}),
+    );
+    assert_eq!(ok["id"], "a");
+    assert_eq!(ok["result"]["protocol_version"], 1, "{ok}");
+    let twice = raw
+        .call(json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocol_version": 1}}));
+    assert_eq!(twice["error"]["data"]["reason"], "already_initialized");
+    let ping = raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "ping"}));
+    assert_eq!(ping["result"], json!({}));
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn bad_frames_get_typed_errors_and_the_connection_survives_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    raw.call(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocol_version": 1}}));
+
+    raw.send(b"{not json");
+    assert_eq!(raw.answer()["error"]["data"]["reason"], "parse_error");
+    raw.send(b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]");
+    assert_eq!(raw.answer()["error"]["data"]["reason"], "invalid_request");
+    let unknown = raw.call(json!({"jsonrpc": "2.0", "id": 2, "method": "history/grep"}));
+    assert_eq!(unknown["error"]["data"]["reason"], "method_not_found");
+    assert_eq!(unknown["error"]["code"], -32601);
+    let misspelt =
+        raw.call(json!({"jsonrpc": "2.0", "id": 3, "method": "history/search", "params": {"qeury": "x"}}));
+    assert_eq!(misspelt["error"]["data"]["reason"], "invalid_params", "{misspelt}");
+    let refused = raw.call(json!({"jsonrpc": "2.0", "id": 4, "method": "history/search", "params": {"query": "hello", "limit": 99}}));
+    assert_eq!(refused["error"]["data"]["reason"], "tool_refused", "{refused}");
+    assert_eq!(refused["error"]["data"]["tool_reason"], "invalid_arguments");
+
+    // One byte over the frame limit: skipped through its newline, answered with a null id.
+    let mut huge = br#"{"jsonrpc":"2.0","id":5,"method":"ping","params":{"pad":""#.to_vec();
+    huge.resize(mnemo_server::limits::FRAME_BYTES_MAX + 1 - 3, b'x');
+    huge.extend_from_slice(b"\"}}");
+    assert_eq!(huge.len(), mnemo_server::limits::FRAME_BYTES_MAX + 1);
+    raw.send(&huge);
+    let too_large = raw.answer();
+    assert_eq!(too_large["error"]["data"]["reason"], "frame_too_large", "{too_large}");
+    assert_eq!(too_large["id"], Value::Null);
+    assert_eq!(too_large["error"]["data"]["limit"], mnemo_server::limits::FRAME_BYTES_MAX);
+    let after = raw.call(json!({"jsonrpc": "2.0", "id": 6, "method": "ping"}));
+    assert_eq!(after["result"], json!({}), "the connection did not survive the large frame");
+    drop(raw);
+    stop(&store, server);
+}
+
+#[test]
+fn an_append_at_the_wrong_revision_is_a_conflict_carrying_expected_and_actual() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    let record = |id: &str| event(id, "hello there");
+    let appended = client
+        .call::<Append>(&AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::NoStream,
+            records: vec![record("e1")],
+        })
+        .unwrap();
+    assert_eq!((appended.first_position, appended.last_revision), (1, 0));
+    let conflict = client
+        .call::<Append>(&AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::Exact(5),
+            records: vec![record("e2")],
+        })
+        .unwrap_err();
+    let ClientError::Rpc(error) = conflict else { panic!("{conflict}") };
+    assert_eq!(error.reason(), Reason::Conflict);
+    assert_eq!((error.data.expected.as_deref(), error.data.actual.as_deref()), (Some("5"), Some("0")));
+    let bad_kind = client
+        .call::<Append>(&AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::Any,
+            records: vec![serde_json::from_value(json!({"kind": "runtime_evnt", "record": {}})).unwrap()],
+        })
+        .unwrap_err();
+    assert!(bad_kind.to_string().contains("records[0]: unknown kind \"runtime_evnt\""), "{bad_kind}");
+    drop(client);
+    stop(&store, server);
+}
+
+#[test]
+fn a_second_server_on_a_served_store_refuses_and_leaves_the_socket_to_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut options = ServeOptions::default();
+    options.idle_exit = None;
+    let second = serve(&store, options).unwrap_err();
+    assert!(second.to_string().contains("locked"), "{second}");
+    client(&store).call::<Ping>(&Empty {}).unwrap();
+    stop(&store, server);
+}
+
+#[test]
+fn shutdown_answers_every_admitted_call_before_the_store_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut raw = Raw::open(&store);
+    raw.call(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocol_version": 1}}));
+    // Pipelined: twenty appends, then a shutdown on another connection while they run.
+    for i in 1..=20 {
+        let record = event(&format!("e{i}"), &format!("message {i}"));
+        let frame = json!({"jsonrpc": "2.0", "id": i, "method": "append",
+            "params": {"stream": "session/s1", "expected_revision": "any", "records": [record]}});
+        raw.send(frame.to_string().as_bytes());
+    }
+    client(&store).call::<Shutdown>(&Empty {}).unwrap();
+    let mut acknowledged = 0;
+    let mut refused = 0;
+    for _ in 1..=20 {
+        let answer = raw.answer();
+        if answer.get("result").is_some() {
+            acknowledged += 1;
+        } else {
+            assert_eq!(answer["error"]["data"]["reason"], "shutting_down", "{answer}");
+            refused += 1;
+        }
+    }
+    assert_eq!(acknowledged + refused, 20);
+    server.join().unwrap();
+    let mnemo = mnemo::Mnemo::open(&store, mnemo::Config::default()).unwrap();
+    assert_eq!(mnemo.log().head().0, acknowledged, "the log holds exactly the acknowledged appends");
+    mnemo.close().unwrap();
+}
