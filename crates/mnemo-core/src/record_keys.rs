@@ -174,30 +174,24 @@ pub enum AppendRefusal {
         run: String,
     },
     /// A function call reuses a call id its invocation already used (spec §1.8 item 6).
-    #[error("tool call {call} is already made in invocation {invocation} of session {session}")]
+    #[error("tool call {call} is already made in invocation {invocation}")]
     DuplicateToolCall {
-        /// The session.
-        session: String,
         /// The invocation id.
         invocation: String,
         /// The call id.
         call: String,
     },
     /// A function response answers a call its invocation never made (spec §1.8 item 6).
-    #[error("tool result for {call}, which invocation {invocation} of session {session} never called")]
+    #[error("tool result for {call}, which invocation {invocation} never called")]
     ToolResultWithoutCall {
-        /// The session.
-        session: String,
         /// The invocation id.
         invocation: String,
         /// The call id.
         call: String,
     },
     /// A function response answers a call that already has its response (spec §1.8 item 6).
-    #[error("tool call {call} of invocation {invocation} of session {session} already has its result")]
+    #[error("tool call {call} of invocation {invocation} already has its result")]
     DuplicateToolResult {
-        /// The session.
-        session: String,
         /// The invocation id.
         invocation: String,
         /// The call id.
@@ -249,14 +243,14 @@ impl AppendRefusal {
             (KeyRule::Forbids(_) | KeyRule::Unique(_), Some(M::Seal { session, run })) => {
                 AppendRefusal::RunSealed { session, run }
             }
-            (KeyRule::Unique(_), Some(M::ToolCall { session, invocation, call })) => {
-                AppendRefusal::DuplicateToolCall { session, invocation, call }
+            (KeyRule::Unique(_), Some(M::ToolCall { invocation, call, .. })) => {
+                AppendRefusal::DuplicateToolCall { invocation, call }
             }
-            (KeyRule::Requires(_), Some(M::ToolCall { session, invocation, call })) => {
-                AppendRefusal::ToolResultWithoutCall { session, invocation, call }
+            (KeyRule::Requires(_), Some(M::ToolCall { invocation, call, .. })) => {
+                AppendRefusal::ToolResultWithoutCall { invocation, call }
             }
-            (KeyRule::Unique(_), Some(M::ToolResult { session, invocation, call })) => {
-                AppendRefusal::DuplicateToolResult { session, invocation, call }
+            (KeyRule::Unique(_), Some(M::ToolResult { invocation, call, .. })) => {
+                AppendRefusal::DuplicateToolResult { invocation, call }
             }
             _ => AppendRefusal::Unknown { key: String::from_utf8_lossy(rule.key()).into_owned() },
         }
@@ -414,15 +408,15 @@ mod refusal_tests {
             ),
             (
                 KeyRule::Unique(key(CALL_TAG, &["s", "i1", "c1"])),
-                AppendRefusal::DuplicateToolCall { session: s("s"), invocation: s("i1"), call: s("c1") },
+                AppendRefusal::DuplicateToolCall { invocation: s("i1"), call: s("c1") },
             ),
             (
                 KeyRule::Requires(key(CALL_TAG, &["s", "i1", "c1"])),
-                AppendRefusal::ToolResultWithoutCall { session: s("s"), invocation: s("i1"), call: s("c1") },
+                AppendRefusal::ToolResultWithoutCall { invocation: s("i1"), call: s("c1") },
             ),
             (
                 KeyRule::Unique(key(RESULT_TAG, &["s", "i1", "c1"])),
-                AppendRefusal::DuplicateToolResult { session: s("s"), invocation: s("i1"), call: s("c1") },
+                AppendRefusal::DuplicateToolResult { invocation: s("i1"), call: s("c1") },
             ),
         ];
         for (rule, reason) in cases {

@@ -206,6 +206,9 @@ pub struct HeldKey {
     pub value: Vec<u8>,
 }
 
+/// How [`precheck_rules`] reads the key index.
+pub type HeldKeyLookup<'a> = dyn Fn(&[u8]) -> Result<Option<HeldKey>, LogError> + 'a;
+
 /// Checks the rules of records not yet appended against the key index as `held` reads it and the
 /// keys the records before them write, without writing anything: for a caller that will append
 /// them in several appends (an import) and must refuse the whole before the first. Identities are
@@ -213,7 +216,7 @@ pub struct HeldKey {
 /// the index of the record in `records`. The writer decides again when each append lands.
 pub fn precheck_rules<'a>(
     records: impl IntoIterator<Item = &'a [KeyRule]>,
-    held: &dyn Fn(&[u8]) -> Result<Option<HeldKey>, LogError>,
+    held: &HeldKeyLookup<'_>,
 ) -> Result<Option<KeyRefusal>, LogError> {
     let mut written: std::collections::HashMap<Vec<u8>, HeldKey> = std::collections::HashMap::new();
     for (index, rules) in records.into_iter().enumerate() {

@@ -150,16 +150,16 @@ fn tool_calls_pair_per_invocation_on_the_generic_path() {
     let (_dir, mnemo) = store();
     assert_eq!(
         refused(&mnemo, &[result("res0", RUN1, "c0")]),
-        AppendRefusal::ToolResultWithoutCall { session: s(SESSION), invocation: s("i1"), call: s("c0") }
+        AppendRefusal::ToolResultWithoutCall { invocation: s("i1"), call: s("c0") }
     );
     append(&mnemo, &[call("call1", RUN1, "c1"), result("res1", RUN1, "c1")]).unwrap();
     assert_eq!(
         refused(&mnemo, &[call("call1b", RUN1, "c1")]),
-        AppendRefusal::DuplicateToolCall { session: s(SESSION), invocation: s("i1"), call: s("c1") }
+        AppendRefusal::DuplicateToolCall { invocation: s("i1"), call: s("c1") }
     );
     assert_eq!(
         refused(&mnemo, &[result("res1b", RUN1, "c1")]),
-        AppendRefusal::DuplicateToolResult { session: s(SESSION), invocation: s("i1"), call: s("c1") }
+        AppendRefusal::DuplicateToolResult { invocation: s("i1"), call: s("c1") }
     );
     // Another invocation's call does not answer for this one.
     assert!(matches!(
@@ -240,10 +240,7 @@ fn the_import_paths_refuse_what_the_generic_path_refuses() {
     assert!(sealed.starts_with("run.jsonl:3:"), "{sealed}");
     assert!(sealed.contains("run r1 of session sm is sealed"), "{sealed}");
     let orphaned = import_maka(&[hello.clone(), orphan]).unwrap_err().to_string();
-    assert!(
-        orphaned.contains("tool result for c9, which invocation i1 of session sm never called"),
-        "{orphaned}"
-    );
+    assert!(orphaned.contains("tool result for c9, which invocation i1 never called"), "{orphaned}");
     let fact = import_maka(&[hello, reserved]).unwrap_err().to_string();
     assert!(fact.contains("workspace facts are reserved"), "{fact}");
 }
