@@ -323,6 +323,30 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Whether [`Record::prepare_generic_append`] would change the record: a RuntimeEvent whose
+    /// text is not in its normalised form. (Read-only, so that the common case copies nothing.)
+    pub fn needs_generic_preparation(&self) -> bool {
+        let Record::RuntimeEvent(event) = self else { return false };
+        match &event.content {
+            Some(Content::Text(text)) => {
+                text.display_text.as_deref() == Some(text.text.as_str())
+                    || text.attachments.as_ref().is_some_and(Vec::is_empty)
+                    || text.quotes.as_ref().is_some_and(Vec::is_empty)
+            }
+            _ => false,
+        }
+    }
+
+    /// The refusal of [`Record::prepare_generic_append`] for a record already normalised.
+    pub fn generic_append_refusal(&self) -> Option<AppendRefusal> {
+        let Record::RuntimeEvent(event) = self else { return None };
+        event
+            .reserved_fact_reason()
+            .map(|reason| AppendRefusal::ReservedFact { event: event.id.to_string(), reason })
+    }
+}
+
 /// [`Record::prepare_generic_append`] of one event.
 pub fn prepare_generic_event(event: &mut RuntimeEvent) -> Result<(), AppendRefusal> {
     event.normalize();

@@ -254,19 +254,27 @@ impl Mnemo {
         expected: ExpectedRevision,
         records: &[Record],
     ) -> Result<Appended, Error> {
-        let mut prepared: Option<Vec<Record>> = None;
-        for (index, record) in records.iter().enumerate() {
-            let mut copy = record.clone();
-            copy.prepare_generic_append().map_err(|reason| Error::Refused {
-                stream: stream.to_string(),
-                record: index,
-                reason,
-                held_at: None,
-            })?;
-            if copy != *record {
-                prepared.get_or_insert_with(|| records.to_vec())[index] = copy;
+        let refused = |record: usize, reason| Error::Refused {
+            stream: stream.to_string(),
+            record,
+            reason,
+            held_at: None,
+        };
+        // NOTE: records are copied only when one needs normalising; the common case checks in place.
+        let prepared: Option<Vec<Record>> = if records.iter().any(Record::needs_generic_preparation) {
+            let mut copies = records.to_vec();
+            for (index, record) in copies.iter_mut().enumerate() {
+                record.prepare_generic_append().map_err(|reason| refused(index, reason))?;
             }
-        }
+            Some(copies)
+        } else {
+            for (index, record) in records.iter().enumerate() {
+                if let Some(reason) = record.generic_append_refusal() {
+                    return Err(refused(index, reason));
+                }
+            }
+            None
+        };
         self.append_at(stream, expected, prepared.as_deref().unwrap_or(records), None)
     }
 
