@@ -41,3 +41,7 @@ nats-up dir="/tmp/mnemo-nats":
 
 nats-down dir="/tmp/mnemo-nats":
     .ci/nats-cluster.sh stop {{dir}}
+
+# Regenerate the protocol's checked-in JSON Schema from its Rust types (a test fails when it is stale).
+schema:
+    cargo run -q -p mnemo-cli -- serve --print-schema > crates/mnemo-server/schema/protocol.json

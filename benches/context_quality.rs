@@ -494,7 +494,7 @@ fn history_text(items: &[HistoryItem]) -> String {
     let mut out = String::new();
     for item in items {
         match item {
-            HistoryItem::Checkpoint { text, .. } => out.push_str(text),
+            HistoryItem::Checkpoint { text, .. } | HistoryItem::Retrieved { text, .. } => out.push_str(text),
             HistoryItem::ProviderState { .. } => {}
             HistoryItem::Event { event, .. } => match &event.content {
                 Some(Content::Text(text)) => out.push_str(&text.text),

@@ -11,6 +11,7 @@ pub mod baseline;
 pub mod context_quality;
 pub mod devset;
 pub mod harness;
+pub mod import_memory;
 pub mod memory_workload;
 pub mod nats_workload;
 pub mod probe;

@@ -47,7 +47,7 @@ name = "history-messages"
 name = "history-search"
 [stage.config]
 k1 = 1.2
-b = 0.75
+b = 0.9
 "#;
 
 /// Word ranks drawn from a Zipf distribution (s = 1) by inverting the cumulative weights.

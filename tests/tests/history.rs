@@ -240,7 +240,8 @@ fn query_length_limit_and_argument_edges() {
 #[test]
 fn limits_cut_the_ranked_rows_and_mark_the_last() {
     let mut f = fixture();
-    f.open("s1", "deploys");
+    // The title shares no term with the query: only the messages compete.
+    f.open("s1", "rollouts");
     for i in 0..12 {
         f.user("s1", &format!("t{i}"), &format!("m{i}"), &format!("deploy number {i}"));
     }
@@ -248,7 +249,7 @@ fn limits_cut_the_ranked_rows_and_mark_the_last() {
     assert_eq!(one["rows"].as_array().unwrap().len(), 1);
     assert_eq!(one["truncated"], json!(true));
     assert_eq!(one["rows"][0]["truncated"], json!(true));
-    assert!(one.get("next_cursor").is_none(), "a page cut by the limit gives no cursor");
+    assert!(one["next_cursor"].is_string(), "a page cut by the limit gives a cursor to the rest: {one}");
 
     let ten = f.search(json!({"query": "deploy", "limit": 10}));
     assert_eq!(ten["rows"].as_array().unwrap().len(), 10);
@@ -320,8 +321,10 @@ fn tool_results_are_searched_only_in_their_first_10240_bytes() {
     assert_eq!(early["rows"][0]["match_kind"], json!("tool_result"));
     assert_eq!(early["rows"][0]["summary"], json!("tool result: error"));
     assert_eq!(f.search(json!({"query": "latequokka"}))["rows"], json!([]));
-    // A tool call without an intent has no searchable text, and its arguments are never searched.
-    assert_eq!(f.search(json!({"query": "secret-plans"}))["rows"], json!([]));
+    // A tool call without an intent is found by its arguments (decision 0151).
+    let call = f.search(json!({"query": "secret-plans"}));
+    assert_eq!(call["rows"][0]["match_kind"], json!("tool_intent"), "{call}");
+    assert_eq!(call["rows"][0]["snippet"], json!("cat /etc/secret-plans"));
 }
 
 #[test]
@@ -437,8 +440,9 @@ fn read_errors_follow_the_check_order() {
         (json!({"session_id": " s1"}), "session_not_found"),
         (json!({"session_id": "empty"}), "empty_transcript"),
         (json!({"session_id": "s1", "message_id": "zzz"}), "message_not_found"),
-        // A tool call without an intent has no searchable text.
-        (json!({"session_id": "s1", "message_id": "c2"}), "message_not_found"),
+        // A tool call without an intent is found by its arguments, so it anchors a read; its
+        // turn has no visible message.
+        (json!({"session_id": "s1", "message_id": "c2"}), "turn_not_found"),
         (json!({"session_id": "s1", "message_id": "m1", "turn_id": "t2"}), "anchor_mismatch"),
         // A tool result is a valid anchor, but its turn has no visible message.
         (json!({"session_id": "s1", "message_id": "res-c2"}), "turn_not_found"),
@@ -486,9 +490,11 @@ fn reads_never_show_thinking_tool_names_arguments_or_results() {
     }
     assert_eq!(read["turns"][0]["messages"][1]["message_id"], json!("stream-1"));
     assert_eq!(read["turns"][0]["messages"][2]["role"], json!("tool"));
-    for query in ["secret plan", "hidden note"] {
-        assert_eq!(f.search(json!({ "query": query }))["rows"], json!([]), "{query}");
-    }
+    // Thinking and hidden text are never found; the call is, by its arguments (decision 0151).
+    assert_eq!(f.search(json!({ "query": "hidden note" }))["rows"], json!([]));
+    let plans = f.search(json!({ "query": "secret plan" }));
+    let kinds: Vec<&Value> = plans["rows"].as_array().unwrap().iter().map(|row| &row["match_kind"]).collect();
+    assert_eq!(kinds, [&json!("tool_intent")], "{plans}");
     let transcript = f.mnemo.history().transcript(&sid("s1"), None).unwrap().unwrap();
     assert_eq!(
         transcript.messages.len(),
@@ -591,6 +597,38 @@ fn revisions_collapse_to_one_logical_session() {
     let context = HistoryContext { current_session: Some(&root), ..HistoryContext::default() };
     assert_eq!(reason(&f.read_in(json!({"session_id": "root"}), &context, None)), "ok");
     assert_eq!(reason(&f.read_in(json!({"session_id": "rev"}), &context, None)), "session_not_found");
+}
+
+#[test]
+fn search_pages_past_ten_rows_with_next_cursor() {
+    // Regression: when the limit cut the ranked rows no cursor was issued, so nothing past the
+    // tenth row of a page could ever be read.
+    let mut f = fixture();
+    f.open("s1", "rollouts");
+    for i in 0..25 {
+        f.user("s1", &format!("t{i}"), &format!("m{i:02}"), &format!("deploy number {i}"));
+    }
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..3 {
+        let mut args = json!({"query": "deploy", "limit": 10});
+        if let Some(cursor) = &cursor {
+            args["cursor"] = json!(cursor);
+        }
+        let found = f.search(args);
+        let ids = message_ids(&found);
+        assert_eq!(ids.len(), if page < 2 { 10 } else { 5 }, "page {page}: {found}");
+        assert_eq!(found["truncated"], json!(page < 2), "page {page}: {found}");
+        seen.extend(ids);
+        cursor = found["next_cursor"].as_str().map(str::to_owned);
+        assert_eq!(cursor.is_some(), page < 2, "page {page}: {found}");
+    }
+    let mut expected: Vec<String> = (0..25).rev().map(|i| format!("m{i:02}")).collect();
+    assert_eq!(seen, expected, "every match once, best (here: newest) first");
+    expected.sort();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen, expected);
 }
 
 #[test]

@@ -52,6 +52,21 @@ pub(crate) struct BenchArgs {
     /// its size and its fact retention.
     #[arg(long)]
     context_quality: bool,
+    /// Run only the store server's load workload: `--server-clients` clients on one `mnemo serve`,
+    /// each appending and searching in turn for `--server-secs`; p50/p99 latencies, throughput, and a
+    /// check that every acknowledged append is in the log afterwards.
+    #[arg(long)]
+    server: bool,
+    /// Clients of the server workload.
+    #[arg(long, default_value_t = 64)]
+    server_clients: usize,
+    /// Seconds the server workload runs.
+    #[arg(long, default_value_t = 30)]
+    server_secs: u64,
+    /// Run only the import-memory workload: a Claude Code session of this many MB, written on the
+    /// fly, imported into a fresh store; reports the import's peak resident set size.
+    #[arg(long, value_name = "MB")]
+    import_memory: Option<u64>,
     /// The real fixtures directory of the context-quality workload.
     #[arg(long, default_value = "../shared/fixtures/real")]
     fixtures: PathBuf,
@@ -76,9 +91,41 @@ fn context_quality(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn import_memory(cli: &Cli, args: &BenchArgs, megabytes: u64) -> anyhow::Result<ExitCode> {
+    use mnemo_benches::import_memory;
+    let spinner = progress(0, "bench");
+    spinner.set_message(format!("import of a {megabytes} MB Claude Code session"));
+    let report = import_memory::run(&args.out, megabytes);
+    spinner.finish_and_clear();
+    let report = report?;
+    let path = args.out.join("import-memory.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    output(cli, &report, || {
+        say!(
+            "import of {} bytes ({} lines, {} records) in {:.1} s: peak RSS {:.1} MiB{} (target <= {} MiB: {})",
+            report.file_bytes,
+            report.lines,
+            report.records,
+            report.seconds,
+            report.peak_rss_mib,
+            if report.peak_reset { "" } else { " (whole process)" },
+            report.target_mib,
+            if report.met { "met" } else { "missed" }
+        );
+        say!("wrote {}", path.display());
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    if let Some(megabytes) = args.import_memory {
+        return import_memory(cli, args, megabytes);
+    }
     if args.context_quality {
         return context_quality(cli, args);
+    }
+    if args.server {
+        return crate::serve_cmd::bench(cli, &args.out, args.server_clients, args.server_secs);
     }
     let mut options =
         if args.quick { BenchOptions::quick(args.out.clone()) } else { BenchOptions::full(args.out.clone()) };

@@ -37,6 +37,10 @@ pub(crate) struct ContextArgs {
     /// The turn being answered (left out of prior history).
     #[arg(long)]
     turn: Option<String>,
+    /// The new request's text, for a pipeline that switches the history search on
+    /// (`history_search`; default: the session's latest user message).
+    #[arg(long, value_name = "TEXT")]
+    search_text: Option<String>,
 }
 
 /// Arguments of `copy`.
@@ -120,6 +124,7 @@ pub(crate) fn context(cli: &Cli, args: &ContextArgs) -> anyhow::Result<ExitCode>
         window: args.window,
         as_of: args.as_of.map(Position),
         current_turn: args.turn.as_deref().map(turn_id).transpose()?,
+        search_text: args.search_text.clone(),
         ..ContextOptions::default()
     };
     let history = mnemo.compaction().context(&session, &options)?;
@@ -191,6 +196,7 @@ fn print_history(history: &AssembledHistory) {
             HistoryItem::ProviderState { checkpoint, .. } => {
                 say!("[provider state] {checkpoint} (opaque, replayed as an assistant custom part)")
             }
+            HistoryItem::Retrieved { text, .. } => say!("[history search]\n{text}"),
             HistoryItem::Event { event, position } => say!("{}", event_line(*position, event)),
         }
     }
@@ -215,6 +221,20 @@ fn print_history(history: &AssembledHistory) {
     );
     say!("compaction due  {}", if diagnostics.compaction_due { "yes" } else { "no" });
     say!("events read     {}", diagnostics.events_read);
+    if let Some(search) = &diagnostics.history_search {
+        match &search.skipped {
+            Some(reason) => say!("history search  skipped: {reason}"),
+            None => say!(
+                "history search  {:?}: {} hits, {} taken, {} events (~{} tokens), {} skipped over budget",
+                search.query.as_deref().unwrap_or_default(),
+                search.hits,
+                search.hits_taken,
+                search.events,
+                search.tokens,
+                search.skipped_events
+            ),
+        }
+    }
     print_notes(history);
 }
 

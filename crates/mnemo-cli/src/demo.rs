@@ -386,6 +386,9 @@ fn print_context(report: &DemoReport) {
                 }
             }
             HistoryItem::ProviderState { checkpoint, .. } => say!("   [provider state {checkpoint}]"),
+            HistoryItem::Retrieved { positions, .. } => {
+                say!("   [history search: {} earlier events]", positions.len())
+            }
             HistoryItem::Event { event, position } => {
                 say!("   [{position:>4} {:?}] {}", event.role, shorten(&event_text(event)));
             }

@@ -26,6 +26,8 @@ const BASELINE_PIPELINE: &str = include_str!("../../../pipelines/search-baseline
 pub(crate) enum EvalCommand {
     /// Rank the evidence of questions: hit@k, recall-all@k and MRR, overall and per category.
     Search(SearchEvalArgs),
+    /// Recall for sessions: hit@k, recall-all@k and MRR of the items each should get.
+    Recall(crate::recall_eval_cmd::RecallEvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -40,7 +42,8 @@ pub(crate) struct SearchEvalArgs {
     /// The development set's seed.
     #[arg(long, default_value_t = DEVSET_SEED_DEFAULT, requires = "devset")]
     seed: u64,
-    /// Where the development set's stores go (default: a new temporary directory, removed after).
+    /// Where the development set's stores, transcripts and QA files go (default: a new temporary
+    /// directory, removed after).
     #[arg(long, requires = "devset")]
     dir: Option<PathBuf>,
     /// The cut-offs k (comma-separated, 1..=100).
@@ -66,6 +69,7 @@ struct SetReport {
 pub(crate) fn run(cli: &Cli, command: &EvalCommand) -> anyhow::Result<ExitCode> {
     match command {
         EvalCommand::Search(args) => search(cli, args),
+        EvalCommand::Recall(args) => crate::recall_eval_cmd::run(cli, args),
     }
 }
 
@@ -124,6 +128,7 @@ fn devset_run(cli: &Cli, args: &SearchEvalArgs, ks: &[usize]) -> anyhow::Result<
     std::fs::write(&baseline, BASELINE_PIPELINE)?;
     let mut reports = Vec::new();
     for split in devset::devset(args.seed).map_err(input)? {
+        write_split(&root, &split)?;
         let after = import_split(&root.join(format!("{}-mnemo", split.name)), cli.pipeline.clone(), &split)?;
         let before =
             import_split(&root.join(format!("{}-before", split.name)), Some(baseline.clone()), &split)?;
@@ -139,6 +144,24 @@ fn devset_run(cli: &Cli, args: &SearchEvalArgs, ks: &[usize]) -> anyhow::Result<
 
 fn evaluate(ranker: &mut dyn Ranker, items: &[QaItem], ks: &[usize]) -> anyhow::Result<RankerReport> {
     search_eval::evaluate(ranker, items, ks).map_err(input)
+}
+
+/// Leaves the split's transcripts and questions beside its stores, to read or to evaluate again
+/// with `--qa`: `<split>.qa.jsonl` and `<split>-transcripts/`.
+fn write_split(root: &Path, split: &Split) -> anyhow::Result<()> {
+    let transcripts = root.join(format!("{}-transcripts", split.name));
+    std::fs::create_dir_all(&transcripts)?;
+    for file in &split.files {
+        let name = Path::new(&file.name).file_name().unwrap_or_default();
+        std::fs::write(transcripts.join(name), &file.text)?;
+    }
+    let mut qa = String::new();
+    for question in &split.questions {
+        qa.push_str(&serde_json::to_string(question)?);
+        qa.push('\n');
+    }
+    std::fs::write(root.join(format!("{}.qa.jsonl", split.name)), qa)?;
+    Ok(())
 }
 
 /// A fresh store with the split's transcripts imported.

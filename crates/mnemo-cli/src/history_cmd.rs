@@ -185,6 +185,39 @@ fn print_transcript(transcript: &SessionTranscript) {
         }
         say!("  {}", describe(message));
     }
+    for ended in transcript.turns.iter().filter(|t| t.status != mnemo::records::TurnStatus::Completed) {
+        let class = ended.error_class.as_deref().map(|c| format!(" ({c})")).unwrap_or_default();
+        let limit = if ended.step_limit { ", stopped at the tool step limit" } else { "" };
+        let status = format!("{:?}", ended.status).to_lowercase();
+        say!("── turn {} ended {status}{class}{limit}", ended.turn_id);
+    }
+    print_diagnostics(&transcript.diagnostics);
+}
+
+/// Hard diagnostics one per line, soft ones counted by code.
+fn print_diagnostics(diagnostics: &[mnemo::history::ProjectionDiagnostic]) {
+    use mnemo::history::Severity;
+    if diagnostics.is_empty() {
+        return;
+    }
+    let hard: Vec<_> = diagnostics.iter().filter(|d| d.severity == Severity::Hard).collect();
+    say!("── diagnostics: {} hard, {} soft", hard.len(), diagnostics.len() - hard.len());
+    for diagnostic in hard {
+        say!(
+            "  [{}] event {} at {}: {}",
+            diagnostic.code.as_str(),
+            diagnostic.event_id,
+            diagnostic.position,
+            diagnostic.detail
+        );
+    }
+    let mut soft: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for diagnostic in diagnostics.iter().filter(|d| d.severity == Severity::Soft) {
+        *soft.entry(diagnostic.code.as_str()).or_default() += 1;
+    }
+    for (code, count) in soft {
+        say!("  [{code}] {count} event{}", if count == 1 { "" } else { "s" });
+    }
 }
 
 fn describe(message: &VisibleMessage) -> String {

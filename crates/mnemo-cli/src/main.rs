@@ -19,13 +19,16 @@ use term::{say, say_err};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench_cmd;
+mod capture;
 mod compaction_cmd;
 mod demo;
 mod eval_cmd;
 mod history_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod recall_eval_cmd;
 mod serve_cmd;
+mod sync_cmd;
 mod term;
 
 #[derive(Debug, Parser)]
@@ -132,6 +135,9 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// A Model Context Protocol server on stdio for agents, forwarding to the store server.
     Mcp(mcp_cmd::McpArgs),
+    /// Capture the agents' session folders: import every new or grown session file (`--watch`:
+    /// keep capturing as they change).
+    Sync(sync_cmd::SyncArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -285,6 +291,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Serve(args) => serve_cmd::run(cli, args),
         Command::Mcp(args) => mcp_cmd::run(cli, args),
+        Command::Sync(args) => sync_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
     }
 }
@@ -298,7 +305,7 @@ fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) 
     let bar = progress(files.len() as u64, "importing");
     for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        let result = read_input(file).and_then(|bytes| Ok(mnemo.import(&bytes, file, format)?));
+        let result = mnemo.import_file(file, format).map_err(anyhow::Error::from);
         match result {
             Ok(report) => reports.push(report),
             Err(error) => {
@@ -423,10 +430,6 @@ fn create_export_file(path: &Path) -> anyhow::Result<std::fs::File> {
             .open(path)
             .map_err(error)?),
     }
-}
-
-fn read_input(file: &str) -> anyhow::Result<Vec<u8>> {
-    Ok(Mnemo::read_import_file(file)?)
 }
 
 fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {

@@ -5,10 +5,12 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use mnemo::Mnemo;
 use mnemo::memory::{
-    ItemInput, KeyInput, MatchMode, OperationResult, RecallMemory, RememberStatus, SearchRequest,
+    ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, ListRequest, MatchMode, OperationResult,
+    RecallMemory, RememberStatus, SearchRequest,
 };
 use mnemo::records::{
-    EventId, ItemId, KeyOrigin, KeyType, MemoryItem, OperationId, SessionId, ToolCallId, WorkspaceId,
+    EventId, ItemId, KeyOrigin, KeyType, MemoryItem, MemoryKind, OperationId, SessionId, ToolCallId,
+    WorkspaceId,
 };
 
 use crate::term::{say, say_inline};
@@ -33,6 +35,21 @@ pub(crate) enum MemoryCommand {
     },
     /// Print one item.
     Get { id: String },
+    /// List items without a key: every scope, or global items and one workspace's.
+    List {
+        /// Global items and this workspace's (default: every scope).
+        #[arg(long)]
+        workspace: Option<String>,
+        /// Only items of this kind: preference, identity, context, knowledge, failure, note.
+        #[arg(long)]
+        kind: Option<String>,
+        /// Also list archived items.
+        #[arg(long)]
+        include_archived: bool,
+        /// 1 to 1000 (default 200).
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Find items by keys.
     Search {
         #[arg(required = true)]
@@ -128,27 +145,50 @@ fn found(any: bool) -> ExitCode {
     if any { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
+/// The snake_case name serde gives a value (`Active` -> `active`).
+fn name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(text)) => text,
+        _ => String::new(),
+    }
+}
+
+fn kind(text: &str) -> anyhow::Result<MemoryKind> {
+    serde_json::from_value(serde_json::Value::String(text.to_owned())).map_err(|_| {
+        input(format!(
+            "unknown kind {text:?}; known: preference, identity, context, knowledge, failure, note"
+        ))
+    })
+}
+
 fn print_item(item: &MemoryItem) {
     let keys: Vec<&str> = item.fields.keys.iter().map(|k| k.key.as_str()).collect();
+    let sessions: std::collections::BTreeSet<&str> =
+        item.fields.sources.iter().map(|s| s.session.as_str()).collect();
+    let superseded =
+        item.superseded_by.as_ref().map(|by| format!("  superseded by {by}")).unwrap_or_default();
     say!(
-        "{}  v{}  {:?}  {}  [{}]\n    {}",
+        "{}  v{}  {}  {}  {}  [{}]{superseded}\n    {}\n    sources: {} event(s) in {}",
         item.item,
         item.version,
-        item.lifecycle,
+        name(&item.lifecycle),
+        name(&item.fields.kind),
         item.fields.scope,
         keys.join(", "),
-        item.fields.content
+        item.fields.content,
+        item.fields.sources.len(),
+        sessions.into_iter().collect::<Vec<_>>().join(", ")
     );
 }
 
 fn print_operation(result: &OperationResult) {
     for r in &result.results {
         say!(
-            "{}  v{}  {:?}  {:?}{}",
+            "{}  v{}  {}  {}{}",
             r.item,
             r.version,
-            r.lifecycle,
-            r.outcome,
+            name(&r.lifecycle),
+            name(&r.outcome),
             if result.replayed { "  (replayed)" } else { "" }
         );
     }
@@ -163,8 +203,8 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             let result = runtime()?.block_on(mnemo.memory().remember(&session(s)?, call))?;
             output(cli, &result, || {
                 say!(
-                    "{:?}{}",
-                    result.status,
+                    "{}{}",
+                    name(&result.status),
                     result.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
                 );
                 for item in &result.requested_items {
@@ -176,8 +216,24 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
         MemoryCommand::Extract { session: s, through } => {
             let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
             let report = runtime()?.block_on(mnemo.memory().extract(&session(s)?, through))?;
-            output(cli, &report, || say!("{}", serde_json::to_string(&report.outcome).unwrap_or_default()));
-            Ok(ExitCode::SUCCESS)
+            output(cli, &report, || print_extraction(&report));
+            // 0 when the range is settled (or there was nothing new), 1 when nothing ran.
+            let settled = matches!(
+                report.outcome,
+                ExtractionOutcome::Committed { .. } | ExtractionOutcome::NothingToProcess
+            );
+            Ok(found(settled))
+        }
+        MemoryCommand::List { workspace, kind: k, include_archived, limit } => {
+            let request = ListRequest {
+                workspace: workspace.as_deref().map(WorkspaceId::new).transpose().map_err(input)?,
+                kind: k.as_deref().map(kind).transpose()?,
+                include_archived: *include_archived,
+                limit: *limit,
+            };
+            let items = mnemo.memory().list(&request)?;
+            output(cli, &items, || items.iter().for_each(print_item));
+            Ok(found(!items.is_empty()))
         }
         MemoryCommand::Get { id } => {
             let item = mnemo.memory().get(&item_id(id)?)?;
@@ -209,6 +265,32 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             output(cli, &result, || print_operation(&result));
             Ok(ExitCode::SUCCESS)
         }
+    }
+}
+
+fn print_extraction(report: &ExtractionReport) {
+    let outcome = match &report.outcome {
+        ExtractionOutcome::Committed { receipt, replayed } => {
+            format!("committed ({}){}", name(&receipt.status), if *replayed { ", replayed" } else { "" })
+        }
+        ExtractionOutcome::RetryLater { class, .. } => {
+            format!("failed ({}), retried by the next trigger", name(class))
+        }
+        ExtractionOutcome::Discarded { class, .. } => {
+            format!("failed again ({}), range discarded", name(class))
+        }
+        ExtractionOutcome::Blocked { reason } => format!("blocked: {reason}"),
+        ExtractionOutcome::Unavailable { reason } => format!("not run: {reason}"),
+        ExtractionOutcome::NothingToProcess => "nothing new to process".to_owned(),
+        _ => name(&report.outcome),
+    };
+    say!(
+        "{outcome}; {} model call(s), {} candidate(s) turned down",
+        report.model_calls,
+        report.rejections.len()
+    );
+    for rejected in &report.rejections {
+        say!("  turned down: {}  ({})", rejected.content, name(&rejected.rejection));
     }
 }
 

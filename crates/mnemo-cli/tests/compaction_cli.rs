@@ -78,3 +78,24 @@ fn context_of_an_unknown_session_is_an_input_error() {
     let output = mnemo(&dir.path().join("store"), &["context", "nope"]);
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn context_with_the_history_search_pipeline_brings_back_what_the_request_asks_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("long.jsonl");
+    std::fs::write(&file, long_transcript(60)).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+    assert_eq!(mnemo(&store, &["compact", "long"]).status.code(), Some(0));
+    let pipeline = concat!(env!("CARGO_MANIFEST_DIR"), "/../../pipelines/history-search.toml");
+    let args = ["--pipeline", pipeline, "context", "long", "--search-text", "What broke in src/part_7.rs?"];
+    let output = mnemo(&store, &args);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = stdout(&output);
+    assert!(text.contains("[history search]\n<history_search_results>"), "{text}");
+    assert!(text.contains("t007, user] Step 7: fix src/part_7.rs"), "{text}");
+    assert!(text.contains("history search  \"what broke in src/part_7.rs\""), "{text}");
+    // The default pipeline keeps it off.
+    let plain = stdout(&mnemo(&store, &["context", "long", "--search-text", "What broke in src/part_7.rs?"]));
+    assert!(!plain.contains("[history search]") && !plain.contains("history search  "), "{plain}");
+}

@@ -119,3 +119,96 @@ fn read_prints_the_tool_shape_and_refusals_exit_2() {
     assert_eq!(current["is_current_session"], true);
     assert_eq!(current["turns"].as_array().unwrap().len(), 1, "the current turn is excluded");
 }
+
+/// A RuntimeEvent line of session `sd`, turn `t1`, with the envelope filled in.
+fn maka_line(id: &str, ts: u64, rest: &str) -> String {
+    format!(
+        "{{\"id\":\"{id}\",\"invocationId\":\"i1\",\"runId\":\"r1\",\"sessionId\":\"sd\",\"turnId\":\"t1\",\"ts\":{ts},{rest}}}\n"
+    )
+}
+
+#[test]
+fn show_json_reports_projection_diagnostics_and_turn_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("events.jsonl");
+    let base = 1_767_225_600_000u64;
+    let lines = [
+        maka_line(
+            "u1",
+            base,
+            r#""partial":false,"role":"user","author":"user","content":{"kind":"text","text":"list the files"}"#,
+        ),
+        // The provider's call id and the runtime's tool-call ref disagree: a row, and a hard diagnostic.
+        maka_line(
+            "c1",
+            base + 1,
+            r#""partial":false,"role":"model","author":"agent","content":{"kind":"function_call","id":"call-1","name":"shell","args":{"cmd":"ls"}},"refs":{"toolCallId":"call-X"}"#,
+        ),
+        // A malformed tool result (no result): no row, a hard diagnostic.
+        maka_line(
+            "x1",
+            base + 2,
+            r#""partial":false,"role":"tool","author":"tool","content":{"kind":"function_response","id":"call-1","name":"shell","result":null}"#,
+        ),
+        maka_line(
+            "w1",
+            base + 3,
+            r#""partial":false,"role":"tool","author":"tool","content":{"kind":"text","text":"stray tool text"}"#,
+        ),
+        maka_line(
+            "er",
+            base + 4,
+            r#""partial":false,"role":"system","author":"system","content":{"kind":"error","message":"provider hiccup"}"#,
+        ),
+        maka_line(
+            "cf",
+            base + 5,
+            r#""partial":false,"role":"system","author":"host","actions":{"stateDelta":{"x":1}}"#,
+        ),
+        maka_line(
+            "p1",
+            base + 6,
+            r#""partial":true,"role":"model","author":"agent","content":{"kind":"text","text":"hel"},"refs":{"providerEventId":"m1"}"#,
+        ),
+        maka_line(
+            "end",
+            base + 7,
+            r#""partial":false,"role":"system","author":"host","status":"failed","content":{"kind":"error","message":"too many steps","code":"tool_step_cap_reached"}"#,
+        ),
+    ];
+    std::fs::write(&file, lines.concat()).unwrap();
+    assert_eq!(code(&mnemo(&store, &["import", file.to_str().unwrap(), "--format", "maka"])), 0);
+    let show = json(&mnemo(&store, &["show", "sd", "--json"]));
+    let kinds: Vec<&str> =
+        show["messages"].as_array().unwrap().iter().map(|m| m["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["user", "tool_call"], "the null tool result is no row");
+    let diagnostics: Vec<(&str, &str, &str)> = show["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (d["code"].as_str().unwrap(), d["severity"].as_str().unwrap(), d["event_id"].as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        diagnostics,
+        [
+            ("tool_use_id_mismatch", "hard", "c1"),
+            ("incomplete_event", "hard", "x1"),
+            ("unsupported_event", "hard", "w1"),
+            ("unsupported_event", "hard", "er"),
+            ("unclaimed_control_fact", "soft", "cf"),
+            ("partial_skipped", "soft", "p1"),
+        ]
+    );
+    let turns = show["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1);
+    assert_eq!(turns[0]["status"], "failed");
+    assert_eq!(turns[0]["error_class"], "tool_step_cap_reached");
+    assert_eq!(turns[0]["step_limit"], true);
+    let text = String::from_utf8(mnemo(&store, &["show", "sd"]).stdout).unwrap();
+    assert!(text.contains("diagnostics: 4 hard, 2 soft"), "{text}");
+    assert!(text.contains("ended failed (tool_step_cap_reached), stopped at the tool step limit"), "{text}");
+    assert_eq!(code(&mnemo(&store, &["verify"])), 0, "diagnostics rebuild byte for byte");
+}

@@ -35,7 +35,7 @@ fn remember_search_lifecycle_and_recall() {
 
     let remembered = json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
     assert_eq!(remembered["status"], "remembered");
-    assert_eq!(remembered["requested_items"][0]["content"], "User never uses unwrap in library code");
+    assert_eq!(remembered["requested_items"][0]["content"], "The user never uses unwrap in library code.");
     let id = remembered["requested_items"][0]["item"].as_str().unwrap().to_owned();
 
     let found = json(&mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "acme/api"]));
@@ -70,4 +70,91 @@ fn remember_search_lifecycle_and_recall() {
     let block = json(&mnemo(&store, &["--json", "recall", "s1"]));
     assert!(block["tokens"].as_u64().unwrap() > 0);
     assert!(mnemo(&store, &["verify"]).status.success());
+}
+
+#[test]
+fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("t.jsonl");
+    std::fs::write(&file, TRANSCRIPT).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+    assert_eq!(mnemo(&store, &["memory", "list"]).status.code(), Some(1), "nothing yet");
+    let remembered = json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
+    assert_eq!(remembered["status"], "remembered");
+    let extracted = mnemo(&store, &["memory", "extract", "s1"]);
+    assert_eq!(extracted.status.code(), Some(1), "remember already read the session");
+    let text = String::from_utf8_lossy(&extracted.stdout).into_owned();
+    assert!(text.starts_with("not run: nothing new to process"), "{text}");
+
+    let all = json(&mnemo(&store, &["--json", "memory", "list"]));
+    let contents: Vec<&str> =
+        all.as_array().unwrap().iter().map(|i| i["fields"]["content"].as_str().unwrap()).collect();
+    assert_eq!(contents.len(), 3, "{contents:?}");
+    assert!(
+        contents[..2].contains(&"The user prefers tabs over spaces."),
+        "global items first: {contents:?}"
+    );
+    assert!(contents[..2].contains(&"The user never uses unwrap in library code."), "{contents:?}");
+    assert_eq!(contents[2], "The team's project uses fjall for storage.");
+    let preferences = json(&mnemo(&store, &["--json", "memory", "list", "--kind", "preference"]));
+    assert_eq!(preferences.as_array().unwrap().len(), 2);
+    let here = json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "acme/api"]));
+    assert_eq!(here.as_array().unwrap().len(), 3);
+    let elsewhere = json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "other/ws"]));
+    assert_eq!(elsewhere.as_array().unwrap().len(), 2, "global items only");
+
+    let listed = mnemo(&store, &["memory", "list", "--kind", "context"]);
+    let text = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(text.contains("active  context  workspace:acme/api") && text.contains("fjall"), "{text}");
+    assert!(text.contains("sources: 1 event(s) in s1"), "{text}");
+
+    let id = contents_id(&all, "fjall");
+    assert!(mnemo(&store, &["memory", "archive", &id, "--expected-version", "1"]).status.success());
+    assert_eq!(json(&mnemo(&store, &["--json", "memory", "list"])).as_array().unwrap().len(), 2);
+    let with_archived = json(&mnemo(&store, &["--json", "memory", "list", "--include-archived"]));
+    assert_eq!(with_archived.as_array().unwrap().len(), 3);
+
+    let bad = mnemo(&store, &["memory", "list", "--kind", "opinion"]);
+    assert_eq!(bad.status.code(), Some(2), "an input error");
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind \"opinion\""));
+    assert_eq!(mnemo(&store, &["memory", "list", "--limit", "0"]).status.code(), Some(2));
+}
+
+fn contents_id(list: &serde_json::Value, needle: &str) -> String {
+    let item =
+        list.as_array().unwrap().iter().find(|i| i["fields"]["content"].as_str().unwrap().contains(needle));
+    item.unwrap()["item"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn eval_recall_reports_hits_per_category_over_the_development_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/recall");
+    let sessions = fixtures.join("sessions.jsonl");
+    assert!(mnemo(&store, &["import", sessions.to_str().unwrap()]).status.success());
+    for session in ["s1", "s2", "s3", "s4", "s5"] {
+        assert!(mnemo(&store, &["memory", "extract", session]).status.success());
+    }
+    let qa = fixtures.join("qa.jsonl");
+    let report =
+        json(&mnemo(&store, &["--json", "eval", "recall", "--qa", qa.to_str().unwrap(), "--k", "1,5,10"]));
+    assert_eq!(report["overall"]["questions"], 6);
+    let category =
+        |name: &str, metric: &str, k: &str| report["categories"][name][metric][k].as_f64().unwrap();
+    assert_eq!(category("standing", "hit", "5"), 1.0, "{report:#}");
+    assert_eq!(category("standing", "recall_all", "5"), 1.0, "{report:#}");
+    // The relevant item comes after the session's six standing facts (rank 7), inside the block.
+    assert_eq!(category("relevant", "hit", "10"), 1.0, "{report:#}");
+    assert_eq!(category("pull", "hit", "1"), 1.0, "{report:#}");
+    assert_eq!(category("other-workspace", "hit", "5"), 0.0, "another workspace's item is never recalled");
+    assert_eq!(report["missed"], serde_json::json!(["q5"]));
+    let text = mnemo(&store, &["eval", "recall", "--qa", qa.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("hit@10"));
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"id\":\"x\",\"session\":\"s1\",\"expected\":[]}\n").unwrap();
+    let refused = mnemo(&store, &["eval", "recall", "--qa", bad.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1"));
 }

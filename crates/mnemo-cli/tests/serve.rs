@@ -70,8 +70,18 @@ fn clients_racing_to_start_a_server_all_reach_the_one_that_won() {
     });
     let distinct: BTreeSet<u32> = pids.iter().copied().collect();
     assert_eq!(distinct.len(), 1, "clients reached different servers: {pids:?}");
+    // A client that outlives its server reconnects, starting a new one, and its call goes through.
+    let mut survivor = Client::connect(&store, &starting("survivor", &store)).unwrap();
     let mut client = Client::connect(&store, &ConnectOptions::new("stopper")).unwrap();
     client.call::<Shutdown>(&Empty {}).unwrap();
+    let began = Instant::now();
+    while store.join("server.sock").exists() {
+        assert!(began.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    survivor.call::<Ping>(&Empty {}).unwrap();
+    assert_ne!(survivor.server().pid, pids[0], "the survivor did not reconnect to a new server");
+    survivor.call::<Shutdown>(&Empty {}).unwrap();
     // The server removes its socket and releases the store; the next client starts a new one.
     let began = Instant::now();
     while store.join("server.sock").exists() {
@@ -81,6 +91,14 @@ fn clients_racing_to_start_a_server_all_reach_the_one_that_won() {
     let mut again = Client::connect(&store, &starting("again", &store)).unwrap();
     assert_ne!(again.server().pid, pids[0], "a stopped server answered");
     again.call::<Shutdown>(&Empty {}).unwrap();
+    // Without a start command, a client that finds no server says so.
+    let began = Instant::now();
+    while store.join("server.sock").exists() {
+        assert!(began.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let none = Client::connect(&store, &ConnectOptions::new("no-start")).unwrap_err();
+    assert!(matches!(none, ClientError::NoServer { .. }), "{none}");
 }
 
 #[test]

@@ -59,6 +59,15 @@ pub enum HistoryItem {
         /// The assistant message.
         message: Value,
     },
+    /// Earlier events of the session that the context-budget history search found for the request
+    /// (§3.10, decision 0148), rendered as text and sent as a user message between the checkpoint and
+    /// the raw events (never as raw events, so no call goes without its result).
+    Retrieved {
+        /// The retrieved events' log positions, in log order.
+        positions: Vec<Position>,
+        /// The rendered block.
+        text: String,
+    },
     /// A raw event.
     Event {
         /// Its log position.
@@ -153,6 +162,8 @@ pub struct Diagnostics {
     /// Whether the history fits the budget, what was elided or dropped to make it fit, and why
     /// it cannot when it does not (decision 0125).
     pub fit: FitReport,
+    /// What the context-budget history search did, when the policy switches it on (§3.10).
+    pub history_search: Option<crate::retrieval::HistorySearchReport>,
 }
 
 /// Diagnostics before any decision.
@@ -185,6 +196,7 @@ impl Diagnostics {
             events_read: 0,
             folded_events: 0,
             fit: FitReport::default(),
+            history_search: None,
         }
     }
 
@@ -484,7 +496,9 @@ pub(crate) fn items_tokens(items: &[HistoryItem], cpt: u64) -> u64 {
     items
         .iter()
         .map(|item| match item {
-            HistoryItem::Checkpoint { text, .. } => estimate_tokens(crate::projection::utf16_len(text), cpt),
+            HistoryItem::Checkpoint { text, .. } | HistoryItem::Retrieved { text, .. } => {
+                estimate_tokens(crate::projection::utf16_len(text), cpt)
+            }
             HistoryItem::ProviderState { message, .. } => {
                 estimate_tokens(crate::projection::json_utf16_len(message), cpt)
             }

@@ -301,7 +301,10 @@ fn unfit_reason(history: &AssembledHistory, policy: &CompactionPolicy) -> UnfitR
     if policy.context_window.is_some_and(|w| w < WINDOW_MIN) {
         return UnfitReason::BudgetTooSmall;
     }
-    let has_checkpoint = history.items.iter().any(|i| !matches!(i, HistoryItem::Event { .. }));
+    let has_checkpoint = history
+        .items
+        .iter()
+        .any(|i| matches!(i, HistoryItem::Checkpoint { .. } | HistoryItem::ProviderState { .. }));
     let request_too_big = history.items.iter().any(|i| match i {
         HistoryItem::Event { event, .. } => {
             is_user_request(event)

@@ -25,6 +25,7 @@ mod ledger;
 mod midturn;
 mod policy;
 mod projection;
+mod retrieval;
 mod stage;
 mod summarizer;
 mod summary;
@@ -60,10 +61,18 @@ pub use midturn::{
     MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,
     estimate_payload_tokens, overflow_phase, select_safe_boundary,
 };
-pub use policy::{CapacitySource, CompactMode, CompactionPolicy, MANUAL_HIGH_WATER_RATIO};
+pub use policy::{
+    CapacitySource, CompactMode, CompactionPolicy, HISTORY_SEARCH_AROUND_DEFAULT, HISTORY_SEARCH_AROUND_MAX,
+    HISTORY_SEARCH_RESULTS_DEFAULT, HISTORY_SEARCH_RESULTS_MAX, HISTORY_SEARCH_TOKENS_DEFAULT,
+    MANUAL_HIGH_WATER_RATIO,
+};
 pub use projection::{
     CHARS_PER_TOKEN_DEFAULT, SOURCE_POLICY_VERSION, SourceDigester, estimate_events_tokens, estimate_tokens,
     estimated_chars, is_compactable, source_digest, stable_event, stable_json, turn_groups, utf16_len,
+};
+pub use retrieval::{
+    HISTORY_SEARCH_QUERY_CHARS_MAX, HISTORY_SEARCH_TERM_CHARS_MIN, HISTORY_SEARCH_TERMS_MAX,
+    HistorySearchReport, add_retrieved, history_search_query,
 };
 pub use stage::{
     IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry,

@@ -17,6 +17,17 @@ pub const COMPACT_MIN_RECENT_TURNS_DEFAULT: u64 = 3;
 pub const MID_TURN_RESERVE_TAIL_EVENTS_DEFAULT: u64 = 1;
 /// Manual compaction's high-water ratio: almost any history compacts.
 pub const MANUAL_HIGH_WATER_RATIO: f64 = 0.000_001;
+/// Context-budget history search (events-and-history.md §3.10): hits taken, by default
+/// (`MAKA_CONTEXT_HISTORY_SEARCH_MAX_RESULTS`).
+pub const HISTORY_SEARCH_RESULTS_DEFAULT: u64 = 5;
+/// The most hits a request may take: one ranked page of SearchHistory (`SEARCH_LIMIT_MAX`).
+pub const HISTORY_SEARCH_RESULTS_MAX: u64 = 10;
+/// Neighbouring events taken on each side of a hit, by default (`_AROUND`).
+pub const HISTORY_SEARCH_AROUND_DEFAULT: u64 = 1;
+/// The most neighbours on each side a policy may ask for.
+pub const HISTORY_SEARCH_AROUND_MAX: u64 = 8;
+/// Tokens the retrieved events may take at most, by default (`_MAX_TOKENS`).
+pub const HISTORY_SEARCH_TOKENS_DEFAULT: u64 = 4096;
 
 /// Whether compaction writes checkpoints or only replays existing ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -63,6 +74,16 @@ pub struct CompactionPolicy {
     /// Reject a summary whose share of unsupported claims is above this (0 to 1); none accepts all
     /// and only records them.
     pub faithfulness_max_unsupported_ratio: Option<f64>,
+    /// Context-budget history search (§3.10): earlier events of the session that the ranked
+    /// search index finds for the request's text are added to the history. Off unless a pipeline
+    /// spec switches it on.
+    pub history_search: bool,
+    /// Hits taken, best first (1..=[`HISTORY_SEARCH_RESULTS_MAX`]).
+    pub history_search_max_results: u64,
+    /// Neighbouring events taken on each side of a hit (0..=[`HISTORY_SEARCH_AROUND_MAX`]).
+    pub history_search_around: u64,
+    /// Tokens the retrieved events may take (also never more than the history budget leaves).
+    pub history_search_max_tokens: u64,
 }
 
 impl Default for CompactionPolicy {
@@ -82,6 +103,10 @@ impl Default for CompactionPolicy {
             mid_turn: true,
             mid_turn_reserve_tail_events: MID_TURN_RESERVE_TAIL_EVENTS_DEFAULT,
             faithfulness_max_unsupported_ratio: None,
+            history_search: false,
+            history_search_max_results: HISTORY_SEARCH_RESULTS_DEFAULT,
+            history_search_around: HISTORY_SEARCH_AROUND_DEFAULT,
+            history_search_max_tokens: HISTORY_SEARCH_TOKENS_DEFAULT,
         }
     }
 }
@@ -106,6 +131,15 @@ impl CompactionPolicy {
             && !(0.0..=1.0).contains(&ratio)
         {
             return Err("faithfulness_max_unsupported_ratio must be between 0 and 1".to_owned());
+        }
+        if !(1..=HISTORY_SEARCH_RESULTS_MAX).contains(&self.history_search_max_results) {
+            return Err(format!("history_search_max_results must be 1 to {HISTORY_SEARCH_RESULTS_MAX}"));
+        }
+        if self.history_search_around > HISTORY_SEARCH_AROUND_MAX {
+            return Err(format!("history_search_around must be at most {HISTORY_SEARCH_AROUND_MAX}"));
+        }
+        if self.history_search_max_tokens == 0 {
+            return Err("history_search_max_tokens must be at least 1".to_owned());
         }
         Ok(())
     }

@@ -40,10 +40,10 @@ pub use ids::{
 };
 pub use memory::{
     CursorAdvance, DenialReason, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
-    ExtractionTrigger, FailureOutcome, KeyOrigin, KeyType, LifecycleState, MemoryCommit, MemoryItem,
-    MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin, MemoryScope, Mutation,
+    ExtractionTrigger, FailureOutcome, ItemMerge, KeyOrigin, KeyType, LifecycleState, MemoryCommit,
+    MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin, MemoryScope, Mutation,
     NewMemoryItem, NoOpReason, PolicyDenial, ReceiptStatus, ScopeParseError, SkipReason, SourcePointer,
-    StatementType, TemporalType,
+    StatementType, Supersession, TemporalType,
 };
 pub use record::{
     ConversationCopied, CopyBoundary, DecodeError, MemoryMode, Record, RecordKind, SessionArchived,

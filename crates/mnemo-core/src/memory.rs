@@ -481,6 +481,10 @@ pub struct MemoryItem {
     pub updated_at: TimestampMs,
     /// The written fields.
     pub fields: MemoryItemFields,
+    /// The item that replaced this one when a later statement contradicted it (set when it was
+    /// archived by a [`Supersession`], cleared when it is restored).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub superseded_by: Option<ItemId>,
 }
 
 impl MemoryItem {
@@ -494,6 +498,7 @@ impl MemoryItem {
             created_at: committed_at,
             updated_at: committed_at,
             fields,
+            superseded_by: None,
         }
     }
 
@@ -516,6 +521,34 @@ impl MemoryItem {
         }
         Ok(())
     }
+}
+
+/// A statement of an extraction commit that restates an item memory already holds: instead of
+/// creating `items[statement]`, the commit merges that statement's sources and keys into `item`
+/// (the same fact, stated again), which makes the item's next version unless nothing is new.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemMerge {
+    /// The index into the commit's `items` of the statement merged.
+    pub statement: u32,
+    /// The item it restates: an item held before the commit, or one an earlier statement of the
+    /// same commit creates.
+    pub item: ItemId,
+    /// The item's version the merge was decided against.
+    pub expected_version: u64,
+}
+
+/// An item a statement of an extraction commit contradicts: it is archived, pointing at the
+/// item that replaced it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Supersession {
+    /// The contradicted, active item.
+    pub item: ItemId,
+    /// Its version the supersession was decided against.
+    pub expected_version: u64,
+    /// The index into the commit's `items` of the statement that replaces it (a created item).
+    pub by: u32,
 }
 
 /// An item an extraction commit creates.
@@ -574,8 +607,14 @@ pub struct MemoryCommit {
     pub cursor: CursorAdvance,
     /// Binds the commit to the exact set of covered events.
     pub coverage_hash: Digest,
-    /// At most 32 created items.
+    /// At most 32 statements; each creates its item unless a merge names it.
     pub items: Vec<NewMemoryItem>,
+    /// Statements that restate an item memory holds (each fact once).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merges: Vec<ItemMerge>,
+    /// Items that statements of this commit contradict.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersessions: Vec<Supersession>,
     /// The settlement.
     pub receipt: ExtractionReceipt,
     /// Commit time (from the writer's injected clock).
@@ -601,7 +640,45 @@ impl MemoryCommit {
                 return fail(format!("{at}.item"), "is created twice in one commit");
             }
         }
+        self.validate_consolidation()?;
         self.validate_receipt().map_err(|e| e.within("receipt"))
+    }
+
+    /// Whether statement `index` is merged into a held item instead of creating its own.
+    pub fn is_merged(&self, index: usize) -> bool {
+        self.merges.iter().any(|m| m.statement as usize == index)
+    }
+
+    fn validate_consolidation(&self) -> Result<(), ValidationError> {
+        let mut merged = BTreeSet::new();
+        for (index, merge) in self.merges.iter().enumerate() {
+            let at = format!("merges[{index}]");
+            let Some(statement) = self.items.get(merge.statement as usize) else {
+                return fail(format!("{at}.statement"), "must index a statement of the commit");
+            };
+            if !merged.insert(merge.statement) {
+                return fail(format!("{at}.statement"), "is merged twice");
+            }
+            if merge.item == statement.item {
+                return fail(format!("{at}.item"), "must not be the statement's own item");
+            }
+            check_expected_version(merge.expected_version).map_err(|e| e.within(&at))?;
+        }
+        let mut superseded = BTreeSet::new();
+        for (index, supersession) in self.supersessions.iter().enumerate() {
+            let at = format!("supersessions[{index}]");
+            if supersession.by as usize >= self.items.len() || merged.contains(&supersession.by) {
+                return fail(format!("{at}.by"), "must index a statement the commit creates");
+            }
+            if !superseded.insert(&supersession.item) {
+                return fail(format!("{at}.item"), "is superseded twice");
+            }
+            if self.items[supersession.by as usize].item == supersession.item {
+                return fail(format!("{at}.item"), "must not supersede itself");
+            }
+            check_expected_version(supersession.expected_version).map_err(|e| e.within(&at))?;
+        }
+        Ok(())
     }
 
     fn validate_receipt(&self) -> Result<(), ValidationError> {
@@ -619,7 +696,10 @@ impl MemoryCommit {
         if !requested.is_empty() && !remember {
             return fail("requested_items", "incidental extraction cannot expose requested items");
         }
-        let empty = self.items.is_empty() && requested.is_empty();
+        let empty = self.items.is_empty()
+            && requested.is_empty()
+            && self.merges.is_empty()
+            && self.supersessions.is_empty();
         if receipt.no_op_reason.is_some() && !(remember && empty) {
             return fail("no_op_reason", "requires trigger remember and no items");
         }

@@ -589,6 +589,8 @@ mod tests {
             cursor: CursorAdvance { expected: 0, next: 4 },
             coverage_hash: Digest::sha256(b"coverage"),
             items: vec![NewMemoryItem { item: id("m1"), fields: fields() }],
+            merges: Vec::new(),
+            supersessions: Vec::new(),
             receipt: ExtractionReceipt {
                 status: ReceiptStatus::Remembered,
                 requested_items: vec![0],

@@ -9,20 +9,24 @@
 //!   assignments (except `auth` / `authorization`, which are headers), sensitive URL query
 //!   parameters, the credential of `Authorization: Bearer|Basic|Token ...` headers, AWS secret key
 //!   flags, the values of sensitive long flags (`--password VALUE`, `--api-key VALUE`), the
-//!   password glued to a MySQL / MariaDB client's `-p`, passwords stated in words ("my password is
+//!   password glued to a MySQL / MariaDB client's `-p`, the passwords of `sshpass -p`, `redis-cli -a`,
+//!   `docker login -p` and the password half of `curl -u user:password`, passwords stated in words ("my password is
 //!   ...", "the password for the admin account was ...", "I changed my password to ..."), and
 //!   free-standing tokens: `sk-` / `sk-ant-` + at least 8 characters, `AIza` + 20, `gh[pousr]_` + 20,
 //!   `xox[abprs]-` + 10, and runs of at least 40 hex digits.
 //!
 //! A key is sensitive when, split at camelCase and separator boundaries and lowercased, its last
 //! segment is `auth`, `authorization`, `credential(s)`, `passphrase`, `passwd`, `password`, `secret`
-//! or `token`, or ends in `password` / `passwd` (`PGPASSWORD`); or it is `pwd` after another
-//! segment (`MYSQL_PWD`, while `PWD` alone is the working directory); or it is `key` alone or `key`
+//! or `token`, or ends in `password` / `passwd` (`PGPASSWORD`); or it is `pwd` or `pass` after another
+//! segment (`MYSQL_PWD`, `DB_PASS`, while `PWD` alone is the working directory); or it is `key` alone or `key`
 //! after `api`, `private`, `secret` or `ssh`; or it ends in `service_account_key` or
 //! `secret_access_key`.
 //!
 //! The rules lean towards redacting, but ordinary text stays: `-p 8080` outside a MySQL client,
-//! `mysql -u root -p` (which prompts), "the password policy", "the password is incorrect".
+//! `mysql -u root -p` (which prompts), "the password policy", "the password is incorrect", and code
+//! that names a secret without holding one: a call (`token = issue_token(&user)`), a path
+//! (`Token::new`), a field (`self.secret`) or a type (`password: Option<String>`) assigned to a
+//! sensitive name, and shell variables (`-p $PASS`).
 
 use std::borrow::Cow;
 use std::sync::LazyLock;
@@ -58,7 +62,7 @@ pub fn is_sensitive_key(key: &str) -> bool {
     match segments.as_slice() {
         [] => false,
         [only] => SENSITIVE_LAST_SEGMENTS.contains(&only.as_str()),
-        [.., _, last] if last == "pwd" => true,
+        [.., _, last] if last == "pwd" || last == "pass" => true,
         [.., previous, last] => {
             if last == "key" {
                 KEY_QUALIFIERS.contains(&previous.as_str())
@@ -206,6 +210,58 @@ const CODE_VALUES: [&str; 15] = [
     "typeof",
     "require",
 ];
+
+/// A call (`issue_token(`, `hasher.hash(`), a path (`Token::new`) or a field of `self` / `this`:
+/// code that computes a secret, not the secret.
+static CODE_EXPRESSION: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r"^(?:[A-Za-z_$][\w$]*(?:(?:::|\.)[A-Za-z_$][\w$]*)*\(|[A-Za-z_]\w*(?:::[A-Za-z_]\w*)+|(?:self|this)\.)",
+    )
+});
+/// A type after `name:` (`token: String`, `password: Option<String>`, `secret: Vec<u8>`).
+static TYPE_ANNOTATION: LazyLock<Regex> = LazyLock::new(|| {
+    regex(concat!(
+        r"^(?:[A-Z]\w*<.*|String|Str|Bytes|SecretString|Secret|Token|Password|ApiKey|Credentials|str|string",
+        r"|number|boolean|bool|[ui](?:8|16|32|64|128|size))$",
+    ))
+});
+
+/// Whether the bare value of an assignment to a sensitive name is code rather than a secret:
+/// a code word, a call, a path, a field of `self`, or (after `:`) a type. A quoted value is data.
+fn is_code_value(separator: &str, value: &str) -> bool {
+    CODE_VALUES.contains(&value)
+        || CODE_EXPRESSION.is_match(value)
+        || (!separator.contains('=') && TYPE_ANNOTATION.is_match(value))
+}
+
+/// The password given to a tool as a short flag: `sshpass -p PASS` (or `-pPASS`),
+/// `redis-cli -a PASS` and `docker login -p PASS`. A shell variable (`-p $PASS`) stays.
+static TOOL_PASSWORD_FLAG: LazyLock<Regex> = LazyLock::new(|| {
+    regex(concat!(
+        r"((?:\bsshpass\b[^\n;|&]*?\s-p[ \t]*|\bredis-cli\b[^\n;|&]*?\s-a[ \t]+",
+        r"|\bdocker\s+login\b[^\n;|&]*?\s-p[ \t]+))",
+        r#"("[^"]*"|'[^']*'|[^\s"'$\-][^\s"']*)"#,
+    ))
+});
+/// curl's `-u user:password` and `--user user:password` (`-u user` alone prompts).
+static CURL_USER: LazyLock<Regex> =
+    LazyLock::new(|| regex(r#"(\bcurl\b[^\n;|&]*?\s(?:-u|--user)(?:[ \t]+|=))("[^"]*"|'[^']*'|[^\s"']+)"#));
+
+/// `user:password` with the password hidden, quotes kept; `None` without a password or when it
+/// is a shell variable.
+fn curl_credential(credential: &str) -> Option<String> {
+    let quote = credential.chars().next().filter(|q| matches!(q, '"' | '\''));
+    let inner = match quote {
+        Some(_) => credential.get(1..credential.len().saturating_sub(1))?,
+        None => credential,
+    };
+    let (user, password) = inner.split_once(':')?;
+    if password.is_empty() || password.starts_with('$') || password == REDACTED {
+        return None;
+    }
+    let q = quote.map(String::from).unwrap_or_default();
+    Some(format!("{q}{user}:{REDACTED}{q}"))
+}
 
 /// A long flag and its value, separated by spaces (`--password hunter2`); whether the flag names a
 /// secret is decided by [`is_sensitive_flag`]. The `=` form is an [`ASSIGNMENT`].
@@ -372,7 +428,7 @@ fn redact_plain(text: &str) -> Cow<'_, str> {
     current = replace_or_rescan(current, &ASSIGNMENT, 4, |c| {
         let key = &c[2];
         let header = matches!(key_segments(key).last().map(String::as_str), Some("auth" | "authorization"));
-        let secret = is_sensitive_key(key) && !header && !CODE_VALUES.contains(&&c[4]);
+        let secret = is_sensitive_key(key) && !header && !is_code_value(&c[3], &c[4]);
         secret.then(|| format!("{}{}{}{}", &c[1], key, &c[3], redacted_value(&c[4])))
     });
     current = replace(current, &AWS_FLAG, |c| format!("{}{REDACTED}", &c[1]));
@@ -380,6 +436,11 @@ fn redact_plain(text: &str) -> Cow<'_, str> {
         is_sensitive_flag(&c[2]).then(|| format!("{}{}", &c[1], redacted_value(&c[3])))
     });
     current = replace(current, &MYSQL_PASSWORD, |c| format!("{}{}", &c[1], redacted_value(&c[2])));
+    current = replace(current, &TOOL_PASSWORD_FLAG, |c| format!("{}{}", &c[1], redacted_value(&c[2])));
+    current = replace(current, &CURL_USER, |c| match curl_credential(&c[2]) {
+        Some(hidden) => format!("{}{hidden}", &c[1]),
+        None => c[0].to_owned(),
+    });
     for stated in [&STATED_PASSWORD, &PASSWORD_SET_TO] {
         current = replace(current, stated, |c| match stated_secret(&c[2]) {
             Some((secret, rest)) => format!("{}{}{rest}", &c[1], redacted_value(secret)),

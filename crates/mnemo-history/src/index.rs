@@ -37,13 +37,16 @@
 use std::collections::{BTreeMap, HashMap};
 
 use mnemo_core::redaction::redact_secrets;
-use mnemo_core::{Record, SessionId, TimestampMs, TurnId, WorkspaceId};
+use mnemo_core::{Content, Record, RuntimeEvent, SessionId, TimestampMs, TurnId, WorkspaceId};
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateStore, StateTxn};
 use serde::{Deserialize, Serialize};
 
+use crate::analysis::{
+    DocTerms, FREQUENCY_SCALE, Features, NEIGHBOUR_BYTES_MAX, SHORT_REPLY_TERMS_MAX, tool_arguments_text,
+};
 use crate::codec::Codec;
 use crate::messages::{self, MessageKind, VisibleMessage};
-use crate::text::term_counts;
+use crate::text::prefix_at_char_boundary;
 
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "history-search";
@@ -54,7 +57,10 @@ pub const STAGE_NAME: &str = "history-search";
 // 4: redaction covers glued password variables, MySQL `-p`, sensitive long flags and stated passwords.
 // 5: statistics and document frequencies per workspace group.
 // 6: redaction finds a secret assignment inside another assignment's value (`Command: PGPASSWORD=x`).
-const VERSION: u32 = 6;
+// 7: a tool result whose result is null is no message (decision 0146).
+// 8: analysis (decision 0151): stems, tool-call arguments, short replies with their neighbour, the
+//    time marker, frequencies in quarters weighted per field, the features kept in the statistics.
+const VERSION: u32 = 8;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -123,8 +129,23 @@ pub struct IndexedDoc {
     /// Tool results: whether the result is an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_error: Option<bool>,
-    /// The redacted searchable text.
+    /// The redacted searchable text (a tool call's holds its arguments when they are indexed).
     pub text: String,
+    /// A short reply's neighbour: the redacted text of the message before it, indexed with it at
+    /// a lower weight (decision 0151).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+}
+
+impl IndexedDoc {
+    /// The document's weighted term frequencies and lengths, as `features` index it.
+    fn terms(&self, features: Features) -> DocTerms {
+        let quarters = match self.kind {
+            MatchKind::ToolResult => features.tool_result_quarters,
+            _ => FREQUENCY_SCALE,
+        };
+        features.document_terms(&self.text, quarters, self.context.as_deref())
+    }
 }
 
 /// BM25 parameters in thousandths, so that what is stored is exact.
@@ -155,7 +176,7 @@ impl Default for Bm25 {
 }
 
 /// Corpus statistics, kept with the index.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexStats {
     /// Documents in the index.
     pub docs: u64,
@@ -166,9 +187,25 @@ pub struct IndexStats {
     groups: u64,
     /// The BM25 parameters queries use.
     pub bm25: Bm25,
+    /// How the index analyses text; queries analyse the same way.
+    pub features: Features,
 }
 
-const STATS_BYTES: usize = 5 * 8 + 2 * 4;
+impl Default for IndexStats {
+    fn default() -> Self {
+        IndexStats {
+            docs: 0,
+            terms: 0,
+            next_doc: 0,
+            next_session: 0,
+            groups: 0,
+            bm25: Bm25::default(),
+            features: Features::DEFAULT,
+        }
+    }
+}
+
+const STATS_BYTES: usize = 5 * 8 + 6 * 4;
 
 impl IndexStats {
     fn encode(&self) -> Vec<u8> {
@@ -176,8 +213,12 @@ impl IndexStats {
         for value in [self.docs, self.terms, self.next_doc, self.next_session, self.groups] {
             bytes.extend_from_slice(&value.to_be_bytes());
         }
-        bytes.extend_from_slice(&self.bm25.k1_milli.to_be_bytes());
-        bytes.extend_from_slice(&self.bm25.b_milli.to_be_bytes());
+        let features = self.features.encode();
+        for value in
+            [self.bm25.k1_milli, self.bm25.b_milli, features[0], features[1], features[2], features[3]]
+        {
+            bytes.extend_from_slice(&value.to_be_bytes());
+        }
         bytes
     }
 
@@ -194,6 +235,8 @@ impl IndexStats {
             next_session: u64_at(3),
             groups: u64_at(4),
             bm25: Bm25 { k1_milli: u32_at(40), b_milli: u32_at(44) },
+            features: Features::decode([u32_at(48), u32_at(52), u32_at(56), u32_at(60)])
+                .ok_or_else(|| CODEC.damaged("the analysis features do not decode".to_owned()))?,
         })
     }
 
@@ -262,25 +305,51 @@ pub enum Scope {
     Nothing,
 }
 
-/// Builds the stage from its configuration: optional `k1` (0..=3) and `b` (0..=1).
+/// Most a "when" question's boost may be, as a factor added to 1.
+pub const TIME_BOOST_MAX: f64 = 2.0;
+
+/// Builds the stage from its configuration: optional `k1` (0..=3) and `b` (0..=1), and the
+/// analysis of decision 0151: `stem`, `tool_arguments`, `neighbour_context` (booleans),
+/// `stop_word_weight` (0..=1), `time_boost` (0..=2, 0 is off) and `tool_result_weight` (0..=1, in
+/// quarters).
+/// Keys left out take [`Features::DEFAULT`].
 pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
     let mut bm25 = Bm25::default();
+    let mut features = Features::DEFAULT;
     for (key, value) in config {
+        let flag = match key.as_str() {
+            "stem" => Some(&mut features.stem),
+            "tool_arguments" => Some(&mut features.tool_arguments),
+            "neighbour_context" => Some(&mut features.neighbour_context),
+            _ => None,
+        };
+        if let Some(flag) = flag {
+            *flag = value.as_bool().ok_or_else(|| format!("{STAGE_NAME}: `{key}` must be true or false"))?;
+            continue;
+        }
         let number = value
             .as_float()
             .or_else(|| value.as_integer().map(|i| i as f64))
             .ok_or_else(|| format!("{STAGE_NAME}: `{key}` must be a number"))?;
-        let (slot, max) = match key.as_str() {
-            "k1" => (&mut bm25.k1_milli, BM25_K1_MAX),
-            "b" => (&mut bm25.b_milli, 1.0),
-            other => return Err(format!("{STAGE_NAME}: unknown configuration key {other:?}; known: k1, b")),
+        let (slot, max, unit) = match key.as_str() {
+            "k1" => (&mut bm25.k1_milli, BM25_K1_MAX, 1000.0),
+            "b" => (&mut bm25.b_milli, 1.0, 1000.0),
+            "time_boost" => (&mut features.time_boost_milli, TIME_BOOST_MAX, 1000.0),
+            "stop_word_weight" => (&mut features.stop_word_milli, 1.0, 1000.0),
+            "tool_result_weight" => (&mut features.tool_result_quarters, 1.0, f64::from(FREQUENCY_SCALE)),
+            other => {
+                return Err(format!(
+                    "{STAGE_NAME}: unknown configuration key {other:?}; known: k1, b, stem, stop_word_weight, \
+                     tool_arguments, neighbour_context, time_boost, tool_result_weight"
+                ));
+            }
         };
         if !(0.0..=max).contains(&number) {
             return Err(format!("{STAGE_NAME}: `{key}` = {number} is outside 0..={max}"));
         }
-        *slot = (number * 1000.0).round() as u32;
+        *slot = (number * unit).round() as u32;
     }
-    Ok(Box::new(HistorySearchIndex { bm25, cache: WriteCache::default() }))
+    Ok(Box::new(HistorySearchIndex { bm25, features, cache: WriteCache::default() }))
 }
 
 /// The projector.
@@ -291,10 +360,21 @@ pub fn factory(config: &toml::Table) -> Result<Box<dyn Projector>, String> {
 /// dozen of these values; reading, decoding, encoding and writing each of them again for every
 /// message dominated a rebuild. What is written does not depend on where commits fall: the cache
 /// only defers writes of final values.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HistorySearchIndex {
     bm25: Bm25,
+    features: Features,
     cache: WriteCache,
+}
+
+impl Default for HistorySearchIndex {
+    fn default() -> Self {
+        HistorySearchIndex {
+            bm25: Bm25::default(),
+            features: Features::DEFAULT,
+            cache: WriteCache::default(),
+        }
+    }
 }
 
 impl Projector for HistorySearchIndex {
@@ -318,7 +398,7 @@ impl Projector for HistorySearchIndex {
             Record::SessionFlagsChanged(changed) => changed.title.as_ref(),
             Record::RuntimeEvent(event) => {
                 if let Some(message) = messages::project(event, logged.position) {
-                    self.writer(state)?.index_message(&session, &message)?;
+                    self.writer(state)?.index_message(&session, event, &message)?;
                 }
                 return Ok(());
             }
@@ -341,9 +421,10 @@ impl HistorySearchIndex {
             let before = state.get(STATS_KEY)?.map(|bytes| IndexStats::decode(&bytes)).transpose()?;
             let mut now = before.unwrap_or_default();
             now.bm25 = self.bm25;
+            now.features = self.features;
             self.cache.stats = Some((before, now));
         }
-        Ok(Writer { state, cache: &mut self.cache })
+        Ok(Writer { state, cache: &mut self.cache, features: self.features })
     }
 }
 
@@ -369,6 +450,8 @@ struct WriteCache {
 struct SessionSlot {
     ordinal: u32,
     next_turn: u32,
+    /// The document of the session's latest user or assistant message: a short reply's neighbour.
+    last_text: Option<u64>,
     /// The turn of the session's last message and its ordinal: most messages continue a turn.
     last_turn: Option<(TurnId, u32)>,
     changed: bool,
@@ -431,7 +514,16 @@ impl WriteCache {
         for (session, slot) in self.sessions {
             if slot.changed {
                 let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
-                state.put(key, [slot.ordinal.to_be_bytes(), slot.next_turn.to_be_bytes()].concat());
+                let last_text = slot.last_text.map_or(0, |doc| doc + 1);
+                state.put(
+                    key,
+                    [
+                        &slot.ordinal.to_be_bytes()[..],
+                        &slot.next_turn.to_be_bytes(),
+                        &last_text.to_be_bytes(),
+                    ]
+                    .concat(),
+                );
             }
         }
         for ((ordinal, term), tail) in self.tails {
@@ -460,6 +552,7 @@ fn block_value(flag: u8, postings: &[u8]) -> Vec<u8> {
 struct Writer<'t, 's> {
     state: &'t mut StateTxn<'s>,
     cache: &'t mut WriteCache,
+    features: Features,
 }
 
 impl Writer<'_, '_> {
@@ -474,11 +567,17 @@ impl Writer<'_, '_> {
             tool_label: None,
             is_error: None,
             text: redact_secrets(title).into_owned(),
+            context: None,
         };
         self.replace(key, doc)
     }
 
-    fn index_message(&mut self, session: &SessionId, message: &VisibleMessage) -> Result<(), PipelineError> {
+    fn index_message(
+        &mut self,
+        session: &SessionId,
+        event: &RuntimeEvent,
+        message: &VisibleMessage,
+    ) -> Result<(), PipelineError> {
         let key =
             [MESSAGE_DOC_TAG, session.as_str().as_bytes(), b"\0", message.message_id.as_bytes()].concat();
         let kind = match message.kind {
@@ -495,22 +594,59 @@ impl Writer<'_, '_> {
             timestamp: Some(message.timestamp),
             tool_label: message.display_name.clone().or_else(|| message.tool_name.clone()),
             is_error: message.is_error,
-            text: redact_secrets(message.searchable_text().unwrap_or_default()).into_owned(),
+            text: redact_secrets(&self.searchable_text(event, message)).into_owned(),
+            context: None,
         };
         self.replace(key, doc)
     }
 
+    /// The message's searchable text, and a tool call's arguments when they are indexed.
+    fn searchable_text(&self, event: &RuntimeEvent, message: &VisibleMessage) -> String {
+        let own = message.searchable_text().unwrap_or_default();
+        let arguments = match &event.content {
+            Some(Content::FunctionCall(call)) if self.features.tool_arguments => {
+                tool_arguments_text(&call.args)
+            }
+            _ => String::new(),
+        };
+        match (own.is_empty(), arguments.is_empty()) {
+            (_, true) => own.to_owned(),
+            (true, false) => arguments,
+            (false, false) => format!("{own}\n{arguments}"),
+        }
+    }
+
+    /// The neighbour a short user or assistant reply is indexed with: the session's previous
+    /// user or assistant message, if it is still indexed.
+    fn neighbour(&mut self, doc: &IndexedDoc, length: u32) -> Result<Option<String>, PipelineError> {
+        let text_kind = matches!(doc.kind, MatchKind::UserMessage | MatchKind::AssistantMessage);
+        if !self.features.neighbour_context || !text_kind || length > SHORT_REPLY_TERMS_MAX {
+            return Ok(None);
+        }
+        let Some(previous) = self.cache.sessions.get(&doc.session).and_then(|slot| slot.last_text) else {
+            return Ok(None);
+        };
+        let Some(bytes) = self.state.get(&doc_key(previous))? else {
+            return Ok(None);
+        };
+        let previous: IndexedDoc = CODEC.decode(&bytes)?;
+        Ok(Some(prefix_at_char_boundary(&previous.text, NEIGHBOUR_BYTES_MAX).to_owned()))
+    }
+
     /// Removes the document `key` points at, if any, then indexes `doc` there (if it has terms).
-    fn replace(&mut self, key: Vec<u8>, doc: IndexedDoc) -> Result<(), PipelineError> {
+    fn replace(&mut self, key: Vec<u8>, mut doc: IndexedDoc) -> Result<(), PipelineError> {
         if let Some(old) = self.state.get(&key)? {
             self.remove(CODEC.decode_u64(&old)?)?;
             self.state.delete(key.clone());
         }
-        let (counts, length) = term_counts(&doc.text);
-        if counts.is_empty() {
+        let own = doc.terms(self.features);
+        if own.terms.is_empty() {
             return Ok(());
         }
         let (ordinal, turn) = self.ordinals(&doc.session, doc.turn_id.as_ref())?;
+        doc.context = self.neighbour(&doc, own.length)?;
+        let DocTerms { terms: counts, length, context_length } =
+            if doc.context.is_some() { doc.terms(self.features) } else { own };
         let group = self.group_of(&doc.session)?;
         let stats = self.cache.stats()?;
         let number = stats.next_doc;
@@ -518,11 +654,22 @@ impl Writer<'_, '_> {
         stats.docs += 1;
         stats.terms += u64::from(length);
         self.group_corpus(group)?.count(length, 1)?;
-        for (term, frequency) in counts {
-            let posting = Posting { doc: number, frequency, length, turn };
-            self.add_df(&term, 1)?;
-            self.add_group_df(group, &term, 1)?;
+        for (term, (frequency, context)) in counts {
+            let context = (context > 0).then_some((context, context_length));
+            let posting = Posting { doc: number, frequency, length, turn, context };
+            // NOTE: document frequencies count a document's own text only, so a neighbour field
+            // never shifts another document's idf.
+            if frequency > 0 {
+                self.add_df(&term, 1)?;
+                self.add_group_df(group, &term, 1)?;
+            }
             self.add_posting(ordinal, term, posting)?;
+        }
+        if matches!(doc.kind, MatchKind::UserMessage | MatchKind::AssistantMessage)
+            && let Some(slot) = self.cache.sessions.get_mut(&doc.session)
+        {
+            slot.last_text = Some(number);
+            slot.changed = true;
         }
         self.state.put(doc_key(number), CODEC.encode(&doc)?);
         self.state.put(key, number.to_be_bytes().to_vec());
@@ -534,13 +681,15 @@ impl Writer<'_, '_> {
             return Err(CODEC.damaged(format!("document {number} is referenced but missing")));
         };
         let doc: IndexedDoc = CODEC.decode(&bytes)?;
-        let (counts, length) = term_counts(&doc.text);
+        let DocTerms { terms: counts, length, .. } = doc.terms(self.features);
         let (ordinal, _) = self.ordinals(&doc.session, None)?;
         let group = self.group_of(&doc.session)?;
-        for term in counts.keys() {
+        for (term, (frequency, _)) in &counts {
             self.remove_posting(ordinal, term, number)?;
-            self.add_df(term, -1)?;
-            self.add_group_df(group, term, -1)?;
+            if *frequency > 0 {
+                self.add_df(term, -1)?;
+                self.add_group_df(group, term, -1)?;
+            }
         }
         self.group_corpus(group)?.count(length, -1)?;
         let stats = self.cache.stats()?;
@@ -710,8 +859,8 @@ impl Writer<'_, '_> {
             let bytes = self.state.get(&doc_key(number))?;
             let bytes = bytes.ok_or_else(|| CODEC.damaged(format!("document {number} is missing")))?;
             let doc: IndexedDoc = CODEC.decode(&bytes)?;
-            let (counts, length) = term_counts(&doc.text);
-            for term in counts.keys() {
+            let DocTerms { terms: counts, length, .. } = doc.terms(self.features);
+            for (term, _) in counts.iter().filter(|(_, (frequency, _))| *frequency > 0) {
                 self.add_group_df(old, term, -1)?;
                 self.add_group_df(group, term, 1)?;
             }
@@ -749,15 +898,15 @@ impl Writer<'_, '_> {
             let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
             let slot = match self.state.get(&key)? {
                 Some(bytes) => {
-                    let (ordinal, next_turn) = decode_pair(&bytes)?;
-                    SessionSlot { ordinal, next_turn, last_turn: None, changed: false }
+                    let (ordinal, next_turn, last_text) = decode_session(&bytes)?;
+                    SessionSlot { ordinal, next_turn, last_text, last_turn: None, changed: false }
                 }
                 None => {
                     let stats = self.cache.stats()?;
                     let ordinal = u32::try_from(stats.next_session)
                         .map_err(|_| CODEC.damaged("more than 2^32 sessions".to_owned()))?;
                     stats.next_session += 1;
-                    SessionSlot { ordinal, next_turn: 1, last_turn: None, changed: true }
+                    SessionSlot { ordinal, next_turn: 1, last_text: None, last_turn: None, changed: true }
                 }
             };
             self.cache.sessions.insert(session.clone(), slot);
@@ -853,11 +1002,14 @@ fn encode_block(flag: u8, postings: &[Posting]) -> Vec<u8> {
     bytes
 }
 
-fn decode_pair(bytes: &[u8]) -> Result<(u32, u32), PipelineError> {
-    if bytes.len() != 8 {
-        return Err(CODEC.damaged(format!("expected 8 bytes, found {}", bytes.len())));
+/// A session's ordinal, next turn ordinal and latest user or assistant document (stored plus one,
+/// 0 for none).
+fn decode_session(bytes: &[u8]) -> Result<(u32, u32, Option<u64>), PipelineError> {
+    if bytes.len() != 16 {
+        return Err(CODEC.damaged(format!("a session entry is {} bytes, not 16", bytes.len())));
     }
-    Ok((CODEC.decode_u32(&bytes[..4])?, CODEC.decode_u32(&bytes[4..])?))
+    let last = CODEC.decode_u64(&bytes[8..])?;
+    Ok((CODEC.decode_u32(&bytes[..4])?, CODEC.decode_u32(&bytes[4..8])?, last.checked_sub(1)))
 }
 
 /// One posting.
@@ -868,22 +1020,36 @@ pub(crate) struct Posting {
     pub length: u32,
     /// The turn's ordinal in its session; 0 for a title.
     pub turn: u32,
+    /// A short reply's neighbour field: the term's frequency there and the field's length.
+    pub context: Option<(u32, u32)>,
 }
 
 impl Posting {
     /// Encodes the posting after one for document `previous` (0 for a block's first): documents
     /// in a block ascend, so the gap is small and its LEB128 short.
+    /// The frequency's varint carries a flag in its lowest bit: whether the neighbour field's
+    /// frequency and length follow (only short replies pay for them).
     fn encode(&self, previous: u64, out: &mut Vec<u8>) {
         write_varint(out, self.doc - previous);
-        for n in [self.frequency, self.length, self.turn] {
+        let flagged = u64::from(self.frequency) << 1 | u64::from(self.context.is_some());
+        write_varint(out, flagged);
+        for n in [self.length, self.turn] {
             write_varint(out, u64::from(n));
+        }
+        if let Some((frequency, length)) = self.context {
+            write_varint(out, u64::from(frequency));
+            write_varint(out, u64::from(length));
         }
     }
 
     fn decode(previous: u64, bytes: &mut &[u8]) -> Option<Posting> {
         let doc = previous.checked_add(read_varint(bytes)?)?;
+        let flagged = read_varint(bytes)?;
+        let frequency = u32::try_from(flagged >> 1).ok()?;
         let mut small = || read_varint(bytes).and_then(|n| u32::try_from(n).ok());
-        Some(Posting { doc, frequency: small()?, length: small()?, turn: small()? })
+        let (length, turn) = (small()?, small()?);
+        let context = if flagged & 1 == 1 { Some((small()?, small()?)) } else { None };
+        Some(Posting { doc, frequency, length, turn, context })
     }
 }
 
@@ -903,7 +1069,7 @@ impl<'a> IndexReader<'a> {
 
     pub(crate) fn session_ordinal(&self, session: &SessionId) -> Result<Option<u32>, PipelineError> {
         let key = [SESSION_TAG, session.as_str().as_bytes()].concat();
-        self.store.get(&key)?.map(|bytes| decode_pair(&bytes).map(|p| p.0)).transpose()
+        self.store.get(&key)?.map(|bytes| decode_session(&bytes).map(|p| p.0)).transpose()
     }
 
     pub(crate) fn turn_ordinal(&self, session: u32, turn: &TurnId) -> Result<Option<u32>, PipelineError> {
@@ -995,9 +1161,11 @@ impl<'a> IndexReader<'a> {
     }
 }
 
-/// Term frequencies of a text as the index would count them (for tests and diagnostics).
+/// Term frequencies of a user message's text as the default index counts them, in
+/// [`FREQUENCY_SCALE`] units (for tests and diagnostics).
 pub fn index_terms(text: &str) -> BTreeMap<String, u32> {
-    term_counts(&redact_secrets(text)).0
+    let doc = Features::DEFAULT.document_terms(&redact_secrets(text), FREQUENCY_SCALE, None);
+    doc.terms.into_iter().map(|(term, (frequency, _))| (term, frequency)).collect()
 }
 
 #[cfg(test)]
@@ -1014,12 +1182,13 @@ mod tests {
             assert!(slice.is_empty());
         }
         assert_eq!(read_varint(&mut [0x80u8].as_slice()), None);
-        let first = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0 };
-        let second = Posting { doc: (1 << 40) + 5, frequency: 1, length: 7, turn: 2 };
+        let first = Posting { doc: 1 << 40, frequency: 3, length: 200, turn: 0, context: None };
+        let second = Posting { doc: (1 << 40) + 5, frequency: 1, length: 7, turn: 2, context: Some((4, 9)) };
         let block = encode_block(MORE_BLOCKS, &[first, second]);
         // The second document is stored as its gap from the first: one byte.
         assert_eq!(block[1 + 6 + 1 + 2 + 1], 5);
         assert_eq!(decode_block(&block).unwrap(), (MORE_BLOCKS, vec![first, second]));
+        assert_eq!(block.len(), 1 + (6 + 1 + 2 + 1) + (1 + 1 + 1 + 1 + 2));
         assert_eq!(decode_block(&[LAST_BLOCK]).unwrap(), (LAST_BLOCK, vec![]));
         assert!(decode_block(&[]).is_err());
         assert!(decode_block(&[7]).is_err());
@@ -1028,8 +1197,14 @@ mod tests {
 
     #[test]
     fn stats_round_trip() {
-        let stats =
-            IndexStats { docs: 3, terms: 40, next_doc: 7, next_session: 2, groups: 5, bm25: Bm25::default() };
+        let stats = IndexStats {
+            docs: 3,
+            terms: 40,
+            next_doc: 7,
+            next_session: 2,
+            groups: 5,
+            ..IndexStats::default()
+        };
         assert_eq!(IndexStats::decode(&stats.encode()).unwrap(), stats);
         assert!(IndexStats::decode(&[0; 3]).is_err());
     }
@@ -1129,6 +1304,7 @@ mod tests {
     fn secrets_are_never_terms() {
         let terms = index_terms("use key sk-ant-abcdefgh1234 now");
         assert!(terms.keys().all(|t| !t.contains("abcdefgh")), "{terms:?}");
-        assert!(terms.contains_key("redacted"));
+        // The placeholder `[redacted]` is a word like any other (stemmed).
+        assert!(terms.contains_key("redact"));
     }
 }

@@ -13,7 +13,9 @@
 //!   earlier position by folding the log into memory) and hands the stores in;
 //! - the model's history: what the next provider request receives is compaction's business.
 
+pub mod analysis;
 mod codec;
+pub mod diagnostics;
 pub mod index;
 pub mod messages;
 mod read;
@@ -21,6 +23,9 @@ mod search;
 pub mod text;
 mod tool;
 
+pub use diagnostics::{
+    DiagnosticCode, ProjectionDiagnostic, STEP_LIMIT_ERROR_CLASS, Severity, TurnState, diagnose, turn_state,
+};
 pub use index::{BM25_B_DEFAULT, BM25_K1_DEFAULT, HistorySearchIndex, IndexedDoc, MatchKind, Scope};
 pub use messages::{
     HistoryMessages, MessageKind, REQUEST_TITLE_CHARS_MAX, SessionHeader, TOOL_RESULT_SCAN_BYTES_MAX,

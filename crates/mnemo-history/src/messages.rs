@@ -9,11 +9,14 @@
 //! - `function_response` -> a `tool_result` row with the result as compact JSON, cut to
 //!   [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
 //!
+//! A tool result whose result is null is no row (a hard `incomplete_event` diagnostic).
 //! Nothing else becomes a row: partial (streaming) events are skipped, so a stream shows only
 //! once its final event arrives; events with `modelVisibility: hidden`, thinking, errors, text on
 //! the tool or system lane, and control facts stay hidden. A row's id is
 //! `refs.storedMessageId ?? refs.providerEventId ?? event id` (a call's is its tool-call id); an
-//! event whose id is already a row of the session replaces that row in place.
+//! event whose id is already a row of the session replaces that row in place. What does not become
+//! a row gets a diagnostic where the spec gives it one, and terminal facts a turn state
+//! ([`crate::diagnostics`]).
 //!
 //! Keys (`\0` separates; ids never contain control characters, and a message id is always last):
 //! - `h\0<session>` -> [`SessionHeader`] (canonical JSON);
@@ -24,7 +27,10 @@
 //!   as its length (u16 BE) and bytes: the first page of a search without a range scan (a range
 //!   scan of `r` must step over every key a busy session's recency left behind until compaction);
 //! - `F\0<family>` -> the recency key suffix (`<u64::MAX - last message ms, BE><session>`) of the
-//!   family's freshest member. Times only grow, so the freshest is the least suffix ever seen.
+//!   family's freshest member. Times only grow, so the freshest is the least suffix ever seen;
+//! - `d\0<session>\0<position u64 BE>` -> the [`ProjectionDiagnostic`] of the event at that position
+//!   (canonical JSON): what the projection could not show, and why (decision 0146);
+//! - `s\0<session>\0<turn>` -> the turn's [`TurnState`] from its latest terminal fact.
 
 use mnemo_core::{
     Content, CopyBoundary, EventId, ModelVisibility, Position, Record, RuntimeEvent, SessionId, TimestampMs,
@@ -35,13 +41,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::codec::Codec;
+use crate::diagnostics::{ProjectionDiagnostic, TurnState, diagnose, turn_state};
 use crate::text::byte_prefix_lossy;
 
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "history-messages";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -55,6 +62,8 @@ const ID_TAG: &[u8] = b"i\0";
 const RECENCY_TAG: &[u8] = b"r\0";
 const FRESHEST_TAG: &[u8] = b"F\0";
 const RECENT_KEY: &[u8] = b"T";
+const DIAGNOSTIC_TAG: &[u8] = b"d\0";
+const TURN_STATE_TAG: &[u8] = b"s\0";
 
 /// Longest title taken from a session's first request, in characters (an ellipsis marks a cut).
 pub const REQUEST_TITLE_CHARS_MAX: usize = 80;
@@ -224,6 +233,24 @@ impl Projector for HistoryMessages {
                 if let Some(message) = project(event, logged.position) {
                     add_message(state, &mut header, message)?;
                 }
+                if let Some(diagnostic) = diagnose(event, logged.position) {
+                    let key = sub_key(DIAGNOSTIC_TAG, &session, &logged.position.0.to_be_bytes());
+                    state.put(key, CODEC.encode(&diagnostic)?);
+                }
+                if let Some(ended) = turn_state(event, logged.position) {
+                    put_turn_state(state, &session, &ended)?;
+                }
+            }
+            Record::TurnEnded(ended) => {
+                let ended = TurnState {
+                    turn_id: ended.turn.clone(),
+                    status: ended.status,
+                    event_id: None,
+                    position: logged.position,
+                    error_class: None,
+                    step_limit: false,
+                };
+                put_turn_state(state, &session, &ended)?;
             }
             _ => {}
         }
@@ -269,6 +296,8 @@ pub fn project(event: &RuntimeEvent, position: Position) -> Option<VisibleMessag
             message.display_name = Some(state_text(event, "displayName")).filter(|name| !name.is_empty());
             Some(message)
         }
+        // A result that is not there is no row (spec §2.1 `incomplete_event`, see `diagnostics`).
+        Content::FunctionResponse(response) if response.result.is_null() => None,
         Content::FunctionResponse(response) => {
             // Serialising a `Value` cannot fail.
             let json = serde_json::to_string(&response.result).unwrap_or_default();
@@ -505,6 +534,54 @@ pub fn archived_family_member(
         return Ok(Some(own.session));
     }
     Ok(headers(store)?.into_iter().find(|h| h.family == own.family && h.archived).map(|h| h.session))
+}
+
+/// A session's projection diagnostics, in log order.
+pub fn diagnostics(
+    store: &dyn StateStore,
+    session: &SessionId,
+) -> Result<Vec<ProjectionDiagnostic>, PipelineError> {
+    scan_json(store, &sub_key(DIAGNOSTIC_TAG, session, b""))
+}
+
+/// How each of a session's ended turns ended, in the order of their terminal facts.
+pub fn turn_states(store: &dyn StateStore, session: &SessionId) -> Result<Vec<TurnState>, PipelineError> {
+    let mut states: Vec<TurnState> = scan_json(store, &sub_key(TURN_STATE_TAG, session, b""))?;
+    states.sort_by_key(|state| state.position);
+    Ok(states)
+}
+
+fn scan_json<T: serde::de::DeserializeOwned>(
+    store: &dyn StateStore,
+    prefix: &[u8],
+) -> Result<Vec<T>, PipelineError> {
+    let mut out = Vec::new();
+    let mut failure = None;
+    store.scan_prefix(prefix, &mut |_, value| match CODEC.decode(value) {
+        Ok(item) => {
+            out.push(item);
+            true
+        }
+        Err(error) => {
+            failure = Some(error);
+            false
+        }
+    })?;
+    failure.map_or(Ok(out), Err)
+}
+
+fn put_turn_state(
+    state: &mut StateTxn<'_>,
+    session: &SessionId,
+    ended: &TurnState,
+) -> Result<(), PipelineError> {
+    state.put(sub_key(TURN_STATE_TAG, session, ended.turn_id.as_str().as_bytes()), CODEC.encode(ended)?);
+    Ok(())
+}
+
+/// `tag`, the session, `\0`, then `rest`.
+fn sub_key(tag: &[u8], session: &SessionId, rest: &[u8]) -> Vec<u8> {
+    [tag, session.as_str().as_bytes(), b"\0", rest].concat()
 }
 
 /// A session's header.

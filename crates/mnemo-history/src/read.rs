@@ -322,7 +322,12 @@ fn anchor(
     };
     let row = rows
         .iter()
-        .find(|row| row.message_id == *message_id && row.searchable_text().is_some())
+        // A tool call is found by search through its arguments even when it states no intent,
+        // so it anchors a read too (its turn is shown; the call itself has no text to show).
+        .find(|row| {
+            row.message_id == *message_id
+                && (row.searchable_text().is_some() || row.kind == MessageKind::ToolCall)
+        })
         .ok_or_else(|| {
             failure(ReadFailureReason::MessageNotFound, format!("no message {message_id:?} in this session"))
         })?;

@@ -28,11 +28,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use unicode_segmentation::UnicodeSegmentation;
 
+use crate::analysis::{FREQUENCY_SCALE, Features, NEIGHBOUR_WEIGHT, TIME_MARKER};
 use crate::index::{Corpus, IndexReader, IndexedDoc, MatchKind, Scope};
 use crate::messages::{self, SessionCursor, SessionHeader};
 use crate::text::{
     Folded, TERM_BYTES_MAX, cap_code_points, code_points, collapse_whitespace, fold, prefix_at_char_boundary,
-    query_terms, utf16_len,
+    utf16_len,
 };
 use crate::tool::{
     HistoryContext, ToolFailure, check_integer, check_string, failure_reasons, integer_arg, strict_object,
@@ -58,8 +59,13 @@ pub const SNIPPET_CONTEXT_HALF_CHARS: usize = 80;
 pub const SNIPPET_CODE_POINTS_MAX: usize = 240;
 /// Postings scored between two checks of the abort signal.
 const ABORT_CHECK_POSTINGS: usize = 256;
-/// The only cursor version.
-const CURSOR_VERSION: u64 = 1;
+/// The version of the cursors Mnemo issues (an offset into a page's ranked rows).
+const CURSOR_VERSION: u64 = 2;
+/// The reference system's cursor version, still accepted (the next page of sessions).
+const REFERENCE_CURSOR_VERSION: u64 = 1;
+/// The largest offset a cursor may carry: more rows than a page of sessions can rank is a
+/// forged cursor.
+const SEARCH_OFFSET_MAX: u64 = 1 << 32;
 
 failure_reasons! {
     /// Why a search failed.
@@ -189,32 +195,49 @@ pub struct SearchRow {
     pub truncated: Option<bool>,
 }
 
-/// The cursor's JSON, before base64url.
+/// The cursor's JSON, before base64url: version 1 (the reference system's: the next page of
+/// sessions starts after this one), or version 2, which Mnemo issues: where the page of sessions
+/// starts (absent: at the most recent) and how many of its ranked rows were already returned.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CursorJson {
     version: u64,
     query: String,
-    #[serde(rename = "lastMessageAt")]
-    last_message_at: f64,
-    #[serde(rename = "sessionId")]
-    session_id: String,
+    #[serde(rename = "lastMessageAt", default, skip_serializing_if = "Option::is_none")]
+    last_message_at: Option<f64>,
+    #[serde(rename = "sessionId", default, skip_serializing_if = "Option::is_none")]
+    session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
 }
 
-fn encode_cursor(folded_query: &str, last: &SessionHeader) -> String {
+/// Where a call continues: the page of sessions after `start` (from the most recent without
+/// one), skipping the first `offset` ranked rows of that page.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct PageCursor {
+    start: Option<SessionCursor>,
+    offset: u64,
+}
+
+/// The cursor for `at`; `None` when it would be longer than a cursor may be (a very long
+/// non-ASCII query), so the caller is told the result is truncated but must refine the query.
+fn encode_cursor(folded_query: &str, at: &PageCursor) -> Option<String> {
     let json = CursorJson {
         version: CURSOR_VERSION,
         query: folded_query.to_owned(),
-        last_message_at: last.last_message_at.map_or(0, |t| t.0) as f64,
-        session_id: last.session.as_str().to_owned(),
+        last_message_at: at.start.as_ref().map(|s| s.last_message_at as f64),
+        session_id: at.start.as_ref().map(|s| s.session.clone()),
+        offset: Some(at.offset),
     };
     // Serialising this struct cannot fail.
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json).unwrap_or_default())
+    let cursor = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&json).unwrap_or_default());
+    (cursor.len() <= SEARCH_CURSOR_CHARS_MAX).then_some(cursor)
 }
 
 /// Decodes a cursor: canonical unpadded base64url (re-encoding gives it back), no surrounding
-/// whitespace, JSON of version 1 bound to this very (folded) query.
-fn decode_cursor(cursor: &str, folded_query: &str) -> Option<SessionCursor> {
+/// whitespace, JSON of version 1 (a session, no offset) or 2 (an optional session and an offset)
+/// bound to this very (folded) query.
+fn decode_cursor(cursor: &str, folded_query: &str) -> Option<PageCursor> {
     if cursor.trim() != cursor || cursor.chars().count() > SEARCH_CURSOR_CHARS_MAX {
         return None;
     }
@@ -223,11 +246,25 @@ fn decode_cursor(cursor: &str, folded_query: &str) -> Option<SessionCursor> {
         return None;
     }
     let json: CursorJson = serde_json::from_slice(&bytes).ok()?;
-    let time = json.last_message_at;
-    let time_ok = time.is_finite() && time >= 0.0 && time.fract() == 0.0 && time <= 9.007_199_254_740_991e15;
-    let id_ok = !json.session_id.is_empty() && utf16_len(&json.session_id) <= 256;
-    (json.version == CURSOR_VERSION && json.query == folded_query && time_ok && id_ok)
-        .then_some(SessionCursor { last_message_at: time as u64, session: json.session_id })
+    if json.query != folded_query {
+        return None;
+    }
+    let start = match (json.last_message_at, json.session_id) {
+        (Some(time), Some(session_id)) => {
+            let time_ok =
+                time.is_finite() && time >= 0.0 && time.fract() == 0.0 && time <= 9.007_199_254_740_991e15;
+            let id_ok = !session_id.is_empty() && utf16_len(&session_id) <= 256;
+            (time_ok && id_ok)
+                .then_some(Some(SessionCursor { last_message_at: time as u64, session: session_id }))?
+        }
+        (None, None) => None,
+        _ => return None,
+    };
+    match (json.version, json.offset) {
+        (REFERENCE_CURSOR_VERSION, None) if start.is_some() => Some(PageCursor { start, offset: 0 }),
+        (CURSOR_VERSION, Some(offset)) if offset <= SEARCH_OFFSET_MAX => Some(PageCursor { start, offset }),
+        _ => None,
+    }
 }
 
 /// A scored document.
@@ -274,20 +311,37 @@ pub fn search_history(
     }
     let reader = IndexReader::open(index)?;
     let scope = reader.scope_of(context.current_session, context.workspace)?;
-    let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), cursor.as_ref())?;
+    let at = cursor.unwrap_or_default();
+    let (page, more_sessions) = session_page(messages, &reader, scope, current.as_ref(), at.start.as_ref())?;
     let Some(candidates) = score_page(&reader, scope, &page, &folded, context)? else {
         return Ok(Err(aborted()));
     };
-    let (mut rows, capped) = build_rows(&reader, &page, &candidates, &folded, limit, context)?;
+    let skip = usize::try_from(at.offset).unwrap_or(usize::MAX).min(candidates.len());
+    let (mut rows, _) = build_rows(&reader, &page, &candidates[skip..], &folded, limit, context)?;
     if context.aborted() {
         return Ok(Err(aborted()));
     }
-    let truncated = capped || more_sessions;
+    // NOTE: a cursor is issued whenever more rows match than were returned: the rest of this page's
+    // ranked rows first, then the next page of sessions.
+    let returned = skip + rows.len();
+    let next = if returned < candidates.len() {
+        Some(PageCursor { start: at.start.clone(), offset: returned as u64 })
+    } else if more_sessions {
+        page.last().map(|last| PageCursor {
+            start: Some(SessionCursor {
+                last_message_at: last.last_message_at.map_or(0, |t| t.0),
+                session: last.session.as_str().to_owned(),
+            }),
+            offset: 0,
+        })
+    } else {
+        None
+    };
+    let truncated = next.is_some();
     if truncated && let Some(last) = rows.last_mut() {
         last.truncated = Some(true);
     }
-    let next_cursor =
-        (more_sessions && !capped).then(|| page.last().map(|last| encode_cursor(&folded, last))).flatten();
+    let next_cursor = next.and_then(|next| encode_cursor(&folded, &next));
     Ok(Ok(HistorySearch { kind: "history_search", query: query.to_owned(), truncated, next_cursor, rows }))
 }
 
@@ -336,13 +390,16 @@ fn score_page(
     context: &HistoryContext<'_>,
 ) -> Result<Option<Vec<Candidate>>, PipelineError> {
     let corpus = reader.corpus(scope)?;
+    let features = reader.stats.features;
     let mut weighted = Vec::new();
-    for term in query_terms(folded_query) {
+    for (term, weight) in features.query_terms(folded_query) {
         let df = reader.document_frequency(scope, &term)?;
         if df > 0 {
-            weighted.push((term, idf(&corpus, df)));
+            weighted.push((term, weight * idf(&corpus, df)));
         }
     }
+    let time_boost =
+        features.asks_when(folded_query).then(|| 1.0 + f64::from(features.time_boost_milli) / 1000.0);
     let bm25 = reader.stats.bm25;
     let (k1, b, average) = (bm25.k1(), bm25.b(), corpus.average_length().max(1.0));
     let mut candidates = Vec::new();
@@ -363,12 +420,25 @@ fn score_page(
                 if Some(posting.turn) == excluded_turn {
                     continue;
                 }
-                let tf = f64::from(posting.frequency);
-                let norm = k1 * (1.0 - b + b * f64::from(posting.length) / average);
-                *scores.entry(posting.doc).or_default() += idf * tf * (k1 + 1.0) / (tf + norm);
+                let saturated = |frequency: u32, length: u32| {
+                    let tf = f64::from(frequency) / f64::from(FREQUENCY_SCALE);
+                    tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * f64::from(length) / average))
+                };
+                let mut score = saturated(posting.frequency, posting.length);
+                if let Some((frequency, length)) = posting.context {
+                    score += NEIGHBOUR_WEIGHT * saturated(frequency, length);
+                }
+                *scores.entry(posting.doc).or_default() += idf * score;
                 scored += 1;
                 if scored.is_multiple_of(ABORT_CHECK_POSTINGS) && context.aborted() {
                     return Ok(None);
+                }
+            }
+        }
+        if let Some(boost) = time_boost {
+            for posting in reader.postings(ordinal, TIME_MARKER)? {
+                if let Some(score) = scores.get_mut(&posting.doc) {
+                    *score *= boost;
                 }
             }
         }
@@ -401,7 +471,7 @@ fn build_rows(
         }
         let header = &page[candidate.page_index];
         let doc = reader.document(candidate.doc)?;
-        let snippet = snippet(&doc.text, folded_query);
+        let snippet = snippet(&doc.text, folded_query, reader.stats.features);
         if payload + snippet.len() > SEARCH_PAYLOAD_BYTES_MAX {
             return Ok((rows, true));
         }
@@ -444,9 +514,10 @@ fn summary(doc: &IndexedDoc) -> String {
 /// equals the earliest query term the text holds. The window is [`SNIPPET_CONTEXT_HALF_CHARS`] code
 /// points either side of the match start, `…` marks a clipped end, whitespace runs collapse, the
 /// result is redacted again and capped at [`SNIPPET_CODE_POINTS_MAX`] code points.
-pub(crate) fn snippet(text: &str, folded_query: &str) -> String {
+pub(crate) fn snippet(text: &str, folded_query: &str, features: Features) -> String {
     let folded = Folded::new(text);
-    let start = match_offset(&folded.folded, folded_query).map_or(0, |offset| folded.char_at(offset));
+    let start =
+        match_offset(&folded.folded, folded_query, features).map_or(0, |offset| folded.char_at(offset));
     let from = start.saturating_sub(SNIPPET_CONTEXT_HALF_CHARS);
     let to = (start + SNIPPET_CONTEXT_HALF_CHARS).min(folded.chars.len());
     let mut window = String::new();
@@ -461,16 +532,18 @@ pub(crate) fn snippet(text: &str, folded_query: &str) -> String {
     cap_code_points(&redact_secrets(&collapsed), SNIPPET_CODE_POINTS_MAX)
 }
 
-/// Byte offset of the match in the folded text.
-fn match_offset(folded_text: &str, folded_query: &str) -> Option<usize> {
+/// Byte offset of the match in the folded text: the whole query, else the first word whose term
+/// is the earliest query term the text holds (terms as the index analyses them).
+fn match_offset(folded_text: &str, folded_query: &str, features: Features) -> Option<usize> {
     if let Some(offset) = folded_text.find(folded_query) {
         return Some(offset);
     }
-    let terms = query_terms(folded_query);
+    let terms = features.query_terms(folded_query);
     let mut best: Option<(usize, usize)> = None;
     for (offset, word) in folded_text.unicode_word_indices() {
         let word = prefix_at_char_boundary(word, TERM_BYTES_MAX);
-        if let Some(rank) = terms.iter().position(|t| t == word)
+        let word = if features.stem { crate::analysis::stem(word) } else { word.to_owned() };
+        if let Some(rank) = terms.iter().position(|(t, _)| *t == word)
             && best.is_none_or(|(best_rank, _)| rank < best_rank)
         {
             best = Some((rank, offset));
@@ -488,43 +561,43 @@ mod tests {
 
     #[test]
     fn cursors_round_trip_and_bind_to_their_query() {
-        let header = SessionHeader {
-            session: mnemo_core::SessionId::new("s1").unwrap(),
-            title: None,
-            last_message_at: Some(mnemo_core::TimestampMs(42)),
-            first_message_at: None,
-            first_request: None,
-            incognito: false,
-            archived: false,
-            family: mnemo_core::SessionId::new("s1").unwrap(),
-            messages: 0,
-        };
-        let cursor = encode_cursor("deploy", &header);
-        assert_eq!(
-            decode_cursor(&cursor, "deploy"),
-            Some(SessionCursor { last_message_at: 42, session: "s1".to_owned() })
-        );
-        assert_eq!(decode_cursor(&cursor, "other"), None);
-        assert_eq!(decode_cursor(&format!(" {cursor}"), "deploy"), None);
-        assert_eq!(decode_cursor(&format!("{cursor}="), "deploy"), None);
+        let start = SessionCursor { last_message_at: 42, session: "s1".to_owned() };
+        for at in
+            [PageCursor { start: Some(start.clone()), offset: 0 }, PageCursor { start: None, offset: 12 }]
+        {
+            let cursor = encode_cursor("deploy", &at).unwrap();
+            assert_eq!(decode_cursor(&cursor, "deploy"), Some(at));
+            assert_eq!(decode_cursor(&cursor, "other"), None);
+            assert_eq!(decode_cursor(&format!(" {cursor}"), "deploy"), None);
+            assert_eq!(decode_cursor(&format!("{cursor}="), "deploy"), None);
+        }
         assert_eq!(decode_cursor("!!!", "deploy"), None);
+        // The reference system's version 1 cursor: the next page of sessions.
+        let v1 =
+            URL_SAFE_NO_PAD.encode(r#"{"version":1,"query":"deploy","lastMessageAt":42,"sessionId":"s1"}"#);
+        assert_eq!(decode_cursor(&v1, "deploy"), Some(PageCursor { start: Some(start), offset: 0 }));
+        let forged = URL_SAFE_NO_PAD.encode(r#"{"version":1,"query":"deploy","offset":3}"#);
+        assert_eq!(decode_cursor(&forged, "deploy"), None);
+        assert_eq!(encode_cursor(&"🙂".repeat(500), &PageCursor::default()), None);
     }
 
     #[test]
     fn snippets_center_on_the_match_and_are_capped() {
         let text = format!("{} NEEDLE here {}", "a ".repeat(100), "b ".repeat(200));
-        let cut = snippet(&text, "needle");
+        let cut = snippet(&text, "needle", Features::DEFAULT);
         assert!(cut.starts_with('…'), "{cut}");
         assert!(cut.contains("NEEDLE here"), "{cut}");
         assert!(cut.ends_with('…'));
         assert!(code_points(&cut) <= SNIPPET_CODE_POINTS_MAX);
-        assert_eq!(snippet("short text", "absent"), "short text");
+        assert_eq!(snippet("short text", "absent", Features::DEFAULT), "short text");
     }
 
     #[test]
     fn snippets_prefer_the_whole_query_then_the_rarest_term() {
-        assert_eq!(match_offset("alpha beta gamma", "beta gamma"), Some(6));
-        assert_eq!(match_offset("alpha beta gamma", "gamma alpha"), Some(11));
-        assert_eq!(match_offset("attest test", "test"), Some(2));
+        let none = Features::NONE;
+        assert_eq!(match_offset("alpha beta gamma", "beta gamma", none), Some(6));
+        assert_eq!(match_offset("alpha beta gamma", "gamma alpha", none), Some(11));
+        assert_eq!(match_offset("attest test", "test", none), Some(2));
+        assert_eq!(match_offset("we went hiking", "hikes", Features::DEFAULT), Some(8));
     }
 }

@@ -4,8 +4,6 @@
 //! byte budgets (tool-result scan cap, read budgets, payload cap) count UTF-8 bytes; the tool
 //! schema's string lengths count UTF-16 units, as the reference system's schema does.
 
-use std::collections::BTreeMap;
-
 use unicode_normalization::UnicodeNormalization;
 use unicode_segmentation::UnicodeSegmentation;
 
@@ -79,33 +77,6 @@ impl Folded {
 /// Runs of punctuation and whitespace are not words; CJK ideographs are one word each.
 pub fn terms(folded: &str) -> impl Iterator<Item = &str> {
     folded.unicode_words().map(|word| prefix_at_char_boundary(word, TERM_BYTES_MAX))
-}
-
-/// Term frequencies of a document and its length in terms.
-pub(crate) fn term_counts(text: &str) -> (BTreeMap<String, u32>, u32) {
-    let folded = fold(text);
-    // Counted on borrowed words; only each distinct term is copied.
-    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
-    let mut length: u32 = 0;
-    for term in terms(&folded) {
-        *counts.entry(term).or_default() += 1;
-        length = length.saturating_add(1);
-    }
-    (counts.into_iter().map(|(term, count)| (term.to_owned(), count)).collect(), length)
-}
-
-/// The distinct terms of a query, in order of first appearance, at most [`QUERY_TERMS_MAX`].
-pub(crate) fn query_terms(folded_query: &str) -> Vec<String> {
-    let mut seen = Vec::new();
-    for term in terms(folded_query) {
-        if seen.len() == QUERY_TERMS_MAX {
-            break;
-        }
-        if !seen.iter().any(|t: &String| t == term) {
-            seen.push(term.to_owned());
-        }
-    }
-    seen
 }
 
 /// The longest prefix of `text` of at most `max_bytes` bytes that ends on a character boundary.
@@ -186,13 +157,6 @@ mod tests {
         let folded = fold(&word);
         let cut: Vec<&str> = terms(&folded).collect();
         assert_eq!(cut, ["é".repeat(32)]);
-    }
-
-    #[test]
-    fn query_terms_are_distinct_and_bounded() {
-        assert_eq!(query_terms("deploy the deploy"), ["deploy", "the"]);
-        let many = (0..40).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
-        assert_eq!(query_terms(&many).len(), QUERY_TERMS_MAX);
     }
 
     #[test]

@@ -206,46 +206,67 @@ pub struct HeldKey {
     pub value: Vec<u8>,
 }
 
-/// How [`precheck_rules`] reads the key index.
+/// How [`RulePrecheck`] reads the key index.
 pub type HeldKeyLookup<'a> = dyn Fn(&[u8]) -> Result<Option<HeldKey>, LogError> + 'a;
 
-/// Checks the rules of records not yet appended against the key index as `held` reads it and the
-/// keys the records before them write, without writing anything: for a caller that will append
-/// them in several appends (an import) and must refuse the whole before the first. Identities are
-/// taken as new (the caller compares records with the log first). Returns the first refusal, with
-/// the index of the record in `records`. The writer decides again when each append lands.
-pub fn precheck_rules<'a>(
-    records: impl IntoIterator<Item = &'a [KeyRule]>,
-    held: &HeldKeyLookup<'_>,
-) -> Result<Option<KeyRefusal>, LogError> {
-    let mut written: std::collections::HashMap<Vec<u8>, HeldKey> = std::collections::HashMap::new();
-    for (index, rules) in records.into_iter().enumerate() {
-        let position = Position(u64::try_from(index).unwrap_or(u64::MAX));
+/// Checks the rules of records not yet appended, a record at a time, against the key index as a
+/// lookup reads it and the keys the records before them write, without writing anything: for a
+/// caller that will append them in several appends (an import read a line at a time) and must
+/// refuse the whole before the first. Identities are taken as new (the caller compares records
+/// with the log and with each other first), so what it holds is the other keys the records write
+/// (claims, seals, tool calls), not the records. The writer decides again when each append lands.
+#[derive(Debug, Default)]
+pub struct RulePrecheck {
+    written: std::collections::HashMap<Vec<u8>, HeldKey>,
+    records: u64,
+}
+
+impl RulePrecheck {
+    /// Checks the next record's rules; the first refusal is returned with the record's number
+    /// (counted from 0 among the records checked).
+    pub fn check(
+        &mut self,
+        rules: &[KeyRule],
+        held: &HeldKeyLookup<'_>,
+    ) -> Result<Option<KeyRefusal>, LogError> {
+        let number = self.records;
+        self.records += 1;
+        let position = Position(number);
+        let mut writes: Vec<(&[u8], Vec<u8>)> = Vec::new();
         for rule in rules {
-            let current = match written.get(rule.key()) {
-                Some(pending) => Some(pending.clone()),
-                None => held(rule.key())?,
+            // A key an earlier record of the check writes is not in the log yet: it has no
+            // position to report.
+            let (current, logged) = match self.written.get(rule.key()) {
+                Some(pending) => (Some(pending.clone()), false),
+                None => match writes.iter().find(|(key, _)| *key == rule.key()) {
+                    Some((_, value)) => (Some(HeldKey { position, value: value.clone() }), false),
+                    None => (held(rule.key())?, true),
+                },
             };
             let write = match (rule, &current) {
-                (KeyRule::Identity(_), _) => Some(Vec::new()),
+                (KeyRule::Identity(_), _) => None,
                 (KeyRule::Claim { value, .. }, None) => Some(value.clone()),
                 (KeyRule::Claim { value, .. }, Some(current)) if current.value == *value => None,
                 (KeyRule::Unique(_), None) => Some(Vec::new()),
                 (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
                 (_, current) => {
                     return Ok(Some(KeyRefusal {
-                        record: index,
+                        record: usize::try_from(number).unwrap_or(usize::MAX),
                         rule: rule.clone(),
-                        held_at: current.as_ref().map(|c| c.position),
+                        held_at: current.as_ref().filter(|_| logged).map(|c| c.position),
                     }));
                 }
             };
             if let Some(value) = write {
-                written.entry(rule.key().to_vec()).or_insert(HeldKey { position, value });
+                writes.push((rule.key(), value));
             }
         }
+        // A refused record writes nothing; the caller stops at the first refusal anyway.
+        for (key, value) in writes {
+            self.written.entry(key.to_vec()).or_insert(HeldKey { position, value });
+        }
+        Ok(None)
     }
-    Ok(None)
 }
 
 /// An append refused by a rule on the log's key index (see [`KeyRule`]). Nothing was appended.

@@ -22,7 +22,7 @@ mod writer;
 
 pub use backend::{
     AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision, HeldKey,
-    KeyRefusal, LogBackend, NewRecord, RevisionConflict, StreamHead, precheck_rules,
+    KeyRefusal, LogBackend, NewRecord, RevisionConflict, RulePrecheck, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};

@@ -14,17 +14,21 @@ use mnemo_core::{
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateTxn};
 use serde_json::json;
 
+use crate::consolidate::{merge_fields, signature_digest};
 use crate::error::{Conflict, ConflictReason};
 use crate::recall::RECALL_BUDGET_CONFIG_KEY;
+use crate::recall::is_standing;
 use crate::state::{
     self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
     MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
     OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, RequestedItem, SCOPE_TAG,
-    STAGE_NAME, encode, key,
+    SIGNATURE_TAG, STAGE_NAME, STANDING_TAG, encode, key,
 };
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 1;
+/// 2: the signature index (`n`), merges and supersessions of extraction commits (decision 0155),
+/// the standing-facts index (`t`, decision 0156).
+const VERSION: u32 = 2;
 
 /// Builds the stage.
 ///
@@ -105,6 +109,8 @@ impl ItemChanges {
                     txn.delete(key(KEY_TAG, &[&k.normalized_key, id.as_str()]));
                 }
                 txn.delete(key(SCOPE_TAG, &[&before.fields.scope.as_text(), id.as_str()]));
+                txn.delete(signature_key(before));
+                txn.delete(key(STANDING_TAG, &[&before.fields.scope.as_text(), id.as_str()]));
             }
             let entry = KeyEntry {
                 scope: after.fields.scope.as_text(),
@@ -116,10 +122,22 @@ impl ItemChanges {
                 txn.put(key(KEY_TAG, &[&k.normalized_key, id.as_str()]), entry_bytes.clone());
             }
             txn.put(key(SCOPE_TAG, &[&entry.scope, id.as_str()]), lifecycle_name(after.lifecycle).into());
+            if after.lifecycle == LifecycleState::Active {
+                txn.put(signature_key(after), Vec::new());
+                if is_standing(after.fields.kind) {
+                    txn.put(key(STANDING_TAG, &[&entry.scope, id.as_str()]), Vec::new());
+                }
+            }
             txn.put(key(ITEM_TAG, &[id.as_str()]), encode(after)?);
         }
         Ok(())
     }
+}
+
+/// The signature index entry of an item (decision 0155).
+fn signature_key(item: &MemoryItem) -> Vec<u8> {
+    let digest = signature_digest(&item.fields.content);
+    key(SIGNATURE_TAG, &[&item.fields.scope.as_text(), &digest, item.item.as_str()])
 }
 
 pub(crate) fn lifecycle_name(state: LifecycleState) -> &'static str {
@@ -220,7 +238,10 @@ pub(crate) fn run_batch(
                             committed_at,
                         )
                     })
-                    .map(|()| (item, MutationOutcome::Restored))
+                    .map(|()| {
+                        item.superseded_by = None;
+                        (item, MutationOutcome::Restored)
+                    })
             }
             _ => return Err(state::damaged("unknown memory mutation type")),
         };
@@ -241,6 +262,91 @@ pub(crate) fn run_batch(
         }
     }
     Ok(Ok((changes, results)))
+}
+
+/// Applies an extraction commit against the state without writing: its statements' creates
+/// (all but the merged ones), then its merges (the statement's sources and keys into the item it
+/// restates), then its supersessions (archive, pointing at the replacing item). The results list
+/// the creates, then the merges, then the supersessions.
+pub(crate) fn run_commit(
+    kv: &(impl Kv + ?Sized),
+    record: &MemoryCommit,
+) -> Result<BatchOutcome, PipelineError> {
+    let creates: Vec<Mutation> = record
+        .items
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| !record.is_merged(*index))
+        .map(|(_, new)| Mutation::Create { item: new.item.clone(), fields: new.fields.clone() })
+        .collect();
+    let (mut changes, mut results) = match run_batch(kv, &creates, record.committed_at)? {
+        Ok(done) => done,
+        Err(conflict) => return Ok(Err(conflict)),
+    };
+    let at = record.committed_at;
+    for merge in &record.merges {
+        let Some(statement) = record.items.get(merge.statement as usize) else {
+            return Err(state::damaged("a merge names no statement"));
+        };
+        let Some(mut item) = changes.current(kv, &merge.item)? else {
+            return Ok(Err(Conflict::new(ConflictReason::ItemNotFound, "an item", "none").on(&merge.item)));
+        };
+        if let Err(conflict) = version_check(&item, merge.expected_version) {
+            return Ok(Err(conflict));
+        }
+        if item.lifecycle != LifecycleState::Active {
+            return Ok(Err(Conflict::new(ConflictReason::InvalidLifecycleTransition, "active", "archived")
+                .on(&merge.item)));
+        }
+        let fields = merge_fields(&item.fields, &statement.fields);
+        let outcome = if fields == item.fields {
+            MutationOutcome::Noop
+        } else {
+            item.fields = fields;
+            item.version += 1;
+            item.updated_at = item.updated_at.max(at);
+            MutationOutcome::Updated
+        };
+        results.push(result(results.len(), MutationType::Update, &item, outcome));
+        if outcome == MutationOutcome::Updated {
+            changes.set(item);
+        }
+    }
+    for supersession in &record.supersessions {
+        let Some(by) = record.items.get(supersession.by as usize) else {
+            return Err(state::damaged("a supersession names no statement"));
+        };
+        let Some(mut item) = changes.current(kv, &supersession.item)? else {
+            return Ok(Err(
+                Conflict::new(ConflictReason::ItemNotFound, "an item", "none").on(&supersession.item)
+            ));
+        };
+        let step = version_check(&item, supersession.expected_version)
+            .and_then(|()| lifecycle_change(&mut item, LifecycleState::Active, LifecycleState::Archived, at));
+        if let Err(conflict) = step {
+            return Ok(Err(conflict));
+        }
+        item.superseded_by = Some(by.item.clone());
+        results.push(result(results.len(), MutationType::Archive, &item, MutationOutcome::Archived));
+        changes.set(item);
+    }
+    Ok(Ok((changes, results)))
+}
+
+fn result(
+    index: usize,
+    mutation_type: MutationType,
+    item: &MemoryItem,
+    outcome: MutationOutcome,
+) -> MutationResult {
+    MutationResult {
+        mutation_index: index as u32,
+        mutation_type,
+        item: item.item.clone(),
+        version: item.version,
+        lifecycle: item.lifecycle,
+        outcome,
+    }
 }
 
 /// The operation type of a batch (memory.md §2.6 step 3).
@@ -378,23 +484,25 @@ fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<
     if let Err(conflict) = check_commit(&*txn, record)? {
         return Ok(Err(conflict.to_string()));
     }
-    let creates: Vec<Mutation> = record
-        .items
-        .iter()
-        .map(|new| Mutation::Create { item: new.item.clone(), fields: new.fields.clone() })
-        .collect();
-    let (changes, results) = match run_batch(&*txn, &creates, record.committed_at)? {
+    let (changes, results) = match run_commit(&*txn, record)? {
         Ok(done) => done,
         Err(conflict) => return Ok(Err(conflict.to_string())),
     };
     changes.write(txn)?;
-    let requested_items = record
-        .receipt
-        .requested_items
-        .iter()
-        .filter_map(|index| record.items.get(*index as usize))
-        .map(|new| RequestedItem { item: new.item.clone(), content: new.fields.content.clone() })
-        .collect();
+    let mut requested_items = Vec::new();
+    for index in &record.receipt.requested_items {
+        let Some(new) = record.items.get(*index as usize) else { continue };
+        // A requested statement that restated a held item reports that item, as stored now.
+        let merged = record.merges.iter().find(|m| m.statement == *index).map(|m| &m.item);
+        let item = merged.unwrap_or(&new.item);
+        let content = match state::item(&*txn, item)? {
+            Some(stored) => stored.fields.content,
+            None => new.fields.content.clone(),
+        };
+        if !requested_items.iter().any(|r: &RequestedItem| &r.item == item) {
+            requested_items.push(RequestedItem { item: item.clone(), content });
+        }
+    }
     let receipt = Receipt {
         operation: record.operation.clone(),
         session: record.session.clone(),

@@ -19,6 +19,7 @@
 //! text is sensitive when redacting it would change it, so memory refuses exactly what search and
 //! read hide.
 
+mod consolidate;
 mod eligibility;
 mod error;
 mod extract;
@@ -32,12 +33,13 @@ pub mod testing;
 mod text;
 mod write;
 
+pub use consolidate::{Link, Relation, merge_fields, relation, signature};
 pub use eligibility::{boundary_disposition, session_gate};
 pub use error::{Conflict, ConflictReason, MemoryError};
 pub use extract::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
     ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView, ExtractionHost, ExtractionOutcome,
-    ExtractionReport, GateReason, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
+    ExtractionReport, GateReason, HeldItem, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
     MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models, Proposal, ProposalPrompt,
     RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization, SessionEvent, Trigger,
     check_faithful, execute, parse_canonicalization, parse_proposal,
@@ -45,14 +47,16 @@ pub use extract::{
 pub use index::{MemoryIndex, factory};
 pub use lane::{LaneGuard, Priority, SessionLanes};
 pub use ops::{
-    CommitRequest, CommitResult, Decide, MatchMode, MemoryLedger, MutationInput, MutationRequest,
-    SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult,
-    apply_mutations, commit_extraction, item_id_for, record_denial, search, settle_failure,
+    CommitRequest, CommitResult, Decide, LIST_RESULTS_DEFAULT, LIST_RESULTS_MAX, ListRequest, MatchMode,
+    MemoryLedger, MutationInput, MutationRequest, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
+    SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult, apply_mutations, commit_extraction,
+    item_id_for, list, record_denial, search, settle_failure,
 };
 pub use recall::{
     RECALL_BUDGET_CONFIG_KEY, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX,
-    RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX, RecallBlock,
-    RecallMemory, RecalledItem, recall, recall_block, recall_budget_tokens, recall_text,
+    RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX,
+    RECALL_STANDING_BUDGET_PERCENT, RECALL_STANDING_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem,
+    recall, recall_block, recall_budget_tokens, recall_text,
 };
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{

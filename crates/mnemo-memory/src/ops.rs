@@ -14,9 +14,11 @@ use mnemo_core::{
 use mnemo_pipeline::StateStore;
 use serde::{Deserialize, Serialize};
 
+use crate::consolidate::{Link, plan};
 use crate::error::{Conflict, ConflictReason, MemoryError, invalid};
 use crate::index::{
-    SettleDecision, check_commit, commit_request_hash, mutation_request_hash, run_batch, settle_decision,
+    SettleDecision, check_commit, commit_request_hash, mutation_request_hash, run_batch, run_commit,
+    settle_decision,
 };
 use crate::secrets::is_sensitive;
 use crate::state::{
@@ -332,6 +334,71 @@ pub fn search(store: &dyn StateStore, request: &SearchRequest) -> Result<Vec<Mem
     Ok(out)
 }
 
+/// Most items one listing returns.
+pub const LIST_RESULTS_MAX: u64 = 1000;
+/// Items of a listing when no limit is given.
+pub const LIST_RESULTS_DEFAULT: u64 = 200;
+
+/// A listing of items (no key needed): every scope, or global items and one workspace's.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ListRequest {
+    /// Global items and this workspace's; every scope when absent.
+    pub workspace: Option<WorkspaceId>,
+    /// Only items of this kind.
+    pub kind: Option<mnemo_core::MemoryKind>,
+    /// Also archived items.
+    pub include_archived: bool,
+    /// 1 to 1000; 200 when absent.
+    pub limit: Option<u64>,
+}
+
+/// Lists items by scope (global first, then workspaces by name), then creation time, then id;
+/// active only unless archived ones are asked for.
+pub fn list(store: &dyn StateStore, request: &ListRequest) -> Result<Vec<MemoryItem>, MemoryError> {
+    if let Some(workspace) = &request.workspace {
+        check_identifier("workspace", workspace.as_str())?;
+    }
+    let limit = request.limit.unwrap_or(LIST_RESULTS_DEFAULT);
+    if limit == 0 || limit > LIST_RESULTS_MAX {
+        return invalid("limit", format!("must be 1 to {LIST_RESULTS_MAX}"));
+    }
+    let prefixes: Vec<Vec<u8>> = match &request.workspace {
+        Some(w) => vec![
+            [state::SCOPE_TAG, b"global\0"].concat(),
+            [state::SCOPE_TAG, MemoryScope::Workspace(w.clone()).as_text().as_bytes(), b"\0"].concat(),
+        ],
+        None => vec![state::SCOPE_TAG.to_vec()],
+    };
+    let mut ids: Vec<ItemId> = Vec::new();
+    for prefix in &prefixes {
+        store.scan_prefix(prefix, &mut |key, value| {
+            if request.include_archived || value == b"active" {
+                let rest = &key[state::SCOPE_TAG.len()..];
+                if let Some(split) = rest.iter().position(|b| *b == 0)
+                    && let Some(id) =
+                        std::str::from_utf8(&rest[split + 1..]).ok().and_then(|i| ItemId::new(i).ok())
+                {
+                    ids.push(id);
+                }
+            }
+            true
+        })?;
+    }
+    let mut items = Vec::new();
+    for id in ids {
+        let Some(item) = state::item(store, &id)? else { continue };
+        if request.kind.is_none_or(|kind| item.fields.kind == kind) {
+            items.push(item);
+        }
+    }
+    items.sort_by(|a, b| {
+        let scope = |i: &MemoryItem| (i.fields.scope != MemoryScope::Global, i.fields.scope.as_text());
+        scope(a).cmp(&scope(b)).then(a.created_at.cmp(&b.created_at)).then(a.item.cmp(&b.item))
+    });
+    items.truncate(limit as usize);
+    Ok(items)
+}
+
 /// An extraction commit as the engine asks for it (memory.md §2.7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitRequest {
@@ -355,6 +422,9 @@ pub struct CommitRequest {
     pub items: Vec<MemoryItemFields>,
     /// Indexes of the requested items.
     pub requested: Vec<u32>,
+    /// Per item, the canonicalizer's verdict on a held item it restates or contradicts; empty
+    /// when there are none (decision 0155).
+    pub links: Vec<Option<Link>>,
     /// Sensitive remember no-op.
     pub no_op_reason: Option<NoOpReason>,
     /// Policy skip.
@@ -403,6 +473,8 @@ fn commit_record(request: &CommitRequest, now: TimestampMs) -> MemoryCommit {
                 fields: fields.clone(),
             })
             .collect(),
+        merges: Vec::new(),
+        supersessions: Vec::new(),
         receipt: ExtractionReceipt {
             status,
             requested_items: requested,
@@ -425,7 +497,7 @@ pub fn commit_extraction(
     }
     let mut replay = None;
     ledger.write(&mut |store, now| {
-        let record = commit_record(request, now);
+        let mut record = commit_record(request, now);
         let hash = commit_request_hash(&record)?;
         if let Some(entry) = state::operation(store, &request.operation)? {
             let receipt = state::receipt(store, &request.operation)?;
@@ -444,8 +516,12 @@ pub fn commit_extraction(
                 .into()),
             };
         }
+        // Each fact once: restatements merge into the items they restate, contradicted items
+        // are superseded; decided here, against the state the record will apply to.
+        (record.merges, record.supersessions) = plan(store, &record.items, &request.links)?;
         record.validate()?;
         check_commit(store, &record)?.map_err(MemoryError::Conflict)?;
+        run_commit(store, &record)?.map_err(MemoryError::Conflict)?;
         Ok(Some(Record::MemoryCommit(record)))
     })?;
     if let Some(result) = replay {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{MemoryError, invalid};
 use crate::extract::SessionEvent;
-use crate::state::{self, KEY_TAG, KeyEntry, SCOPE_TAG};
+use crate::state::{self, KEY_TAG, KeyEntry, SCOPE_TAG, STANDING_TAG};
 
 /// Results of a recall when no limit is given.
 pub const RECALL_RESULTS_DEFAULT: u64 = 10;
@@ -32,6 +32,18 @@ pub const RECALL_BUDGET_CONFIG_KEY: &str = "recall_budget_tokens";
 pub const RECALL_RECENT_EVENTS_MAX: usize = 8;
 /// Characters per token in the budget estimate.
 const CHARS_PER_TOKEN: usize = 4;
+/// Most standing facts of one scope a push block reads.
+pub const RECALL_STANDING_ITEMS_MAX: usize = 256;
+/// The share of a push block's budget standing facts may fill, in percent; the rest is kept for
+/// the items relevant to the recent turns (and standing facts past it are left out).
+pub const RECALL_STANDING_BUDGET_PERCENT: u64 = 60;
+
+/// Whether items of `kind` are standing facts (decision 0156): who the user is and how they want
+/// work done (identity, preferences and standing instructions), which hold whatever the session
+/// is about.
+pub(crate) fn is_standing(kind: MemoryKind) -> bool {
+    matches!(kind, MemoryKind::Identity | MemoryKind::Preference)
+}
 
 const STOPWORDS: &[&str] = &[
     "the", "and", "for", "that", "this", "with", "from", "what", "which", "when", "where", "how", "you",
@@ -69,6 +81,9 @@ pub struct RecalledItem {
     pub sources: Vec<SourcePointer>,
     /// The match score (key matches weigh 3, content words 1).
     pub score: u64,
+    /// Whether a push block included it as a standing fact (identity or preference), whatever
+    /// its score.
+    pub standing: bool,
 }
 
 /// A block of recalled items for the next request.
@@ -181,6 +196,7 @@ fn ranked(
 
 fn recalled(score: u64, item: MemoryItem) -> RecalledItem {
     RecalledItem {
+        standing: false,
         item: item.item,
         version: item.version,
         content: item.fields.content,
@@ -248,8 +264,44 @@ pub fn recall_text(
     Ok(texts.join("\n"))
 }
 
-/// The push route: the best items for `recent_text` (the session's recent turns) that fit in
-/// `budget_tokens`, rendered as a block.
+/// The standing facts a session of `workspace` sees (decision 0156): identity first, then
+/// preferences and standing instructions; within each, the workspace's before global ones, then
+/// the most recently updated, then by id.
+fn standing(store: &dyn StateStore, workspace: Option<&WorkspaceId>) -> Result<Vec<MemoryItem>, MemoryError> {
+    let workspace_scope = workspace.map(|w| MemoryScope::Workspace(w.clone()).as_text());
+    let mut out = Vec::new();
+    for scope in std::iter::once("global").chain(workspace_scope.as_deref()) {
+        let prefix = [STANDING_TAG, scope.as_bytes(), b"\0"].concat();
+        let mut ids = Vec::new();
+        store.scan_prefix(&prefix, &mut |key, _| {
+            if let Ok(id) = std::str::from_utf8(&key[prefix.len()..]) {
+                ids.push(id.to_owned());
+            }
+            ids.len() < RECALL_STANDING_ITEMS_MAX
+        })?;
+        for id in ids {
+            let id = ItemId::new(id).map_err(|e| MemoryError::State(state::damaged(e.to_string())))?;
+            let Some(item) = state::item(store, &id)? else { continue };
+            // NOTE: checked again on the item, so a damaged index never leaks another workspace's item.
+            if item.lifecycle == LifecycleState::Active
+                && is_standing(item.fields.kind)
+                && visible(&item.fields.scope.as_text(), workspace_scope.as_deref())
+            {
+                out.push(item);
+            }
+        }
+    }
+    out.sort_by(|a, b| {
+        let rank =
+            |i: &MemoryItem| (i.fields.kind != MemoryKind::Identity, i.fields.scope == MemoryScope::Global);
+        rank(a).cmp(&rank(b)).then(b.updated_at.cmp(&a.updated_at)).then(a.item.cmp(&b.item))
+    });
+    Ok(out)
+}
+
+/// The push route: the standing facts first (within [`RECALL_STANDING_BUDGET_PERCENT`] of the
+/// budget), then the best items for `recent_text` (the session's recent turns), everything that
+/// fits in `budget_tokens`, rendered as a block.
 pub fn recall_block(
     store: &dyn StateStore,
     workspace: Option<&WorkspaceId>,
@@ -259,16 +311,30 @@ pub fn recall_block(
     const HEADER: &str =
         "Long-term memory (items recalled for this session; verify before relying on them):\n";
     let mut text = String::from(HEADER);
-    let mut items = Vec::new();
-    for (score, _, item) in ranked(store, workspace, recent_text)? {
+    let mut items: Vec<RecalledItem> = Vec::new();
+    let query = tokens(recent_text);
+    let standing_budget = budget_tokens * RECALL_STANDING_BUDGET_PERCENT / 100;
+    let mut add = |item: MemoryItem, score: u64, is_standing: bool, budget: u64, text: &mut String| {
+        if items.iter().any(|i| i.item == item.item) {
+            return;
+        }
         let line =
             format!("- [{}] {} (memory {})\n", kind_name(item.fields.kind), item.fields.content, item.item);
         let next = (text.chars().count() + line.chars().count()).div_ceil(CHARS_PER_TOKEN) as u64;
-        if next > budget_tokens {
-            continue;
+        if next > budget {
+            return;
         }
         text.push_str(&line);
-        items.push(recalled(score, item));
+        let mut entry = recalled(score, item);
+        entry.standing = is_standing;
+        items.push(entry);
+    };
+    for item in standing(store, workspace)? {
+        let score = score(&item, &query, recent_text);
+        add(item, score, true, standing_budget, &mut text);
+    }
+    for (score, _, item) in ranked(store, workspace, recent_text)? {
+        add(item, score, false, budget_tokens, &mut text);
     }
     if items.is_empty() {
         return Ok(RecallBlock { items, text: String::new(), tokens: 0 });

@@ -9,6 +9,10 @@
 //! - `r` operation -> [`Receipt`] (extraction commits and discards)
 //! - `c` session -> [`Cursor`]; `p` session -> [`PendingFailure`]
 //! - `d` session, checkpoint -> [`Denial`]
+//! - `n` scope, signature digest, item -> empty (the active items of a scope by the comparison
+//!   form of their content, so a restatement finds the item it restates; decision 0155)
+//! - `t` scope, item -> empty (the active identity and preference items of a scope: the standing
+//!   facts push recall brings first; decision 0156)
 //! - `x` position -> why a record was not applied (it conflicted with the state when replayed;
 //!   the single memory writer never appends such a record, so this stays empty in practice)
 
@@ -32,6 +36,8 @@ pub(crate) const CURSOR_TAG: &[u8] = b"c\0";
 pub(crate) const PENDING_TAG: &[u8] = b"p\0";
 pub(crate) const DENIAL_TAG: &[u8] = b"d\0";
 pub(crate) const REJECTED_TAG: &[u8] = b"x\0";
+pub(crate) const SIGNATURE_TAG: &[u8] = b"n\0";
+pub(crate) const STANDING_TAG: &[u8] = b"t\0";
 
 pub(crate) fn key(tag: &[u8], parts: &[&str]) -> Vec<u8> {
     let mut out = tag.to_vec();
@@ -268,17 +274,44 @@ pub(crate) struct KeyEntry {
 /// Reads over either a committed store or a stage transaction.
 pub(crate) trait Kv {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError>;
+    /// Visits the pairs under `prefix` in key order until `visit` returns false.
+    fn scan_bytes(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), PipelineError>;
 }
 
 impl Kv for dyn StateStore + '_ {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError> {
         self.get(key)
     }
+
+    fn scan_bytes(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), PipelineError> {
+        self.scan_prefix(prefix, visit)
+    }
 }
 
 impl Kv for StateTxn<'_> {
     fn get_bytes(&self, key: &[u8]) -> Result<Option<Vec<u8>>, PipelineError> {
         self.get(key)
+    }
+
+    fn scan_bytes(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), PipelineError> {
+        for (key, value) in self.scan_prefix(prefix)? {
+            if !visit(&key, &value) {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -192,7 +192,7 @@ async fn remember_stores_the_requested_item_and_replays_without_a_model_call() {
     let report = run(&host, &EmbeddedProposer, remember(&call)).await;
     let result = report.remember_result();
     assert_eq!(result.status, RememberStatus::Remembered, "{report:?}");
-    assert_eq!(result.requested_items[0].content, "User prefers tabs over spaces");
+    assert_eq!(result.requested_items[0].content, "The user prefers tabs over spaces.");
     assert_eq!(report.model_calls, 2, "one proposal and one canonicalization call");
     let ExtractionOutcome::Committed { receipt, .. } = &report.outcome else { panic!() };
     assert_eq!(receipt.status, ReceiptStatus::Remembered);
@@ -311,7 +311,10 @@ async fn search_required_localizes_into_earlier_turns() {
     let report = run(&host, &EmbeddedProposer, remember(&call)).await;
     let result = report.remember_result();
     assert_eq!(result.status, RememberStatus::Remembered, "{report:?}");
-    assert_eq!(result.requested_items[0].content, "For the database we use Postgres 16 with pgvector");
+    assert_eq!(
+        result.requested_items[0].content,
+        "For the database the team uses Postgres 16 with pgvector."
+    );
     assert_eq!(report.model_calls, 3, "proposal, localized proposal, canonicalization");
 }
 

@@ -266,6 +266,7 @@ fn commit(session: &str, operation: &str, expected: u64, next: u64) -> CommitReq
         coverage_hash: Digest::sha256(format!("{expected}-{next}").as_bytes()),
         items: Vec::new(),
         requested: Vec::new(),
+        links: Vec::new(),
         no_op_reason: None,
         skip_reason: None,
     }

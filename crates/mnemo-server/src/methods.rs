@@ -603,6 +603,18 @@ pub fn schemas() -> Value {
     })
 }
 
+/// Where the checked-in schema document lives, relative to the repository root.
+pub const SCHEMA_PATH: &str = "crates/mnemo-server/schema/protocol.json";
+
+/// The command that regenerates the checked-in schema document from these types.
+pub const SCHEMA_REGENERATE_COMMAND: &str =
+    "cargo run -q -p mnemo-cli -- serve --print-schema > crates/mnemo-server/schema/protocol.json";
+
+/// [`schemas`] as the checked-in file holds it: pretty-printed, ending in a newline.
+pub fn schema_document() -> String {
+    format!("{:#}\n", schemas())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,9 +110,7 @@ struct Shared {
     store: String,
     idle_exit: Option<Duration>,
     /// Calls admitted and not yet answered, across connections.
-    admitted: AtomicUsize,
-    /// Woken when `admitted` drops to zero.
-    drained: Notify,
+    admission: Admission,
     workers: Arc<Semaphore>,
     connections: AtomicUsize,
     accepted: AtomicU64,
@@ -164,8 +162,7 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
         mnemo,
         store: std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()).display().to_string(),
         idle_exit: options.idle_exit,
-        admitted: AtomicUsize::new(0),
-        drained: Notify::new(),
+        admission: Admission::new(CALLS_ADMITTED_MAX),
         workers: Arc::new(Semaphore::new(CALLS_RUNNING_MAX)),
         connections: AtomicUsize::new(0),
         accepted: AtomicU64::new(0),
@@ -246,12 +243,50 @@ async fn run(
 
 /// Waits until every admitted call has been answered.
 async fn drain_calls(shared: &Shared) {
-    loop {
-        let notified = shared.drained.notified();
-        if shared.admitted.load(Ordering::Acquire) == 0 {
-            return;
+    shared.admission.drained().await;
+}
+
+/// The count of calls admitted and not yet answered, bounded by `max`.
+struct Admission {
+    admitted: AtomicUsize,
+    max: usize,
+    /// Woken when `admitted` drops to zero.
+    drained: Notify,
+}
+
+impl Admission {
+    fn new(max: usize) -> Admission {
+        Admission { admitted: AtomicUsize::new(0), max, drained: Notify::new() }
+    }
+
+    /// Counts a call in, or refuses it (`overloaded`, nothing counted) when `max` are admitted.
+    fn enter(&self) -> Result<(), RpcError> {
+        if self.admitted.fetch_add(1, Ordering::AcqRel) >= self.max {
+            self.leave();
+            return Err(RpcError::new(
+                Reason::Overloaded,
+                format!("the server has {} calls waiting or running, its limit; retry later", self.max),
+            )
+            .with_limit(self.max as u64));
         }
-        notified.await;
+        Ok(())
+    }
+
+    /// Counts an answered call out.
+    fn leave(&self) {
+        if self.admitted.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.drained.notify_waiters();
+        }
+    }
+
+    async fn drained(&self) {
+        loop {
+            let notified = self.drained.notified();
+            if self.admitted.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -406,9 +441,7 @@ async fn handle_frame(
             let _ = replies.send(response).await;
         }
         drop(permit);
-        if shared.admitted.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.drained.notify_waiters();
-        }
+        shared.admission.leave();
     });
 }
 
@@ -417,17 +450,7 @@ fn admit(shared: &Shared) -> Result<(), RpcError> {
     if shared.stopping() {
         return Err(RpcError::new(Reason::ShuttingDown, "the server is shutting down; reconnect"));
     }
-    if shared.admitted.fetch_add(1, Ordering::AcqRel) >= CALLS_ADMITTED_MAX {
-        if shared.admitted.fetch_sub(1, Ordering::AcqRel) == 1 {
-            shared.drained.notify_waiters();
-        }
-        return Err(RpcError::new(
-            Reason::Overloaded,
-            format!("the server has {CALLS_ADMITTED_MAX} calls waiting or running, its limit; retry later"),
-        )
-        .with_limit(CALLS_ADMITTED_MAX as u64));
-    }
-    Ok(())
+    shared.admission.enter()
 }
 
 async fn run_call(shared: &Arc<Shared>, method: String, params: Value) -> Result<Value, RpcError> {
@@ -588,6 +611,25 @@ mod tests {
         // Exactly at the limit is allowed.
         assert_eq!(frames(b"0123456789\n", 10).await, ["0123456789"]);
         assert_eq!(frames(b"0123456789a\n", 10).await, ["<too large>"]);
+    }
+
+    #[tokio::test]
+    async fn a_call_over_the_admission_limit_is_overloaded_and_counts_nothing() {
+        let admission = Admission::new(CALLS_ADMITTED_MAX);
+        for _ in 0..CALLS_ADMITTED_MAX {
+            admission.enter().unwrap();
+        }
+        let refused = admission.enter().unwrap_err();
+        assert_eq!(refused.reason(), Reason::Overloaded);
+        assert_eq!(refused.code, -32001);
+        assert_eq!(refused.data.limit, Some(CALLS_ADMITTED_MAX as u64));
+        admission.leave();
+        admission.enter().unwrap();
+        for _ in 0..CALLS_ADMITTED_MAX {
+            admission.leave();
+        }
+        // Drained: every admitted call has left.
+        tokio::time::timeout(Duration::from_secs(5), admission.drained()).await.unwrap();
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct ContextOptions {
     pub current_turn: Option<TurnId>,
     /// The provider connection and model (V3 checkpoints replay only to their own).
     pub connection: Connection,
+    /// The new request's text, which the context-budget history search looks for when the policy
+    /// switches it on (`history_search`); the session's latest user message (of `current_turn`,
+    /// when given) when absent.
+    pub search_text: Option<String>,
 }
 
 /// How to compact.
@@ -185,7 +189,80 @@ impl Mnemo {
         options: &ContextOptions,
     ) -> Result<AssembledHistory, Error> {
         let ledger = self.ledger(session, options.as_of)?;
-        Ok(mnemo_compaction::assemble(&ledger, &self.assembly_options(options)?)?)
+        let assembly = self.assembly_options(options)?;
+        let mut history = mnemo_compaction::assemble(&ledger, &assembly)?;
+        self.retrieve_history(&ledger, &mut history, options, &assembly.policy)?;
+        Ok(history)
+    }
+
+    /// The context-budget history search (events-and-history.md §3.10, decision 0148), when the
+    /// policy switches it on: the ranked search index (SearchHistory, from the session) finds the
+    /// session's earlier messages matching the request, and compaction's `add_retrieved` adds those
+    /// not already in `history` under the policy's limits. The rules live in the two crates; this
+    /// only carries hits from one to the other.
+    fn retrieve_history(
+        &self,
+        ledger: &SessionLedger<'_>,
+        history: &mut AssembledHistory,
+        options: &ContextOptions,
+        policy: &CompactionPolicy,
+    ) -> Result<(), Error> {
+        use mnemo_compaction::{HistorySearchReport, add_retrieved, history_search_query};
+        use mnemo_history::{HistoryContext, HistorySearchRequest, SEARCH_LIMIT_MAX, messages};
+        if !(policy.enabled && policy.history_search) {
+            return Ok(());
+        }
+        let session = ledger.session();
+        let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
+        let text =
+            options.search_text.clone().or_else(|| latest_request(&all, options.current_turn.as_ref()));
+        let Some(query) = text.as_deref().and_then(history_search_query) else {
+            history.diagnostics.history_search = Some(HistorySearchReport::skipped(None, "no_query"));
+            return Ok(());
+        };
+        let stores = self
+            .store_as_of(messages::STAGE_NAME, options.as_of)
+            .and_then(|m| Ok((m, self.store_as_of(mnemo_history::index::STAGE_NAME, options.as_of)?)));
+        let (messages_store, index_store) = match stores {
+            Ok(stores) => stores,
+            Err(Error::Pipeline(PipelineError::UnknownStage(stage))) => {
+                let reason = format!("no_search_index:{stage}");
+                history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let request =
+            HistorySearchRequest { query: query.clone(), limit: Some(SEARCH_LIMIT_MAX), cursor: None };
+        let context = HistoryContext {
+            current_session: Some(session),
+            current_turn: options.current_turn.as_ref(),
+            ..HistoryContext::default()
+        };
+        let found =
+            mnemo_history::search_history(messages_store.as_ref(), index_store.as_ref(), &request, &context)?;
+        let rows = match found {
+            Ok(found) => found.rows,
+            Err(refused) => {
+                let code = serde_json::to_value(refused.reason).ok();
+                let code = code.as_ref().and_then(serde_json::Value::as_str).unwrap_or("unknown");
+                let reason = format!("search_refused:{code}");
+                history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));
+                return Ok(());
+            }
+        };
+        let mut hits = Vec::new();
+        for row in rows.iter().filter(|row| row.session_id == session.as_str()) {
+            if let Some(id) = &row.message_id
+                && let Some(message) = messages::message(messages_store.as_ref(), session, id)?
+            {
+                hits.push(message.event_id);
+            }
+        }
+        let prior: Vec<_> =
+            all.into_iter().filter(|e| options.current_turn.as_ref() != Some(&e.event.turn_id)).collect();
+        add_retrieved(history, &prior, &hits, query, policy);
+        Ok(())
     }
 
     fn seams<'a>(
@@ -245,10 +322,13 @@ impl Mnemo {
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
         let extraction = Some(self.extraction_disposition(session)?);
         let seams = self.seams(summarizer, options.provider_compactor.as_deref(), extraction);
-        let outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
+        let mut outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
         if let Some(recorded) = &outcome.recorded {
             self.after_checkpoint(session, recorded).await?;
         }
+        // The history search reads the stages, which have caught up with a recorded checkpoint.
+        let ledger = self.ledger(session, None)?;
+        self.retrieve_history(&ledger, &mut outcome.history, &options.context, &assembly.policy)?;
         Ok(outcome)
     }
 
@@ -545,4 +625,17 @@ impl Mnemo {
             }
         })
     }
+}
+
+/// The request a history search looks for when the host names none: the latest user text (of
+/// `turn`, when given).
+fn latest_request(events: &[mnemo_compaction::LoggedEvent], turn: Option<&TurnId>) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.event.content {
+        Some(mnemo_core::Content::Text(text))
+            if e.event.role == mnemo_core::Role::User && turn.is_none_or(|t| *t == e.event.turn_id) =>
+        {
+            Some(text.text.clone())
+        }
+        _ => None,
+    })
 }

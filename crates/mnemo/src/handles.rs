@@ -14,8 +14,8 @@ use mnemo_core::{
 };
 use mnemo_history::{HistoryContext, HistoryReadRequest, HistorySearchRequest, ReadOutcome, SearchOutcome};
 use mnemo_memory::{
-    ExtractionReport, ItemInput, MutationRequest, OperationResult, RecallBlock, RecallMemory, RecalledItem,
-    RememberResult, SearchRequest,
+    ExtractionReport, ItemInput, ListRequest, MutationRequest, OperationResult, RecallBlock, RecallMemory,
+    RecalledItem, RememberResult, SearchRequest,
 };
 use mnemo_pipeline::stages::session_catalog::SessionSummary;
 
@@ -183,6 +183,12 @@ impl Memory<'_> {
     /// One memory item, re-validated on read.
     pub fn get(&self, item: &ItemId) -> Result<Option<MemoryItem>> {
         self.mnemo.memory_get(item)
+    }
+
+    /// Items by scope, without a key: every scope, or global items and one workspace's,
+    /// optionally of one kind and with archived ones.
+    pub fn list(&self, request: &ListRequest) -> Result<Vec<MemoryItem>> {
+        self.mnemo.memory_list(request)
     }
 
     /// Items by keys.

@@ -9,11 +9,11 @@
 pub use crate::handles::History;
 pub use crate::listing::SessionListing;
 pub use mnemo_history::{
-    HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest, MatchKind,
-    MessageKind, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT, READ_SIDE_TURNS_MAX, READ_TURNS_MAX,
-    ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn, SEARCH_LIMIT_DEFAULT,
-    SEARCH_LIMIT_MAX, SearchFailure, SearchFailureReason, SearchOutcome, SearchRow, SessionHeader,
-    ToolFailure, VisibleMessage,
+    DiagnosticCode, HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest,
+    MatchKind, MessageKind, ProjectionDiagnostic, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT,
+    READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn,
+    SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, STEP_LIMIT_ERROR_CLASS, SearchFailure, SearchFailureReason,
+    SearchOutcome, SearchRow, SessionHeader, Severity, ToolFailure, TurnState, VisibleMessage,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 
@@ -32,6 +32,11 @@ pub struct SessionTranscript {
     pub header: SessionHeader,
     /// Its visible messages in order (thinking, hidden and partial events never appear).
     pub messages: Vec<VisibleMessage>,
+    /// How each ended turn ended (status, failure class, step limit), in the order of their
+    /// terminal facts.
+    pub turns: Vec<TurnState>,
+    /// What the projection could not show and why, hard or soft (spec §2.1), in log order.
+    pub diagnostics: Vec<ProjectionDiagnostic>,
 }
 
 impl Mnemo {
@@ -47,8 +52,10 @@ impl Mnemo {
         let Some(header) = messages::header(store.as_ref(), session)? else {
             return Ok(None);
         };
-        let messages = messages::messages(store.as_ref(), session)?;
-        Ok(Some(SessionTranscript { header, messages }))
+        let rows = messages::messages(store.as_ref(), session)?;
+        let turns = messages::turn_states(store.as_ref(), session)?;
+        let diagnostics = messages::diagnostics(store.as_ref(), session)?;
+        Ok(Some(SessionTranscript { header, messages: rows, turns, diagnostics }))
     }
 
     /// SearchHistory: ranked matches across the logical sessions of the caller's workspace (of the

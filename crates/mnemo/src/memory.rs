@@ -16,13 +16,13 @@ pub use crate::handles::Memory;
 pub use mnemo_memory::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
     Conflict, ConflictReason, ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView,
-    ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, LocalizationQuery, LocalizationSearch,
-    MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError,
-    MutationInput, MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult,
-    OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT,
-    RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection,
-    RememberResult, RememberStatus, RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
-    ScanLocalization, SearchRequest, SessionEvent,
+    ExtractionOutcome, ExtractionReport, HeldItem, ItemInput, KeyInput, LIST_RESULTS_DEFAULT,
+    LIST_RESULTS_MAX, Link, ListRequest, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
+    MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError, MutationInput,
+    MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult, OperationType, Proposal,
+    ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RecallBlock,
+    RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection, RememberResult, RememberStatus,
+    RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, ScanLocalization, SearchRequest, SessionEvent,
 };
 
 use mnemo_core::{
@@ -302,6 +302,11 @@ impl Mnemo {
     }
 
     /// Items by keys (memory.md §2.5).
+    pub(crate) fn memory_list(&self, request: &ListRequest) -> Result<Vec<MemoryItem>, Error> {
+        let store = MemoryLedger::state(self)?;
+        Ok(mnemo_memory::list(store.as_ref(), request)?)
+    }
+
     pub(crate) fn memory_search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, Error> {
         let store = MemoryLedger::state(self)?;
         Ok(mnemo_memory::search(store.as_ref(), request)?)

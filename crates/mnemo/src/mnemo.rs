@@ -520,6 +520,11 @@ impl Mnemo {
     }
 
     /// The durability appends use.
+    /// The store directory.
+    pub(crate) fn local_dir(&self) -> &Path {
+        self.local.dir()
+    }
+
     pub(crate) fn durability(&self) -> Durability {
         self.durability
     }

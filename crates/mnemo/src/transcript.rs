@@ -8,7 +8,8 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{
-    DETECT_LINES_MAX, IMPORT_FILE_BYTES_MAX, ImportFormat, ImportReport, ImportStatus, ParsedImport,
+    CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX,
+    IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus, NO_CONVERSATION_LINES, ParsedImport,
     detect_format, parse_import,
 };
 
@@ -197,27 +198,40 @@ fn yes() -> bool {
     true
 }
 
-/// What the parser remembers across lines, for the checks that span lines.
+/// What the parser remembers across lines, for the checks that span lines. Records leave it as
+/// they are parsed (`ready`), so a reader of a long file holds the checks' keys, not the records.
 #[derive(Default)]
 struct ParseState {
-    sessions: Vec<(SessionId, Vec<TranscriptRecord>)>,
+    sessions: Vec<SessionId>,
     index: BTreeMap<SessionId, usize>,
     opened: BTreeSet<SessionId>,
-    event_ids: BTreeSet<EventId>,
+    /// Every event id met, with the SHA-256 of its event's canonical encoding: a repeated id is
+    /// told apart from an exact repeat of the event without holding the events.
+    event_ids: BTreeMap<EventId, [u8; 32]>,
     tool_calls: BTreeSet<(SessionId, ToolCallId)>,
     turns: BTreeSet<(SessionId, TurnId)>,
     /// Event lines seen per turn, for the ids derived for lines that give none.
     event_lines: BTreeMap<(SessionId, TurnId), u64>,
     last_ts: Option<u64>,
+    /// Records parsed and not taken yet, each with its session's place in `sessions`.
+    ready: std::collections::VecDeque<(usize, TranscriptRecord)>,
 }
 
-/// Parses and validates a whole transcript.
-pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, TranscriptError> {
-    let mut state = ParseState::default();
-    let mut lines = 0;
-    for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
-        let line = index + 1;
-        lines = line;
+/// The mnemo format's parser, fed a line at a time: what the lines yield comes out as records in
+/// file order, each with its session's place among the sessions met so far.
+#[derive(Default)]
+pub(crate) struct TranscriptParser {
+    state: ParseState,
+}
+
+impl TranscriptParser {
+    /// Parses one raw line of a mnemo-format file (blank lines yield nothing).
+    pub(crate) fn mnemo_line(
+        &mut self,
+        raw: &[u8],
+        line: usize,
+        source_name: &str,
+    ) -> Result<(), TranscriptError> {
         let fail = |field: Option<String>, reason: String| TranscriptError {
             source_name: source_name.to_owned(),
             line,
@@ -225,55 +239,99 @@ pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, T
             reason,
         };
         if raw.len() > TRANSCRIPT_LINE_BYTES_MAX {
-            return Err(fail(
-                None,
-                format!("line is {} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}", raw.len()),
-            ));
+            return Err(line_too_long(source_name, line, raw.len() as u64));
         }
         let text = std::str::from_utf8(raw).map_err(|e| fail(None, format!("not valid UTF-8: {e}")))?;
         let text = text.strip_suffix('\r').unwrap_or(text);
         if text.trim().is_empty() {
-            continue;
+            return Ok(());
         }
         let value: Value =
             crate::json::parse(text.as_bytes()).map_err(|e| fail(None, format!("not valid JSON: {e}")))?;
-        parse_value(&mut state, value, line).map_err(|(field, reason)| fail(field, reason))?;
+        parse_value(&mut self.state, value, line).map_err(|(field, reason)| fail(field, reason))
     }
-    if lines > 0 && bytes.ends_with(b"\n") {
-        lines -= 1;
-    }
-    finish(state, source_name, lines)
-}
 
-/// Parses lines already decoded as JSON, each with the line of its source file it came from, as
-/// the importers of other formats produce them: the same checks and the same records as a file.
-pub(crate) fn parse_values(
-    values: impl IntoIterator<Item = (usize, Value)>,
-    source_name: &str,
-    lines: usize,
-) -> Result<Transcript, TranscriptError> {
-    let mut state = ParseState::default();
-    for (line, value) in values {
-        parse_value(&mut state, value, line).map_err(|(field, reason)| TranscriptError {
+    /// Parses a line already decoded as JSON, as the importers of other formats produce them.
+    pub(crate) fn value(
+        &mut self,
+        value: Value,
+        line: usize,
+        source_name: &str,
+    ) -> Result<(), TranscriptError> {
+        parse_value(&mut self.state, value, line).map_err(|(field, reason)| TranscriptError {
             source_name: source_name.to_owned(),
             line,
             field,
             reason,
-        })?;
+        })
     }
-    finish(state, source_name, lines)
+
+    /// The next record parsed, with its session's place in [`TranscriptParser::sessions`].
+    pub(crate) fn pop(&mut self) -> Option<(usize, TranscriptRecord)> {
+        self.state.ready.pop_front()
+    }
+
+    /// The sessions met so far, in order of first appearance.
+    pub(crate) fn sessions(&self) -> &[SessionId] {
+        &self.state.sessions
+    }
+
+    /// The error for a file that yielded no record, once it is read to its end.
+    pub(crate) fn check_not_empty(&self, source_name: &str, lines: usize) -> Result<(), TranscriptError> {
+        if self.state.sessions.is_empty() {
+            return Err(TranscriptError {
+                source_name: source_name.to_owned(),
+                line: lines.max(1),
+                field: None,
+                reason: "the file holds no records".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Every record parsed so far, by session (what a whole-file parse returns).
+    fn collect(mut self, lines: usize) -> Transcript {
+        let mut sessions: Vec<(SessionId, Vec<TranscriptRecord>)> =
+            self.state.sessions.iter().map(|s| (s.clone(), Vec::new())).collect();
+        while let Some((slot, record)) = self.pop() {
+            sessions[slot].1.push(record);
+        }
+        Transcript { sessions, lines }
+    }
 }
 
-fn finish(state: ParseState, source_name: &str, lines: usize) -> Result<Transcript, TranscriptError> {
-    if state.sessions.is_empty() {
-        return Err(TranscriptError {
-            source_name: source_name.to_owned(),
-            line: lines.max(1),
-            field: None,
-            reason: "the file holds no records".to_owned(),
-        });
+/// The error for a line longer than [`TRANSCRIPT_LINE_BYTES_MAX`].
+pub(crate) fn line_too_long(source_name: &str, line: usize, length: u64) -> TranscriptError {
+    TranscriptError {
+        source_name: source_name.to_owned(),
+        line,
+        field: None,
+        reason: format!("line is {length} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}"),
     }
-    Ok(Transcript { sessions: state.sessions, lines })
+}
+
+/// Parses and validates a whole transcript.
+pub fn parse_transcript(bytes: &[u8], source_name: &str) -> Result<Transcript, TranscriptError> {
+    let mut parser = TranscriptParser::default();
+    let mut reader = crate::import::LineReader::new(bytes);
+    // NOTE: reading a byte slice cannot fail; the error is mapped for the type's sake.
+    let unreadable = |error: std::io::Error| TranscriptError {
+        source_name: source_name.to_owned(),
+        line: 1,
+        field: None,
+        reason: format!("cannot read: {error}"),
+    };
+    while let Some(raw) = reader.next_line().map_err(unreadable)? {
+        match raw {
+            crate::import::RawLine::Line(line, raw) => parser.mnemo_line(raw, line, source_name)?,
+            crate::import::RawLine::TooLong(line, length) => {
+                return Err(line_too_long(source_name, line, length));
+            }
+        }
+    }
+    let lines = reader.lines();
+    parser.check_not_empty(source_name, lines)?;
+    Ok(parser.collect(lines))
 }
 
 type LineError = (Option<String>, String);
@@ -371,10 +429,10 @@ fn runtime_event_line(
     mnemo_core::prepare_generic_event(&mut event).map_err(|refusal| (None, refusal.to_string()))?;
     next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
     event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
-    if !state.event_ids.insert(event.id.clone()) {
+    if let Some(earlier) = state.event_ids.get(&event.id) {
         // An exact repeat of an event (a runtime that logged a retry) is the same event: it is
         // taken once. The same id with another payload is an identity conflict (spec §1.8 item 8).
-        if earlier_event(state, &event.id) == Some(&event) {
+        if *earlier == event_digest(&event) {
             return Ok(());
         }
         return Err((
@@ -382,6 +440,7 @@ fn runtime_event_line(
             format!("event id {} is used by an earlier line with another payload", event.id),
         ));
     }
+    state.event_ids.insert(event.id.clone(), event_digest(&event));
     let session = event.session_id.clone();
     // A call made here may be answered by a later `parts` line.
     if let Some(Content::FunctionCall(call)) = &event.content {
@@ -392,12 +451,13 @@ fn runtime_event_line(
     push(state, &session, Record::RuntimeEvent(event), ts, line)
 }
 
-/// The event with `id` among the records parsed so far.
-fn earlier_event<'a>(state: &'a ParseState, id: &EventId) -> Option<&'a RuntimeEvent> {
-    state.sessions.iter().flat_map(|(_, records)| records).find_map(|record| match &record.record {
-        Record::RuntimeEvent(event) if event.id == *id => Some(event),
-        _ => None,
-    })
+/// SHA-256 of an event's JSON (its fields in declaration order, object keys sorted): equal events,
+/// equal digests, without a copy of the event.
+fn event_digest(event: &RuntimeEvent) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    // NOTE: writing into a hasher cannot fail, and a RuntimeEvent always serializes.
+    let _ = serde_json::to_writer(&mut hasher, event);
+    hasher.finalize().into()
 }
 
 fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {
@@ -424,7 +484,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         let field = format!("parts[{index}]");
         let id = event_id(event.id.as_deref(), &event.session, &event.turn, ordinal, index, part_count)
             .map_err(|reason| (Some("id".to_owned()), reason))?;
-        if !state.event_ids.insert(id.clone()) {
+        if state.event_ids.contains_key(&id) {
             return Err((Some("id".to_owned()), format!("event id {id} is used by an earlier line")));
         }
         let content =
@@ -450,6 +510,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         runtime_event
             .validate()
             .map_err(|e| (Some(join(&field, Some(e.field.clone()))), e.reason.clone()))?;
+        state.event_ids.insert(runtime_event.id.clone(), event_digest(&runtime_event));
         state.turns.insert((event.session.clone(), event.turn.clone()));
         push(state, &event.session, Record::RuntimeEvent(runtime_event), ts, line)?;
     }
@@ -568,15 +629,15 @@ fn push(
     ts: u64,
     line: usize,
 ) -> Result<(), LineError> {
+    record.validate_for_append().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
     let slot = match state.index.get(session) {
         Some(slot) => *slot,
         None => {
             state.index.insert(session.clone(), state.sessions.len());
-            state.sessions.push((session.clone(), Vec::new()));
+            state.sessions.push(session.clone());
             state.sessions.len() - 1
         }
     };
-    record.validate_for_append().map_err(|e| (Some(e.field.clone()), e.reason.clone()))?;
-    state.sessions[slot].1.push(TranscriptRecord { record, timestamp: TimestampMs(ts), line });
+    state.ready.push_back((slot, TranscriptRecord { record, timestamp: TimestampMs(ts), line }));
     Ok(())
 }

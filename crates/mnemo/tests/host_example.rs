@@ -9,7 +9,7 @@ mod host;
 fn the_host_example_runs_its_whole_tour() {
     let dir = tempfile::tempdir().unwrap();
     let tour = host::tour(dir.path()).unwrap();
-    assert_eq!(tour.remembered, ["the release branch must never use the cache"]);
+    assert_eq!(tour.remembered, ["The release branch must never use the cache."]);
     assert!(tour.compacted, "{tour:?}");
     assert!(tour.overflow_resent, "{tour:?}");
     assert!(tour.second_overflow_surfaced, "{tour:?}");

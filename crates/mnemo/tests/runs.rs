@@ -260,3 +260,88 @@ fn a_refused_line_past_the_first_append_of_an_import_stores_nothing() {
     lines.pop();
     assert_eq!(import_maka(&lines).unwrap().records, 1101);
 }
+
+/// Imports `lines` as a `maka` file read from disk a line at a time (the CLI's import path).
+fn import_maka_file(
+    mnemo: &Mnemo,
+    dir: &std::path::Path,
+    name: &str,
+    lines: &[String],
+) -> Result<usize, Error> {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{}\n", lines.join("\n"))).unwrap();
+    mnemo.import_file(path.to_str().unwrap(), ImportFormat::Maka).map(|report| report.records)
+}
+
+#[test]
+fn a_streamed_import_refuses_what_the_store_sealed_and_stores_nothing_of_the_file() {
+    let (dir, mnemo) = store();
+    let hello = maka_line("m1", json!({"content": {"kind": "text", "text": "hello"}}));
+    let ended = maka_line("m2", json!({"role": "system", "author": "system", "status": "completed"}));
+    let mut lines = vec![hello, ended];
+    assert_eq!(import_maka_file(&mnemo, dir.path(), "session.jsonl", &lines).unwrap(), 2);
+    let head = mnemo.log().head();
+    // The session file grows: a new run goes on, then the sealed run gets a late event on the
+    // file's last line, well past the import's first append.
+    lines.extend((0..1100).map(|i| {
+        let mut line: serde_json::Value = serde_json::from_str(&maka_line(
+            &format!("n{i}"),
+            json!({"content": {"kind": "text", "text": format!("line {i}")}}),
+        ))
+        .unwrap();
+        line["runId"] = json!("r2");
+        line["invocationId"] = json!("i2");
+        line["turnId"] = json!("t2");
+        line.to_string()
+    }));
+    lines.push(maka_line("late", json!({"content": {"kind": "text", "text": "after the end"}})));
+    let error = import_maka_file(&mnemo, dir.path(), "session.jsonl", &lines).unwrap_err().to_string();
+    assert!(error.contains("session.jsonl:1103:"), "{error}");
+    assert!(error.contains("run r1 of session sm is sealed"), "{error}");
+    assert_eq!(mnemo.log().head(), head, "a refused import stores nothing");
+    // The same refusal on the host's append path.
+    let late = maka_line("late", json!({"content": {"kind": "text", "text": "after the end"}}));
+    let record: Record = Record::RuntimeEvent(serde_json::from_str(&late).unwrap());
+    let sm = StreamId::session(&SessionId::new("sm").unwrap());
+    let Error::Refused { reason, .. } = mnemo.append(&sm, ExpectedRevision::Any, &[record]).unwrap_err()
+    else {
+        panic!("not a refusal")
+    };
+    assert_eq!(reason, AppendRefusal::RunSealed { session: s("sm"), run: s("r1") });
+    // Without the late line the file imports.
+    lines.pop();
+    assert_eq!(import_maka_file(&mnemo, dir.path(), "session.jsonl", &lines).unwrap(), 1100);
+}
+
+#[test]
+fn a_streamed_import_pairs_tool_calls_across_its_appends() {
+    let (dir, mnemo) = store();
+    let call = |id: &str, call: &str| {
+        maka_line(
+            id,
+            json!({"role": "model", "author": "agent", "content": {"kind": "function_call", "id": call, "name": "shell", "args": {}}}),
+        )
+    };
+    let answer = |id: &str, call: &str| {
+        maka_line(
+            id,
+            json!({"role": "tool", "author": "tool", "content": {"kind": "function_response", "id": call, "name": "shell", "result": "ok"}}),
+        )
+    };
+    // A call in the file's first append, its result in a later one: paired.
+    let mut lines = vec![call("c", "c1")];
+    lines.extend(
+        (0..1100).map(|i| maka_line(&format!("x{i}"), json!({"content": {"kind": "text", "text": "x"}}))),
+    );
+    lines.push(answer("r", "c1"));
+    assert_eq!(import_maka_file(&mnemo, dir.path(), "paired.jsonl", &lines).unwrap(), 1102);
+    // The file grows by a second result for the same call, or by a result for a call never made.
+    let head = mnemo.log().head();
+    let grown = |line: String| [lines.clone(), vec![line]].concat();
+    let again = import_maka_file(&mnemo, dir.path(), "paired.jsonl", &grown(answer("r2", "c1"))).unwrap_err();
+    assert!(again.to_string().contains("tool call c1 of invocation i1 already has its result"), "{again}");
+    let orphan =
+        import_maka_file(&mnemo, dir.path(), "paired.jsonl", &grown(answer("r3", "c9"))).unwrap_err();
+    assert!(orphan.to_string().contains("tool result for c9, which invocation i1 never called"), "{orphan}");
+    assert_eq!(mnemo.log().head(), head);
+}

@@ -9,8 +9,10 @@ use mnemo_core::ExtractionTrigger;
 use regex::Regex;
 use serde_json::{Value, json};
 
+use crate::consolidate::{Relation, relation};
 use crate::extract::seams::{
-    BoxFuture, CanonicalizePrompt, Canonicalizer, EvidenceView, MemoryProposer, ModelError, ProposalPrompt,
+    BoxFuture, CanonicalizePrompt, Canonicalizer, EvidenceView, HeldItem, MemoryProposer, ModelError,
+    ProposalPrompt,
 };
 
 /// Most items the embedded proposer proposes in each list.
@@ -20,6 +22,9 @@ struct Patterns {
     request: Regex,
     reference: Regex,
     statement: Regex,
+    instruction: Regex,
+    project: Regex,
+    correction: Regex,
 }
 
 fn patterns() -> Option<&'static Patterns> {
@@ -36,7 +41,25 @@ fn patterns() -> Option<&'static Patterns> {
                 )
                 .ok()?,
                 statement: Regex::new(
-                    r"(?i)^(?:I\s+(?:prefer|like|love|hate|dislike|always|never|use|want)|I'm\s+using|I\s+am\s+using|I\s+work|I\s+live|my\s+name\s+is|call\s+me|I\s+am\s+an?\s|I'm\s+an?\s|we\s+use|we\s+always|we\s+never|our\s+(?:project|team|repo|codebase)\s)",
+                    r"(?i)^(?:I\s+(?:prefer|like|love|hate|dislike|always|never|usually|use|want|work|live|maintain|own|lead|do\s+not|don't)\b|I'm\s+(?:using|an?)\s|I\s+am\s+(?:using|an?)\s|my\s+name\s+is\s|call\s+me\s|we\s+(?:use|always|never|prefer|deploy|target|run)\b|our\s+(?:project|team|repo|codebase|stack|product)\s)",
+                )
+                .ok()?,
+                // Standing instructions: imperatives that hold beyond the turn (`never`, `always`,
+                // `don't … until`, `from now on`), and constraints (`must`, `is crucial`, `is not
+                // acceptable`). A task for this turn ("create hello.py") carries none of them.
+                instruction: Regex::new(concat!(
+                    r"(?i)^(?:(?:please\s+)?(?:always|never)\s+\w|(?:please\s+)?(?:don't|do\s+not)\s+\w+(?:\s+\S+){0,8}\s+(?:until|unless|before|without)\s",
+                    r"|(?:from\s+now\s+on|going\s+forward|in\s+this\s+(?:project|repo|codebase))\b)",
+                    r"|\b(?:must(?:\s+not)?|mustn't|is\s+(?:crucial|critical|essential|mandatory|a\s+must)|are\s+(?:crucial|critical|essential|mandatory)",
+                    r"|(?:is|are)\s+not\s+(?:acceptable|allowed|ok|okay)|(?:isn't|aren't)\s+(?:acceptable|allowed))\b",
+                ))
+                .ok()?,
+                project: Regex::new(
+                    r"(?i)^(?:the|this|our)\s+(?:project|repo|repository|codebase|app|service|api|cli|backend|frontend)\s+(?:uses|is\s+(?:written|built|deployed)|runs\s+on|targets|depends\s+on|lives\s+in)\s",
+                )
+                .ok()?,
+                correction: Regex::new(
+                    r"(?i)^(?:(?:no|actually|wrong)[,:;]?\s+)?(?:use|prefer|it's|it\s+is|that's|that\s+is)\s+\S+(?:\s+\S+){0,5}\s+(?:instead\s+of|rather\s+than|not)\s+\S",
                 )
                 .ok()?,
             })
@@ -45,83 +68,275 @@ fn patterns() -> Option<&'static Patterns> {
 }
 
 const STOPWORDS: &[&str] = &[
-    "the", "and", "that", "this", "with", "from", "over", "into", "about", "when", "then", "than", "they",
-    "them", "their", "there", "what", "your", "yours", "have", "been", "were", "will", "would", "should",
-    "could", "always", "never", "our", "for", "not", "all", "any", "its", "are", "was", "you", "prefer",
-    "prefers", "like", "likes", "love", "loves", "hate", "hates", "dislike", "dislikes", "uses", "using",
-    "work", "works", "live", "lives", "want", "wants", "user", "name", "call", "project", "please",
+    "the",
+    "and",
+    "that",
+    "this",
+    "with",
+    "from",
+    "over",
+    "into",
+    "about",
+    "when",
+    "then",
+    "than",
+    "they",
+    "them",
+    "their",
+    "there",
+    "what",
+    "your",
+    "yours",
+    "have",
+    "been",
+    "were",
+    "will",
+    "would",
+    "should",
+    "could",
+    "always",
+    "never",
+    "our",
+    "for",
+    "not",
+    "all",
+    "any",
+    "its",
+    "are",
+    "was",
+    "you",
+    "prefer",
+    "prefers",
+    "like",
+    "likes",
+    "love",
+    "loves",
+    "hate",
+    "hates",
+    "dislike",
+    "dislikes",
+    "uses",
+    "using",
+    "work",
+    "works",
+    "live",
+    "lives",
+    "want",
+    "wants",
+    "user",
+    "call",
+    "project",
+    "please",
+    "must",
+    "don't",
+    "does",
+    "until",
+    "unless",
+    "before",
+    "is",
+    "isn't",
+    "crucial",
+    "critical",
+    "essential",
+    "acceptable",
+    "instead",
+    "rather",
+    "maintain",
+    "maintains",
 ];
+
+/// Most words a sentence may have to be taken as a statement; longer ones are task descriptions,
+/// pasted text or explanations, where a rule-based reading is more often wrong than right.
+const STATEMENT_WORDS_MAX: usize = 40;
 
 /// Sentences of `text`, each a verbatim substring, trimmed.
 fn sentences(text: &str) -> Vec<&str> {
     text.split_inclusive(['.', '!', '?', ';', '\n'])
-        .map(|s| s.trim().trim_end_matches(['.', '!', '?', ';']).trim())
+        .filter(|s| !s.trim_end().ends_with('?'))
+        .map(|s| s.trim().trim_end_matches(['.', '!', ';']).trim())
         .filter(|s| s.chars().count() >= 4)
         .collect()
+}
+
+/// Whether a sentence reads as prose a person wrote, not markup, code or a pasted log.
+fn is_prose(sentence: &str) -> bool {
+    let words = sentence.split_whitespace().count();
+    let symbols =
+        sentence.chars().filter(|c| matches!(c, '{' | '}' | '<' | '>' | '=' | '|' | '`' | '$')).count();
+    (2..=STATEMENT_WORDS_MAX).contains(&words)
+        && symbols <= 2
+        && !sentence.starts_with("Caveat:")
+        && !sentence.contains("<command-")
+        && !sentence.contains("<system-reminder")
+}
+
+/// Clauses of a sentence that each state one thing: "My name is Ada and I maintain the storage
+/// layer" is two statements. Each clause is a verbatim substring of the sentence.
+fn clauses(sentence: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = sentence;
+    let joins = [", and I ", " and I ", ", and my ", " and my ", ", but I ", " but I ", "; "];
+    loop {
+        let next =
+            joins.iter().filter_map(|j| rest.find(j).map(|at| (at, j.len()))).min_by_key(|(at, _)| *at);
+        match next {
+            Some((at, len)) => {
+                out.push(rest[..at].trim());
+                // Keep the pronoun that opens the next clause.
+                let joined = &rest[at..at + len];
+                let keep = joined.trim_start_matches([',', ';']).trim_start();
+                let keep = keep.strip_prefix("and ").or_else(|| keep.strip_prefix("but ")).unwrap_or(keep);
+                rest = &rest[at + len - keep.len()..];
+            }
+            None => {
+                out.push(rest.trim());
+                return out.into_iter().filter(|c| c.chars().count() >= 4).collect();
+            }
+        }
+    }
 }
 
 fn conjugate(verb: &str) -> String {
     match verb.to_lowercase().as_str() {
         "have" => "has".to_owned(),
         "do" => "does".to_owned(),
-        "don't" => "does not".to_owned(),
-        "always" | "never" | "really" | "usually" => verb.to_owned(),
+        "am" | "'m" => "is".to_owned(),
+        "was" | "can" | "will" | "would" | "should" | "could" | "might" | "must" | "may" => verb.to_owned(),
+        "always" | "never" | "really" | "usually" | "also" | "often" | "only" => verb.to_owned(),
+        lower
+            if lower.ends_with("ss")
+                || lower.ends_with("sh")
+                || lower.ends_with("ch")
+                || lower.ends_with('x') =>
+        {
+            format!("{verb}es")
+        }
         lower if lower.ends_with('s') => verb.to_owned(),
+        lower
+            if lower.ends_with('y')
+                && !lower.ends_with("ay")
+                && !lower.ends_with("ey")
+                && !lower.ends_with("oy") =>
+        {
+            format!("{}ies", &verb[..verb.len() - 1])
+        }
         _ => format!("{verb}s"),
     }
 }
 
-/// A third-person statement of a first-person clause ("I prefer tabs" -> "User prefers tabs").
+/// The other persons of a clause in the third person: the user's own words (`my`, `me`, `I`)
+/// become `their`, `them`, `they`; the assistant addressed (`you`, `your`) becomes `the
+/// assistant`; the team (`we`, `our`, `us`) becomes `the team`.
+fn third_person_rest(words: &[&str]) -> String {
+    let mut out = Vec::with_capacity(words.len());
+    let mut conjugate_next = false;
+    for word in words {
+        let core = word.trim_end_matches([',', ':', ')']);
+        let tail = &word[core.len()..];
+        let lower = core.to_lowercase().replace('’', "'");
+        if conjugate_next {
+            if matches!(
+                lower.as_str(),
+                "always" | "never" | "also" | "usually" | "really" | "often" | "only" | "all"
+            ) {
+                out.push((*word).to_owned());
+                continue;
+            }
+            conjugate_next = false;
+            if core.chars().all(|c| c.is_ascii_lowercase()) && !core.is_empty() {
+                out.push(format!("{}{tail}", conjugate(core)));
+                continue;
+            }
+        }
+        let replaced = match lower.as_str() {
+            "my" => "their",
+            "mine" => "theirs",
+            "me" => "them",
+            "myself" => "themselves",
+            "i" => "they",
+            "i'm" => "they are",
+            "i've" => "they have",
+            "i'd" => "they would",
+            "i'll" => "they will",
+            "you" => "the assistant",
+            "your" => "the assistant's",
+            "we" => {
+                conjugate_next = true;
+                "the team"
+            }
+            "we're" => "the team is",
+            "we've" => "the team has",
+            "our" => "the team's",
+            "us" => "the team",
+            _ => {
+                out.push((*word).to_owned());
+                continue;
+            }
+        };
+        out.push(format!("{replaced}{tail}"));
+    }
+    out.join(" ")
+}
+
+/// A clause in the third person with its first letter capitalized.
+fn reported(clause: &str) -> String {
+    let words: Vec<&str> = clause.split_whitespace().collect();
+    let text = third_person_rest(&words);
+    let mut chars = text.chars();
+    chars.next().map(|c| c.to_uppercase().collect::<String>() + chars.as_str()).unwrap_or_default()
+}
+
+/// A third-person statement of a first-person clause, in the present tense as the user stated
+/// it ("I prefer tabs" -> "The user prefers tabs", "My name is Ada" -> "The user's name is Ada").
 fn statement(clause: &str) -> String {
     let words: Vec<&str> = clause.split_whitespace().collect();
-    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
-    let rest = |from: usize| words.get(from..).map(|w| w.join(" ")).unwrap_or_default();
-    let out = match lower.first().map(String::as_str) {
-        Some("i'm") => format!("User is {}", rest(1)),
-        Some("i") if lower.get(1).map(String::as_str) == Some("am") => format!("User is {}", rest(2)),
-        Some("i")
-            if lower.get(1).map(String::as_str) == Some("do")
-                && lower.get(2).map(String::as_str) == Some("not") =>
-        {
-            format!("User does not {}", rest(3))
+    let lower: Vec<String> = words.iter().map(|w| w.to_lowercase().replace('’', "'")).collect();
+    let word = |i: usize| lower.get(i).map_or("", String::as_str);
+    let rest = |from: usize| third_person_rest(words.get(from..).unwrap_or_default());
+    let out = match word(0) {
+        "i'm" => format!("The user is {}", rest(1)),
+        "i've" => format!("The user has {}", rest(1)),
+        "i'd" => format!("The user would {}", rest(1)),
+        "i" if word(1) == "am" => format!("The user is {}", rest(2)),
+        "i" if word(1) == "do" && word(2) == "not" => format!("The user does not {}", rest(3)),
+        "i" if word(1) == "don't" => format!("The user does not {}", rest(2)),
+        "i" if matches!(word(1), "always" | "never" | "really" | "usually" | "also" | "often" | "only") => {
+            let adverb = words[1].to_lowercase();
+            match words.get(2) {
+                Some(verb) => format!("The user {adverb} {} {}", conjugate(verb), rest(3)),
+                None => format!("The user {adverb}"),
+            }
         }
-        Some("i") if words.len() > 1 => {
-            let verb = conjugate(words[1]);
-            let next = if matches!(lower[1].as_str(), "always" | "never" | "really" | "usually")
-                && words.len() > 2
-            {
-                format!("{} {}", verb, conjugate(words[2]))
-            } else {
-                verb
-            };
-            let skip = if next.contains(' ') && !next.starts_with("does") { 3 } else { 2 };
-            format!("User {next} {}", rest(skip))
-        }
-        Some("my") => format!("User's {}", rest(1)),
-        Some("call") if lower.get(1).map(String::as_str) == Some("me") => {
-            format!("User wants to be called {}", rest(2))
-        }
-        Some("we") => format!("The team {}", conjugate_rest(&words[1..])),
-        Some("our") => format!("The team's {}", rest(1)),
-        _ => clause.to_owned(),
+        "i" if words.len() > 1 => format!("The user {} {}", conjugate(words[1]), rest(2)),
+        "my" => format!("The user's {}", rest(1)),
+        "call" if word(1) == "me" => format!("The user wants to be called {}", rest(2)),
+        "we" if words.len() > 1 => format!("The team {} {}", conjugate(words[1]), rest(2)),
+        "our" => format!("The team's {}", rest(1)),
+        _ => return reported(clause),
     };
     out.trim().to_owned()
 }
 
-fn conjugate_rest(words: &[&str]) -> String {
-    match words.split_first() {
-        Some((verb, rest)) => format!("{} {}", conjugate(verb), rest.join(" ")),
-        None => String::new(),
+/// A standing instruction in the user's words, persons rewritten: "The user's instruction:
+/// don't commit until the final step".
+fn instruction(clause: &str) -> String {
+    let words: Vec<&str> = clause.split_whitespace().collect();
+    let mut text = third_person_rest(&words);
+    // "Never push" reads "never push" after the colon; "TODO" and "CI" keep their capitals.
+    let acronym = text.chars().nth(1).is_some_and(char::is_uppercase);
+    if let Some(first) = text.get(..1).filter(|_| !acronym) {
+        text = format!("{}{}", first.to_lowercase(), &text[1..]);
     }
+    format!("The user's instruction: {text}")
 }
 
 fn keys(clause: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let significant: Vec<String> = clause
-        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.'))
-        .map(|w| w.trim_matches('.').to_owned())
+        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.' || c == '\''))
+        .map(|w| w.trim_matches(['.', '\'']).to_owned())
         .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(&w.to_lowercase().as_str()))
-        .filter(|w| !matches!(w.to_lowercase().as_str(), "i'm" | "am" | "is" | "are" | "use"))
+        .filter(|w| !matches!(w.to_lowercase().as_str(), "i'm" | "am" | "use" | "don't"))
         .collect();
     if let Some(phrase) = significant.get(..significant.len().min(3)).filter(|p| !p.is_empty()) {
         out.push(json!({"key": phrase.join(" "), "type": "exact"}));
@@ -136,31 +351,102 @@ fn keys(clause: &str) -> Vec<Value> {
     out
 }
 
-fn kind_and_scope(clause: &str) -> (&'static str, &'static str) {
+/// What a clause is about and where it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// A first-person statement (identity, preference, the user's work).
+    Statement,
+    /// A standing instruction or constraint.
+    Instruction,
+    /// A fact about the project.
+    Project,
+    /// A correction of the assistant ("use X instead of Y").
+    Correction,
+    /// Something the user asked to remember that is none of the above ("the release branch must
+    /// never use the cache"): reported as said, persons rewritten.
+    Reported,
+}
+
+fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
+    if !is_prose(clause) {
+        return None;
+    }
+    if patterns.statement.is_match(clause) {
+        return Some(Reading::Statement);
+    }
+    if patterns.project.is_match(clause) {
+        return Some(Reading::Project);
+    }
+    if patterns.correction.is_match(clause) {
+        return Some(Reading::Correction);
+    }
+    // A constraint on a bare pronoun ("it must be the cache") is a guess about the present
+    // state, not an instruction.
+    let lower = clause.to_lowercase();
+    let guess = ["it ", "this ", "that ", "there ", "which "].iter().any(|p| lower.starts_with(p));
+    (patterns.instruction.is_match(clause) && !guess).then_some(Reading::Instruction)
+}
+
+fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str) {
+    match reading {
+        Reading::Instruction => return ("preference", "workspace"),
+        Reading::Project | Reading::Correction => return ("context", "workspace"),
+        Reading::Reported => {
+            let instruction = patterns().is_some_and(|p| p.instruction.is_match(clause));
+            return (if instruction { "preference" } else { "context" }, "workspace");
+        }
+        Reading::Statement => {}
+    }
     let lower = clause.to_lowercase();
     let has = |needle: &str| lower.contains(needle);
-    if has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
+    let role =
+        ["i maintain", "i own", "i lead", "i work as", "i work on"].iter().any(|p| lower.starts_with(p));
+    if role || has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
         ("identity", "global")
-    } else if has("prefer") || has("like") || has("love") || has("hate") || has("always") || has("never") {
-        ("preference", "global")
-    } else if has("project")
-        || has("repo")
-        || has("codebase")
-        || has("we use")
-        || has("team")
-        || has("i work")
-        || has("use")
+    } else if has("prefer")
+        || has("like")
+        || has("love")
+        || has("hate")
+        || has("always")
+        || has("never")
+        || has("want")
+        || has("don't")
+        || has("do not")
     {
-        ("context", "workspace")
+        ("preference", "global")
     } else {
-        ("note", "global")
+        ("context", "workspace")
     }
 }
 
-fn item(clause: &str, evidence: &EvidenceView) -> Value {
-    let (kind, scope) = kind_and_scope(clause);
+fn content(clause: &str, reading: Reading) -> String {
+    let text = match reading {
+        Reading::Statement => statement(clause),
+        // "Our project uses fjall" -> "The team's project uses fjall"; "The project …" stays.
+        Reading::Project | Reading::Reported => reported(clause),
+        Reading::Instruction | Reading::Correction => instruction(clause),
+    };
+    let text = text.trim_end_matches(['.', ',', ';', ':']).to_owned();
+    format!("{text}.")
+}
+
+/// A correction without the rebuttal that opens it ("no, use X instead of Y" -> "use X instead
+/// of Y"): the rebuttal is about the assistant's last answer, not part of what holds, and its
+/// "no" would read as a negation of the statement.
+fn without_opener(clause: &str) -> &str {
+    let lower = clause.to_lowercase();
+    let opener = ["no", "actually", "wrong"]
+        .iter()
+        .find(|o| lower.starts_with(**o) && lower[o.len()..].starts_with([',', ':', ';', ' ']))
+        .map_or(0, |o| o.len());
+    clause[opener..].trim_start_matches([',', ':', ';', ' '])
+}
+
+fn item(clause: &str, reading: Reading, evidence: &EvidenceView) -> Value {
+    let clause = if reading == Reading::Correction { without_opener(clause) } else { clause };
+    let (kind, scope) = kind_and_scope(clause, reading);
     json!({
-        "content": statement(clause),
+        "content": content(clause, reading),
         "kind": kind,
         "statementType": "fact",
         "temporalType": "undated",
@@ -207,7 +493,12 @@ impl EmbeddedProposer {
                     && terms.iter().any(|t| lower.contains(&t.to_lowercase()))
                     && requested.len() < EMBEDDED_ITEMS_MAX
                 {
-                    requested.push(item(sentence, evidence));
+                    let reading = if patterns().is_some_and(|p| p.statement.is_match(sentence)) {
+                        Reading::Statement
+                    } else {
+                        Reading::Reported
+                    };
+                    requested.push(item(sentence, reading, evidence));
                 }
             }
         }
@@ -235,11 +526,25 @@ impl EmbeddedProposer {
                                 .filter(|w| w.chars().count() >= 3)
                                 .map(str::to_lowercase),
                         );
-                    } else if clause.chars().count() >= 4 && requested.len() < EMBEDDED_ITEMS_MAX {
-                        requested.push(item(clause, evidence));
+                    } else if clause.chars().count() >= 4 {
+                        for part in clauses(clause) {
+                            if requested.len() < EMBEDDED_ITEMS_MAX {
+                                let reading = match reading(part, patterns) {
+                                    Some(Reading::Instruction) | None => Reading::Reported,
+                                    Some(other) => other,
+                                };
+                                requested.push(item(part, reading, evidence));
+                            }
+                        }
                     }
-                } else if patterns.statement.is_match(sentence) && incidental.len() < EMBEDDED_ITEMS_MAX {
-                    incidental.push(item(sentence, evidence));
+                } else {
+                    for part in clauses(sentence) {
+                        if let Some(reading) = reading(part, patterns)
+                            && incidental.len() < EMBEDDED_ITEMS_MAX
+                        {
+                            incidental.push(item(part, reading, evidence));
+                        }
+                    }
                 }
             }
         }
@@ -257,7 +562,7 @@ impl EmbeddedProposer {
 
 impl MemoryProposer for EmbeddedProposer {
     fn name(&self) -> &str {
-        "embedded-rules-v1"
+        "embedded-rules-v2"
     }
 
     fn propose<'a>(&'a self, prompt: &'a ProposalPrompt) -> BoxFuture<'a, Result<String, ModelError>> {
@@ -273,13 +578,28 @@ impl MemoryProposer for EmbeddedProposer {
     }
 }
 
-/// The canonicalizer that accepts every candidate as proposed.
+/// The canonicalizer that accepts every candidate as proposed and links it to the held item it
+/// restates or contradicts by the embedded rules ([`crate::relation`]): a restatement is
+/// `sameAs` the first held item of its scope stating the same fact, otherwise a contradiction
+/// `supersedes` the first held item of its scope it contradicts.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EmbeddedCanonicalizer;
 
+fn link(candidate: &Value, held: &[HeldItem]) -> Option<(&'static str, String)> {
+    let content = candidate.get("content")?.as_str()?;
+    let scope = candidate.get("scope")?.as_str()?;
+    let of_scope = || held.iter().filter(move |h| h.scope == scope);
+    if let Some(same) = of_scope().find(|h| relation(&h.content, content) == Relation::Same) {
+        return Some(("sameAs", same.item_id.clone()));
+    }
+    of_scope()
+        .find(|h| relation(&h.content, content) == Relation::Contradicts)
+        .map(|h| ("supersedes", h.item_id.clone()))
+}
+
 impl Canonicalizer for EmbeddedCanonicalizer {
     fn name(&self) -> &str {
-        "embedded-accept-v1"
+        "embedded-consolidate-v1"
     }
 
     fn canonicalize<'a>(
@@ -290,7 +610,16 @@ impl Canonicalizer for EmbeddedCanonicalizer {
             let results: Vec<Value> = prompt
                 .candidates
                 .iter()
-                .map(|c| json!({"candidateId": c.candidate_id, "status": "accepted", "item": c.item}))
+                .map(|c| {
+                    let mut result =
+                        json!({"candidateId": c.candidate_id, "status": "accepted", "item": c.item});
+                    if let (Some((field, id)), Some(map)) =
+                        (link(&c.item, &prompt.held), result.as_object_mut())
+                    {
+                        map.insert(field.to_owned(), Value::String(id));
+                    }
+                    result
+                })
                 .collect();
             Ok(json!({ "results": results }).to_string())
         })
@@ -303,10 +632,59 @@ mod tests {
 
     #[test]
     fn statements_are_third_person() {
-        assert_eq!(statement("I prefer tabs over spaces"), "User prefers tabs over spaces");
-        assert_eq!(statement("I'm a backend engineer"), "User is a backend engineer");
-        assert_eq!(statement("my name is Ada"), "User's name is Ada");
-        assert_eq!(statement("I never use semicolons"), "User never uses semicolons");
+        assert_eq!(statement("I prefer tabs over spaces"), "The user prefers tabs over spaces");
+        assert_eq!(statement("I'm a backend engineer"), "The user is a backend engineer");
+        assert_eq!(statement("my name is Ada"), "The user's name is Ada");
+        assert_eq!(statement("I never use semicolons"), "The user never uses semicolons");
         assert_eq!(statement("we use Postgres 16"), "The team uses Postgres 16");
+        assert_eq!(statement("I maintain the storage layer"), "The user maintains the storage layer");
+        assert_eq!(statement("I don't want my tests mocked"), "The user does not want their tests mocked");
+        assert_eq!(
+            statement("I always want you to run tests"),
+            "The user always wants the assistant to run tests"
+        );
+        assert_eq!(
+            statement("For the database we use Postgres 16 with pgvector"),
+            "For the database the team uses Postgres 16 with pgvector"
+        );
+    }
+
+    #[test]
+    fn a_sentence_of_two_statements_is_two_clauses() {
+        assert_eq!(
+            clauses("My name is Ada and I maintain the storage layer"),
+            ["My name is Ada", "I maintain the storage layer"]
+        );
+        assert_eq!(clauses("I prefer tabs"), ["I prefer tabs"]);
+    }
+
+    #[test]
+    fn standing_instructions_are_read_and_tasks_are_not() {
+        let patterns = patterns().unwrap();
+        for kept in [
+            "TODO is not acceptable, implementation must be full",
+            "performance is crucial",
+            "don't commit until the final step",
+            "Never push to main without a review",
+            "always run cargo fmt before committing",
+            "from now on answer in English",
+            "use pnpm instead of npm",
+        ] {
+            assert!(reading(kept, patterns).is_some(), "{kept:?} is a standing instruction");
+        }
+        for task in [
+            "create hello.py, md and js",
+            "update py with one liner comment",
+            "tell me more about agent module",
+            "it must be the cache",
+            "follow best practices in CLI to add valuable commands",
+            "hi",
+        ] {
+            assert_eq!(reading(task, patterns), None, "{task:?} is no standing fact");
+        }
+        assert_eq!(
+            content("don't commit until the final step", Reading::Instruction),
+            "The user's instruction: don't commit until the final step."
+        );
     }
 }

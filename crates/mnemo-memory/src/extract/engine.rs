@@ -6,19 +6,21 @@ use std::time::Duration;
 
 use mnemo_core::{
     BoundaryDisposition, CheckpointId, Content, DenialReason, Digest, ExtractionFailureClass,
-    ExtractionTrigger, MemoryItemFields, NoOpReason, OperationId, SessionId, SkipReason, TurnId,
+    ExtractionTrigger, ItemId, MemoryItemFields, MemoryScope, NoOpReason, OperationId, SessionId, SkipReason,
+    TurnId,
 };
 use serde_json::json;
 
+use crate::consolidate::{Link, Probe, held_items};
 use crate::error::MemoryError;
 use crate::extract::admission::{Admitted, Rejection, admit, carries_secret, to_fields};
 use crate::extract::evidence::{self, Evidence, LocalizationQuery, SessionEvent};
 use crate::extract::proposal::{
-    CanonicalStatus, Proposal, ProposalStatus, ProposedItem, RequestedStatus, SearchRole,
+    CanonicalStatus, Proposal, ProposalStatus, ProposedItem, ProposedScope, RequestedStatus, SearchRole,
     parse_canonicalization, parse_proposal,
 };
 use crate::extract::seams::{
-    CanonicalCandidate, CanonicalizePrompt, CitationView, ModelError, ProposalPrompt,
+    CanonicalCandidate, CanonicalizePrompt, CitationView, HeldItem, ModelError, ProposalPrompt,
 };
 use crate::extract::{
     ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, Models, RejectedCandidate, Trigger,
@@ -459,6 +461,7 @@ impl Run<'_> {
             coverage_hash: evidence::coverage_hash(&entries)?,
             items: Vec::new(),
             requested: Vec::new(),
+            links: Vec::new(),
             no_op_reason: None,
             skip_reason: Some(SkipReason::PolicyDenied),
         };
@@ -587,6 +590,29 @@ impl Run<'_> {
         requested: Vec<u32>,
         no_op: Option<NoOpReason>,
     ) -> Result<RangeEnd, MemoryError> {
+        self.commit_request(range, coverage, items, requested, no_op, Vec::new())
+    }
+
+    fn commit_linked(
+        &self,
+        range: &Range,
+        coverage: Digest,
+        items: Vec<MemoryItemFields>,
+        requested: Vec<u32>,
+        links: Vec<Option<Link>>,
+    ) -> Result<RangeEnd, MemoryError> {
+        self.commit_request(range, coverage, items, requested, None, links)
+    }
+
+    fn commit_request(
+        &self,
+        range: &Range,
+        coverage: Digest,
+        items: Vec<MemoryItemFields>,
+        requested: Vec<u32>,
+        no_op: Option<NoOpReason>,
+        links: Vec<Option<Link>>,
+    ) -> Result<RangeEnd, MemoryError> {
         if let Some(reason) = self.host.gate(&self.session)? {
             return Ok(RangeEnd::Blocked(reason.name().to_owned()));
         }
@@ -601,6 +627,7 @@ impl Run<'_> {
             coverage_hash: coverage,
             items,
             requested,
+            links,
             no_op_reason: no_op,
             skip_reason: None,
         };
@@ -831,14 +858,19 @@ impl Run<'_> {
                 Err(rejection) => self.reject(false, item, rejection),
             }
         }
-        let canonical = match self.canonicalize(&candidates, budget).await? {
+        let scope = self.host.session_scope(&self.session)?;
+        let held = self.held(&candidates, &scope)?;
+        let canonical = match self.canonicalize(&candidates, &held, budget).await? {
             Ok(canonical) => canonical,
             Err(attempt) => return Ok(attempt),
         };
-        let scope = self.host.session_scope(&self.session)?;
-        let (mut items, mut indexes) = (Vec::new(), Vec::new());
+        let (mut items, mut indexes, mut links) = (Vec::new(), Vec::new(), Vec::new());
         for ((was_requested, admitted), verdict) in candidates.iter().zip(canonical) {
             let pool = if *was_requested { requested_evidence } else { evidence };
+            let (verdict, link) = match verdict {
+                Some((item, link)) => (Some(item), link),
+                None => (None, None),
+            };
             let recheck = match verdict {
                 None => Err(Rejection::CanonicalizerRejected),
                 Some(item) if carries_secret(&item) && *was_requested && remember => {
@@ -857,6 +889,7 @@ impl Run<'_> {
                         indexes.push(items.len() as u32);
                     }
                     items.push(fields);
+                    links.push(link);
                 }
                 Err(rejection) if *was_requested => {
                     self.reject(true, &admitted.item, rejection);
@@ -866,8 +899,47 @@ impl Run<'_> {
             }
         }
         items.truncate(mnemo_core::limits::MEMORY_MUTATIONS_MAX);
+        links.truncate(items.len());
         indexes.retain(|i| (*i as usize) < items.len());
-        Ok(Attempt::End(self.commit(range, coverage, items, indexes, None)?))
+        Ok(Attempt::End(self.commit_linked(range, coverage, items, indexes, links)?))
+    }
+
+    /// The held items the candidates may restate or contradict (decision 0155).
+    fn held(
+        &self,
+        candidates: &[(bool, Admitted)],
+        workspace: &MemoryScope,
+    ) -> Result<Vec<HeldItem>, MemoryError> {
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        let probes: Vec<Probe> = candidates
+            .iter()
+            .map(|(_, admitted)| Probe {
+                scope: match admitted.item.scope {
+                    ProposedScope::Workspace => workspace.clone(),
+                    _ => MemoryScope::Global,
+                },
+                kind: admitted.item.kind,
+                content: admitted.item.content.clone(),
+                keys: admitted
+                    .item
+                    .keys
+                    .iter()
+                    .map(|k| mnemo_core::MemoryKey::normalize(k.key.trim()))
+                    .collect(),
+            })
+            .collect();
+        let store = self.host.state()?;
+        Ok(held_items(store.as_ref(), &probes)?
+            .into_iter()
+            .map(|item| HeldItem {
+                item_id: item.item.as_str().to_owned(),
+                content: item.fields.content,
+                kind: item.fields.kind,
+                scope: if item.fields.scope == MemoryScope::Global { "global" } else { "workspace" },
+            })
+            .collect())
     }
 
     /// Canonicalization with retries while budget remains (memory.md §3.9 stage 3): each
@@ -875,12 +947,20 @@ impl Run<'_> {
     async fn canonicalize(
         &mut self,
         candidates: &[(bool, Admitted)],
+        held: &[HeldItem],
         budget: &mut u32,
-    ) -> Result<Result<Vec<Option<ProposedItem>>, Attempt>, MemoryError> {
+    ) -> Result<Result<Vec<Option<(ProposedItem, Option<Link>)>>, Attempt>, MemoryError> {
         if candidates.is_empty() {
             return Ok(Ok(Vec::new()));
         }
-        let prompt = canonical_prompt(candidates);
+        let mut prompt = canonical_prompt(candidates);
+        prompt.held = held.to_vec();
+        // A link names an item of the prompt's `held` list; any other id is ignored.
+        let link = |id: &Option<String>| -> Option<ItemId> {
+            id.as_ref()
+                .filter(|id| held.iter().any(|h| &&h.item_id == id))
+                .and_then(|id| ItemId::new(id.as_str()).ok())
+        };
         let ids: Vec<String> = prompt.candidates.iter().map(|c| c.candidate_id.clone()).collect();
         loop {
             let text = match self.call_model(budget, Prompt::Canonical(&prompt)).await? {
@@ -894,7 +974,12 @@ impl Run<'_> {
                         .map(|id| {
                             answer.results.iter().find(|r| &r.candidate_id == id).and_then(|r| {
                                 match r.status {
-                                    CanonicalStatus::Accepted => r.item.clone(),
+                                    CanonicalStatus::Accepted => r.item.clone().map(|item| {
+                                        let linked = link(&r.same_as)
+                                            .map(Link::SameAs)
+                                            .or_else(|| link(&r.supersedes).map(Link::Supersedes));
+                                        (item, linked)
+                                    }),
                                     CanonicalStatus::Rejected => None,
                                 }
                             })
@@ -916,6 +1001,7 @@ enum Prompt<'p> {
 
 fn canonical_prompt(candidates: &[(bool, Admitted)]) -> CanonicalizePrompt {
     CanonicalizePrompt {
+        held: Vec::new(),
         candidates: candidates
             .iter()
             .enumerate()

@@ -22,7 +22,7 @@ pub use evidence::{LocalizationQuery, LocalizationSearch, ScanLocalization, Sess
 pub use proposal::{Canonicalization, Proposal, parse_canonicalization, parse_proposal};
 pub use seams::{
     BoxFuture, CanonicalCandidate, CanonicalizePrompt, Canonicalizer, CitationView, ContextLine,
-    EvidenceView, MemoryProposer, ModelError, ProposalPrompt,
+    EvidenceView, HeldItem, MemoryProposer, ModelError, ProposalPrompt,
 };
 
 /// Why extraction may not run for a session now (memory.md §3.3), in evaluation order.

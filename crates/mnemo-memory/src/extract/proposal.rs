@@ -151,6 +151,12 @@ pub struct CanonicalResult {
     /// The canonical item, when accepted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub item: Option<ProposedItem>,
+    /// The held item an accepted candidate restates (its id, from the prompt's `held`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub same_as: Option<String>,
+    /// The held item an accepted candidate contradicts and replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supersedes: Option<String>,
 }
 
 /// A canonicalization verdict.
@@ -287,6 +293,13 @@ pub fn parse_canonicalization(text: &str, candidate_ids: &[String]) -> Result<Ca
             (CanonicalStatus::Accepted, Some(item)) => check_item(item, true)?,
             (CanonicalStatus::Rejected, None) => {}
             _ => return Err("accepted results carry an item, rejected ones none".to_owned()),
+        }
+        let linked = result.same_as.is_some() || result.supersedes.is_some();
+        if linked && result.status != CanonicalStatus::Accepted {
+            return Err("only an accepted result may name a held item".to_owned());
+        }
+        if result.same_as.is_some() && result.supersedes.is_some() {
+            return Err("a result restates a held item or supersedes one, not both".to_owned());
         }
     }
     Ok(answer)

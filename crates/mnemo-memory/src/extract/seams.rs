@@ -103,11 +103,28 @@ pub struct CitationView {
     pub observed_at: u64,
 }
 
-/// What a canonicalization call is given: only candidates and their quotes, no conversation.
+/// An active item memory holds that a candidate may restate or contradict (decision 0155).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldItem {
+    /// Its id; a result's `sameAs` or `supersedes` names it.
+    pub item_id: String,
+    /// Its content.
+    pub content: String,
+    /// What it is about.
+    pub kind: mnemo_core::MemoryKind,
+    /// `global` or `workspace` (the session's workspace).
+    pub scope: &'static str,
+}
+
+/// What a canonicalization call is given: only candidates and their quotes, no conversation,
+/// and the held items of their scopes that share a key, a kind or a signature with them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CanonicalizePrompt {
     /// The candidates, at most 20.
     pub candidates: Vec<CanonicalCandidate>,
+    /// Held items a candidate may restate (`sameAs`) or contradict (`supersedes`).
+    pub held: Vec<HeldItem>,
 }
 
 /// Proposes memory items from evidence. Answers with strict JSON of the proposal schema

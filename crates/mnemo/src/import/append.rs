@@ -1,16 +1,19 @@
 //! Appending an import: what the file yields that the log does not hold yet, cut into appends
 //! within the log's limits, after every check that could refuse the file.
 
+use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
+
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
-use mnemo_core::{KeyRule, Position, Record, StreamId, StreamRevision, TimestampMs};
-use mnemo_log::{Durability, ExpectedRevision, NewRecord};
+use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
+use mnemo_log::{Durability, ExpectedRevision, KeyRefusal, NewRecord, RulePrecheck, StreamHead};
 use tracing::info_span;
 
-use super::capture::{self, Identities, Taken};
-use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, parse_import};
+use super::capture::{Identities, SessionCheck, Taken};
+use super::lines::{LineReader, RawLine};
+use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, RecordStream, detect_format};
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
-use crate::transcript::{TranscriptError, TranscriptRecord};
+use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptError, TranscriptRecord};
 
 /// Envelopes read per call while collecting what a session's stream holds.
 const STREAM_READ_ENVELOPES: usize = 4096;
@@ -68,14 +71,109 @@ pub struct ImportReport {
     pub skipped: std::collections::BTreeMap<String, u64>,
 }
 
-/// One append of an import: its records and the time to append them at.
-type ImportChunk = (Vec<NewRecord>, Option<TimestampMs>);
+/// Largest read buffer of an import, in bytes: with one line and the converter's open turn, what an
+/// import of a file holds whatever the file's size.
+pub const IMPORT_READ_BUFFER_BYTES: usize = 256 * 1024;
 
-/// One session's part of an import.
-struct SessionAppend {
+/// Largest file whose first line's failure is checked against the file read as one JSON document
+/// (to name a pretty-printed document read as JSON Lines), in bytes.
+pub const DOCUMENT_PROBE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+
+/// What an import reads: bytes in memory, or a file read a line at a time, twice (once to check
+/// the whole of it, once to append).
+enum Input<'i> {
+    Bytes(&'i [u8]),
+    File(&'i std::fs::File),
+}
+
+impl<'i> Input<'i> {
+    /// The input from its first byte.
+    fn open(&self, source: &str) -> Result<Box<dyn BufRead + 'i>, Error> {
+        match self {
+            Input::Bytes(bytes) => Ok(Box::new(*bytes)),
+            Input::File(file) => {
+                let read_error = |error| Error::Read { path: source.to_owned(), source: error };
+                let mut file = file.try_clone().map_err(read_error)?;
+                file.seek(SeekFrom::Start(0)).map_err(read_error)?;
+                Ok(Box::new(BufReader::with_capacity(IMPORT_READ_BUFFER_BYTES, file)))
+            }
+        }
+    }
+
+    /// The whole input in memory, for a whole-document format (within the file limit).
+    fn whole(&self, source: &str) -> Result<Vec<u8>, Error> {
+        let mut bytes = Vec::new();
+        self.open(source)?
+            .take(IMPORT_FILE_BYTES_MAX + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| Error::Read { path: source.to_owned(), source: error })?;
+        if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
+            return Err(too_large(source, None));
+        }
+        Ok(bytes)
+    }
+
+    /// The records of the input in `format` (never `auto`), from its first byte; at most `bytes`
+    /// of it when given.
+    fn records<'s>(
+        &self,
+        source: &'s str,
+        format: ImportFormat,
+        bytes: Option<u64>,
+    ) -> Result<RecordStream<'s, Box<dyn BufRead + 'i>>, Error>
+    where
+        'i: 's,
+    {
+        let reader: Box<dyn BufRead + 'i> = match bytes {
+            Some(limit) => Box::new(self.open(source)?.take(limit)),
+            None => self.open(source)?,
+        };
+        match (self, format.is_whole_document()) {
+            (Input::Bytes(bytes), true) => RecordStream::whole(bytes, source, format),
+            _ => RecordStream::lines(reader, source, format),
+        }
+    }
+}
+
+fn too_large(source: &str, size: Option<u64>) -> Error {
+    Error::InvalidInput(match size {
+        Some(size) => format!(
+            "{source}: the file is {size} bytes, larger than {IMPORT_FILE_BYTES_MAX}, the limit for one import"
+        ),
+        None => format!(
+            "{source}: the file is larger than {IMPORT_FILE_BYTES_MAX} bytes, the limit for one import"
+        ),
+    })
+}
+
+/// One session of an import, as the first reading found it.
+struct SessionPass {
     stream: StreamId,
-    expected: ExpectedRevision,
-    chunks: Vec<ImportChunk>,
+    head: Option<StreamHead>,
+    check: SessionCheck,
+}
+
+/// What the first reading of an input found: everything an import reports, and what the second
+/// reading appends.
+struct Checked {
+    sessions: Vec<SessionPass>,
+    lines: usize,
+    format: ImportFormat,
+    skipped: std::collections::BTreeMap<String, u64>,
+    fresh: usize,
+    /// Bytes read and their SHA-256, for a file: the second reading must read the same.
+    read: Option<(u64, [u8; 32])>,
+    /// Whether a session's records come after another session's began (then the records are
+    /// appended a session at a time, one reading each).
+    interleaved: bool,
+}
+
+/// The append being gathered: one session's records, in file order.
+struct Gathering {
+    slot: usize,
+    records: Vec<NewRecord>,
+    bytes: usize,
+    timestamp: Option<TimestampMs>,
 }
 
 impl Mnemo {
@@ -87,7 +185,6 @@ impl Mnemo {
     /// Reads a file to import (`-` is standard input) through [`IMPORT_FILE_BYTES_MAX`]: a larger
     /// one, or an endless one, is an error naming it, and never read whole.
     pub fn read_import_file(path: &str) -> Result<Vec<u8>, Error> {
-        use std::io::Read as _;
         let read_error = |source| Error::Read { path: path.to_owned(), source };
         let mut bytes = Vec::new();
         let limit = IMPORT_FILE_BYTES_MAX + 1;
@@ -98,19 +195,89 @@ impl Mnemo {
             // A regular file too large is refused before a byte of it is read.
             let metadata = file.metadata().map_err(read_error)?;
             if metadata.is_file() && metadata.len() > IMPORT_FILE_BYTES_MAX {
-                return Err(Error::InvalidInput(format!(
-                    "{path}: the file is {} bytes, larger than {IMPORT_FILE_BYTES_MAX}, the limit for one import",
-                    metadata.len()
-                )));
+                return Err(too_large(path, Some(metadata.len())));
             }
             file.take(limit).read_to_end(&mut bytes).map_err(read_error)?;
         }
         if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
-            return Err(Error::InvalidInput(format!(
-                "{path}: the file is larger than {IMPORT_FILE_BYTES_MAX} bytes, the limit for one import"
-            )));
+            return Err(too_large(path, None));
         }
         Ok(bytes)
+    }
+
+    /// Imports a file (`-` is standard input) in `format`, as [`Mnemo::import`] does, reading it a
+    /// line at a time: what the import holds in memory does not grow with the file (the formats
+    /// that are one JSON document, openai-chat and swe-agent, are read whole). The file is read
+    /// twice, once to check all of it and once to append; a file that changes in between is an
+    /// error after what was appended, which importing it again completes. Standard input is first
+    /// copied to an unnamed file in the store directory. A file larger than
+    /// [`IMPORT_FILE_BYTES_MAX`] is refused before a byte of it is read.
+    pub fn import_file(&self, path: &str, format: ImportFormat) -> Result<ImportReport, Error> {
+        let read_error = |source| Error::Read { path: path.to_owned(), source };
+        let file = if path == "-" {
+            self.spool_stdin()?
+        } else {
+            let file = std::fs::File::open(path).map_err(read_error)?;
+            let metadata = file.metadata().map_err(read_error)?;
+            if metadata.is_file() && metadata.len() > IMPORT_FILE_BYTES_MAX {
+                return Err(too_large(path, Some(metadata.len())));
+            }
+            file
+        };
+        let input = Input::File(&file);
+        let format = match format {
+            ImportFormat::Auto => match self.detect_streamed(&input, path)? {
+                Some(format) => format,
+                None => {
+                    // Nothing in the first lines tells: the file may be one document over many
+                    // lines, which only the whole of it tells.
+                    let bytes = input.whole(path)?;
+                    return self.import(&bytes, path, ImportFormat::Auto);
+                }
+            },
+            format => format,
+        };
+        if format.is_whole_document() {
+            let bytes = input.whole(path)?;
+            return self.import(&bytes, path, format);
+        }
+        self.import_input(&input, path, format)
+    }
+
+    /// The format the first lines of a file name, read from its start.
+    fn detect_streamed(&self, input: &Input<'_>, source: &str) -> Result<Option<ImportFormat>, Error> {
+        let mut prefix = Vec::new();
+        input
+            .open(source)?
+            .take(TRANSCRIPT_LINE_BYTES_MAX as u64)
+            .read_to_end(&mut prefix)
+            .map_err(|error| Error::Read { path: source.to_owned(), source: error })?;
+        Ok(super::detect_from_lines(&prefix))
+    }
+
+    /// Standard input copied to a file in the store directory that has no name (removed as soon as
+    /// it is open), so an import can read it twice and a crash leaves nothing behind.
+    fn spool_stdin(&self) -> Result<std::fs::File, Error> {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let write_error =
+            |path: &std::path::Path, source| Error::Write { path: path.display().to_string(), source };
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let path = self.local_dir().join(format!(".import-stdin-{}-{nanos}", std::process::id()));
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .mode(mnemo_log::PRIVATE_FILE_MODE)
+            .open(&path)
+            .map_err(|e| write_error(&path, e))?;
+        std::fs::remove_file(&path).map_err(|e| write_error(&path, e))?;
+        let copied = std::io::copy(&mut std::io::stdin().lock().take(IMPORT_FILE_BYTES_MAX + 1), &mut file)
+            .map_err(|source| Error::Read { path: "-".to_owned(), source })?;
+        if copied > IMPORT_FILE_BYTES_MAX {
+            return Err(too_large("-", None));
+        }
+        Ok(file)
     }
 
     /// Imports a transcript in `format` (`Auto` tells it from the first lines). The whole file is
@@ -121,51 +288,43 @@ impl Mnemo {
     /// known by its identity (an event by its id, which the importers take from each source
     /// line's own identity), never by its offset in the file. A line imported before that has
     /// changed, or is gone, is an error naming it, and nothing is appended.
+    ///
+    /// Records are appended in file order, a session's consecutive records in one append (within
+    /// the log's limits); a record that is not an event ends its append.
     pub fn import(&self, bytes: &[u8], source: &str, format: ImportFormat) -> Result<ImportReport, Error> {
-        let _span = info_span!("import", source, format = format.name()).entered();
         if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
-            return Err(Error::InvalidInput(format!(
-                "{source}: the file is {} bytes, larger than {IMPORT_FILE_BYTES_MAX}, the limit for one import",
-                bytes.len()
-            )));
+            return Err(too_large(source, Some(bytes.len() as u64)));
         }
-        let parsed = parse_import(bytes, source, format)?;
-        let transcript = &parsed.transcript;
-        // NOTE: every record is encoded, compared with the log and cut into appends before the
-        // first append, so a record the log would refuse refuses the whole file, not a tail of it.
-        let mut appends = Vec::with_capacity(transcript.sessions.len());
-        let mut new_events: Vec<(&str, usize)> = Vec::new();
-        let mut fresh_rules: Vec<(StreamId, usize, Vec<KeyRule>)> = Vec::new();
-        let (mut created, mut already, mut fresh_records, mut store_ahead) = (0, 0, 0, 0);
-        for (session, records) in &transcript.sessions {
-            let stream = StreamId::session(session);
-            let encoded = encode_records(&stream, records, source)?;
-            let head = self.log.stream_head(&stream)?;
-            let taken = match head {
-                Some(_) => self.taken(&stream)?,
-                None => Taken::default(),
-            };
-            let plan = capture::plan(&taken, records, &encoded, source, session.as_str())?;
-            if head.is_none() {
-                created += 1;
-            }
-            already += plan.already;
-            store_ahead += plan.store_ahead;
-            fresh_records += plan.fresh.len();
-            for index in &plan.fresh {
-                if let Record::RuntimeEvent(event) = &records[*index].record {
-                    new_events.push((event.id.as_str(), records[*index].line));
-                }
-                fresh_rules.push((stream.clone(), records[*index].line, encoded[*index].rules.clone()));
-            }
-            let mut encoded: Vec<Option<NewRecord>> = encoded.into_iter().map(Some).collect();
-            let fresh = plan.fresh.iter().filter_map(|i| Some((&records[*i], encoded[*i].take()?)));
-            let expected = head.map_or(ExpectedRevision::NoStream, |h| ExpectedRevision::Exact(h.revision));
-            appends.push(SessionAppend { stream, expected, chunks: import_chunks(fresh) });
+        let format = match format {
+            ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
+            format => format,
+        };
+        self.import_input(&Input::Bytes(bytes), source, format)
+    }
+
+    fn import_input(
+        &self,
+        input: &Input<'_>,
+        source: &str,
+        format: ImportFormat,
+    ) -> Result<ImportReport, Error> {
+        let _span = info_span!("import", source, format = format.name()).entered();
+        // NOTE: the first reading checks every record (converted, parsed, encoded, compared with
+        // the log, its event id new to the store) before the second appends any, so a record the
+        // log would refuse refuses the whole file, not a tail of it.
+        let checked = self
+            .check_input(input, source, format)
+            .map_err(|error| probe_document(input, source, format, error))?;
+        let (mut created, mut already, mut store_ahead) = (0, 0, 0);
+        for pass in &checked.sessions {
+            created += usize::from(pass.head.is_none());
+            already += pass.check.already();
+            store_ahead += pass.check.finish(source, pass.stream.as_str())?;
         }
-        self.check_event_ids_are_new(&new_events, source)?;
-        self.check_rules(&fresh_rules, source)?;
-        let positions = self.append_chunks(appends)?;
+        let fresh = checked.fresh;
+        let (lines, format, skipped, sessions_in_file) =
+            (checked.lines, checked.format, checked.skipped.clone(), checked.sessions.len());
+        let positions = if fresh == 0 { None } else { self.append_input(input, source, checked)? };
         if let Some((_, last)) = positions {
             // NOTE: the import is committed here. A stage that cannot fold it now (a full disk fails
             // its commit too) catches up when the store is next opened; failing the import would
@@ -174,7 +333,7 @@ impl Mnemo {
                 tracing::warn!(%error, "import committed; the projections will catch up on the next open");
             }
         }
-        let status = if fresh_records == 0 {
+        let status = if fresh == 0 {
             ImportStatus::AlreadyComplete
         } else if already > 0 {
             ImportStatus::Resumed
@@ -184,16 +343,115 @@ impl Mnemo {
         Ok(ImportReport {
             source: source.to_owned(),
             status,
-            lines: transcript.lines,
+            lines,
             sessions: created,
-            sessions_in_file: transcript.sessions.len(),
-            records: fresh_records,
+            sessions_in_file,
+            records: fresh,
             already,
             store_ahead,
             positions,
-            format: parsed.format,
-            skipped: parsed.skipped,
+            format,
+            skipped,
         })
+    }
+
+    /// The first reading: every record converted, parsed, encoded and compared with the log, every
+    /// new event's id checked against the store's, and every new record's key rules (its run's
+    /// identity and seal, its tool call's pairing) checked against the log's key index and the
+    /// file's earlier records; nothing is appended. The writer decides the rules again as each
+    /// append lands, but a file's appends must all land or none.
+    fn check_input(&self, input: &Input<'_>, source: &str, format: ImportFormat) -> Result<Checked, Error> {
+        let mut records = input.records(source, format, None)?;
+        let mut sessions: Vec<SessionPass> = Vec::new();
+        let (mut fresh, mut interleaved, mut last_slot) = (0, false, 0);
+        let mut rules = RulePrecheck::default();
+        let held = |key: &[u8]| self.log.held_key(key);
+        while let Some((slot, record)) = records.next_record()? {
+            interleaved |= slot < last_slot;
+            last_slot = slot;
+            if slot == sessions.len() {
+                let stream = StreamId::session(&records.sessions()[slot]);
+                let head = self.log.stream_head(&stream)?;
+                let taken = match head {
+                    Some(_) => self.taken(&stream)?,
+                    None => Taken::default(),
+                };
+                sessions.push(SessionPass { stream, head, check: SessionCheck::new(taken) });
+            }
+            let pass = &mut sessions[slot];
+            let encoded = encode_record(&pass.stream, &record, source)?;
+            if pass.check.record(&record, &encoded.bytes, source, pass.stream.as_str())? {
+                fresh += 1;
+                if let Record::RuntimeEvent(event) = &record.record {
+                    self.check_event_id_is_new(event.id.as_str(), record.line, source)?;
+                }
+                if let Some(refusal) = rules.check(&encoded.rules, &held)? {
+                    return Err(rule_refused(&pass.stream, &refusal, record.line, source));
+                }
+            }
+        }
+        Ok(Checked {
+            lines: records.line_count(),
+            format: records.format(),
+            skipped: records.skipped().clone(),
+            read: records.read(),
+            sessions,
+            fresh,
+            interleaved,
+        })
+    }
+
+    /// The second reading: the records the first found new, appended session by session in order
+    /// of first appearance, each session's in file order. A file whose sessions interleave is read
+    /// once per session, so that what it holds in memory stays one line and one append.
+    fn append_input(
+        &self,
+        input: &Input<'_>,
+        source: &str,
+        checked: Checked,
+    ) -> Result<Option<(Position, Position)>, Error> {
+        let Checked { sessions, fresh, read, format, interleaved, .. } = checked;
+        let count = sessions.len();
+        let mut appender = Appender {
+            mnemo: self,
+            sessions: sessions
+                .into_iter()
+                .map(|pass| {
+                    let expected =
+                        pass.head.map_or(ExpectedRevision::NoStream, |h| ExpectedRevision::Exact(h.revision));
+                    (pass.stream, expected, SessionCheck::new(pass.check.into_taken()))
+                })
+                .collect(),
+            gathering: None,
+            positions: None,
+            appended: 0,
+            fresh,
+        };
+        let readings: Vec<Option<usize>> =
+            if interleaved { (0..count).map(Some).collect() } else { vec![None] };
+        for only in readings {
+            let mut records = input.records(source, format, read.map(|(bytes, _)| bytes))?;
+            loop {
+                let next = match records.next_record() {
+                    Ok(next) => next,
+                    Err(Error::Transcript(error)) => return Err(appender.changed(source, error.to_string())),
+                    Err(other) => return Err(other),
+                };
+                let Some((slot, record)) = next else { break };
+                if only.is_none_or(|only| only == slot) {
+                    appender.add(slot, &record, source)?;
+                }
+            }
+            if records.read() != read {
+                return Err(appender.changed(source, "its bytes differ from the first reading's".to_owned()));
+            }
+        }
+        appender.flush(self.durability())?;
+        if appender.appended != fresh {
+            let what = format!("a second reading found {} records to append, not {fresh}", appender.appended);
+            return Err(appender.changed(source, what));
+        }
+        Ok(appender.positions)
     }
 
     /// What a session's stream holds, by identity.
@@ -219,118 +477,158 @@ impl Mnemo {
 
     /// Refuses the file when one of its new events reuses an event id the store already holds
     /// (an event id is unique in a store, across sessions and files).
-    fn check_event_ids_are_new(&self, events: &[(&str, usize)], source: &str) -> Result<(), Error> {
-        for (id, line) in events {
-            // One point read of the log's key index per event, however long the log.
-            let Some(position) = self.log.key_holder(&mnemo_core::event_key(id))? else { continue };
-            let stream =
-                self.log.read(position)?.map_or_else(|| "the log".to_owned(), |e| e.stream.to_string());
-            return Err(Error::Transcript(TranscriptError {
-                source_name: source.to_owned(),
-                line: *line,
-                field: Some("id".to_owned()),
-                reason: format!(
-                    "event id {id} is already in the store ({stream}, position {position}); an event id \
-                     is used once per store; nothing was appended"
-                ),
-            }));
+    fn check_event_id_is_new(&self, id: &str, line: usize, source: &str) -> Result<(), Error> {
+        // One point read of the log's key index per event, however long the log.
+        let Some(position) = self.log.key_holder(&mnemo_core::event_key(id))? else { return Ok(()) };
+        let stream = self.log.read(position)?.map_or_else(|| "the log".to_owned(), |e| e.stream.to_string());
+        Err(Error::Transcript(TranscriptError {
+            source_name: source.to_owned(),
+            line,
+            field: Some("id".to_owned()),
+            reason: format!(
+                "event id {id} is already in the store ({stream}, position {position}); an event id \
+                 is used once per store; nothing was appended"
+            ),
+        }))
+    }
+}
+
+/// The second reading's appends: a session's consecutive new records in one append, within the
+/// log's limits. Only the last append waits for the disk: persisting it persists every earlier one.
+struct Appender<'m> {
+    mnemo: &'m Mnemo,
+    sessions: Vec<(StreamId, ExpectedRevision, SessionCheck)>,
+    gathering: Option<Gathering>,
+    positions: Option<(Position, Position)>,
+    /// New records met so far, and how many the first reading found.
+    appended: usize,
+    fresh: usize,
+}
+
+impl Appender<'_> {
+    /// One record of the second reading, gathered into an append when it is new.
+    fn add(&mut self, slot: usize, record: &TranscriptRecord, source: &str) -> Result<(), Error> {
+        let Some((stream, _, check)) = self.sessions.get_mut(slot) else {
+            let what = format!("line {} names a session the first reading did not find", record.line);
+            return Err(self.changed(source, what));
+        };
+        let encoded = encode_record(stream, record, source)?;
+        match check.record(record, &encoded.bytes, source, stream.as_str()) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(error) => return Err(self.changed(source, error.to_string())),
+        }
+        self.appended += 1;
+        if self.gathering.as_ref().is_some_and(|g| {
+            g.slot != slot
+                || g.records.len() == APPEND_RECORDS_MAX
+                || g.bytes + encoded.bytes.len() > APPEND_BYTES_MAX
+        }) {
+            self.flush(Durability::Buffered)?;
+        }
+        let current = self.gathering.get_or_insert_with(|| Gathering {
+            slot,
+            records: Vec::new(),
+            bytes: 0,
+            timestamp: None,
+        });
+        current.bytes += encoded.bytes.len();
+        current.records.push(encoded);
+        current.timestamp = Some(record.timestamp);
+        // A record that is not an event (a session, turn end, flags or archive line, whose time
+        // lives only in its envelope) ends its append, so its envelope carries its own time and an
+        // export writes back exactly the time the file gave.
+        if !matches!(record.record, Record::RuntimeEvent(_)) {
+            let last = self.appended == self.fresh;
+            self.flush(if last { self.mnemo.durability() } else { Durability::Buffered })?;
         }
         Ok(())
     }
 
-    /// Refuses the file when one of its new records breaks a rule of the log's key index (a run
-    /// sealed, a tool result without its call, ...), before the first of its appends: the appends
-    /// of one file must all land or none. The writer decides again as each append lands.
-    fn check_rules(&self, records: &[(StreamId, usize, Vec<KeyRule>)], source: &str) -> Result<(), Error> {
-        let held = |key: &[u8]| self.log.held_key(key);
-        let refusal = mnemo_log::precheck_rules(records.iter().map(|(_, _, rules)| rules.as_slice()), &held)?;
-        let Some(refusal) = refusal else { return Ok(()) };
-        let (stream, line, _) = &records[refusal.record];
-        let reason = mnemo_core::AppendRefusal::of_rule(&refusal.rule);
-        Err(Error::Transcript(TranscriptError {
+    /// Appends what was gathered, if anything.
+    fn flush(&mut self, durability: Durability) -> Result<(), Error> {
+        let Some(gathered) = self.gathering.take() else { return Ok(()) };
+        let Some((stream, expected, _)) = self.sessions.get_mut(gathered.slot) else { return Ok(()) };
+        let appended = self.mnemo.append_encoded(
+            stream,
+            *expected,
+            gathered.records,
+            gathered.timestamp,
+            durability,
+            mnemo_log::BatchLimits::Standard,
+        )?;
+        *expected = ExpectedRevision::Exact(appended.last_revision);
+        self.positions =
+            Some((self.positions.map_or(appended.first_position, |p| p.0), appended.last_position));
+        Ok(())
+    }
+
+    /// The error for a file that did not read the same the second time (it changed during the
+    /// import): what was appended stays, and importing the file again completes it.
+    fn changed(&self, source: &str, what: String) -> Error {
+        let appended = match self.positions {
+            Some((first, last)) => format!("positions {first}..={last} were appended before the change"),
+            None => "nothing was appended".to_owned(),
+        };
+        Error::InvalidInput(format!(
+            "{source}: the file changed while it was imported ({what}); {appended}; import it again to complete it"
+        ))
+    }
+}
+
+/// A first reading's error, or, when it is at the first line of a JSON Lines file that is one
+/// JSON document over several lines, the error that says so.
+fn probe_document(input: &Input<'_>, source: &str, format: ImportFormat, error: Error) -> Error {
+    let Error::Transcript(transcript) = error else { return error };
+    if format.is_whole_document() || transcript.line > 1 && !first_line_at(input, source, transcript.line) {
+        return Error::Transcript(transcript);
+    }
+    let bytes = match input {
+        Input::Bytes(bytes) => std::borrow::Cow::Borrowed(*bytes),
+        Input::File(file) => match file.metadata() {
+            Ok(metadata) if metadata.len() <= DOCUMENT_PROBE_BYTES_MAX => match input.whole(source) {
+                Ok(bytes) => std::borrow::Cow::Owned(bytes),
+                Err(_) => return Error::Transcript(transcript),
+            },
+            _ => return Error::Transcript(transcript),
+        },
+    };
+    Error::Transcript(super::whole_document(&bytes, source, format).unwrap_or(transcript))
+}
+
+/// Whether `line` is the first line of the input that is not blank.
+fn first_line_at(input: &Input<'_>, source: &str, line: usize) -> bool {
+    let Ok(reader) = input.open(source) else { return false };
+    let mut reader = LineReader::new(reader);
+    while let Ok(Some(raw)) = reader.next_line() {
+        match raw {
+            RawLine::Line(at, bytes) if bytes.iter().all(u8::is_ascii_whitespace) && at < line => {}
+            RawLine::Line(at, _) | RawLine::TooLong(at, _) => return at == line,
+        }
+    }
+    false
+}
+
+/// The error for a new record that breaks a rule of the log's key index (a run sealed, a tool
+/// result without its call, ...), naming its line.
+fn rule_refused(stream: &StreamId, refusal: &KeyRefusal, line: usize, source: &str) -> Error {
+    let reason = mnemo_core::AppendRefusal::of_rule(&refusal.rule);
+    Error::Transcript(TranscriptError {
+        source_name: source.to_owned(),
+        line,
+        field: None,
+        reason: format!("{stream}: {reason}; nothing was appended"),
+    })
+}
+
+/// A record encoded for its stream; a record that does not encode names its line.
+fn encode_record(stream: &StreamId, record: &TranscriptRecord, source: &str) -> Result<NewRecord, Error> {
+    encode_for(stream, &record.record).map_err(|error| {
+        Error::Transcript(TranscriptError {
             source_name: source.to_owned(),
-            line: *line,
+            line: record.line,
             field: None,
-            reason: format!("{stream}: {reason}; nothing was appended"),
-        }))
-    }
-
-    fn append_chunks(&self, appends: Vec<SessionAppend>) -> Result<Option<(Position, Position)>, Error> {
-        let total: usize = appends.iter().map(|a| a.chunks.len()).sum();
-        let mut done = 0;
-        let mut positions: Option<(Position, Position)> = None;
-        for SessionAppend { stream, mut expected, chunks } in appends {
-            for (encoded, timestamp) in chunks {
-                done += 1;
-                // Only the last append waits for the disk: persisting it persists every earlier one.
-                let durability = if done == total { self.durability() } else { Durability::Buffered };
-                let appended = self.append_encoded(
-                    &stream,
-                    expected,
-                    encoded,
-                    timestamp,
-                    durability,
-                    mnemo_log::BatchLimits::Standard,
-                )?;
-                expected = ExpectedRevision::Exact(appended.last_revision);
-                positions =
-                    Some((positions.map_or(appended.first_position, |p| p.0), appended.last_position));
-            }
-        }
-        Ok(positions)
-    }
-}
-
-/// Every record of a session encoded for its stream; a record that does not encode names its line.
-fn encode_records(
-    stream: &StreamId,
-    records: &[TranscriptRecord],
-    source: &str,
-) -> Result<Vec<NewRecord>, Error> {
-    records
-        .iter()
-        .map(|record| {
-            encode_for(stream, &record.record).map_err(|error| {
-                Error::Transcript(TranscriptError {
-                    source_name: source.to_owned(),
-                    line: record.line,
-                    field: None,
-                    reason: error.to_string(),
-                })
-            })
+            reason: error.to_string(),
         })
-        .collect()
-}
-
-/// Records cut into appends within the log's record-count and byte limits, each with the time of
-/// its last record. A record that is not an event (a session, turn end, flags or archive line,
-/// whose time lives only in its envelope) closes its append, so its envelope carries its own time
-/// and an export writes back exactly the time the file gave. The cuts depend only on the records
-/// from the start of the current append, so the appends of a resumed import are the ones an
-/// uninterrupted import would have made.
-fn import_chunks<'a>(records: impl Iterator<Item = (&'a TranscriptRecord, NewRecord)>) -> Vec<ImportChunk> {
-    let mut chunks = Vec::new();
-    let mut current: Vec<NewRecord> = Vec::new();
-    let mut current_bytes = 0;
-    let mut timestamp = None;
-    for (record, encoded) in records {
-        let bytes = encoded.bytes.len();
-        if !current.is_empty()
-            && (current.len() == APPEND_RECORDS_MAX || current_bytes + bytes > APPEND_BYTES_MAX)
-        {
-            chunks.push((std::mem::take(&mut current), timestamp));
-            current_bytes = 0;
-        }
-        current.push(encoded);
-        current_bytes += bytes;
-        timestamp = Some(record.timestamp);
-        if !matches!(record.record, Record::RuntimeEvent(_)) {
-            chunks.push((std::mem::take(&mut current), timestamp));
-            current_bytes = 0;
-        }
-    }
-    if !current.is_empty() {
-        chunks.push((current, timestamp));
-    }
-    chunks
+    })
 }

@@ -14,7 +14,6 @@
 use std::collections::HashMap;
 
 use mnemo_core::{Position, Record, RecordKind};
-use mnemo_log::NewRecord;
 use sha2::{Digest as _, Sha256};
 
 use crate::transcript::{TranscriptError, TranscriptRecord};
@@ -77,104 +76,113 @@ impl Taken {
             self.records.insert(identity, (hash(bytes), position));
         }
     }
+}
 
-    /// Records the stream holds.
-    pub(crate) fn len(&self) -> usize {
-        self.records.len()
+/// One session's records compared, a record at a time in file order, with what its stream holds.
+pub(crate) struct SessionCheck {
+    taken: Taken,
+    identities: Identities,
+    /// Each matched identity's position in the log and line in the file.
+    matched: HashMap<Identity, (Position, usize)>,
+    /// Records to append, so far.
+    fresh: usize,
+}
+
+impl SessionCheck {
+    pub(crate) fn new(taken: Taken) -> Self {
+        SessionCheck { taken, identities: Identities::default(), matched: HashMap::new(), fresh: 0 }
     }
-}
 
-/// A session's records split into those already in the log and those to append.
-pub(crate) struct Plan {
-    /// Indexes (into the session's records) of the records to append, in file order.
-    pub(crate) fresh: Vec<usize>,
-    /// Records the log already holds.
-    pub(crate) already: usize,
-    /// Records the log holds after the last one this file yields: the file is an older snapshot
-    /// of one imported later (only when the file yields nothing new).
-    pub(crate) store_ahead: usize,
-}
-
-/// Compares a session's records (and their encoded bytes, index for index) with what its stream
-/// holds. A record the stream holds with other bytes is an error naming its line. A record of the
-/// stream that the file no longer yields is an error naming the line after which it was, unless
-/// every such record comes after all the file yields and the file yields nothing new: then the
-/// file is an earlier snapshot of one imported since, and there is nothing to do.
-pub(crate) fn plan(
-    taken: &Taken,
-    records: &[TranscriptRecord],
-    encoded: &[NewRecord],
-    source: &str,
-    session: &str,
-) -> Result<Plan, TranscriptError> {
-    let fail = |line: usize, reason: String| TranscriptError {
-        source_name: source.to_owned(),
-        line,
-        field: None,
-        reason,
-    };
-    let mut identities = Identities::default();
-    let mut fresh = Vec::new();
-    // Each matched identity's position in the log and line in the file.
-    let mut matched: HashMap<Identity, (Position, usize)> = HashMap::with_capacity(taken.len());
-    for (index, (record, encoded)) in records.iter().zip(encoded).enumerate() {
-        let Some(identity) = identities.of(&record.record) else {
-            fresh.push(index);
-            continue;
+    /// Whether `record` (encoded as `bytes`) is to be appended: it is not when the stream holds it
+    /// already. A record the stream holds with other bytes is an error naming its line.
+    pub(crate) fn record(
+        &mut self,
+        record: &TranscriptRecord,
+        bytes: &[u8],
+        source: &str,
+        session: &str,
+    ) -> Result<bool, TranscriptError> {
+        let Some(identity) = self.identities.of(&record.record) else {
+            self.fresh += 1;
+            return Ok(true);
         };
-        match taken.records.get(&identity) {
-            None => fresh.push(index),
-            Some((digest, position)) if *digest == hash(&encoded.bytes) => {
-                matched.insert(identity, (*position, record.line));
+        match self.taken.records.get(&identity) {
+            None => {
+                self.fresh += 1;
+                Ok(true)
             }
-            Some((_, position)) => {
-                return Err(fail(
-                    record.line,
-                    format!(
-                        "this line changed since it was imported: its {} differs from the one the store \
-                         holds at position {position} (session {session}); nothing was appended",
-                        describe(&identity)
-                    ),
-                ));
+            Some((digest, position)) if *digest == hash(bytes) => {
+                self.matched.insert(identity, (*position, record.line));
+                Ok(false)
             }
-        }
-    }
-    let last_matched = matched.values().map(|(position, _)| *position).max();
-    let mut missing: Vec<(&Identity, Position)> = taken
-        .records
-        .iter()
-        .filter(|(identity, _)| !matched.contains_key(*identity))
-        .map(|(identity, (_, position))| (identity, *position))
-        .collect();
-    missing.sort_by_key(|(_, position)| *position);
-    let mut store_ahead = 0;
-    if let Some((identity, position)) = missing.first() {
-        let earlier = last_matched.is_some_and(|last| *position < last);
-        if earlier || !fresh.is_empty() {
-            // The line before the gap: the matched record just before it in the log.
-            let line = matched
-                .values()
-                .filter(|(p, _)| p < position)
-                .max_by_key(|(p, _)| *p)
-                .map_or(1, |(_, line)| *line);
-            let what = if earlier {
-                "a line after this one was changed or removed since it was imported"
-            } else {
-                "the file goes on differently from what was imported after this line"
-            };
-            return Err(fail(
-                line,
-                format!(
-                    "{what}: session {session} in the store holds {} (position {position}) that this file \
-                     no longer yields; nothing was appended",
-                    describe(identity)
+            Some((_, position)) => Err(TranscriptError {
+                source_name: source.to_owned(),
+                line: record.line,
+                field: None,
+                reason: format!(
+                    "this line changed since it was imported: its {} differs from the one the store \
+                     holds at position {position} (session {session}); nothing was appended",
+                    describe(&identity)
                 ),
-            ));
+            }),
         }
-        store_ahead = missing.len();
     }
-    Ok(Plan { fresh, already: matched.len(), store_ahead })
+
+    /// Records the log holds already.
+    pub(crate) fn already(&self) -> usize {
+        self.matched.len()
+    }
+
+    /// Once the file is read: the records the log holds after the last one the file yields (the
+    /// file is an earlier snapshot of one imported since), or, for a record of the stream that the
+    /// file no longer yields anywhere else, an error naming the line after which it was. A record
+    /// missing from the file is allowed only when every such record comes after all the file
+    /// yields and the file yields nothing new.
+    pub(crate) fn finish(&self, source: &str, session: &str) -> Result<usize, TranscriptError> {
+        let last_matched = self.matched.values().map(|(position, _)| *position).max();
+        let mut missing: Vec<(&Identity, Position)> = self
+            .taken
+            .records
+            .iter()
+            .filter(|(identity, _)| !self.matched.contains_key(*identity))
+            .map(|(identity, (_, position))| (identity, *position))
+            .collect();
+        missing.sort_by_key(|(_, position)| *position);
+        let Some((identity, position)) = missing.first() else { return Ok(0) };
+        let earlier = last_matched.is_some_and(|last| *position < last);
+        if !earlier && self.fresh == 0 {
+            return Ok(missing.len());
+        }
+        // The line before the gap: the matched record just before it in the log.
+        let line = self
+            .matched
+            .values()
+            .filter(|(p, _)| p < position)
+            .max_by_key(|(p, _)| *p)
+            .map_or(1, |(_, line)| *line);
+        let what = if earlier {
+            "a line after this one was changed or removed since it was imported"
+        } else {
+            "the file goes on differently from what was imported after this line"
+        };
+        Err(TranscriptError {
+            source_name: source.to_owned(),
+            line,
+            field: None,
+            reason: format!(
+                "{what}: session {session} in the store holds {} (position {position}) that this file \
+                 no longer yields; nothing was appended",
+                describe(identity)
+            ),
+        })
+    }
+
+    /// What the stream holds, for a second reading of the file.
+    pub(crate) fn into_taken(self) -> Taken {
+        self.taken
+    }
 }
+
 fn describe(identity: &Identity) -> String {
     match identity {
         Identity::Opened => "session line".to_owned(),

@@ -59,45 +59,57 @@ const CAVEAT: &str = "Caveat:";
 struct Session {
     turns: Turns,
     last_line: usize,
+    /// Its place in the file's order of sessions.
+    place: usize,
 }
 
-struct ClaudeFile<'a> {
+/// A Claude Code file read a line at a time.
+pub(crate) struct ClaudeFile<'a> {
     source: &'a str,
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
-    /// The session of every line read so far, by `uuid`.
-    uuids: BTreeMap<String, String>,
+    /// The session of every line read so far, by `uuid` (as its place in `order`).
+    uuids: BTreeMap<String, usize>,
 }
 
-pub(crate) fn convert(
-    lines: &[SourceLine],
-    source: &str,
-    out: &mut Converted,
-) -> Result<(), TranscriptError> {
-    let mut file = ClaudeFile {
-        source,
-        sessions: BTreeMap::new(),
-        order: Vec::new(),
-        tool_names: BTreeMap::new(),
-        uuids: BTreeMap::new(),
-    };
-    for SourceLine { line, object } in lines {
-        let kind = str_field(object, "type", source, *line, "")?;
+impl<'a> ClaudeFile<'a> {
+    pub(crate) fn new(source: &'a str) -> Self {
+        ClaudeFile {
+            source,
+            sessions: BTreeMap::new(),
+            order: Vec::new(),
+            tool_names: BTreeMap::new(),
+            uuids: BTreeMap::new(),
+        }
+    }
+
+    /// Converts one line. What it yields is final once it returns: no later line amends it.
+    pub(crate) fn line(
+        &mut self,
+        source_line: &SourceLine,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
+        let SourceLine { line, object } = source_line;
+        let kind = str_field(object, "type", self.source, *line, "")?;
         match kind {
-            "user" | "assistant" => file.message(object, kind, *line, out)?,
-            "system" => file.system(object, *line, out)?,
-            "summary" => file.summary(object, *line, out),
+            "user" | "assistant" => self.message(object, kind, *line, out)?,
+            "system" => self.system(object, *line, out)?,
+            "summary" => self.summary(object, *line, out),
             other => out.skip(other),
         }
+        Ok(())
     }
-    for session in file.order.clone() {
-        if let Some(state) = file.sessions.get_mut(&session) {
-            let line = state.last_line;
-            state.turns.finish(out, line, &session);
+
+    /// At the end of the file: each session's open turn as `Turns::finish` leaves it.
+    pub(crate) fn finish(&mut self, out: &mut Converted) {
+        for session in self.order.clone() {
+            if let Some(state) = self.sessions.get_mut(&session) {
+                let line = state.last_line;
+                state.turns.finish(out, line, &session);
+            }
         }
     }
-    Ok(())
 }
 
 /// What a user-role line is, by its flags.
@@ -132,7 +144,6 @@ impl ClaudeFile<'_> {
         } else {
             parent.to_owned()
         };
-        self.uuids.insert(uuid.clone(), session.clone());
         if !self.sessions.contains_key(&session) {
             let workspace = object.get("cwd").and_then(Value::as_str);
             let at = out.len();
@@ -140,8 +151,11 @@ impl ClaudeFile<'_> {
             if sidechain && let Some(value) = out.line_mut(at) {
                 value["subagent"] = json!(true);
             }
-            self.sessions.insert(session.clone(), Session::default());
+            self.sessions.insert(session.clone(), Session { place: self.order.len(), ..Session::default() });
             self.order.push(session.clone());
+        }
+        if let Some(state) = self.sessions.get(&session) {
+            self.uuids.insert(uuid.clone(), state.place);
         }
         Ok((session, uuid, ts))
     }
@@ -150,7 +164,8 @@ impl ClaudeFile<'_> {
     /// also writes summaries of other sessions into a file; those are skipped and counted.
     fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
         let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
-        match (self.uuids.get(leaf), object.get("summary").and_then(Value::as_str)) {
+        let session = self.uuids.get(leaf).and_then(|place| self.order.get(*place));
+        match (session, object.get("summary").and_then(Value::as_str)) {
             (Some(session), Some(summary)) if !summary.trim().is_empty() => {
                 let session = session.clone();
                 out.title(line, &session, summary, None);

@@ -28,7 +28,8 @@
 //!   is an error when its output says so (`metadata.exit_code`, `success: false`, a header line
 //!   `Exit code: N` or `Process exited with code N` with N ≠ 0), or when an `exec_command_end`
 //!   (non-zero `exit_code`), `patch_apply_end` (`success: false`) or `mcp_tool_call_end` (an error
-//!   result) of the same call says so, before or after the result;
+//!   result) of the same call says so, before the result or after it within its turn (a file is
+//!   read a line at a time, and what a turn converted to is final when the turn ends);
 //! - Codex's own compaction: a `compacted` line becomes a system event written by the host that
 //!   holds its summary text; `event_msg` `error` a system event with the error's message.
 //!
@@ -78,7 +79,7 @@ enum From {
     Event,
 }
 
-struct Rollout<'a> {
+pub(crate) struct Rollout<'a> {
     source: &'a str,
     session: Option<String>,
     turns: Turns,
@@ -89,25 +90,66 @@ struct Rollout<'a> {
     results: BTreeMap<String, usize>,
     /// Calls that an event before their result declared failed.
     failed: BTreeMap<String, bool>,
+    /// A bare rollout's working directory, from its first lines.
+    bare_cwd: Option<String>,
+    /// The last line read.
+    last_line: usize,
 }
 
-pub(crate) fn convert(
-    lines: &[SourceLine],
-    source: &str,
-    out: &mut Converted,
-) -> Result<(), TranscriptError> {
-    let mut rollout = Rollout {
-        source,
-        session: None,
-        turns: Turns::default(),
-        tool_names: BTreeMap::new(),
-        unechoed: Vec::new(),
-        results: BTreeMap::new(),
-        failed: BTreeMap::new(),
-    };
-    let mut last_line = 1;
-    for SourceLine { line, object } in lines {
-        last_line = *line;
+impl<'a> Rollout<'a> {
+    /// A rollout read a line at a time; `first_lines` are its first lines (at most
+    /// [`BARE_CWD_LINES_MAX`]), where a bare rollout's working directory is found.
+    pub(crate) fn new(source: &'a str, first_lines: &[SourceLine]) -> Self {
+        Rollout {
+            source,
+            session: None,
+            turns: Turns::default(),
+            tool_names: BTreeMap::new(),
+            unechoed: Vec::new(),
+            results: BTreeMap::new(),
+            failed: BTreeMap::new(),
+            bare_cwd: bare_cwd(first_lines),
+            last_line: 1,
+        }
+    }
+
+    /// Converts one line. A tool result stays open to the exit status an event after it reports
+    /// until its turn ends: the lines converted are final (`Converted::settle`) at each turn's end.
+    pub(crate) fn line(
+        &mut self,
+        source_line: &SourceLine,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
+        let SourceLine { line, object } = source_line;
+        let (source, line) = (self.source, *line);
+        self.last_line = line;
+        let turn = self.turns.current().map(str::to_owned);
+        let before = out.len();
+        self.convert_line(object, source, line, out)?;
+        if self.turns.current().is_none() || self.turns.current() != turn.as_deref() {
+            // NOTE: a turn ended (or another began) with this line: what the lines before it
+            // converted to is final, whatever a later line says (with no turn open, this line's too).
+            let open_from = if self.turns.current().is_some() { before } else { out.len() };
+            out.settle_before(open_from);
+            self.results.retain(|_, at| *at >= open_from);
+        }
+        Ok(())
+    }
+
+    /// At the end of the file: the open turn as `Turns::finish` leaves it.
+    pub(crate) fn finish(&mut self, out: &mut Converted) {
+        if let Some(session) = self.session.clone() {
+            self.turns.finish(out, self.last_line, &session);
+        }
+    }
+
+    fn convert_line(
+        &mut self,
+        object: &Map<String, Value>,
+        source: &str,
+        line: usize,
+        out: &mut Converted,
+    ) -> Result<(), TranscriptError> {
         // The bare layout of 2025 rollouts: a header object, `{"record_type":"state"}` markers and
         // response items without the `{timestamp, type, payload}` envelope.
         if object.get("record_type").is_some() && !object.contains_key("type") {
@@ -115,46 +157,41 @@ pub(crate) fn convert(
                 "record_type {}",
                 object.get("record_type").and_then(Value::as_str).unwrap_or("unknown")
             ));
-            continue;
+            return Ok(());
         }
         if is_bare_header(object) {
-            let ts = timestamp_field(object, "timestamp", source, *line)?;
+            let ts = timestamp_field(object, "timestamp", source, line)?;
             let mut meta = object.clone();
-            if let Some(cwd) = bare_cwd(lines) {
+            if let Some(cwd) = self.bare_cwd.clone() {
                 meta.insert("cwd".to_owned(), Value::String(cwd));
             }
-            rollout.meta(&meta, *line, ts, out)?;
-            continue;
+            return self.meta(&meta, line, ts, out);
         }
         if !object.contains_key("payload")
             && object.get("type").and_then(Value::as_str).is_some_and(|t| !LINE_TYPES.contains(&t))
         {
-            rollout.item(object, *line, None, out)?;
-            continue;
+            return self.item(object, line, None, out);
         }
-        let kind = str_field(object, "type", source, *line, "")?;
-        let ts = timestamp_field(object, "timestamp", source, *line)?;
+        let kind = str_field(object, "type", source, line, "")?;
+        let ts = timestamp_field(object, "timestamp", source, line)?;
         let payload = match object.get("payload") {
             Some(Value::Object(payload)) => payload,
             _ if !LINE_TYPES.contains(&kind) => {
                 out.skip(kind);
-                continue;
+                return Ok(());
             }
-            _ => return Err(error(source, *line, Some("payload"), "must be an object")),
+            _ => return Err(error(source, line, Some("payload"), "must be an object")),
         };
         match kind {
-            "session_meta" => rollout.meta(payload, *line, ts, out)?,
-            "response_item" => rollout.item(payload, *line, ts, out)?,
-            "event_msg" => rollout.event_msg(payload, *line, ts, out)?,
-            "turn_context" => rollout.turn_context(payload, *line, ts, out)?,
-            "compacted" => rollout.compacted(payload, *line, ts, out)?,
+            "session_meta" => self.meta(payload, line, ts, out)?,
+            "response_item" => self.item(payload, line, ts, out)?,
+            "event_msg" => self.event_msg(payload, line, ts, out)?,
+            "turn_context" => self.turn_context(payload, line, ts, out)?,
+            "compacted" => self.compacted(payload, line, ts, out)?,
             other => out.skip(other),
         }
+        Ok(())
     }
-    if let Some(session) = rollout.session.clone() {
-        rollout.turns.finish(out, last_line, &session);
-    }
-    Ok(())
 }
 
 /// The header line of a bare-layout rollout: `{"id", "timestamp", "instructions", "git"}`.
@@ -166,7 +203,7 @@ pub(crate) fn is_bare_header(object: &Map<String, Value>) -> bool {
 }
 
 /// Longest stretch of a bare rollout read for the `<cwd>` of its environment context.
-const BARE_CWD_LINES_MAX: usize = 8;
+pub(crate) const BARE_CWD_LINES_MAX: usize = 8;
 
 /// A bare rollout's working directory, as its first `<environment_context>` message names it (the
 /// header has none).

@@ -9,24 +9,22 @@ use serde_json::{Value, json};
 use super::{Converted, SourceLine, error};
 use crate::transcript::TranscriptError;
 
-pub(crate) fn convert(
-    lines: &[SourceLine],
+/// Converts one line.
+pub(crate) fn line(
+    source_line: &SourceLine,
     source: &str,
     out: &mut Converted,
 ) -> Result<(), TranscriptError> {
-    for SourceLine { line, object } in lines {
-        if !(object.contains_key("invocationId") && object.contains_key("turnId")) {
-            let kind = ["type", "kind"]
-                .iter()
-                .find_map(|k| object.get(*k).and_then(Value::as_str))
-                .unwrap_or("unknown");
-            out.skip(format!("non-event line ({kind})"));
-            continue;
-        }
-        if !object.get("sessionId").is_some_and(Value::is_string) {
-            return Err(error(source, *line, Some("sessionId"), "must be a string"));
-        }
-        out.push(*line, json!({"kind": "runtime_event", "event": Value::Object(object.clone())}));
+    let SourceLine { line, object } = source_line;
+    if !(object.contains_key("invocationId") && object.contains_key("turnId")) {
+        let kind =
+            ["type", "kind"].iter().find_map(|k| object.get(*k).and_then(Value::as_str)).unwrap_or("unknown");
+        out.skip(format!("non-event line ({kind})"));
+        return Ok(());
     }
+    if !object.get("sessionId").is_some_and(Value::is_string) {
+        return Err(error(source, *line, Some("sessionId"), "must be a string"));
+    }
+    out.push(*line, json!({"kind": "runtime_event", "event": Value::Object(object.clone())}));
     Ok(())
 }

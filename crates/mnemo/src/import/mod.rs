@@ -11,7 +11,9 @@ mod capture;
 mod chat;
 mod claude;
 mod codex;
+mod lines;
 mod maka;
+mod stream;
 mod swe_agent;
 mod time;
 
@@ -22,11 +24,13 @@ use std::str::FromStr;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::transcript::{
-    TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, parse_transcript, parse_values,
-};
+use crate::error::Error;
+use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
-pub use append::{ImportReport, ImportStatus};
+pub use append::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
+pub(crate) use lines::{LineReader, RawLine};
+pub use stream::CONVERT_HOLD_LINES_MAX;
+pub(crate) use stream::RecordStream;
 
 /// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
 /// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
@@ -34,6 +38,10 @@ pub const IMPORT_FILE_BYTES_MAX: u64 = 512 * 1024 * 1024;
 
 /// Lines `auto` looks at before it settles on the mnemo format.
 pub const DETECT_LINES_MAX: usize = 32;
+
+/// How the error for a file that holds no conversation line of its format begins (line 1): a
+/// capture of a session file that so far holds only metadata lines tells it apart by this.
+pub const NO_CONVERSATION_LINES: &str = "no line is a ";
 
 /// A transcript format the importer reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -68,6 +76,12 @@ impl ImportFormat {
         ImportFormat::Maka,
         ImportFormat::SweAgent,
     ];
+
+    /// Whether the format is one JSON document, read whole, rather than JSON Lines, read a line
+    /// at a time.
+    pub fn is_whole_document(self) -> bool {
+        matches!(self, ImportFormat::OpenaiChat | ImportFormat::SweAgent)
+    }
 
     /// The name the CLI's `--format` takes.
     pub fn name(self) -> &'static str {
@@ -123,47 +137,36 @@ pub fn parse_import(
         ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
         format => format,
     };
-    if format == ImportFormat::Mnemo {
-        let transcript = parse_transcript(bytes, source)
-            .map_err(|e| whole_document(bytes, source, format).unwrap_or(e))?;
-        return Ok(ParsedImport { format, transcript, skipped: BTreeMap::new() });
+    let as_transcript_error = |failure: Error| match failure {
+        Error::Transcript(failure) => failure,
+        // NOTE: reading a byte slice cannot fail, and converting and parsing fail only as above.
+        other => error(source, 1, None, other.to_string()),
+    };
+    // A file that is one JSON document over several lines fails at its first line when read as
+    // JSON Lines; the error then says what the file is.
+    let failed = |failure: Error| {
+        let failure = as_transcript_error(failure);
+        whole_document(bytes, source, format).unwrap_or(failure)
+    };
+    let mut stream = if format.is_whole_document() {
+        RecordStream::whole(bytes, source, format).map_err(as_transcript_error)?
+    } else {
+        RecordStream::lines(bytes, source, format).map_err(failed)?
+    };
+    let mut by_session: Vec<Vec<crate::transcript::TranscriptRecord>> = Vec::new();
+    while let Some((slot, record)) = stream.next_record().map_err(failed)? {
+        by_session.resize_with(by_session.len().max(slot + 1), Vec::new);
+        by_session[slot].push(record);
     }
-    let mut out = Converted::default();
-    match format {
-        ImportFormat::OpenaiChat => chat::convert(bytes, source, &mut out)?,
-        ImportFormat::Codex => codex::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
-        ImportFormat::ClaudeCode => claude::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
-        ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
-        _ => maka::convert(&json_lines(bytes, source, format)?, source, &mut out)?,
-    }
-    if out.lines.is_empty() {
-        let skipped: Vec<String> = out.skipped.iter().map(|(what, n)| format!("{n} × {what}")).collect();
-        return Err(error(
-            source,
-            1,
-            None,
-            format!(
-                "no line is a {format} conversation line (skipped: {}); is the file in another format? --format auto tells",
-                if skipped.is_empty() { "nothing".to_owned() } else { skipped.join(", ") }
-            ),
-        ));
-    }
-    let total = bytes.split(|b| *b == b'\n').count() - usize::from(bytes.ends_with(b"\n"));
-    let transcript = parse_values(out.lines, source, total)?;
-    Ok(ParsedImport { format, transcript, skipped: out.skipped })
+    let sessions = stream.sessions().iter().cloned().zip(by_session).collect();
+    let transcript = Transcript { sessions, lines: stream.line_count() };
+    Ok(ParsedImport { format, transcript, skipped: stream.skipped().clone() })
 }
 
 /// Tells a file's format from its first lines, or `None` when no line looks like any format.
 pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(TRANSCRIPT_LINE_BYTES_MAX)]);
-    if text.trim_start().starts_with('[') {
-        return Some(ImportFormat::OpenaiChat);
-    }
-    for line in text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX) {
-        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { continue };
-        if let Some(format) = detect_object(&object) {
-            return Some(format);
-        }
+    if let Some(format) = detect_from_lines(bytes) {
+        return Some(format);
     }
     // A pretty-printed document spans lines: try the file as one document.
     match serde_json::from_slice::<Value>(bytes) {
@@ -175,16 +178,22 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
     }
 }
 
-/// The lines of a JSON Lines format, or, when the file is one JSON document spread over lines
-/// rather than JSON Lines, an error that says so (and which importer reads it, if one does) instead
-/// of "line 1: EOF while parsing".
-fn json_lines(bytes: &[u8], source: &str, format: ImportFormat) -> Result<Vec<SourceLine>, TranscriptError> {
-    read_lines(bytes, source).map_err(|e| whole_document(bytes, source, format).unwrap_or(e))
+/// Tells a file's format from its first lines alone (the first [`TRANSCRIPT_LINE_BYTES_MAX`] bytes
+/// of `bytes`, at most [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
+pub(crate) fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(TRANSCRIPT_LINE_BYTES_MAX)]);
+    if text.trim_start().starts_with('[') {
+        return Some(ImportFormat::OpenaiChat);
+    }
+    text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX).find_map(|line| {
+        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { return None };
+        detect_object(&object)
+    })
 }
 
 /// The error for a file that is one JSON document over several lines read as JSON Lines `format`;
 /// `None` when the file is not such a document.
-fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
+pub(crate) fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
     let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
     if lines < 2 || !matches!(serde_json::from_slice::<Value>(bytes), Ok(Value::Object(_) | Value::Array(_)))
     {
@@ -261,13 +270,15 @@ fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
 }
 
 /// A source line decoded as a JSON object, with its 1-based line number.
+#[derive(Clone)]
 pub(crate) struct SourceLine {
     pub(crate) line: usize,
     pub(crate) object: Map<String, Value>,
 }
 
-/// Splits JSON Lines into objects. A line that is not UTF-8, not JSON, not an object, or too long is
-/// an error naming it; blank lines are skipped.
+/// Splits a whole document's JSON Lines into objects (the chat format's conversation-per-line
+/// form). A line that is not UTF-8, not JSON, not an object, or too long is an error naming it;
+/// blank lines are skipped.
 fn read_lines(bytes: &[u8], source: &str) -> Result<Vec<SourceLine>, TranscriptError> {
     let mut lines = Vec::new();
     for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
@@ -306,10 +317,16 @@ pub(crate) fn error(
     }
 }
 
-/// What a converter produced: mnemo lines tagged with their source line, and skip counts.
+/// What a converter produced and the parser has not taken yet: mnemo lines tagged with their source
+/// line, and skip counts. Lines are numbered from the file's first; a converter may amend a line
+/// until it is settled, and the parser takes settled lines only.
 #[derive(Default)]
 pub(crate) struct Converted {
-    lines: Vec<(usize, Value)>,
+    lines: std::collections::VecDeque<(usize, Value)>,
+    /// The number of the first line in `lines` (lines before it were taken).
+    base: usize,
+    /// Lines before this number are final.
+    settled: usize,
     skipped: BTreeMap<String, u64>,
 }
 
@@ -324,18 +341,44 @@ impl Converted {
     }
 
     pub(crate) fn push(&mut self, line: usize, value: Value) {
-        self.lines.push((line, value));
+        self.lines.push_back((line, value));
     }
 
-    /// How many lines were produced so far: the index the next line gets.
+    /// How many lines were produced so far: the number the next line gets.
     pub(crate) fn len(&self) -> usize {
-        self.lines.len()
+        self.base + self.lines.len()
     }
 
     /// A line produced earlier, to amend what a later source line tells about it (a tool
-    /// result's error flag learnt from an event that follows the result).
+    /// result's error flag learnt from an event that follows the result); `None` once it was taken.
     pub(crate) fn line_mut(&mut self, index: usize) -> Option<&mut Value> {
-        self.lines.get_mut(index).map(|(_, value)| value)
+        let at = index.checked_sub(self.base)?;
+        self.lines.get_mut(at).map(|(_, value)| value)
+    }
+
+    /// Makes every line before `index` final.
+    pub(crate) fn settle_before(&mut self, index: usize) {
+        self.settled = self.settled.max(index.min(self.len()));
+    }
+
+    /// Makes every line produced so far final.
+    pub(crate) fn settle(&mut self) {
+        self.settled = self.len();
+    }
+
+    /// Lines produced and not final yet.
+    pub(crate) fn unsettled(&self) -> usize {
+        self.len() - self.settled
+    }
+
+    /// The next final line, taken.
+    pub(crate) fn take_settled(&mut self) -> Option<(usize, Value)> {
+        if self.base >= self.settled {
+            return None;
+        }
+        let line = self.lines.pop_front()?;
+        self.base += 1;
+        Some(line)
     }
 
     /// A `flags` line changing the session's title.

@@ -1,0 +1,51 @@
+"""A typed, blocking Python client of the Mnemo store server (``docs/PROTOCOL.md``)."""
+
+from .client import PROTOCOL_VERSION, Client
+from .errors import ClientError, ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
+from .types import (
+    AppendResult,
+    ExpectedRevision,
+    InitializeResult,
+    Limits,
+    ReadHistoryResult,
+    ReadMessage,
+    ReadTurn,
+    RecalledItem,
+    RememberResult,
+    RequestedItem,
+    SearchHistoryResult,
+    SearchRow,
+    SessionInfo,
+    SourceRef,
+    ToolContext,
+    WireError,
+    WireRecord,
+)
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "AppendResult",
+    "Client",
+    "ClientError",
+    "ConnectionLost",
+    "ExpectedRevision",
+    "InitializeResult",
+    "Limits",
+    "MnemoError",
+    "NoServer",
+    "ProtocolError",
+    "ReadHistoryResult",
+    "ReadMessage",
+    "ReadTurn",
+    "RecalledItem",
+    "RememberResult",
+    "RequestedItem",
+    "SearchHistoryResult",
+    "SearchRow",
+    "SessionInfo",
+    "SourceRef",
+    "StartFailed",
+    "ToolContext",
+    "WireError",
+    "WireRecord",
+]

@@ -1,0 +1,263 @@
+//! An import's records as a stream: the input read a line at a time, converted by its format's
+//! converter and parsed by the mnemo parser, so what an import holds is one line, the converter's
+//! open turn and the cross-line checks' keys — never the file or its records.
+//!
+//! The JSON Lines formats (mnemo, Claude Code, Codex, RuntimeEvent lines) stream. The formats that
+//! are one JSON document (a chat-completions array or request body, a SWE-agent trajectory) are
+//! parsed whole, as a JSON document must be, and converted before their first record comes out.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+
+use mnemo_core::SessionId;
+use serde_json::Value;
+
+use super::claude::ClaudeFile;
+use super::codex::{BARE_CWD_LINES_MAX, Rollout};
+use super::lines::{LineReader, RawLine};
+use super::{Converted, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka, swe_agent};
+use crate::error::Error;
+use crate::transcript::{TranscriptParser, TranscriptRecord, line_too_long};
+
+/// Converted lines a converter may hold open (a Codex turn, whose results a later event may mark
+/// failed) before they are made final anyway, so one endless turn cannot hold a file in memory.
+pub const CONVERT_HOLD_LINES_MAX: usize = 4096;
+
+/// How a stream turns source lines into mnemo lines.
+enum Converter<'s> {
+    /// Mnemo lines are parsed as they are.
+    Mnemo,
+    Claude(ClaudeFile<'s>),
+    Codex(Rollout<'s>),
+    Maka,
+    /// A whole document, converted when the stream opened.
+    Whole,
+}
+
+/// The records an input yields, in file order, each with its session's place in
+/// [`RecordStream::sessions`].
+pub(crate) struct RecordStream<'s, R> {
+    source: &'s str,
+    format: ImportFormat,
+    /// The input; none for a whole document, read before the stream opened.
+    reader: Option<LineReader<R>>,
+    converter: Converter<'s>,
+    out: Converted,
+    parser: TranscriptParser,
+    /// Source lines read ahead (a Codex rollout's first lines), not converted yet.
+    ahead: std::collections::VecDeque<SourceLine>,
+    /// Lines of a whole document (counted when it was read).
+    whole_lines: Option<usize>,
+    ended: bool,
+}
+
+impl<'s, R: BufRead> RecordStream<'s, R> {
+    /// A stream of a JSON Lines `format` (not `auto`, not a whole-document format).
+    pub(crate) fn lines(reader: R, source: &'s str, format: ImportFormat) -> Result<Self, Error> {
+        let mut stream = RecordStream {
+            source,
+            format,
+            reader: Some(LineReader::new(reader)),
+            converter: match format {
+                ImportFormat::ClaudeCode => Converter::Claude(ClaudeFile::new(source)),
+                // Replaced below, once the rollout's first lines are read.
+                ImportFormat::Codex => Converter::Whole,
+                ImportFormat::Maka => Converter::Maka,
+                _ => Converter::Mnemo,
+            },
+            out: Converted::default(),
+            parser: TranscriptParser::default(),
+            ahead: std::collections::VecDeque::new(),
+            whole_lines: None,
+            ended: false,
+        };
+        if format == ImportFormat::Codex {
+            // A bare rollout names its working directory in one of its first lines.
+            while stream.ahead.len() < BARE_CWD_LINES_MAX {
+                match stream.read_source_line()? {
+                    Some(line) => stream.ahead.push_back(line),
+                    None => break,
+                }
+            }
+            let first: Vec<SourceLine> = stream.ahead.iter().cloned().collect();
+            stream.converter = Converter::Codex(Rollout::new(source, &first));
+        }
+        Ok(stream)
+    }
+}
+
+impl<'s, R: BufRead> RecordStream<'s, R> {
+    /// A stream of a whole-document format (openai-chat, swe-agent), converted now.
+    pub(crate) fn whole(bytes: &[u8], source: &'s str, format: ImportFormat) -> Result<Self, Error> {
+        let mut out = Converted::default();
+        match format {
+            ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
+            _ => chat::convert(bytes, source, &mut out)?,
+        }
+        out.settle();
+        let lines = bytes.split(|b| *b == b'\n').count() - usize::from(bytes.ends_with(b"\n"));
+        Ok(RecordStream {
+            source,
+            format,
+            reader: None,
+            converter: Converter::Whole,
+            out,
+            parser: TranscriptParser::default(),
+            ahead: std::collections::VecDeque::new(),
+            whole_lines: Some(lines),
+            ended: false,
+        })
+    }
+}
+
+impl<R: BufRead> RecordStream<'_, R> {
+    /// The next record, or `None` after the last; an error names the line at fault.
+    pub(crate) fn next_record(&mut self) -> Result<Option<(usize, TranscriptRecord)>, Error> {
+        loop {
+            if let Some(record) = self.parser.pop() {
+                return Ok(Some(record));
+            }
+            if let Some((line, value)) = self.out.take_settled() {
+                self.parser.value(value, line, self.source)?;
+                continue;
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            self.advance()?;
+        }
+    }
+
+    /// Reads and converts one more source line, or finishes the file.
+    fn advance(&mut self) -> Result<(), Error> {
+        if let Converter::Mnemo = self.converter {
+            return self.advance_mnemo();
+        }
+        let next = match self.ahead.pop_front() {
+            Some(line) => Some(line),
+            None => self.read_source_line()?,
+        };
+        let Some(line) = next else {
+            return self.finish();
+        };
+        match &mut self.converter {
+            Converter::Claude(file) => {
+                file.line(&line, &mut self.out)?;
+                self.out.settle();
+            }
+            Converter::Codex(rollout) => rollout.line(&line, &mut self.out)?,
+            Converter::Maka => {
+                maka::line(&line, self.source, &mut self.out)?;
+                self.out.settle();
+            }
+            Converter::Mnemo | Converter::Whole => {}
+        }
+        if self.out.unsettled() > CONVERT_HOLD_LINES_MAX {
+            self.out.settle();
+        }
+        Ok(())
+    }
+
+    fn advance_mnemo(&mut self) -> Result<(), Error> {
+        let source = self.source;
+        let Some(reader) = self.reader.as_mut() else { return self.finish() };
+        match reader.next_line().map_err(|e| read_error(source, e))? {
+            Some(RawLine::Line(line, raw)) => {
+                self.parser.mnemo_line(raw, line, source)?;
+            }
+            Some(RawLine::TooLong(line, length)) => return Err(line_too_long(source, line, length).into()),
+            None => self.finish()?,
+        }
+        Ok(())
+    }
+
+    /// At the end of the input: the converter's last lines, then the checks of a whole file.
+    fn finish(&mut self) -> Result<(), Error> {
+        match &mut self.converter {
+            Converter::Claude(file) => file.finish(&mut self.out),
+            Converter::Codex(rollout) => rollout.finish(&mut self.out),
+            _ => {}
+        }
+        self.out.settle();
+        self.ended = true;
+        let lines = self.line_count();
+        if !matches!(self.converter, Converter::Mnemo) && self.out.len() == 0 {
+            let skipped: Vec<String> =
+                self.out.skipped.iter().map(|(what, n)| format!("{n} × {what}")).collect();
+            let format = self.format;
+            return Err(error(
+                self.source,
+                1,
+                None,
+                format!(
+                    "{NO_CONVERSATION_LINES}{format} conversation line (skipped: {}); is the file in another format? --format auto tells",
+                    if skipped.is_empty() { "nothing".to_owned() } else { skipped.join(", ") }
+                ),
+            )
+            .into());
+        }
+        // A converted line yields a record or an error when it is parsed, after this: only the
+        // mnemo format, parsed as it is read, can end with no record and no error.
+        if matches!(self.converter, Converter::Mnemo) {
+            self.parser.check_not_empty(self.source, lines)?;
+        }
+        Ok(())
+    }
+
+    /// Reads one source line of a JSON Lines format as an object; blank lines are skipped.
+    fn read_source_line(&mut self) -> Result<Option<SourceLine>, Error> {
+        let source = self.source;
+        let Some(reader) = self.reader.as_mut() else { return Ok(None) };
+        loop {
+            let (line, raw) = match reader.next_line().map_err(|e| read_error(source, e))? {
+                None => return Ok(None),
+                Some(RawLine::TooLong(line, length)) => {
+                    return Err(line_too_long(source, line, length).into());
+                }
+                Some(RawLine::Line(line, raw)) => (line, raw),
+            };
+            let fail = |reason: String| Error::Transcript(error(source, line, None, reason));
+            let text = std::str::from_utf8(raw).map_err(|e| fail(format!("not valid UTF-8: {e}")))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            return match crate::json::parse(text.as_bytes()) {
+                Ok(Value::Object(object)) => Ok(Some(SourceLine { line, object })),
+                Ok(_) => Err(fail("a line must be a JSON object".to_owned())),
+                Err(e) => Err(fail(format!("not valid JSON: {e}"))),
+            };
+        }
+    }
+
+    /// The sessions met so far, in order of first appearance.
+    pub(crate) fn sessions(&self) -> &[SessionId] {
+        self.parser.sessions()
+    }
+
+    /// The format read.
+    pub(crate) fn format(&self) -> ImportFormat {
+        self.format
+    }
+
+    /// Lines of the input (complete once the stream has ended).
+    pub(crate) fn line_count(&self) -> usize {
+        match (&self.reader, self.whole_lines) {
+            (Some(reader), _) => reader.lines(),
+            (None, lines) => lines.unwrap_or(0),
+        }
+    }
+
+    /// Bytes of the input read so far, and their SHA-256.
+    pub(crate) fn read(&self) -> Option<(u64, [u8; 32])> {
+        self.reader.as_ref().map(|reader| (reader.bytes(), reader.digest()))
+    }
+
+    /// Lines (or content blocks) skipped, by type.
+    pub(crate) fn skipped(&self) -> &BTreeMap<String, u64> {
+        &self.out.skipped
+    }
+}
+
+fn read_error(source: &str, error: std::io::Error) -> Error {
+    Error::Read { path: source.to_owned(), source: error }
+}
