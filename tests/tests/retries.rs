@@ -92,6 +92,8 @@ fn batches(seed: u64, steps: &[Step]) -> Vec<Batch> {
                 memory: MemoryMode::Enabled,
                 subagent: false,
                 title: Some(format!("session {s}")),
+                source: None,
+                parent: None,
             });
             Batch { stream: stream(&session), records: vec![opened] }
         })
