@@ -215,6 +215,31 @@ export function generate(document) {
     }
     methodTypes.push({ method, repeatable: entry.repeatable, description: entry.params.description, ...sides });
   }
+  // What the server sends: requests a client answers (the model seams) and notifications.
+  const serverRequestTypes = [];
+  for (const [method, entry] of Object.entries(document.server_requests ?? {})) {
+    const where = `server_requests[${JSON.stringify(method)}]`;
+    const sides = {};
+    for (const side of ["params", "result"]) {
+      const schema = entry[side];
+      if (schema === undefined) throw new SchemaError(`${where}.${side} is missing`);
+      collectDefs(schema, `${where}.${side}`, named);
+      const name = rootName(schema);
+      if (name) addNamed(named, name, schema, `${where}.${side}`);
+      sides[side] = name ?? typeOf(schema, `${where}.${side}`, "    ");
+    }
+    serverRequestTypes.push({ method, ...sides });
+  }
+  const notificationTypes = [];
+  for (const [method, entry] of Object.entries(document.notifications ?? {})) {
+    const where = `notifications[${JSON.stringify(method)}]`;
+    const schema = entry.params;
+    if (schema === undefined) throw new SchemaError(`${where}.params is missing`);
+    collectDefs(schema, `${where}.params`, named);
+    const name = rootName(schema);
+    if (name) addNamed(named, name, schema, `${where}.params`);
+    notificationTypes.push({ method, params: name ?? typeOf(schema, `${where}.params`, "    ") });
+  }
   for (const frame of ["request", "response", "error"]) {
     const schema = document[frame];
     if (schema === undefined) continue;
@@ -257,6 +282,21 @@ export function generate(document) {
   out.push("export const REPEATABLE: { readonly [M in MethodName]: boolean } = {");
   for (const m of methodTypes) out.push(`  ${JSON.stringify(m.method)}: ${m.repeatable},`);
   out.push("};");
+  out.push("");
+  out.push("/** Every request the server sends a client (the model seams): its parameters and the result it takes. */");
+  out.push("export interface ServerRequests {");
+  for (const r of serverRequestTypes) {
+    out.push(`  ${JSON.stringify(r.method)}: {`);
+    out.push(`    params: ${r.params};`);
+    out.push(`    result: ${r.result};`);
+    out.push("  };");
+  }
+  out.push("}");
+  out.push("");
+  out.push("/** Every notification the server sends: its parameters. */");
+  out.push("export interface Notifications {");
+  for (const n of notificationTypes) out.push(`  ${JSON.stringify(n.method)}: ${n.params};`);
+  out.push("}");
   out.push("");
   out.push("/**");
   out.push(" * Every method's result schema (descriptions left out), for reading answers strictly: a missing");

@@ -3,9 +3,10 @@
 // id, a new connection (and a new server when the client may start one) when the old one is gone,
 // and handlers for requests the server sends to the client over the same connection.
 
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { closeSync, mkdtempSync, openSync, readSync, rmSync } from "node:fs";
 import { createConnection, type Socket } from "node:net";
+import type { Readable, Writable } from "node:stream";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
@@ -14,8 +15,28 @@ import {
   PROTOCOL_VERSION,
   REPEATABLE,
   RESULT_SCHEMAS,
+  type AppendedParams,
   type AppendResult,
+  type CompactParams,
+  type CompactResult,
   type ContextParams,
+  type CopyParams,
+  type ExportResult,
+  type ExtractParams,
+  type MemoryApplyParams,
+  type MemoryListParams,
+  type MemorySearchParams,
+  type OverflowParams,
+  type ProposeParams,
+  type ProposeResult,
+  type ProviderCompactParams,
+  type ProviderCompactResult,
+  type ProviderConnection,
+  type RegisterSeamsParams,
+  type RegisterSeamsResult,
+  type ServerRequests,
+  type SummarizeParams,
+  type SummarizeResult,
   type ExpectedRevision,
   type ImportParams,
   type InitializeResult,
@@ -48,6 +69,10 @@ export const START_WAIT_MS = 20_000;
 export const CALL_TIMEOUT_MS = 600_000;
 /** Most bytes of a started server's error output kept for a failure message. */
 export const START_ERROR_BYTES_MAX = 8192;
+/** Most notifications kept for a subscription whose answer is not handled yet. */
+export const UNCLAIMED_NOTIFICATIONS_MAX = 256;
+/** How long `close` waits for a spawned server to close the store and exit, in ms. */
+export const STDIO_EXIT_WAIT_MS = 30_000;
 /** The frame limit assumed before `initialize` states the server's (only `initialize` is sent). */
 const HANDSHAKE_FRAME_BYTES_MAX = 64 * 1024;
 /** The JSON-RPC version of every frame. */
@@ -57,6 +82,7 @@ const METHOD_NOT_FOUND = -32601;
 /** JSON-RPC's code for a failure inside the receiver. */
 const INTERNAL_ERROR = -32603;
 
+/** How a client connects. */
 /** How a client connects. */
 export interface ConnectOptions {
   /** The `mnemo` binary: start `mnemo --store STORE serve` when no server answers. */
@@ -71,9 +97,21 @@ export interface ConnectOptions {
   serveArgs?: string[];
 }
 
+/** How a client spawns a server of its own on standard input and output. */
+export interface SpawnOptions {
+  /** The `mnemo` binary. */
+  mnemoBin: string;
+  /** Who the client is (the server logs it). */
+  clientName?: string;
+  /** How long one call may take, in ms. */
+  callTimeoutMs?: number;
+  /** More arguments after `serve --stdio`. */
+  serveArgs?: string[];
+}
+
 /**
- * A handler of a request the server sends to the client (a model seam across the process boundary):
- * it gets the request's params and returns its result; a thrown error is answered as an error.
+ * A handler of a request the server sends to the client: it gets the request's params and returns
+ * its result; a thrown error (or a rejected promise) is answered as an error.
  */
 export type RequestHandler = (params: Json) => Json | Promise<Json>;
 
@@ -83,22 +121,91 @@ export type NotificationHandler = (params: Json) => void;
 /** `append`'s expected revision: `"any"`, `"no_stream"` or an exact revision. */
 export type Expected = "any" | "no_stream" | number;
 
-/** One initialized connection, with a new one made when it is gone. Call `close` when done. */
+/**
+ * The host's own text summarizer (`seam/summarize`): given the conversation to fold, returns its
+ * summary in the format the request's `instructions` give (the server checks the required sections).
+ */
+export interface Summarizer {
+  /** Recorded in each checkpoint's manifest. */
+  name: string;
+  /** Recorded in each checkpoint's manifest. */
+  promptVersion: string;
+  /** Whether its input must fit the history budget (default true: a model's context is bounded). */
+  limitsInput?: boolean;
+  summarize(request: SummarizeParams): string | SummarizeResult | Promise<string | SummarizeResult>;
+}
+
+/** A provider-native compactor bound to one provider connection (`seam/provider_compact`). */
+export interface ProviderCompactor {
+  name: string;
+  promptVersion: string;
+  connection: ProviderConnection;
+  /** The provider's output parts. */
+  compact(request: ProviderCompactParams): Json[] | ProviderCompactResult | Promise<Json[] | ProviderCompactResult>;
+}
+
+/** A memory proposer (`seam/propose`): strict JSON of the proposal schema, as text. */
+export interface MemoryProposer {
+  name: string;
+  propose(request: ProposeParams): string | ProposeResult | Promise<string | ProposeResult>;
+}
+
+/** The seams a connection answers, and how long the server waits for each answer. */
+export interface Seams {
+  summarizer?: Summarizer;
+  providerCompactor?: ProviderCompactor;
+  memoryProposer?: MemoryProposer;
+  /** Per seam call, in ms (the server's maximum when absent). */
+  timeoutMs?: number;
+}
+
+/** A tail subscription: `log/appended` entries, in order, without gap, across reconnects. */
+export interface Subscription {
+  /** The subscription's id on the current connection. */
+  readonly id: number;
+  /** The next position it will deliver. */
+  readonly next: number;
+  /** Ends the subscription. */
+  close(): Promise<void>;
+}
+
+type Entries = (entries: JsonObject[]) => void;
+
+interface Following {
+  id: number;
+  next: number;
+  listener: Entries;
+  closed: boolean;
+}
+
+/**
+ * One initialized connection: to the store's socket (`connect`, with a new connection — and a new
+ * server when the client may start one — when the old one is gone), or to a server this process
+ * spawned on standard input and output (`spawn`). Call `close` when done.
+ */
 export class Client {
   /** What `initialize` answered: the server's version, its store, its pid and limits. */
   server: InitializeResult;
   readonly store: string;
-  readonly #options: Options;
+  /** How to make a new connection; `undefined` for a spawned server, which is this client's alone. */
+  readonly #reopen: (() => Promise<Connection>) | undefined;
   #connection: Connection;
   #reconnecting: Promise<Connection> | undefined;
   #closed = false;
   readonly #requestHandlers = new Map<string, RequestHandler>();
   readonly #notificationHandlers = new Map<string, Set<NotificationHandler>>();
+  #seams: RegisterSeamsParams | undefined;
+  readonly #following = new Set<Following>();
+  /**
+   * Notifications of a subscription whose `log/subscribe` answer is not handled yet (they may come
+   * in the same read as the answer), kept until it is; at most `UNCLAIMED_NOTIFICATIONS_MAX`.
+   */
+  #unclaimed: AppendedParams[] = [];
 
-  private constructor(store: string, options: Options, connection: Connection) {
+  private constructor(store: string, connection: Connection, reopen: (() => Promise<Connection>) | undefined) {
     this.store = store;
-    this.#options = options;
     this.#connection = connection;
+    this.#reopen = reopen;
     this.server = connection.server;
     this.#attach(connection);
   }
@@ -111,7 +218,7 @@ export class Client {
    * did not answer in time, `MnemoError` when the handshake is refused.
    */
   static async connect(store: string, options: ConnectOptions = {}): Promise<Client> {
-    const resolved = {
+    const resolved: Options = {
       mnemoBin: options.mnemoBin,
       clientName: options.clientName ?? "mnemo-client-typescript",
       startWaitMs: options.startWaitMs ?? START_WAIT_MS,
@@ -119,19 +226,59 @@ export class Client {
       serveArgs: options.serveArgs ?? [],
     };
     const storePath = resolve(store);
-    const connection = await open(storePath, resolved);
-    return new Client(storePath, resolved, connection);
-  }
-
-  /** Closes the connection; calls still outstanding fail with `ConnectionLost`. */
-  close(): void {
-    this.#closed = true;
-    this.#connection.close();
+    const reopen = () => open(storePath, resolved);
+    return new Client(storePath, await reopen(), reopen);
   }
 
   /**
-   * Handles requests named `method` that the server sends over this connection (the model seams:
-   * the server calls back while it runs a call of this client). Replaces an earlier handler.
+   * Starts `mnemo --store STORE serve --stdio` as a child that serves this client alone on its
+   * standard input and output: this process owns the store until `close` (which closes the child's
+   * input; the child answers what it admitted, closes the store and exits). There is no reconnecting:
+   * when the child is gone, calls reject with `ConnectionLost`.
+   *
+   * Throws `StartFailed` with the child's error output when it exits without answering (another
+   * process owns the store, for example).
+   */
+  static async spawn(store: string, options: SpawnOptions): Promise<Client> {
+    const storePath = resolve(store);
+    const child = spawn(options.mnemoBin, ["--store", storePath, "serve", "--stdio", ...(options.serveArgs ?? [])], {
+      stdio: ["pipe", "pipe", "pipe"],
+    });
+    let stderr = "";
+    child.stderr.setEncoding("utf8");
+    child.stderr.on("data", (chunk: string) => {
+      if (stderr.length < START_ERROR_BYTES_MAX) stderr += chunk.slice(0, START_ERROR_BYTES_MAX - stderr.length);
+    });
+    const exited = new Promise<string>((done) => {
+      child.on("error", (error) => done(`not started: ${error.message}`));
+      child.on("exit", (code, signal) => done(signal ? `killed by ${signal}` : `exit ${code}`));
+    });
+    const connection = new Connection(stdioTransport(child, exited), options.callTimeoutMs ?? CALL_TIMEOUT_MS);
+    try {
+      await initialize(connection, options.clientName ?? "mnemo-client-typescript");
+    } catch (error) {
+      connection.close();
+      if (error instanceof Lost || error instanceof Unsent) {
+        const status = await exited;
+        throw new StartFailed(`${options.mnemoBin} serve --stdio exited (${status}) without answering: ${stderr.trim() || error.message}`);
+      }
+      throw error;
+    }
+    return new Client(storePath, connection, undefined);
+  }
+
+  /**
+   * Closes the connection; calls still outstanding reject with `ConnectionLost`. For a spawned
+   * server, resolves once it has closed the store and exited.
+   */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#connection.close();
+  }
+
+  /**
+   * Handles requests named `method` that the server sends over this connection while it runs a
+   * call of this client. Replaces an earlier handler. `registerSeams` installs the seams' handlers.
    */
   handle(method: string, handler: RequestHandler): void {
     this.#requestHandlers.set(method, handler);
@@ -182,39 +329,47 @@ export class Client {
         error instanceof Unsent ||
         (error instanceof MnemoError && error.reason === "shutting_down") ||
         (error instanceof Lost && repeatable);
-      if (!again) throw error instanceof Lost ? lost(method) : error;
+      if (!again || !this.#reopen) throw error instanceof Lost || error instanceof Unsent ? lost(method) : error;
     }
     const fresh = await this.#reconnect(connection);
     try {
       return await fresh.request(method, params);
     } catch (error) {
-      if (error instanceof Unsent) throw new ConnectionLost(`${method}: the new connection broke too: ${error.message}`);
-      throw error instanceof Lost ? lost(method) : error;
+      throw error instanceof Lost || error instanceof Unsent ? lost(method) : error;
     }
   }
 
-  /** A new connection in place of `broken`, made once however many calls found it broken. */
+  /**
+   * A new connection in place of `broken`, made once however many calls found it broken; the
+   * connection's seams are registered again and its subscriptions resumed where they were.
+   */
   async #reconnect(broken: Connection): Promise<Connection> {
     if (this.#connection !== broken && !this.#connection.dead) return this.#connection;
+    const reopen = this.#reopen;
+    if (!reopen) throw new ConnectionLost("the spawned server is gone");
     if (!this.#reconnecting) {
-      broken.close();
-      this.#reconnecting = open(this.store, this.#options).then(
-        (connection) => {
-          this.#reconnecting = undefined;
-          if (this.#closed) {
-            connection.close();
-            throw new ConnectionLost("the client was closed while it reconnected");
-          }
-          this.#connection = connection;
-          this.server = connection.server;
-          this.#attach(connection);
-          return connection;
-        },
-        (error: unknown) => {
-          this.#reconnecting = undefined;
-          throw error;
-        },
-      );
+      void broken.close();
+      this.#reconnecting = (async () => {
+        const connection = await reopen();
+        if (this.#closed) {
+          void connection.close();
+          throw new ConnectionLost("the client was closed while it reconnected");
+        }
+        this.#unclaimed = [];
+        this.#attach(connection);
+        if (this.#seams) await connection.request("seams/register", this.#seams as JsonObject);
+        for (const following of this.#following) {
+          if (following.closed) continue;
+          const resumed = await connection.request("log/subscribe", { from: following.next });
+          following.id = (resumed as { subscription: number }).subscription;
+          this.#claim(following);
+        }
+        this.#connection = connection;
+        this.server = connection.server;
+        return connection;
+      })().finally(() => {
+        this.#reconnecting = undefined;
+      });
     }
     return this.#reconnecting;
   }
@@ -225,13 +380,118 @@ export class Client {
       return handler ? handler(params) : undefined;
     };
     connection.onNotification = (method, params) => {
+      if (method === "log/appended") this.#appended(params as unknown as AppendedParams);
       for (const handler of this.#notificationHandlers.get(method) ?? []) handler(params);
     };
     connection.keepAlive(this.#listening());
   }
 
   #listening(): boolean {
-    return [...this.#notificationHandlers.values()].some((handlers) => handlers.size > 0);
+    return this.#following.size > 0 || [...this.#notificationHandlers.values()].some((handlers) => handlers.size > 0);
+  }
+
+  #appended(params: AppendedParams): void {
+    const following = [...this.#following].find((f) => !f.closed && f.id === params.subscription);
+    if (following) {
+      this.#deliver(following, params);
+      return;
+    }
+    this.#unclaimed.push(params);
+    if (this.#unclaimed.length > UNCLAIMED_NOTIFICATIONS_MAX) this.#unclaimed.shift();
+  }
+
+  /** Delivers what arrived for `following`'s id before its answer was handled. */
+  #claim(following: Following): void {
+    const mine = this.#unclaimed.filter((params) => params.subscription === following.id);
+    this.#unclaimed = this.#unclaimed.filter((params) => params.subscription !== following.id);
+    for (const params of mine) this.#deliver(following, params);
+  }
+
+  #deliver(following: Following, params: AppendedParams): void {
+    // Entries before `next` were delivered on an earlier connection.
+    const fresh = params.entries.filter((entry) => typeof entry.position === "number" && entry.position >= following.next);
+    if (fresh.length === 0) return;
+    following.next = (fresh[fresh.length - 1]!.position as number) + 1;
+    following.listener(fresh);
+  }
+
+  // The seams and the tail -----------------------------------------------------------------------
+
+  /**
+   * Registers this connection's model seams (replacing earlier ones): the server calls them back
+   * over this connection while it compacts or extracts (`seam/summarize`, `seam/provider_compact`,
+   * `seam/propose`). A new connection registers them again.
+   */
+  async registerSeams(seams: Seams): Promise<RegisterSeamsResult> {
+    const { summarizer, providerCompactor, memoryProposer } = seams;
+    const handlers: { [M in keyof ServerRequests]?: (params: ServerRequests[M]["params"]) => Promise<ServerRequests[M]["result"]> } = {};
+    if (summarizer) {
+      handlers["seam/summarize"] = async (request) => {
+        const answer = await summarizer.summarize(request);
+        return typeof answer === "string" ? { text: answer } : answer;
+      };
+    }
+    if (providerCompactor) {
+      handlers["seam/provider_compact"] = async (request) => {
+        const answer = await providerCompactor.compact(request);
+        return Array.isArray(answer) ? { output: answer } : answer;
+      };
+    }
+    if (memoryProposer) {
+      handlers["seam/propose"] = async (request) => {
+        const answer = await memoryProposer.propose(request);
+        return typeof answer === "string" ? { text: answer } : answer;
+      };
+    }
+    for (const method of ["seam/summarize", "seam/provider_compact", "seam/propose"] as const) {
+      const handler = handlers[method] as RequestHandler | undefined;
+      if (handler) this.#requestHandlers.set(method, handler);
+      else this.#requestHandlers.delete(method);
+    }
+    const params: RegisterSeamsParams = present({
+      summarizer: summarizer && {
+        name: summarizer.name,
+        prompt_version: summarizer.promptVersion,
+        limits_input: summarizer.limitsInput ?? true,
+      },
+      provider_compactor: providerCompactor && {
+        name: providerCompactor.name,
+        prompt_version: providerCompactor.promptVersion,
+        connection: providerCompactor.connection,
+      },
+      memory_proposer: memoryProposer && { name: memoryProposer.name },
+      timeout_ms: seams.timeoutMs,
+    });
+    const result = await this.call("seams/register", params);
+    this.#seams = params;
+    return result;
+  }
+
+  /**
+   * Follows the log from position `from` (default: the next one appended): `listener` gets the
+   * envelopes of every `log/appended` notification, in order, with no gap and no repeat — also
+   * across a reconnect, where the subscription resumes at the next position it has not delivered.
+   */
+  async subscribe(listener: (entries: JsonObject[]) => void, from?: number): Promise<Subscription> {
+    const result = await this.call("log/subscribe", present({ from }));
+    const following: Following = { id: result.subscription, next: result.from, listener, closed: false };
+    this.#following.add(following);
+    this.#claim(following);
+    this.#connection.keepAlive(this.#listening());
+    return {
+      get id() {
+        return following.id;
+      },
+      get next() {
+        return following.next;
+      },
+      close: async () => {
+        following.closed = true;
+        this.#following.delete(following);
+        this.#connection.keepAlive(this.#listening());
+        if (!this.#closed && !this.#connection.dead) await this.call("log/unsubscribe", { subscription: following.id });
+      },
+    };
   }
 
   // Typed methods --------------------------------------------------------------------------------
@@ -297,14 +557,65 @@ export class Client {
     return this.call("memory/remember", present({ session, tool_call: toolCall }));
   }
 
+  /** Runs extraction over the session (through this event, else its last). */
+  async extract(session: string, options: Omit<ExtractParams, "session"> = {}): Promise<JsonObject> {
+    return this.call("memory/extract", present({ session, ...options }));
+  }
+
+  /** The push-recall block for the session's next request. */
+  async recallBlock(session: string, query?: string): Promise<JsonObject> {
+    return this.call("memory/recall_block", present({ session, query }));
+  }
+
   /** One memory item, or `null`. */
   async memoryGet(item: string): Promise<JsonObject | null> {
     return this.call("memory/get", { item });
   }
 
+  async memoryList(options: MemoryListParams = {}): Promise<Methods["memory/list"]["result"]> {
+    return this.call("memory/list", present(options));
+  }
+
+  async memorySearch(params: MemorySearchParams): Promise<Methods["memory/search"]["result"]> {
+    return this.call("memory/search", present(params));
+  }
+
+  /** Creates, updates, archives or restores items, all or nothing; `operation` makes it idempotent. */
+  async memoryApply(params: MemoryApplyParams): Promise<Methods["memory/apply"]["result"]> {
+    return this.call("memory/apply", params);
+  }
+
   /** The history the session's next provider request would receive, with its checkpoint and diagnostics. */
   async context(session: string, options: Omit<ContextParams, "session"> = {}): Promise<JsonObject> {
     return this.call("compaction/context", present({ session, ...options }));
+  }
+
+  /**
+   * Prepares the history of the session's next provider request: compacts (through this
+   * connection's seams) when the policy says the history outgrew the window, replaying a checkpoint
+   * that fits.
+   */
+  async prepare(session: string, options: Omit<CompactParams, "session"> = {}): Promise<CompactResult> {
+    return this.call("compaction/prepare", present({ session, ...options }));
+  }
+
+  /** Compacts the session now (through this connection's seams). */
+  async compact(session: string, options: Omit<CompactParams, "session"> = {}): Promise<CompactResult> {
+    return this.call("compaction/compact", present({ session, ...options }));
+  }
+
+  /** What to do after the provider refused a request as too long (one retry per turn). */
+  async recoverOverflow(params: OverflowParams): Promise<Methods["compaction/recover_overflow"]["result"]> {
+    return this.call("compaction/recover_overflow", present(params));
+  }
+
+  /** Copies a session (whole, or up to a boundary) into a new one. */
+  async copy(session: string, options: Omit<CopyParams, "session"> = {}): Promise<JsonObject> {
+    return this.call("compaction/copy", present({ session, ...options }));
+  }
+
+  async policy(): Promise<JsonObject> {
+    return this.call("compaction/policy", {});
   }
 
   /** Envelopes of the log from position `from` (default 1). */
@@ -318,6 +629,16 @@ export class Client {
 
   async verify(): Promise<JsonObject> {
     return this.call("verify", {});
+  }
+
+  /** Drops and replays a stage (every stage when absent) from the log. */
+  async rebuild(stage?: string): Promise<Methods["rebuild"]["result"]> {
+    return this.call("rebuild", present({ stage }));
+  }
+
+  /** Every session as Mnemo transcript lines. */
+  async export(): Promise<ExportResult> {
+    return this.call("export", {});
   }
 
   /** Stops the server gracefully: running calls finish, then the store closes. */
@@ -344,13 +665,53 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
-/** A socket speaking the protocol: frames out, answers matched to their calls by id. */
+/** Where frames go and come from: the store's socket, or a spawned server's pipes. */
+interface Transport {
+  readable: Readable;
+  writable: Writable;
+  /** Keeps the process alive (or not) for this transport. */
+  ref(on: boolean): void;
+  /** Ends the transport; resolves once it is gone (a spawned server: once it exited). */
+  end(): Promise<void>;
+}
+
+function socketTransport(socket: Socket): Transport {
+  return {
+    readable: socket,
+    writable: socket,
+    ref: (on) => (on ? socket.ref() : socket.unref()),
+    end: async () => {
+      socket.destroy();
+    },
+  };
+}
+
+function stdioTransport(child: ChildProcessWithoutNullStreams, exited: Promise<string>): Transport {
+  const pipes = [child.stdin, child.stdout, child.stderr] as unknown as Socket[];
+  return {
+    readable: child.stdout,
+    writable: child.stdin,
+    ref: (on) => {
+      for (const pipe of pipes) if (typeof pipe.ref === "function") on ? pipe.ref() : pipe.unref();
+      on ? child.ref() : child.unref();
+    },
+    end: async () => {
+      // End of input: the server answers what it admitted, closes the store and exits.
+      child.stdin.end();
+      const timer = setTimeout(() => child.kill("SIGKILL"), STDIO_EXIT_WAIT_MS);
+      await exited;
+      clearTimeout(timer);
+    },
+  };
+}
+
+/** A transport speaking the protocol: frames out, answers matched to their calls by id. */
 class Connection {
   server: InitializeResult;
   dead = false;
   onRequest: (method: string, params: Json) => Json | Promise<Json> | undefined = () => undefined;
   onNotification: (method: string, params: Json) => void = () => {};
-  readonly #socket: Socket;
+  readonly #transport: Transport;
   readonly #callTimeoutMs: number;
   readonly #pending = new Map<number, Pending>();
   /** Calls waiting for room under the server's per-connection limit. */
@@ -359,14 +720,17 @@ class Connection {
   #buffered = 0;
   #nextId = 1;
   #keepAlive = false;
+  #ended: Promise<void> | undefined;
 
-  constructor(socket: Socket, callTimeoutMs: number) {
-    this.#socket = socket;
+  constructor(transport: Transport, callTimeoutMs: number) {
+    this.#transport = transport;
     this.#callTimeoutMs = callTimeoutMs;
     this.server = placeholderServer();
-    socket.on("data", (chunk: Buffer) => this.#receive(chunk));
-    socket.on("error", () => this.#fail(new Lost("the connection failed")));
-    socket.on("close", () => this.#fail(new Lost("the server closed the connection")));
+    transport.readable.on("data", (chunk: Buffer) => this.#receive(chunk));
+    transport.readable.on("error", () => this.#fail(new Lost("the connection failed")));
+    transport.readable.on("close", () => this.#fail(new Lost("the server closed the connection")));
+    transport.readable.on("end", () => this.#fail(new Lost("the server closed the connection")));
+    transport.writable.on("error", () => this.#fail(new Lost("the connection failed")));
     this.#updateRef();
   }
 
@@ -376,9 +740,10 @@ class Connection {
     this.#updateRef();
   }
 
-  close(): void {
+  close(): Promise<void> {
     this.#fail(new ConnectionLost("the client closed the connection"));
-    this.#socket.destroy();
+    this.#ended ??= this.#transport.end();
+    return this.#ended;
   }
 
   async request(method: string, params: JsonObject): Promise<Json> {
@@ -406,7 +771,7 @@ class Connection {
       timer.unref();
       this.#pending.set(id, { method, resolve: resolveCall, reject: rejectCall, timer });
       this.#updateRef();
-      this.#socket.write(frame + "\n", (error) => {
+      this.#transport.writable.write(frame + "\n", (error) => {
         if (error && this.#pending.has(id)) {
           this.#settle(id);
           rejectCall(new Unsent(`${method}: the request could not be written: ${error.message}`));
@@ -427,8 +792,7 @@ class Connection {
 
   #updateRef(): void {
     if (this.dead) return;
-    if (this.#pending.size > 0 || this.#keepAlive) this.#socket.ref();
-    else this.#socket.unref();
+    this.#transport.ref(this.#pending.size > 0 || this.#keepAlive);
   }
 
   #fail(error: Error): void {
@@ -436,7 +800,7 @@ class Connection {
     this.dead = true;
     for (const id of [...this.#pending.keys()]) this.#settle(id)?.reject(error);
     for (const resume of this.#waiting.splice(0)) resume();
-    this.#socket.destroy();
+    this.#ended ??= this.#transport.end();
   }
 
   #receive(chunk: Buffer): void {
@@ -505,7 +869,7 @@ class Connection {
       return;
     }
     const answer = (body: { result: Json } | { error: Json }) => {
-      if (!this.dead) this.#socket.write(JSON.stringify({ jsonrpc: JSONRPC, id, ...body }) + "\n");
+      if (!this.dead) this.#transport.writable.write(JSON.stringify({ jsonrpc: JSONRPC, id, ...body }) + "\n");
     };
     let outcome: Json | Promise<Json> | undefined;
     try {
@@ -571,19 +935,13 @@ async function open(store: string, options: Options): Promise<Connection> {
       const wait = Math.max(deadline - Date.now(), CONNECT_RETRY_MS);
       socket = await startAndConnect(options.mnemoBin, store, socketPath, wait, options.serveArgs);
     }
-    const connection = new Connection(socket, options.callTimeoutMs);
+    const connection = new Connection(socketTransport(socket), options.callTimeoutMs);
     let failure: unknown;
     try {
-      const result = await connection.request("initialize", {
-        protocol_version: PROTOCOL_VERSION,
-        client_name: options.clientName,
-      });
-      const wrong = mismatch(result, RESULT_SCHEMAS.initialize);
-      if (wrong) throw new ProtocolError(`initialize: ${wrong}`);
-      connection.server = result as unknown as InitializeResult;
+      await initialize(connection, options.clientName);
       return connection;
     } catch (error) {
-      connection.close();
+      void connection.close();
       // A server that is shutting down closes connections it has not served, or refuses them as
       // `shutting_down`; nothing ran, so connect again (a new server starts when it may).
       const again = error instanceof Lost || error instanceof Unsent || (error instanceof MnemoError && error.reason === "shutting_down");
@@ -595,6 +953,14 @@ async function open(store: string, options: Options): Promise<Connection> {
     }
     await sleep(CONNECT_RETRY_MS);
   }
+}
+
+/** The handshake: `initialize`, whose result gives the connection its server and limits. */
+async function initialize(connection: Connection, clientName: string): Promise<void> {
+  const result = await connection.request("initialize", { protocol_version: PROTOCOL_VERSION, client_name: clientName });
+  const wrong = mismatch(result, RESULT_SCHEMAS.initialize);
+  if (wrong) throw new ProtocolError(`initialize: ${wrong}`);
+  connection.server = result as unknown as InitializeResult;
 }
 
 function tryConnect(path: string): Promise<Socket | undefined> {

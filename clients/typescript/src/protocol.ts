@@ -34,6 +34,17 @@ export interface AppendResult {
   last_revision: number;
 }
 
+/** `log/appended` notification parameters. */
+export interface AppendedParams {
+  /**
+   * Consecutive envelopes (as `log` returns them), in position order, with no gap since the
+   * previous notification.
+   */
+  entries: JsonObject[];
+  /** The subscription. */
+  subscription: number;
+}
+
 /** `capture` parameters. */
 export interface CaptureParams {
   /** `auto` (default), `codex`, `claude-code`, or another `import` format. */
@@ -152,6 +163,9 @@ export interface ExtractParams {
   /** Extract through this event; the session's last event when absent. */
   terminal_event?: string | null;
 }
+
+/** Why the summarizing model stopped. */
+export type FinishReason = "stop" | "length";
 
 /** `import` parameters: exactly one of `path` and `text`. */
 export interface ImportParams {
@@ -315,6 +329,38 @@ export interface OverflowResult {
   reason?: string | null;
   /** Seam calls to this client that failed during the recovery. */
   seam_failures: SeamFailure[];
+}
+
+/** `seam/propose` parameters. */
+export interface ProposeParams {
+  /**
+   * The proposal prompt: `trigger`, `requested_turn`, `evidence`, `prior_summary`, `context`,
+   * `localized_terms` (memory.md §3.9).
+   */
+  prompt: JsonObject;
+}
+
+/** `seam/propose` result. */
+export interface ProposeResult {
+  /**
+   * Strict JSON of the proposal schema, as text; the server checks it as it checks the embedded
+   * proposer's.
+   */
+  text: string;
+}
+
+/** `seam/provider_compact` parameters. */
+export interface ProviderCompactParams {
+  /** The input's digest (hex). */
+  input_digest: string;
+  /** The conversation, led by the previous compaction item when rolling forward. */
+  messages: Json[];
+}
+
+/** `seam/provider_compact` result. */
+export interface ProviderCompactResult {
+  /** The output parts of the provider's response (exactly one compaction item is kept). */
+  output: Json[];
 }
 
 /** A provider compactor the client implements. */
@@ -700,6 +746,28 @@ export interface SubscribeResult {
   subscription: number;
 }
 
+/** `seam/summarize` parameters: what a text summarizer is given. */
+export interface SummarizeParams {
+  /** The input's digest (hex), recorded in the checkpoint's manifest. */
+  input_digest: string;
+  /** The system instructions (the summary format the server checks the answer against). */
+  instructions: string;
+  /** The conversation as provider messages (`{"role", "content": [parts]}`), fitted to the budget. */
+  messages: Json[];
+  /** The previous summary when rolling forward (it is also the first message). */
+  previous_summary?: string | null;
+  /** The token estimate of the span the summary replaces. */
+  span_tokens: number;
+}
+
+/** `seam/summarize` result. */
+export interface SummarizeResult {
+  /** Why the model stopped (default `stop`). */
+  finish?: FinishReason;
+  /** The summary, in the format the instructions give. */
+  text: string;
+}
+
 /** A summarizer the client implements. */
 export interface SummarizerSeam {
   /** Whether its input must fit the history budget (default true: a model's context is bounded). */
@@ -933,6 +1001,27 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "stats": true,
   "verify": true,
 };
+
+/** Every request the server sends a client (the model seams): its parameters and the result it takes. */
+export interface ServerRequests {
+  "seam/propose": {
+    params: ProposeParams;
+    result: ProposeResult;
+  };
+  "seam/provider_compact": {
+    params: ProviderCompactParams;
+    result: ProviderCompactResult;
+  };
+  "seam/summarize": {
+    params: SummarizeParams;
+    result: SummarizeResult;
+  };
+}
+
+/** Every notification the server sends: its parameters. */
+export interface Notifications {
+  "log/appended": AppendedParams;
+}
 
 /**
  * Every method's result schema (descriptions left out), for reading answers strictly: a missing

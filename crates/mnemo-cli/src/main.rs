@@ -447,8 +447,18 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
     let sessions = open(cli, true)?.history().session_list()?;
     output(cli, &sessions, || {
         let mut rows = vec![
-            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
-                .map(str::to_owned),
+            [
+                "last activity",
+                "first activity",
+                "session",
+                "source",
+                "workspace",
+                "events",
+                "turns",
+                "flags",
+                "title",
+            ]
+            .map(str::to_owned),
         ];
         for listing in &sessions {
             let s = &listing.summary;
@@ -471,6 +481,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
                 listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
                 s.session.to_string(),
+                s.source.clone().unwrap_or_else(|| "-".to_owned()),
                 s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
@@ -478,7 +489,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
             say!("{row}");
         }
     });

@@ -399,6 +399,17 @@ fn bad_input_is_refused_with_a_typed_reason_and_leaves_the_store_unchanged_for_e
         assert_eq!(answer["error"]["data"]["reason"], "invalid_params", "{method} {params}: {answer}");
         assert_eq!(answer["error"]["code"], -32602);
     }
+    // Input the store refuses, whole: nothing of it is stored.
+    let elsewhere = text("s2", "t1", "s2-e1", true, "on the wrong stream");
+    let refused = raw.call(
+        "append",
+        json!({"stream": "session/s1", "expected_revision": "any", "records": [text("s1", "t9", "s1-e9", true, "ok"), elsewhere]}),
+    );
+    assert_eq!(refused["error"]["data"]["reason"], "invalid_input", "{refused}");
+    let transcript = "{\"kind\":\"session\",\"session\":\"s3\"}\n{\"session\":\"s3\",\"turn\":\"t1\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"hi\"}]}\n{\"session\":\"s3\",\"turn\":\"t1\",\"role\":\"wizard\"}\n";
+    let refused = raw.call("import", json!({"text": transcript, "source": "bad.jsonl"}));
+    assert_eq!(refused["error"]["data"]["reason"], "invalid_input", "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("bad.jsonl"), "{refused}");
     // Unknown method, malformed JSON, a frame that is neither request nor answer.
     let unknown = raw.call("compaction/explode", json!({}));
     assert_eq!(unknown["error"]["data"]["reason"], "method_not_found");

@@ -536,8 +536,8 @@ pub(crate) fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord
             record.stream()
         )));
     }
-    let kind = record.kind();
-    Ok(NewRecord::new(kind.code(), kind.schema_version(), record.encode()?).with_rules(record.key_rules()))
+    let code = record.kind().code();
+    Ok(NewRecord::new(code, record.schema_version(), record.encode()?).with_rules(record.key_rules()))
 }
 
 fn start_pipeline(

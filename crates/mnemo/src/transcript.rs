@@ -93,6 +93,10 @@ struct SessionLine {
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    parent: Option<SessionId>,
+    #[serde(default)]
     ts: Option<u64>,
 }
 
@@ -402,6 +406,8 @@ fn session_line(state: &mut ParseState, line_value: SessionLine, line: usize) ->
         memory: line_value.memory.unwrap_or(MemoryMode::Enabled),
         subagent: line_value.subagent,
         title: line_value.title,
+        source: line_value.source,
+        parent: line_value.parent,
     });
     state.opened.insert(session.clone());
     let ts = record_timestamp(state, line_value.ts)?;

@@ -52,6 +52,8 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
         memory: MemoryMode::Enabled,
         subagent: false,
         title: None,
+        source: None,
+        parent: None,
     })];
     for (index, line) in lines.iter().enumerate() {
         records.push(text(id, index as u64 + 1, &format!("t{index}"), Role::User, Author::User, line));

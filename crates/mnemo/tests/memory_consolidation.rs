@@ -33,6 +33,8 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
         memory: MemoryMode::Enabled,
         subagent: false,
         title: None,
+        source: None,
+        parent: None,
     })];
     let mut n = 0;
     for (index, line) in lines.iter().enumerate() {

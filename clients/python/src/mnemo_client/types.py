@@ -1,9 +1,10 @@
-"""The protocol's parameter and result types as dataclasses.
+"""The protocol's parameter and result types, and how they are read from and written to the wire.
 
-Each dataclass mirrors one definition of the checked-in schema document
-(``crates/mnemo-server/schema/protocol.json``, generated from the server's Rust types); the test
-``tests/test_schema.py`` fails when a field here and a property there disagree in name or in being
-required. Results are read with :func:`from_wire`, which refuses a missing required member or a
+The dataclasses are generated from the checked-in schema document
+(``crates/mnemo-server/schema/protocol.json``, itself generated from the server's Rust types) into
+:mod:`mnemo_client.protocol_types` by ``scripts/generate_types.py``; ``tests/test_generated.py``
+fails when that module is stale, and ``tests/test_schema.py`` checks every dataclass against the
+schema member by member. Results are read with :func:`from_wire`, which refuses a missing required member or a
 member of the wrong JSON type, naming the type and the member, and ignores members it does not know
 (a newer server may add some).
 """
@@ -16,7 +17,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
 
-JsonObject = dict[str, Any]
+from .protocol_types import *  # noqa: F403 (the generated types are this module's)
+from .protocol_types import JsonObject
+from .protocol_types import __all__ as _GENERATED
 
 #: The revision an append expects its stream at: ``"any"``, ``"no_stream"`` or an exact revision.
 ExpectedRevision = Union[Literal["any", "no_stream"], int]
@@ -24,289 +27,6 @@ ExpectedRevision = Union[Literal["any", "no_stream"], int]
 
 class WireError(ValueError):
     """A result that does not have the shape the protocol states."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    frame_bytes_max: int
-    connection_calls_max: int
-    calls_admitted_max: int
-    connections_max: int
-    idle_exit_secs: int
-
-
-@dataclass(frozen=True)
-class InitializeResult:
-    protocol_version: int
-    server_name: str
-    server_version: str
-    store: str
-    pid: int
-    methods: list[str]
-    limits: Limits
-
-
-@dataclass(frozen=True)
-class WireRecord:
-    """A record as ``append`` takes it: its kind and its payload in the log's JSON form."""
-
-    kind: str
-    record: JsonObject
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    first_position: int
-    last_position: int
-    last_revision: int
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Where a history tool call runs from."""
-
-    current_session: Optional[str] = None
-    current_turn: Optional[str] = None
-    workspace: Optional[str] = None
-    incognito: bool = False
-
-
-@dataclass(frozen=True)
-class SearchRow:
-    session_id: str
-    is_current_session: bool
-    title: str
-    summary: str
-    snippet: str
-    turn_id: Optional[str] = None
-    message_id: Optional[str] = None
-    match_kind: Optional[str] = None
-    message_timestamp: Optional[int] = None
-    last_message_at: Optional[int] = None
-    truncated: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class SearchHistoryResult:
-    query: str
-    truncated: bool
-    rows: list[SearchRow]
-    next_cursor: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class ReadMessage:
-    message_id: str
-    match_kind: str
-    role: str
-    text: str
-    timestamp: int
-
-
-@dataclass(frozen=True)
-class ReadTurn:
-    turn_id: str
-    messages: list[ReadMessage]
-
-
-@dataclass(frozen=True)
-class ReadHistoryResult:
-    session_id: str
-    is_current_session: bool
-    title: str
-    turns: list[ReadTurn]
-    has_more_before: bool
-    has_more_after: bool
-    anchor_message_id: Optional[str] = None
-    anchor_turn_id: Optional[str] = None
-    last_message_at: Optional[int] = None
-    truncated: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session: str
-    event_count: int
-    turn_count: int
-    incognito: bool
-    archived: bool
-    subagent: bool
-    workspace: Optional[str] = None
-    title: Optional[str] = None
-    first_activity: Optional[int] = None
-    last_activity: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    session: str
-    run: str
-    turn: str
-    event: str
-
-
-@dataclass(frozen=True)
-class RecalledItem:
-    item: str
-    version: int
-    content: str
-    kind: str
-    scope: str
-    keys: list[str]
-    sources: list[SourceRef]
-    score: int
-
-
-@dataclass(frozen=True)
-class RequestedItem:
-    item: str
-    content: str
-
-
-@dataclass(frozen=True)
-class RememberResult:
-    status: str
-    requested_items: list[RequestedItem]
-    reason: Optional[str] = None
-
-
-# The host methods ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ProviderConnection:
-    """The provider connection and model a request goes to."""
-
-    provider_type: str
-    slug: str
-    model: str
-
-
-@dataclass(frozen=True)
-class SeamFailure:
-    """A seam call to this client that gave no usable answer; compaction failed open on it."""
-
-    seam: str
-    #: ``timeout``, ``client_error``, ``invalid_answer`` or ``disconnected``.
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
-class CompactResult:
-    """What ``compaction/prepare`` or ``compaction/compact`` did."""
-
-    #: The history the next request receives: ``items``, ``boundary``, ``notes``, ``diagnostics``.
-    history: JsonObject
-    seam_failures: list[SeamFailure]
-    #: The checkpoint recorded, if one was.
-    recorded: Optional[JsonObject] = None
-
-
-@dataclass(frozen=True)
-class OverflowResult:
-    """What to do after a provider overflow (``compaction/recover_overflow``)."""
-
-    #: ``retry_without_images``, ``resend``, ``surface_provider_error`` or ``failed_open``.
-    action: str
-    seam_failures: list[SeamFailure]
-    checkpoint: Optional[JsonObject] = None
-    items: Optional[list[Any]] = None
-    reason: Optional[str] = None
-    detail: Optional[str] = None
-    diagnostic: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class CursorResult:
-    cursor: int
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    #: Mnemo transcript lines, newline-terminated.
-    text: str
-    report: JsonObject
-
-
-@dataclass(frozen=True)
-class SubscribeResult:
-    subscription: int
-    #: The first position the subscription's notifications carry.
-    from_: int = dataclasses.field(metadata={"wire": "from"})
-
-
-@dataclass(frozen=True)
-class AppendedParams:
-    """One ``log/appended`` notification: consecutive envelopes, as ``log`` returns them."""
-
-    subscription: int
-    entries: list[JsonObject]
-
-
-@dataclass(frozen=True)
-class RegisterSeamsResult:
-    registered: list[str]
-    timeout_ms: int
-
-
-@dataclass(frozen=True)
-class SummarizerSeam:
-    name: str
-    prompt_version: str
-    limits_input: bool = True
-
-
-@dataclass(frozen=True)
-class ProviderCompactorSeam:
-    name: str
-    prompt_version: str
-    connection: ProviderConnection
-
-
-@dataclass(frozen=True)
-class MemoryProposerSeam:
-    name: str
-
-
-@dataclass(frozen=True)
-class SummarizeParams:
-    """What the server asks a registered summarizer (``seam/summarize``)."""
-
-    instructions: str
-    messages: list[Any]
-    span_tokens: int
-    input_digest: str
-    previous_summary: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class SummarizeResult:
-    text: str
-    #: ``stop`` or ``length`` (a cut-off summary is not used).
-    finish: str = "stop"
-
-
-@dataclass(frozen=True)
-class ProviderCompactParams:
-    messages: list[Any]
-    input_digest: str
-
-
-@dataclass(frozen=True)
-class ProviderCompactResult:
-    output: list[Any]
-
-
-@dataclass(frozen=True)
-class ProposeParams:
-    prompt: JsonObject
-
-
-@dataclass(frozen=True)
-class ProposeResult:
-    #: Strict JSON of the proposal schema, as text.
-    text: str
 
 
 def wire_name(f: "dataclasses.Field[Any]") -> str:
@@ -408,43 +128,10 @@ def to_wire(value: Any) -> Any:
 
 
 __all__ = [
-    "ProviderConnection",
-    "SeamFailure",
-    "CompactResult",
-    "OverflowResult",
-    "CursorResult",
-    "ExportResult",
-    "SubscribeResult",
-    "AppendedParams",
-    "RegisterSeamsResult",
-    "SummarizerSeam",
-    "ProviderCompactorSeam",
-    "MemoryProposerSeam",
-    "SummarizeParams",
-    "SummarizeResult",
-    "ProviderCompactParams",
-    "ProviderCompactResult",
-    "ProposeParams",
-    "ProposeResult",
-    "wire_name",
-    "AppendResult",
+    *_GENERATED,
     "ExpectedRevision",
-    "InitializeResult",
-    "JsonObject",
-    "Limits",
-    "ReadHistoryResult",
-    "ReadMessage",
-    "ReadTurn",
-    "RecalledItem",
-    "RememberResult",
-    "RequestedItem",
-    "SearchHistoryResult",
-    "SearchRow",
-    "SessionInfo",
-    "SourceRef",
-    "ToolContext",
     "WireError",
-    "WireRecord",
     "from_wire",
     "to_wire",
+    "wire_name",
 ]
