@@ -3,7 +3,7 @@
 // recall, the server's typed errors, pipelined calls, racing starts and reconnecting.
 
 import assert from "node:assert/strict";
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
@@ -74,6 +74,7 @@ test("without a binary a store without a server is reported", async () => {
 });
 
 test("a real session is listed, searched and read", async () => {
+  assert.ok(existsSync(CLAUDE_SESSION), `the real fixture ${CLAUDE_SESSION} is missing: the repository must sit beside shared/`);
   const { client, done } = await started();
   try {
     const report = await client.importTranscript({ path: CLAUDE_SESSION, format: "claude-code" });
