@@ -1046,7 +1046,8 @@ async function startAndConnect(
       if (Date.now() >= deadline) {
         started.child.kill("SIGKILL");
         started.release();
-        throw new StartFailed(`${mnemoBin} serve did not answer on ${socketPath} within ${waitMs} ms`);
+        const earlier = lastExit ? `; an earlier start ended: ${lastExit}` : "";
+        throw new StartFailed(`${mnemoBin} serve did not answer on ${socketPath} within ${waitMs} ms${earlier}`);
       }
       await sleep(CONNECT_RETRY_MS);
     }
