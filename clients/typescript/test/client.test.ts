@@ -133,6 +133,10 @@ test("append at an expected revision; a conflict appends nothing", async () => {
 
     const next = await client.append("session/ts1", [sessionOpened("ts1")], 0);
     assert.equal(next.last_revision, 1);
+    const buffered = await client.append("session/ts1", [sessionOpened("ts1")], 1, "buffered");
+    assert.equal(buffered.last_revision, 2);
+    const wrongDurability = await rejects(client.append("session/ts1", [sessionOpened("ts1")], 2, "eventually" as "buffered"));
+    assert.equal(wrongDurability.reason, "invalid_params");
     await assert.rejects(client.append("session/ts1", [], -1), RangeError);
   } finally {
     await done();
