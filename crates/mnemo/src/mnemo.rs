@@ -200,7 +200,7 @@ impl Mnemo {
         let pipeline = if local.lost().is_some() {
             Pipeline::start(Arc::clone(&log), Vec::new())?
         } else {
-            start_pipeline(&log, &local, &spec, &registry)?
+            start_pipeline(&log, &local, &spec, &registry, None)?
         };
         let compaction = crate::compaction::coordinator(&log, config.durability);
         Ok(Mnemo {
@@ -454,8 +454,9 @@ impl Mnemo {
         for name in &names {
             FjallStore::open(self.local.database(), name)?.reset()?;
         }
-        *pipeline = start_pipeline(&self.log, &self.local, &self.spec, &self.registry)?;
-        pipeline.wait_all(self.log.head(), CATCH_UP_TIMEOUT)?;
+        let head = self.log.head();
+        *pipeline = start_pipeline(&self.log, &self.local, &self.spec, &self.registry, Some(head))?;
+        pipeline.wait_all(head, CATCH_UP_TIMEOUT)?;
         let reports = stage_reports(&pipeline)?;
         Ok(reports.into_iter().filter(|r| names.contains(&r.name)).collect())
     }
@@ -572,6 +573,7 @@ fn start_pipeline(
     local: &FjallLog,
     spec: &PipelineSpec,
     registry: &StageRegistry,
+    replay_until: Option<Position>,
 ) -> Result<Pipeline, Error> {
     let mut stages = Vec::with_capacity(spec.stages.len());
     for stage_spec in &spec.stages {
@@ -579,7 +581,12 @@ fn start_pipeline(
         let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(local.database(), &stage_spec.name)?);
         stages.push(Stage { projector, store, config_hash: stage_spec.config_hash()? });
     }
-    Ok(Pipeline::start(Arc::clone(log), stages)?)
+    Ok(match replay_until {
+        // An explicit rebuild holds the pipeline's write lock, and every append checks the stages
+        // under its read lock first: nothing appends while it replays, so it folds in the foreground.
+        Some(until) => Pipeline::start_replay(Arc::clone(log), stages, until)?,
+        None => Pipeline::start(Arc::clone(log), stages)?,
+    })
 }
 
 /// Resets every stage that has folded beyond the log's head, once its owner accepted that the

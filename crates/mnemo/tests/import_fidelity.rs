@@ -196,6 +196,18 @@ fn codex_source(path: &Path) -> Counts {
             ("response_item", "local_shell_call") => {
                 add(&mut counts, Said::Call("local_shell".to_owned(), canonical(&p["action"])));
             }
+            ("response_item", "tool_search_call") => {
+                add(&mut counts, Said::Call("tool_search".to_owned(), canonical(&p["arguments"])));
+            }
+            ("response_item", "tool_search_output") => {
+                add(&mut counts, Said::Result(p["call_id"].as_str().unwrap().to_owned(), false));
+            }
+            ("response_item", "image_generation_call") => {
+                let args = serde_json::json!({"revised_prompt": p["revised_prompt"]});
+                add(&mut counts, Said::Call("image_generation".to_owned(), canonical(&args)));
+                let id = p["id"].as_str().unwrap_or_default().to_owned();
+                add(&mut counts, Said::Result(id, p["status"] == "failed"));
+            }
             ("response_item", "web_search_call") => {
                 add(&mut counts, Said::Call("web_search".to_owned(), canonical(&p["action"])));
                 add(&mut counts, Said::Result(String::new(), false));
@@ -386,7 +398,7 @@ fn claude_code_real_sessions_and_sub_agents_lose_nothing() {
 
 #[test]
 fn claude_code_written_sessions_lose_nothing() {
-    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl"] {
+    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl", "claude-code-2.1.jsonl"] {
         let paths = vec![written(name)];
         assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
     }
@@ -482,4 +494,110 @@ fn swe_agent_trajectories_lose_nothing_in_either_layout() {
         }
         assert_same(&path, &swe_agent_source(&path), &log);
     }
+}
+
+// ---- OpenAI chat-completions ----------------------------------------------------------------
+
+/// A chat message's text: a string, or its text parts joined by newlines (images and audio are
+/// not text).
+fn chat_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p["type"].as_str() {
+                Some("text" | "input_text" | "output_text") => p["text"].as_str(),
+                Some("refusal") => p["refusal"].as_str(),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn chat_source(path: &Path) -> Counts {
+    let text = std::fs::read_to_string(path).unwrap();
+    let conversations: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(messages)) => vec![Value::Array(messages)],
+        Ok(body @ Value::Object(_)) => vec![body["messages"].clone()],
+        _ => lines(path).into_iter().map(|line| line["messages"].clone()).collect(),
+    };
+    let mut counts = Counts::new();
+    for messages in conversations {
+        for message in messages.as_array().unwrap() {
+            match message["role"].as_str().unwrap() {
+                "user" => {
+                    let text = chat_text(&message["content"]);
+                    if !text.is_empty() {
+                        add(&mut counts, Said::User(text));
+                    }
+                }
+                "assistant" => {
+                    let reasoning = message.get("reasoning_content").or_else(|| message.get("reasoning"));
+                    if let Some(reasoning) = reasoning.and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                        add(&mut counts, Said::Thinking(reasoning.to_owned()));
+                    }
+                    let text = chat_text(&message["content"]);
+                    if !text.is_empty() {
+                        add(&mut counts, Said::Assistant(text));
+                    }
+                    for call in message["tool_calls"].as_array().into_iter().flatten() {
+                        let arguments = call["function"]["arguments"].as_str().unwrap();
+                        let args = serde_json::from_str::<Value>(arguments)
+                            .unwrap_or_else(|_| Value::String(arguments.to_owned()));
+                        let name = call["function"]["name"].as_str().unwrap().to_owned();
+                        add(&mut counts, Said::Call(name, canonical(&args)));
+                    }
+                }
+                // The chat format has no error flag on a tool message.
+                "tool" => add(
+                    &mut counts,
+                    Said::Result(message["tool_call_id"].as_str().unwrap().to_owned(), false),
+                ),
+                _ => {}
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn chat_completions_documents_and_datasets_lose_nothing() {
+    for name in ["chat-completions.json", "chat-dataset.jsonl"] {
+        let path = written(name);
+        assert_same(&path, &chat_source(&path), &from_log(&path, ImportFormat::OpenaiChat));
+    }
+}
+
+// ---- RuntimeEvent lines (maka) --------------------------------------------------------------
+
+fn runtime_event_source(path: &Path) -> Counts {
+    let mut counts = Counts::new();
+    for line in lines(path) {
+        if line.get("invocationId").is_none() || line.get("turnId").is_none() {
+            continue;
+        }
+        let content = &line["content"];
+        let said = match (content["kind"].as_str(), line["role"].as_str()) {
+            (Some("text"), Some("user")) => Said::User(content["text"].as_str().unwrap().to_owned()),
+            (Some("text"), Some("model")) => Said::Assistant(content["text"].as_str().unwrap().to_owned()),
+            (Some("thinking"), _) => Said::Thinking(content["text"].as_str().unwrap().to_owned()),
+            (Some("function_call"), _) => {
+                Said::Call(content["name"].as_str().unwrap().to_owned(), canonical(&content["args"]))
+            }
+            (Some("function_response"), _) => {
+                Said::Result(content["id"].as_str().unwrap().to_owned(), content["isError"] == true)
+            }
+            _ => continue,
+        };
+        add(&mut counts, said);
+    }
+    counts
+}
+
+#[test]
+fn runtime_event_lines_lose_nothing() {
+    let path = written("maka-events.jsonl");
+    assert_same(&path, &runtime_event_source(&path), &from_log(&path, ImportFormat::Maka));
 }

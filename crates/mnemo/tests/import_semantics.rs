@@ -330,3 +330,28 @@ fn every_imported_session_names_the_format_it_came_from_and_claude_sub_agents_th
     let error = parse_import(bad, "bad.jsonl", ImportFormat::Mnemo).unwrap_err().to_string();
     assert!(error.starts_with("bad.jsonl:1:") && error.contains("source"), "{error}");
 }
+
+#[test]
+fn claude_code_2_1_commands_images_rejections_and_interruptions_keep_the_users_two_turns() {
+    let flat = flat(&fixture("claude-code-2.1.jsonl"), ImportFormat::Auto);
+    let users: Vec<&str> = flat.events.iter().filter(|e| e.1 == Role::User).map(|e| e.3.as_str()).collect();
+    assert_eq!(
+        users,
+        [
+            "Why does `cargo test -p tally totals` fail on the CI runner but not here?",
+            "Fix it, and here is the CI log for the failing case."
+        ]
+    );
+    // The caveat, the /model command and its output are the host's, in the turn of the request
+    // they come before; the rejected edit ends that turn aborted at the interruption's time.
+    let second = flat.events.iter().find(|e| e.3.starts_with("Fix it")).unwrap().0.clone();
+    let host: Vec<&(String, Role, Author, String, bool)> =
+        flat.events.iter().filter(|e| e.2 == Author::Host).collect();
+    assert_eq!(host.len(), 3, "{host:?}");
+    assert!(host.iter().all(|e| e.0 == second && e.1 == Role::System), "{host:?}");
+    assert_eq!(flat.ends.len(), 2);
+    assert_eq!(flat.ends[0].1, TurnStatus::Completed);
+    assert_eq!((flat.ends[1].0.as_str(), flat.ends[1].1), (second.as_str(), TurnStatus::Aborted));
+    assert_eq!(flat.ends[1].2, 1_771_581_711_310, "the interruption's own time");
+    assert_eq!(flat.titles, ["Half-even rounding in report totals"]);
+}
