@@ -7,7 +7,7 @@ import { existsSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, type WireRecord } from "../src/index.js";
+import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, StartFailed, type WireRecord } from "../src/index.js";
 import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
 
 const CLAUDE_SESSION = join(
@@ -135,6 +135,10 @@ test("append at an expected revision; a conflict appends nothing", async () => {
 
     const next = await client.append("session/ts1", [sessionOpened("ts1")], 0);
     assert.equal(next.last_revision, 1);
+    const buffered = await client.append("session/ts1", [sessionOpened("ts1")], 1, "buffered");
+    assert.equal(buffered.last_revision, 2);
+    const wrongDurability = await rejects(client.append("session/ts1", [sessionOpened("ts1")], 2, "eventually" as "buffered"));
+    assert.equal(wrongDurability.reason, "invalid_params");
     await assert.rejects(client.append("session/ts1", [], -1), RangeError);
   } finally {
     await done();
@@ -256,5 +260,21 @@ test("a closed client refuses further calls", async () => {
     await assert.rejects(client.ping(), ConnectionLost);
   } finally {
     await done();
+  }
+});
+
+test("a binary that cannot start is reported as StartFailed saying why", async () => {
+  const { store, cleanup } = freshStore();
+  try {
+    await assert.rejects(
+      Client.connect(store, { mnemoBin: "/nonexistent/mnemo", startWaitMs: 1000 }),
+      (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
+    );
+    await assert.rejects(
+      Client.spawn(store, { mnemoBin: "/nonexistent/mnemo" }),
+      (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
+    );
+  } finally {
+    await cleanup();
   }
 });
