@@ -85,7 +85,7 @@ enum Command {
     Sessions,
     /// Print a session's visible messages.
     Show(history_cmd::ShowArgs),
-    /// SearchHistory: matches across sessions, ranked by BM25.
+    /// SearchHistory: matches across sessions, ranked (BM25 over stemmed words and tool arguments).
     Search(history_cmd::SearchArgs),
     /// ReadHistory: a bounded window of one session's turns.
     Read(history_cmd::ReadArgs),
