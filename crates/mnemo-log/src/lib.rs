@@ -21,8 +21,8 @@ mod verify;
 mod writer;
 
 pub use backend::{
-    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision,
-    KeyRefusal, LogBackend, NewRecord, RevisionConflict, StreamHead,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision, HeldKey,
+    KeyRefusal, LogBackend, NewRecord, RevisionConflict, RulePrecheck, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};

@@ -242,13 +242,40 @@ impl Mnemo {
     }
 
     /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
+    ///
+    /// This is the generic append path of the reference store (spec events-and-history.md §1.8):
+    /// event text is normalised, reserved facts are refused, and the log decides every event's
+    /// identity, run and tool-ledger rules. An exact retry of a stored event is not stored again:
+    /// it is answered with the original's position ([`Appended::retried`] counts them). A broken
+    /// rule is [`Error::Refused`] with its typed reason, and nothing of the append is stored.
     pub fn append(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
         records: &[Record],
     ) -> Result<Appended, Error> {
-        self.append_at(stream, expected, records, None)
+        let refused = |record: usize, reason| Error::Refused {
+            stream: stream.to_string(),
+            record,
+            reason,
+            held_at: None,
+        };
+        // NOTE: records are copied only when one needs normalising; the common case checks in place.
+        let prepared: Option<Vec<Record>> = if records.iter().any(Record::needs_generic_preparation) {
+            let mut copies = records.to_vec();
+            for (index, record) in copies.iter_mut().enumerate() {
+                record.prepare_generic_append().map_err(|reason| refused(index, reason))?;
+            }
+            Some(copies)
+        } else {
+            for (index, record) in records.iter().enumerate() {
+                if let Some(reason) = record.generic_append_refusal() {
+                    return Err(refused(index, reason));
+                }
+            }
+            None
+        };
+        self.append_at(stream, expected, prepared.as_deref().unwrap_or(records), None)
     }
 
     /// [`Mnemo::append`], acknowledged at `durability` instead of the store's own (`Buffered`: once

@@ -428,11 +428,11 @@ fn runtime_event_line(
     line_value: RuntimeEventLine,
     line: usize,
 ) -> Result<(), LineError> {
-    let mut event = line_value.event;
     let field = |f: &str| Some(format!("event.{f}"));
     // The reference decoder normalises text content (spec §1.2) before any check, so an event in
-    // either form is the same event.
-    event.normalize();
+    // either form is the same event; a reserved fact has no place on this generic path (§1.8).
+    let mut event = line_value.event;
+    mnemo_core::prepare_generic_event(&mut event).map_err(|refusal| (None, refusal.to_string()))?;
     next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
     event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
     if let Some(earlier) = state.event_ids.get(&event.id) {

@@ -28,8 +28,8 @@ fn session(id: &str) -> SessionId {
 fn event(session_id: &str, n: u64, turn: &str, role: Role, author: Author, content: Content) -> Record {
     let mut event = RuntimeEvent::new(
         EventId::new(format!("{session_id}-e{n}")).unwrap(),
-        InvocationId::new("inv").unwrap(),
-        RunId::new("run").unwrap(),
+        InvocationId::new(format!("inv-{turn}")).unwrap(),
+        RunId::new(format!("run-{turn}")).unwrap(),
         session(session_id),
         TurnId::new(turn).unwrap(),
         TimestampMs(1_767_225_000_000 + n),

@@ -44,8 +44,9 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
             n += 1;
             let mut event = RuntimeEvent::new(
                 EventId::new(format!("{id}-e{n}")).unwrap(),
-                InvocationId::new("inv").unwrap(),
-                RunId::new("run").unwrap(),
+                // One run of one invocation per turn (an invocation belongs to one turn).
+                InvocationId::new(format!("inv-t{index}")).unwrap(),
+                RunId::new(format!("run-t{index}")).unwrap(),
                 session(id),
                 TurnId::new(format!("t{index}")).unwrap(),
                 TimestampMs(1_767_225_000_000 + n),
