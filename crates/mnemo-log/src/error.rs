@@ -93,9 +93,13 @@ pub enum LogError {
     #[error("replicated log unavailable: {0}")]
     Unavailable(String),
     /// A file of the store's database is damaged: it fails its checksum, does not decode, or is
-    /// missing. Nothing was read from it. Restore the store from a copy; `mnemo verify` reports what
-    /// still verifies.
-    #[error("store {path} is damaged: {what}; restore it from a copy")]
+    /// missing. Nothing was read from it. Salvage what was written before the damage into a new
+    /// store (`mnemo salvage`, which reads the damaged store from a copy and changes nothing in it),
+    /// or restore the store from a backup.
+    #[error(
+        "store {path} is damaged: {what}; `mnemo salvage --to DIR` copies every envelope written \
+         before the damage into a new store, without changing this one, and names what was lost"
+    )]
     Damaged { path: PathBuf, what: String },
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
     /// Its message names the cause in one line (see [`describe`]), so the engine's error is not

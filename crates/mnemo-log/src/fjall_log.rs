@@ -158,7 +158,8 @@ impl FjallLog {
         })
     }
 
-    fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
+    /// As [`FjallLog::open`], with the storage engine's refusal as it is (salvage looks at it).
+    pub(crate) fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         store_dir::ensure_store(dir, &create_database)?;
         let lock = acquire_lock(dir)?;
         let (db, log, streams, keys) = open_database(dir)?;
