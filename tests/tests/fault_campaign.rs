@@ -12,14 +12,13 @@
 //! detected: the open refuses naming exactly the lost range, never answers from a shorter log.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mnemo::records::Position;
 use mnemo::{Config, Error, Mnemo};
+use mnemo_acceptance::children::{self, crash_writer_killed, journal_line};
 use mnemo_acceptance::sim::{Rng, seed_from_env};
 use mnemo_log::LogError;
 
@@ -52,18 +51,9 @@ fn faults_from_env() -> u64 {
     std::env::var("MNEMO_FAULTS").ok().and_then(|v| v.parse().ok()).unwrap_or(FAULTS_DEFAULT)
 }
 
+/// Runs the fault writer to its end; what it acknowledged and what it printed.
 fn fault_writer(dir: &Path, seed: u64, mode: &str, amount: u64) -> (Vec<u64>, String) {
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; exec "$0" "$@""#)
-        .arg(env!("CARGO_BIN_EXE_fault-writer"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .arg(mode)
-        .arg(amount.to_string())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let output = children::fault_writer(env!("CARGO_BIN_EXE_fault-writer"), dir, seed, mode, amount);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -71,8 +61,7 @@ fn fault_writer(dir: &Path, seed: u64, mode: &str, amount: u64) -> (Vec<u64>, St
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    let acks = stdout.lines().filter_map(|l| l.strip_prefix("ack ")).map(|n| n.parse().unwrap()).collect();
-    (acks, stdout)
+    (children::acks(stdout.lines()), stdout)
 }
 
 /// Reopens after a fault that is not storage damage: how many acknowledged positions are missing.
@@ -87,35 +76,8 @@ fn lost_after(dir: &Path, acknowledged: &[u64], context: &str) -> u64 {
 }
 
 fn kill(dir: &Path, seed: u64, rng: &mut Rng, tally: &mut Tally) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-writer"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut acks = vec![received.recv_timeout(Duration::from_secs(60)).unwrap()];
-    let deadline = Instant::now() + Duration::from_millis(rng.below(150));
-    while Instant::now() < deadline {
-        if let Ok(line) = received.recv_timeout(Duration::from_millis(2)) {
-            acks.push(line);
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    reader.join().unwrap();
-    acks.extend(received.try_iter());
-    let acks: Vec<u64> = acks.iter().map(|l| l.parse().unwrap()).collect();
+    let run_for = Duration::from_millis(rng.below(150));
+    let acks = crash_writer_killed(env!("CARGO_BIN_EXE_crash-writer"), dir, seed, run_for);
     tally.injected += 1;
     tally.acknowledged += acks.len() as u64;
     tally.lost += lost_after(dir, &acks, &format!("kill, seed {seed}"));
@@ -183,18 +145,16 @@ fn disk_full(seed: u64, campaign: &mut Campaign) {
 
 fn journal_damage(dir: &Path, seed: u64, rng: &mut Rng, campaign: &mut Campaign) {
     let (acks, stdout) = fault_writer(dir, seed, "journal", DAMAGE_APPENDS);
-    let line = stdout.lines().find_map(|l| l.strip_prefix("journal ")).unwrap();
-    let (journal, end) = line.rsplit_once(' ').unwrap();
-    let end: u64 = end.parse().unwrap();
+    let (journal, end) = journal_line(&stdout).unwrap();
     let acknowledged = acks.iter().max().copied().unwrap();
     if rng.below(2) == 0 {
-        let file = std::fs::OpenOptions::new().write(true).open(journal).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
         file.set_len(rng.below(end)).unwrap();
     } else {
-        let mut bytes = std::fs::read(journal).unwrap();
+        let mut bytes = std::fs::read(&journal).unwrap();
         let at = rng.below(end) as usize;
         bytes[at] ^= 1 << rng.below(8);
-        std::fs::write(journal, bytes).unwrap();
+        std::fs::write(&journal, bytes).unwrap();
     }
     campaign.damage.injected += 1;
     campaign.damage.acknowledged += acks.len() as u64;

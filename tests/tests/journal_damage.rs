@@ -9,11 +9,11 @@
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mnemo::log::{ExpectedRevision, LostRange};
 use mnemo::records::{Position, StreamId};
 use mnemo::{Config, Error, ErrorCategory, Mnemo};
+use mnemo_acceptance::children::{self, copy_dir, journal_line};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 use mnemo_log::LogError;
 
@@ -38,36 +38,19 @@ struct Written {
 /// Runs the child on a fresh store: `ACKED_APPENDS` durable appends, then an exit without closing.
 fn write_store(seed: u64) -> Written {
     let store = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_fault-writer"))
-        .arg(store.path())
-        .arg(seed.to_string())
-        .arg("journal")
-        .arg(ACKED_APPENDS.to_string())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let output = children::fault_writer(
+        env!("CARGO_BIN_EXE_fault-writer"),
+        store.path(),
+        seed,
+        "journal",
+        ACKED_APPENDS,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "child failed: {}", String::from_utf8_lossy(&output.stderr));
-    let acknowledged =
-        stdout.lines().filter_map(|l| l.strip_prefix("ack ")).map(|n| n.parse::<u64>().unwrap());
-    let acknowledged = acknowledged.max().unwrap();
-    let line = stdout.lines().find_map(|l| l.strip_prefix("journal ")).unwrap();
-    let (journal, end) = line.rsplit_once(' ').unwrap();
-    let journal = Path::new(journal).strip_prefix(store.path()).unwrap().to_path_buf();
-    Written { store, journal, end: end.parse().unwrap(), acknowledged }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    let acknowledged = children::acks(stdout.lines()).into_iter().max().unwrap();
+    let (journal, end) = journal_line(&stdout).unwrap();
+    let journal = journal.strip_prefix(store.path()).unwrap().to_path_buf();
+    Written { store, journal, end, acknowledged }
 }
 
 /// The journal's batch ends: the offset just past each batch's trailer.
@@ -283,7 +266,7 @@ fn a_journal_batch_failing_its_checksum_is_refused_and_salvaged_up_to_the_batch_
     let original = hashes(pristine.path());
     let journal = std::fs::read(written.store.path().join(&written.journal)).unwrap();
     let ends = batch_ends(&journal[..written.end as usize]);
-    let (mut checksum_refusals, mut recovered_total) = (0, 0);
+    let (mut checksum_refusals, mut harmless, mut recovered_total) = (0, 0, 0);
     for round in 0..INSIDE_FLIPS {
         // A byte in the middle of a batch's entries (after the previous batch's trailer, before this
         // one's end tag): an envelope's bytes, which the batch's checksum covers.
@@ -308,7 +291,18 @@ fn a_journal_batch_failing_its_checksum_is_refused_and_salvaged_up_to_the_batch_
         bytes[at] ^= 0x5A;
         std::fs::write(&path, bytes).unwrap();
 
-        let refused = Mnemo::open(dir.path(), Config::default()).unwrap_err();
+        let refused = match Mnemo::open(dir.path(), Config::default()) {
+            // A flipped length can make the batch look torn: the storage engine then drops it and
+            // what follows, which is harmless when they held only projection commits after the
+            // last acknowledged envelope.
+            Ok(mnemo) => {
+                assert!(mnemo.log().head().0 >= written.acknowledged, "{context}: silent loss");
+                harmless += 1;
+                eprintln!("{context}: only unacknowledged bytes were lost");
+                continue;
+            }
+            Err(refused) => refused,
+        };
         assert_eq!(refused.category(), ErrorCategory::Integrity, "{context}: {refused}");
         match &refused {
             Error::Log(LogError::Damaged { .. }) => {
@@ -347,7 +341,7 @@ fn a_journal_batch_failing_its_checksum_is_refused_and_salvaged_up_to_the_batch_
     }
     eprintln!(
         "{INSIDE_FLIPS} flipped bytes inside batches: {checksum_refusals} refused as a failed checksum, \
-         {recovered_total} envelopes salvaged in all"
+         {harmless} harmless, {recovered_total} envelopes salvaged in all"
     );
     assert!(checksum_refusals >= INSIDE_FLIPS / 2, "only {checksum_refusals} flips failed a checksum");
 }

@@ -153,8 +153,8 @@ impl FjallLog {
     pub fn open(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         let _span = debug_span!("open_log", dir = %dir.display()).entered();
         FjallLog::open_inner(dir, options).map_err(|error| match error {
-            LogError::Storage(error) => LogError::storage(dir, error),
-            other => other,
+            LogError::Storage(error) => LogError::store_access(dir, LogError::storage(dir, error)),
+            other => LogError::store_access(dir, other),
         })
     }
 
