@@ -45,3 +45,5 @@ nats-down dir="/tmp/mnemo-nats":
 # Regenerate the protocol's checked-in JSON Schema from its Rust types (a test fails when it is stale).
 schema:
     cargo run -q -p mnemo-cli -- serve --print-schema > crates/mnemo-server/schema/protocol.json
+    python3 clients/python/scripts/generate_types.py
+    cd clients/typescript && node scripts/generate-types.mjs

@@ -24,6 +24,7 @@ mod compaction_cmd;
 mod demo;
 mod eval_cmd;
 mod history_cmd;
+mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
 mod recall_eval_cmd;
@@ -138,6 +139,10 @@ enum Command {
     /// Capture the agents' session folders: import every new or grown session file (`--watch`:
     /// keep capturing as they change).
     Sync(sync_cmd::SyncArgs),
+    /// Run as a coding agent's hook (`claude-code` or `codex`): the event's JSON on stdin; at
+    /// session start print the memory context, at stop, compaction and session end capture the
+    /// transcript. Always exits 0; failures go to `hooks.log` in the store directory.
+    Hook(hook_cmd::HookArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -293,6 +298,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp(args) => mcp_cmd::run(cli, args),
         Command::Sync(args) => sync_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
+        Command::Hook(args) => hook_cmd::run(cli, args),
     }
 }
 

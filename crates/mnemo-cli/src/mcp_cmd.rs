@@ -19,7 +19,17 @@ pub(crate) struct McpArgs {
 
 pub(crate) fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<ExitCode> {
     let store = std::path::absolute(&cli.store)?;
-    let mut start = StartCommand::current_exe(&store)?;
+    let start = start_command(cli, &store)?;
+    let mut options = McpOptions::new(store, ConnectOptions::new("mnemo mcp").start_with(start));
+    options.workspace = args.workspace.clone();
+    run_stdio(options)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The command that starts this binary's store server for `store` with the options this command
+/// was given (`--pipeline`, `--log`).
+pub(crate) fn start_command(cli: &Cli, store: &std::path::Path) -> std::io::Result<StartCommand> {
+    let mut start = StartCommand::current_exe(store)?;
     if let Some(pipeline) = &cli.pipeline {
         start = StartCommand {
             args: [vec!["--pipeline".into(), pipeline.as_os_str().to_owned()], start.args].concat(),
@@ -29,8 +39,5 @@ pub(crate) fn run(cli: &Cli, args: &McpArgs) -> anyhow::Result<ExitCode> {
     if let Some(log) = &cli.log {
         start = StartCommand { args: [vec!["--log".into(), log.into()], start.args].concat(), ..start };
     }
-    let mut options = McpOptions::new(store, ConnectOptions::new("mnemo mcp").start_with(start));
-    options.workspace = args.workspace.clone();
-    run_stdio(options)?;
-    Ok(ExitCode::SUCCESS)
+    Ok(start)
 }

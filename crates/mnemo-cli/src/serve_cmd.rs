@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use clap::Args;
 use mnemo::Config;
-use mnemo::log::LogLocation;
-use mnemo_server::server::{ServeOptions, StopCause, serve};
+use mnemo::log::{LogLocation, ManualClock};
+use mnemo_server::server::{ServeOptions, StopCause, serve, serve_stdio};
 
 use crate::term::{say, say_err};
 use crate::{Cli, output, progress};
@@ -21,6 +21,16 @@ pub(crate) struct ServeArgs {
     /// the error) and exit without opening the store.
     #[arg(long)]
     print_schema: bool,
+    /// Stamp every append with this fixed time (ms since the Unix epoch) instead of the system
+    /// clock's, so that the same calls make the same log byte for byte (conformance tests across
+    /// clients, reproducible demonstrations). An import still stamps its records with their own
+    /// times, and the log's times never run backwards.
+    #[arg(long, value_name = "MS")]
+    fixed_clock: Option<u64>,
+    /// Serve one client on standard input and output instead of the store's socket: the process
+    /// that spawns `mnemo serve --stdio` owns the store until it closes standard input.
+    #[arg(long, conflicts_with = "print_schema")]
+    stdio: bool,
 }
 
 pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
@@ -30,17 +40,32 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
-    let config =
+    let mut config =
         Config { pipeline: cli.pipeline.clone(), verify_tail_on_open: true, log, ..Config::default() };
+    if let Some(ms) = args.fixed_clock {
+        config.clock = std::sync::Arc::new(ManualClock::new(ms, 0));
+    }
     let mut options = ServeOptions::new(config);
     options.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
-    let report = serve(&cli.store, options)?;
-    let stopped_by = match report.stopped_by {
+    let stopped_by = |cause| match cause {
         StopCause::Signal => "signal",
         StopCause::Request => "shutdown request",
         StopCause::Idle => "idle period",
+        StopCause::InputClosed => "end of standard input",
         _ => "other",
     };
+    if args.stdio {
+        // Standard output carries the protocol: the report goes to standard error only.
+        let report = serve_stdio(&cli.store, options)?;
+        say_err!(
+            "stopped by {}: answered {} calls on standard input",
+            stopped_by(report.stopped_by),
+            report.calls
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = serve(&cli.store, options)?;
+    let stopped_by = stopped_by(report.stopped_by);
     let summary = serde_json::json!({
         "socket": report.socket.display().to_string(),
         "calls": report.calls,

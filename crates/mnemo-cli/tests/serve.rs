@@ -158,6 +158,7 @@ fn sigterm_keeps_every_acknowledged_append() {
                         stream: format!("session/w{w}"),
                         expected_revision: ExpectedRevision::Any,
                         records: vec![event(&format!("w{w}"), &id)],
+                        durability: None,
                     };
                     match client.call::<Append>(&params) {
                         Ok(_) => {
@@ -238,4 +239,51 @@ fn sixty_four_clients_appending_and_searching_lose_no_acknowledged_append() {
         report.searches.p99_us,
         report.overloaded
     );
+}
+
+/// `mnemo serve --stdio`: one client on the child's standard input and output, no socket; the end of
+/// its input stops it after every admitted call is answered, and the store is free again.
+#[test]
+fn serve_stdio_answers_its_spawner_and_stops_when_its_input_ends() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let mut child = Command::new(MNEMO)
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut answer = || {
+        let mut line = String::new();
+        output.read_line(&mut line).unwrap();
+        serde_json::from_str::<serde_json::Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    let hello = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocol_version": 1}});
+    writeln!(input, "{hello}").unwrap();
+    assert_eq!(answer()["result"]["server_name"], "mnemo");
+    assert!(!store.join("server.sock").exists(), "a stdio server places no socket");
+    // Five appends, then the input ends at once: each is still answered and durable.
+    for n in 1..=5 {
+        let append = serde_json::json!({"jsonrpc": "2.0", "id": 10 + n, "method": "append", "params": {
+            "stream": "session/s1", "expected_revision": "any", "records": [event("s1", &format!("e{n}"))]}});
+        writeln!(input, "{append}").unwrap();
+    }
+    drop(input);
+    let mut answered = BTreeSet::new();
+    for _ in 1..=5 {
+        let frame = answer();
+        assert!(frame.get("result").is_some(), "{frame}");
+        answered.insert(frame["id"].as_u64().unwrap());
+    }
+    assert_eq!(answered, (11..=15).collect());
+    assert!(wait_exit(&mut child, Duration::from_secs(60)).success());
+    let mnemo = mnemo::Mnemo::open(&store, mnemo::Config::default()).unwrap();
+    assert_eq!(mnemo.log().head().0, 5);
+    mnemo.close().unwrap();
 }

@@ -291,23 +291,34 @@ fn send(write: &mut UnixStream, request: &Request) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Reads the next answer. Frames the server sends on its own are skipped: this client registers no
+/// seams, so none is a request to it, and it does not deliver `log/appended` notifications (a
+/// client that follows the log uses a client that does).
 fn receive(read: &mut BufReader<UnixStream>, method: &'static str) -> Result<Response, ClientError> {
-    let mut line = Vec::new();
-    let limit = FRAME_BYTES_MAX as u64 + 1;
-    let read_bytes = read.by_ref().take(limit).read_until(b'\n', &mut line)?;
-    if read_bytes == 0 {
-        return Err(ClientError::Io(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "the server closed the connection",
-        )));
+    loop {
+        let mut line = Vec::new();
+        let limit = FRAME_BYTES_MAX as u64 + 1;
+        let read_bytes = read.by_ref().take(limit).read_until(b'\n', &mut line)?;
+        if read_bytes == 0 {
+            return Err(ClientError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the server closed the connection",
+            )));
+        }
+        if line.last() != Some(&b'\n') {
+            return Err(ClientError::Protocol {
+                method,
+                detail: format!("an answer longer than {FRAME_BYTES_MAX} bytes"),
+            });
+        }
+        let frame: Value = serde_json::from_slice(&line)
+            .map_err(|e| ClientError::Protocol { method, detail: e.to_string() })?;
+        if frame.get("method").is_some() {
+            continue;
+        }
+        return serde_json::from_value(frame)
+            .map_err(|e| ClientError::Protocol { method, detail: e.to_string() });
     }
-    if line.last() != Some(&b'\n') {
-        return Err(ClientError::Protocol {
-            method,
-            detail: format!("an answer longer than {FRAME_BYTES_MAX} bytes"),
-        });
-    }
-    serde_json::from_slice(&line).map_err(|e| ClientError::Protocol { method, detail: e.to_string() })
 }
 
 /// Connects (starting a server when told how) and initializes.

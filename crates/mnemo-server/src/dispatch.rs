@@ -5,7 +5,7 @@
 use mnemo::compaction::ContextOptions;
 use mnemo::history::{HistoryContext, HistoryReadRequest, HistorySearchRequest};
 use mnemo::log::ExpectedRevision as FacadeExpected;
-use mnemo::memory::RecallMemory;
+use mnemo::memory::{RecallMemory, StartBlockRequest};
 use mnemo::records::{
     ItemId, Position, Record, RecordKind, SessionId, StreamId, StreamRevision, ToolCallId, TurnId,
     WorkspaceId,
@@ -19,14 +19,24 @@ use tokio::runtime::Handle;
 
 use crate::methods::{self as m, Method};
 use crate::protocol::{Reason, RpcError};
+use crate::seams::ConnectionSeams;
+
+mod host;
 
 /// Runs `method` against the store. `initialize` and `shutdown` are the connection's business and
 /// never come here.
-pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value) -> Result<Value, RpcError> {
+pub(crate) fn call(
+    mnemo: &Mnemo,
+    runtime: &Handle,
+    seams: &ConnectionSeams,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
     match method {
         m::Ping::NAME => run::<m::Ping>(params, |_| Ok(m::Empty {})),
         m::Append::NAME => run::<m::Append>(params, |p| append(mnemo, p)),
         m::Import::NAME => run::<m::Import>(params, |p| import(mnemo, p)),
+        m::Capture::NAME => run::<m::Capture>(params, |p| capture(mnemo, p)),
         m::Sessions::NAME => run::<m::Sessions>(params, |_| sessions(mnemo)),
         m::Transcript::NAME => run::<m::Transcript>(params, |p| {
             let session = session_id(p.session)?;
@@ -41,11 +51,12 @@ pub(crate) fn call(mnemo: &Mnemo, runtime: &Handle, method: &str, params: Value)
             let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
             mnemo.memory().get(&item).map_err(store)?.map(|i| object(&i)).transpose()
         }),
+        m::StartBlock::NAME => run::<m::StartBlock>(params, |p| start_block(mnemo, p)),
         m::Context::NAME => run::<m::Context>(params, |p| context(mnemo, p)),
         m::Stats::NAME => run::<m::Stats>(params, |_| object(&mnemo.stats().map_err(store)?)),
         m::Verify::NAME => run::<m::Verify>(params, |_| object(&mnemo.verify(&mut |_| {}).map_err(store)?)),
         m::Log::NAME => run::<m::Log>(params, |p| log(mnemo, p)),
-        other => Err(RpcError::new(Reason::MethodNotFound, format!("no method {other:?}"))),
+        other => host::call(mnemo, runtime, seams, other, params),
     }
 }
 
@@ -129,7 +140,18 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
             .map_err(|e| invalid(e.to_string()))?;
         records.push(record);
     }
-    let appended = mnemo.append(&stream, expected, &records).map_err(store)?;
+    let appended = match p.durability {
+        None => mnemo.append(&stream, expected, &records),
+        Some(durability) => {
+            let durability = match durability {
+                m::Durability::Buffered => mnemo::log::Durability::Buffered,
+                m::Durability::SyncData => mnemo::log::Durability::SyncData,
+                m::Durability::SyncAll => mnemo::log::Durability::SyncAll,
+            };
+            mnemo.append_with_durability(&stream, expected, &records, durability)
+        }
+    }
+    .map_err(store)?;
     Ok(m::AppendResult {
         first_position: appended.first_position.0,
         last_position: appended.last_position.0,
@@ -155,6 +177,37 @@ fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
         }
     };
     object(&mnemo.import(&bytes, &source, format).map_err(store)?)
+}
+
+fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, RpcError> {
+    match format {
+        None => Ok(ImportFormat::Auto),
+        Some(name) => name
+            .parse::<ImportFormat>()
+            .map_err(|e| RpcError::new(Reason::InvalidParams, format!("{method}: format: {e}"))),
+    }
+}
+
+fn capture(mnemo: &Mnemo, p: m::CaptureParams) -> Result<m::Object, RpcError> {
+    let format = import_format(m::Capture::NAME, p.format.as_deref())?;
+    object(&crate::capture::capture_file(mnemo, std::path::Path::new(&p.path), format).map_err(store)?)
+}
+
+fn start_block(mnemo: &Mnemo, p: m::StartBlockParams) -> Result<m::StartBlockResult, RpcError> {
+    let request = StartBlockRequest {
+        session: p.session.map(session_id).transpose()?,
+        workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
+        query: p.query,
+        budget_tokens: p.budget_tokens,
+    };
+    let block = mnemo.memory().start_block(&request).map_err(store)?;
+    let standing = block.items.iter().filter(|item| item.standing).count() as u64;
+    Ok(m::StartBlockResult {
+        text: block.text,
+        tokens: block.tokens,
+        items: block.items.into_iter().map(recalled).collect(),
+        standing,
+    })
 }
 
 fn sessions(mnemo: &Mnemo) -> Result<Vec<m::SessionInfo>, RpcError> {
@@ -300,28 +353,29 @@ fn recall(mnemo: &Mnemo, p: m::RecallParams) -> Result<Vec<m::RecalledItem>, Rpc
     let session = session_id(p.session)?;
     let request = RecallMemory { query: p.query, limit: p.limit };
     let items = mnemo.memory().recall(&session, &request).map_err(store)?;
-    Ok(items
-        .into_iter()
-        .map(|item| m::RecalledItem {
-            item: item.item.to_string(),
-            version: item.version,
-            content: item.content,
-            kind: wire_name(&item.kind),
-            scope: item.scope.to_string(),
-            keys: item.keys,
-            sources: item
-                .sources
-                .into_iter()
-                .map(|s| m::SourceRef {
-                    session: s.session.to_string(),
-                    run: s.run.to_string(),
-                    turn: s.turn.to_string(),
-                    event: s.event.to_string(),
-                })
-                .collect(),
-            score: item.score,
-        })
-        .collect())
+    Ok(items.into_iter().map(recalled).collect())
+}
+
+fn recalled(item: mnemo::memory::RecalledItem) -> m::RecalledItem {
+    m::RecalledItem {
+        item: item.item.to_string(),
+        version: item.version,
+        content: item.content,
+        kind: wire_name(&item.kind),
+        scope: item.scope.to_string(),
+        keys: item.keys,
+        sources: item
+            .sources
+            .into_iter()
+            .map(|s| m::SourceRef {
+                session: s.session.to_string(),
+                run: s.run.to_string(),
+                turn: s.turn.to_string(),
+                event: s.event.to_string(),
+            })
+            .collect(),
+        score: item.score,
+    }
 }
 
 fn remember(mnemo: &Mnemo, runtime: &Handle, p: m::RememberParams) -> Result<m::RememberResult, RpcError> {

@@ -22,6 +22,7 @@
 //! - [`mcp::run_stdio`] is `mnemo mcp`: the MCP tools, forwarded to the store server.
 //! - [`limits`] names every limit.
 
+pub mod capture;
 pub mod client;
 mod dispatch;
 pub mod limits;
@@ -29,5 +30,6 @@ pub mod load;
 pub mod mcp;
 pub mod methods;
 pub mod protocol;
+mod seams;
 pub mod server;
 pub mod socket;

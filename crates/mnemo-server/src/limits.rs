@@ -17,8 +17,9 @@ pub const CALLS_RUNNING_MAX: usize = 64;
 /// answered `overloaded` at once, without touching the store.
 pub const CALLS_ADMITTED_MAX: usize = 1024;
 
-/// Most calls one connection may have admitted at once (pipelined requests). The server reads no
-/// further request from that connection until one of them is answered.
+/// Most calls one connection may have running at once (pipelined requests); as many more are read
+/// ahead and wait for a slot, and a request beyond both is answered `overloaded`. (The server keeps
+/// reading so that a client's answers to its seam requests reach the calls waiting on them.)
 pub const CONNECTION_CALLS_MAX: usize = 32;
 
 /// Most answers waiting to be written to one connection.
@@ -49,3 +50,23 @@ pub const CALL_TIMEOUT_DEFAULT: Duration = Duration::from_secs(600);
 
 /// Most bytes of a starting server's error output a client keeps to report why it did not start.
 pub const START_STDERR_BYTES_MAX: usize = 16 * 1024;
+
+/// How long the server waits for a client's answer to one seam call (`seam/summarize`, ...), at
+/// most and by default; a client registers a shorter one with `seams/register`.
+pub const SEAM_TIMEOUT_MAX: Duration = Duration::from_secs(120);
+
+/// Most overflow latches (one per session and turn) a connection keeps; past it they are
+/// forgotten, oldest turns with the rest.
+pub const OVERFLOW_LATCHES_MAX: usize = 1024;
+
+/// Most tail subscriptions one connection holds.
+pub const SUBSCRIPTIONS_MAX: usize = 8;
+
+/// Most envelopes one `log/appended` notification carries.
+pub const TAIL_ENTRIES_MAX: usize = 256;
+
+/// How often a tail subscription looks for new envelopes.
+pub const TAIL_POLL_INTERVAL: Duration = Duration::from_millis(20);
+
+/// Largest `export` text, in bytes: the answer must fit one frame.
+pub const EXPORT_INLINE_BYTES_MAX: usize = FRAME_BYTES_MAX - 64 * 1024;

@@ -199,6 +199,7 @@ fn client_loop(index: usize, mut client: Client, deadline: Instant) -> Result<Cl
             stream: format!("session/{session}"),
             expected_revision: ExpectedRevision::Any,
             records: vec![event_record(&session, &event_id, sequence, &text)?],
+            durability: None,
         };
         let began = Instant::now();
         match client.call::<Append>(&params) {

@@ -727,6 +727,26 @@ fn respond(result: ToolResult) -> CallToolResult {
     }
 }
 
+impl MnemoMcp {
+    /// Runs one of the listed tools with its arguments parsed into the tool's own type.
+    async fn run_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        peer: &Peer<RoleServer>,
+    ) -> ToolResult {
+        match name {
+            "search_history" => self.search_history(parse_args(name, arguments)?, peer).await,
+            "read_history" => self.read_history(parse_args(name, arguments)?, peer).await,
+            "recall_memory" => self.recall_memory(parse_args(name, arguments)?, peer).await,
+            "remember" => self.remember(parse_args(name, arguments)?, peer).await,
+            "list_sessions" => self.list_sessions(parse_args(name, arguments)?, peer).await,
+            "session_context" => self.session_context(parse_args(name, arguments)?).await,
+            other => Err(ToolError(format!("no tool {other:?}"))),
+        }
+    }
+}
+
 impl ServerHandler for MnemoMcp {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -756,35 +776,11 @@ impl ServerHandler for MnemoMcp {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let peer = &context.peer;
-        let arguments = request.arguments;
-        let result = match request.name.as_ref() {
-            "search_history" => match parse_args("search_history", arguments) {
-                Ok(args) => self.search_history(args, peer).await,
-                Err(e) => Err(e),
-            },
-            "read_history" => match parse_args("read_history", arguments) {
-                Ok(args) => self.read_history(args, peer).await,
-                Err(e) => Err(e),
-            },
-            "recall_memory" => match parse_args("recall_memory", arguments) {
-                Ok(args) => self.recall_memory(args, peer).await,
-                Err(e) => Err(e),
-            },
-            "remember" => match parse_args("remember", arguments) {
-                Ok(args) => self.remember(args, peer).await,
-                Err(e) => Err(e),
-            },
-            "list_sessions" => match parse_args("list_sessions", arguments) {
-                Ok(args) => self.list_sessions(args, peer).await,
-                Err(e) => Err(e),
-            },
-            "session_context" => match parse_args("session_context", arguments) {
-                Ok(args) => self.session_context(args).await,
-                Err(e) => Err(e),
-            },
-            other => return Err(McpError::invalid_params(format!("no tool {other:?}"), None)),
-        };
+        let name = request.name.as_ref();
+        if !tools().iter().any(|tool| tool.name == name) {
+            return Err(McpError::invalid_params(format!("no tool {name:?}"), None));
+        }
+        let result = self.run_tool(name, request.arguments, &context.peer).await;
         Ok(respond(result).into())
     }
 

@@ -51,6 +51,11 @@ method!(
     /// are recognised and not appended again, so it also captures a file that grew.
     Import, "import", repeatable: true, ImportParams => Object);
 method!(
+    /// Captures a session file its agent may still be writing (a host's hook names it): its
+    /// complete lines are imported as `import` does, and a last line still being written is left
+    /// for the next capture.
+    Capture, "capture", repeatable: true, CaptureParams => Object);
+method!(
     /// `history().session_list`: every session, most recent activity first.
     Sessions, "history/sessions", repeatable: true, Empty => Vec<SessionInfo>);
 method!(
@@ -72,6 +77,10 @@ method!(
     /// `memory().get`: one memory item; `null` if unknown.
     MemoryGet, "memory/get", repeatable: true, MemoryGetParams => Option<Object>);
 method!(
+    /// `memory().start_block`: the push block for a session that is starting (which the store may
+    /// not hold yet): its workspace's standing facts and most relevant items, within a budget.
+    StartBlock, "memory/start_block", repeatable: true, StartBlockParams => StartBlockResult);
+method!(
     /// `compaction().context`: the history the session's next provider request would receive (as
     /// of a position), with the checkpoint it stands on and diagnostics.
     Context, "compaction/context", repeatable: true, ContextParams => Object);
@@ -88,12 +97,16 @@ method!(
     /// Stops the server gracefully, as SIGTERM does: running calls finish, then the store closes.
     Shutdown, "shutdown", repeatable: true, Empty => Empty);
 
+mod host;
+pub use host::*;
+
 /// Every method name, in the order `docs/PROTOCOL.md` lists them.
 pub const METHOD_NAMES: &[&str] = &[
     Initialize::NAME,
     Ping::NAME,
     Append::NAME,
     Import::NAME,
+    Capture::NAME,
     Sessions::NAME,
     Transcript::NAME,
     SearchHistory::NAME,
@@ -101,11 +114,28 @@ pub const METHOD_NAMES: &[&str] = &[
     Recall::NAME,
     Remember::NAME,
     MemoryGet::NAME,
+    StartBlock::NAME,
     Context::NAME,
     Stats::NAME,
     Verify::NAME,
     Log::NAME,
     Shutdown::NAME,
+    Prepare::NAME,
+    Compact::NAME,
+    RecoverOverflow::NAME,
+    CopySession::NAME,
+    Policy::NAME,
+    Extract::NAME,
+    RecallBlock::NAME,
+    MemoryList::NAME,
+    MemorySearch::NAME,
+    MemoryApply::NAME,
+    MemoryCursor::NAME,
+    Rebuild::NAME,
+    Export::NAME,
+    Subscribe::NAME,
+    Unsubscribe::NAME,
+    RegisterSeams::NAME,
 ];
 
 /// A JSON object whose members the facade's own output defines (documented in `docs/FORMAT.md`).
@@ -183,6 +213,22 @@ pub struct AppendParams {
     pub expected_revision: ExpectedRevision,
     /// The records, appended as one atomic batch.
     pub records: Vec<WireRecord>,
+    /// How far the batch must have reached before it is acknowledged; the store's own (`sync_data`
+    /// unless configured otherwise) when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub durability: Option<Durability>,
+}
+
+/// How far an append must have reached before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Written to the operating system: survives the server being killed, not a power loss.
+    Buffered,
+    /// The journal's data synced (`fdatasync`): survives a power loss.
+    SyncData,
+    /// The journal synced with its metadata (`fsync`).
+    SyncAll,
 }
 
 /// A record as `append` takes it: its kind and its payload in the log's JSON form (`docs/FORMAT.md`,
@@ -237,6 +283,49 @@ pub struct ImportParams {
     /// `auto` (default), `mnemo`, `openai-chat`, `codex`, `claude-code`, `maka` or `swe-agent`.
     #[serde(default)]
     pub format: Option<String>,
+}
+
+/// `capture` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CaptureParams {
+    /// The session file (absolute, or relative to the server's working directory).
+    pub path: String,
+    /// `auto` (default), `codex`, `claude-code`, or another `import` format.
+    #[serde(default)]
+    pub format: Option<String>,
+}
+
+/// `memory/start_block` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartBlockParams {
+    /// The starting session; when the store holds it, its workspace and recent turns are used.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The workspace when the store does not hold the session (the host's working directory).
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Match the items against this text instead of recent turns.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// The block's budget in tokens, 1..=16000 (default: the pipeline's `recall_budget_tokens`).
+    #[serde(default)]
+    pub budget_tokens: Option<u64>,
+}
+
+/// `memory/start_block` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct StartBlockResult {
+    /// The rendered block; empty when no item is included.
+    pub text: String,
+    /// Its estimated size in tokens.
+    pub tokens: u64,
+    /// The items included, in the block's order.
+    pub items: Vec<RecalledItem>,
+    /// How many of the first `items` are standing facts (identity, preferences, standing
+    /// instructions), included whatever the recent turns are about.
+    pub standing: u64,
 }
 
 /// `history/transcript` parameters.
@@ -582,6 +671,7 @@ pub fn schemas() -> Value {
     entry::<Ping>(&mut methods);
     entry::<Append>(&mut methods);
     entry::<Import>(&mut methods);
+    entry::<Capture>(&mut methods);
     entry::<Sessions>(&mut methods);
     entry::<Transcript>(&mut methods);
     entry::<SearchHistory>(&mut methods);
@@ -589,14 +679,46 @@ pub fn schemas() -> Value {
     entry::<Recall>(&mut methods);
     entry::<Remember>(&mut methods);
     entry::<MemoryGet>(&mut methods);
+    entry::<StartBlock>(&mut methods);
     entry::<Context>(&mut methods);
     entry::<Stats>(&mut methods);
     entry::<Verify>(&mut methods);
     entry::<Log>(&mut methods);
     entry::<Shutdown>(&mut methods);
+    entry::<Prepare>(&mut methods);
+    entry::<Compact>(&mut methods);
+    entry::<RecoverOverflow>(&mut methods);
+    entry::<CopySession>(&mut methods);
+    entry::<Policy>(&mut methods);
+    entry::<Extract>(&mut methods);
+    entry::<RecallBlock>(&mut methods);
+    entry::<MemoryList>(&mut methods);
+    entry::<MemorySearch>(&mut methods);
+    entry::<MemoryApply>(&mut methods);
+    entry::<MemoryCursor>(&mut methods);
+    entry::<Rebuild>(&mut methods);
+    entry::<Export>(&mut methods);
+    entry::<Subscribe>(&mut methods);
+    entry::<Unsubscribe>(&mut methods);
+    entry::<RegisterSeams>(&mut methods);
+    fn server_entry<M: ServerMessage>(into: &mut Map<String, Value>, with_result: bool) {
+        let mut schema = serde_json::json!({ "params": schemars::schema_for!(M::Params) });
+        if with_result {
+            schema["result"] = serde_json::to_value(schemars::schema_for!(M::Result)).unwrap_or_default();
+        }
+        into.insert(M::NAME.to_owned(), schema);
+    }
+    let mut server_requests = Map::new();
+    server_entry::<SummarizeSeam>(&mut server_requests, true);
+    server_entry::<ProviderCompactSeam>(&mut server_requests, true);
+    server_entry::<ProposeSeam>(&mut server_requests, true);
+    let mut notifications = Map::new();
+    server_entry::<Appended>(&mut notifications, false);
     serde_json::json!({
         "protocol_version": crate::protocol::PROTOCOL_VERSION,
         "methods": methods,
+        "server_requests": server_requests,
+        "notifications": notifications,
         "request": schemars::schema_for!(crate::protocol::Request),
         "response": schemars::schema_for!(crate::protocol::Response),
         "error": schemars::schema_for!(crate::protocol::RpcError),

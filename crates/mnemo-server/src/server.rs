@@ -19,18 +19,23 @@ use std::time::{Duration, Instant};
 
 use mnemo::{Config, Mnemo};
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use std::collections::VecDeque;
+use std::sync::PoisonError;
+
+use mnemo::memory::MemoryModels;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
 use crate::dispatch;
 use crate::limits::{
     CALLS_ADMITTED_MAX, CALLS_RUNNING_MAX, CONNECTION_CALLS_MAX, CONNECTION_REPLIES_QUEUED_MAX,
-    CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL,
+    CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL, SEAM_TIMEOUT_MAX, SUBSCRIPTIONS_MAX,
+    TAIL_ENTRIES_MAX, TAIL_POLL_INTERVAL,
 };
-use crate::methods::{self as m, Method};
+use crate::methods::{self as m, Method, ServerMessage};
 use crate::protocol::{JSONRPC_VERSION, PROTOCOL_VERSIONS, Reason, Request, RequestId, Response, RpcError};
+use crate::seams::{ClientProposer, ConnectionSeams, Outgoing, Peer, Registered};
 use crate::socket::{self, SocketError};
 
 /// How a server runs.
@@ -86,6 +91,8 @@ pub enum StopCause {
     Request,
     /// No connection for the idle period.
     Idle,
+    /// Standard input ended (`mnemo serve --stdio`): the client that spawned the server is done.
+    InputClosed,
 }
 
 /// Why a server could not start or stopped with a failure.
@@ -118,9 +125,30 @@ struct Shared {
     /// When the last connection closed (or the server started).
     idle_since: std::sync::Mutex<Instant>,
     stop: watch::Sender<Option<StopCause>>,
+    next_connection: AtomicU64,
+    /// The connection whose registered `MemoryProposer` the store's memory models use.
+    proposer_owner: std::sync::Mutex<Option<u64>>,
 }
 
 impl Shared {
+    fn new(mnemo: Mnemo, store: &Path, idle_exit: Option<Duration>) -> Shared {
+        let (stop, _) = watch::channel(None);
+        Shared {
+            mnemo,
+            store: std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()).display().to_string(),
+            idle_exit,
+            admission: Admission::new(CALLS_ADMITTED_MAX),
+            workers: Arc::new(Semaphore::new(CALLS_RUNNING_MAX)),
+            connections: AtomicUsize::new(0),
+            accepted: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+            idle_since: std::sync::Mutex::new(Instant::now()),
+            stop,
+            next_connection: AtomicU64::new(1),
+            proposer_owner: std::sync::Mutex::new(None),
+        }
+    }
+
     fn request_stop(&self, cause: StopCause) {
         self.stop.send_if_modified(|current| {
             if current.is_none() {
@@ -129,6 +157,25 @@ impl Shared {
             }
             false
         });
+    }
+
+    /// The store's memory models use `proposer` (a connection's), until that connection closes or
+    /// another registers one.
+    fn claim_proposer(&self, connection: u64, proposer: ClientProposer) {
+        let mut owner = self.proposer_owner.lock().unwrap_or_else(PoisonError::into_inner);
+        self.mnemo
+            .memory()
+            .set_models(MemoryModels { proposer: Arc::new(proposer), ..MemoryModels::default() });
+        *owner = Some(connection);
+    }
+
+    /// The embedded models again, if `connection`'s proposer is the one in use.
+    fn release_proposer(&self, connection: u64) {
+        let mut owner = self.proposer_owner.lock().unwrap_or_else(PoisonError::into_inner);
+        if *owner == Some(connection) {
+            self.mnemo.memory().set_models(MemoryModels::default());
+            *owner = None;
+        }
     }
 
     fn stopping(&self) -> bool {
@@ -157,19 +204,7 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
     // server per store, and a socket at the path is then a dead server's.
     let listener = socket::bind(&socket_path)?;
     tracing::info!(socket = %socket_path.display(), "serving");
-    let (stop, _) = watch::channel(None);
-    let shared = Arc::new(Shared {
-        mnemo,
-        store: std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()).display().to_string(),
-        idle_exit: options.idle_exit,
-        admission: Admission::new(CALLS_ADMITTED_MAX),
-        workers: Arc::new(Semaphore::new(CALLS_RUNNING_MAX)),
-        connections: AtomicUsize::new(0),
-        accepted: AtomicU64::new(0),
-        calls: AtomicU64::new(0),
-        idle_since: std::sync::Mutex::new(Instant::now()),
-        stop,
-    });
+    let shared = Arc::new(Shared::new(mnemo, store, options.idle_exit));
     let result = runtime.block_on(run(Arc::clone(&shared), listener, &socket_path));
     socket::remove(&socket_path);
     let cause = result?;
@@ -179,13 +214,77 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
         connections: shared.accepted.load(Ordering::Acquire),
         stopped_by: cause,
     };
-    // Every call has answered and every connection task has ended, so this is the last handle.
-    let shared = Arc::try_unwrap(shared)
-        .map_err(|_| std::io::Error::other("a call still holds the store after every call was answered"))?;
-    drop(runtime);
-    shared.mnemo.close()?;
+    close(shared, runtime)?;
     tracing::info!(calls = report.calls, "stopped");
     Ok(report)
+}
+
+/// How long closing waits for the runtime's threads (every call has answered by then; only a
+/// pending read of standard input may still hold one).
+const RUNTIME_SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// Closes the store once every call has answered and every connection task has ended.
+fn close(shared: Arc<Shared>, runtime: tokio::runtime::Runtime) -> Result<(), ServeError> {
+    let shared = Arc::try_unwrap(shared)
+        .map_err(|_| std::io::Error::other("a call still holds the store after every call was answered"))?;
+    // NOTE: a bounded wait: a read of standard input blocks a thread of the runtime's pool that
+    // only the client's next line or its end would free.
+    runtime.shutdown_timeout(RUNTIME_SHUTDOWN_WAIT);
+    shared.mnemo.close()?;
+    Ok(())
+}
+
+/// Serves the store at `store` to one client on this process's standard input and output (`mnemo
+/// serve --stdio`): the process that spawned it owns the store for its lifetime. No socket is
+/// placed. Stops when standard input ends (the client closed it or exited), on SIGTERM or SIGINT,
+/// or on a `shutdown` call; then every admitted call is answered and the store closes, as [`serve`]
+/// does. The idle period does not apply.
+pub fn serve_stdio(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(options.runtime_threads.max(1))
+        .max_blocking_threads(CALLS_RUNNING_MAX + 8)
+        .thread_name("mnemo-server")
+        .enable_all()
+        .build()?;
+    let mnemo = Mnemo::open(store, options.config.clone())?;
+    tracing::info!("serving on standard input and output");
+    let shared = Arc::new(Shared::new(mnemo, store, None));
+    let cause = runtime.block_on(run_stdio(Arc::clone(&shared)))?;
+    let report = ServeReport {
+        socket: PathBuf::new(),
+        calls: shared.calls.load(Ordering::Acquire),
+        connections: shared.accepted.load(Ordering::Acquire),
+        stopped_by: cause,
+    };
+    close(shared, runtime)?;
+    tracing::info!(calls = report.calls, "stopped");
+    Ok(report)
+}
+
+async fn run_stdio(shared: Arc<Shared>) -> Result<StopCause, ServeError> {
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())?;
+    shared.accepted.fetch_add(1, Ordering::AcqRel);
+    shared.connections.fetch_add(1, Ordering::AcqRel);
+    let mut client = tokio::spawn(connection(Arc::clone(&shared), tokio::io::stdin(), tokio::io::stdout()));
+    let mut ended = false;
+    tokio::select! {
+        _ = &mut client => {
+            ended = true;
+            shared.request_stop(StopCause::InputClosed);
+        }
+        _ = terminate.recv() => shared.request_stop(StopCause::Signal),
+        _ = interrupt.recv() => shared.request_stop(StopCause::Signal),
+    }
+    drain_calls(&shared).await;
+    if !ended {
+        let _ = client.await;
+    }
+    while Arc::strong_count(&shared) > 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let cause = *shared.stop.borrow();
+    Ok(cause.unwrap_or(StopCause::InputClosed))
 }
 
 async fn run(
@@ -208,7 +307,8 @@ async fn run(
                     if shared.connections.fetch_add(1, Ordering::AcqRel) >= CONNECTIONS_MAX {
                         tasks.spawn(refuse_connection(Arc::clone(&shared), stream));
                     } else {
-                        tasks.spawn(connection(Arc::clone(&shared), stream));
+                        let (read, write) = stream.into_split();
+                        tasks.spawn(connection(Arc::clone(&shared), read, write));
                     }
                 }
                 Err(error) => tracing::warn!(%error, "accept failed"),
@@ -313,89 +413,161 @@ fn connection_closed(shared: &Shared) {
     }
 }
 
-/// One client: reads frames until it closes or the server stops, answers each.
-async fn connection(shared: Arc<Shared>, stream: UnixStream) {
-    let (read, write) = stream.into_split();
-    let (replies, queued) = mpsc::channel(CONNECTION_REPLIES_QUEUED_MAX);
-    let writer = tokio::spawn(write_replies(write, queued));
+/// One client: reads frames until it closes or the server stops, answers each, and carries the
+/// server's own requests (the client's seams) and notifications (its tail subscriptions).
+///
+/// A reader task reads frames ahead, so that a client's answers to seam calls are read while its
+/// own calls wait for them: requests wait in a queue of at most [`CONNECTION_CALLS_MAX`] for one of
+/// the connection's [`CONNECTION_CALLS_MAX`] call slots; a request beyond both is answered
+/// `overloaded`.
+async fn connection<R, W>(shared: Arc<Shared>, read: R, write: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (outgoing, queued) = mpsc::channel(CONNECTION_REPLIES_QUEUED_MAX);
+    let writer = tokio::spawn(write_frames(write, queued));
+    let id = shared.next_connection.fetch_add(1, Ordering::AcqRel);
+    let conn = Arc::new(Connection {
+        id,
+        seams: ConnectionSeams::new(Arc::new(Peer::new(outgoing.clone()))),
+        outgoing,
+        tails: std::sync::Mutex::new(std::collections::HashMap::new()),
+        next_tail: AtomicU64::new(1),
+    });
+    let (frames_in, mut frames) = mpsc::channel::<std::io::Result<Frame>>(1);
+    let reader = tokio::spawn(async move {
+        let mut reader = FrameReader::new(read);
+        loop {
+            let frame = reader.next().await;
+            let more = matches!(frame, Ok(Frame::Line(_) | Frame::TooLarge));
+            if frames_in.send(frame).await.is_err() || !more {
+                return;
+            }
+        }
+    });
     let in_flight = Arc::new(Semaphore::new(CONNECTION_CALLS_MAX));
-    let mut frames = FrameReader::new(read);
+    let mut waiting: VecDeque<Request> = VecDeque::new();
+    let mut reading = true;
     let mut stop = shared.stop.subscribe();
     let mut initialized = false;
-    loop {
-        if shared.stopping() {
-            break;
-        }
-        let permit = tokio::select! {
-            permit = Arc::clone(&in_flight).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
+    while !shared.stopping() && (reading || !waiting.is_empty()) {
+        tokio::select! {
+            biased;
+            _ = stop.changed() => break,
+            permit = Arc::clone(&in_flight).acquire_owned(), if !waiting.is_empty() => {
+                let (Ok(permit), Some(request)) = (permit, waiting.pop_front()) else { break };
+                handle_request(&shared, &conn, request, &mut initialized, permit).await;
+            }
+            frame = frames.recv(), if reading => match frame {
+                Some(Ok(Frame::Line(line))) => match parse_frame(&line) {
+                    Incoming::Request(request) if waiting.len() >= CONNECTION_CALLS_MAX => {
+                        let error = RpcError::new(
+                            Reason::Overloaded,
+                            format!(
+                                "{CONNECTION_CALLS_MAX} calls of this connection are running and as many wait; \
+                                 wait for an answer before sending more"
+                            ),
+                        )
+                        .with_limit(CONNECTION_CALLS_MAX as u64);
+                        if request.id.is_some() {
+                            conn.reply(Response::failure(request.id, error)).await;
+                        }
+                    }
+                    Incoming::Request(request) => waiting.push_back(request),
+                    Incoming::Answer(id, result) => {
+                        if !conn.seams.peer.answer(&id, result) {
+                            tracing::debug!(?id, "an answer to no waiting seam call was dropped");
+                        }
+                    }
+                    Incoming::Invalid(id, error) => conn.reply(Response::failure(id, error)).await,
+                },
+                Some(Ok(Frame::TooLarge)) => {
+                    let error = RpcError::new(
+                        Reason::FrameTooLarge,
+                        format!("a request longer than {FRAME_BYTES_MAX} bytes was skipped"),
+                    )
+                    .with_limit(FRAME_BYTES_MAX as u64);
+                    conn.reply(Response::failure(None, error)).await;
+                }
+                Some(Ok(Frame::End)) | None => reading = false,
+                Some(Err(error)) => {
+                    tracing::debug!(%error, "connection read failed");
+                    reading = false;
+                }
             },
-            _ = stop.changed() => break,
-        };
-        let frame = tokio::select! {
-            frame = frames.next() => frame,
-            _ = stop.changed() => break,
-        };
-        match frame {
-            Ok(Frame::Line(line)) => {
-                handle_frame(&shared, &line, &mut initialized, &replies, permit).await;
-            }
-            Ok(Frame::TooLarge) => {
-                let error = RpcError::new(
-                    Reason::FrameTooLarge,
-                    format!("a request longer than {FRAME_BYTES_MAX} bytes was skipped"),
-                )
-                .with_limit(FRAME_BYTES_MAX as u64);
-                let _ = replies.send(Response::failure(None, error)).await;
-            }
-            Ok(Frame::End) => break,
-            Err(error) => {
-                tracing::debug!(%error, "connection read failed");
-                break;
-            }
         }
     }
-    // Calls still running hold their own sender; the writer ends after their answers.
-    drop(replies);
+    reader.abort();
+    // Requests read but not admitted when the server began to stop did nothing: say so.
+    for request in waiting {
+        if request.id.is_some() {
+            let error = RpcError::new(Reason::ShuttingDown, "the server is shutting down; reconnect");
+            conn.reply(Response::failure(request.id, error)).await;
+        }
+    }
+    // The client is gone (or the server stops): seam calls waiting for it fail now, its tails end,
+    // and memory stops calling it.
+    conn.seams.peer.close();
+    conn.end_tails().await;
+    shared.release_proposer(conn.id);
+    // Calls still running hold the connection (and its sender); the writer ends after their
+    // answers.
+    drop(conn);
     let _ = writer.await;
     connection_closed(&shared);
 }
 
-async fn write_replies(mut write: OwnedWriteHalf, mut queued: mpsc::Receiver<Response>) {
-    while let Some(response) = queued.recv().await {
-        let mut line = match serde_json::to_vec(&response) {
+/// One connection's state, shared with its running calls and tails.
+struct Connection {
+    id: u64,
+    seams: ConnectionSeams,
+    outgoing: mpsc::Sender<Outgoing>,
+    tails: std::sync::Mutex<std::collections::HashMap<u64, tokio::task::JoinHandle<()>>>,
+    next_tail: AtomicU64,
+}
+
+impl Connection {
+    async fn reply(&self, response: Response) {
+        let _ = self.outgoing.send(Outgoing::Response(response)).await;
+    }
+
+    async fn end_tails(&self) {
+        let tails: Vec<_> = self.tails.lock().unwrap_or_else(PoisonError::into_inner).drain().collect();
+        for (_, tail) in tails {
+            tail.abort();
+            let _ = tail.await;
+        }
+    }
+}
+
+async fn write_frames<W: AsyncWrite + Unpin>(mut write: W, mut queued: mpsc::Receiver<Outgoing>) {
+    while let Some(frame) = queued.recv().await {
+        let mut line = match serde_json::to_vec(&frame) {
             Ok(line) => line,
             Err(error) => {
-                tracing::error!(%error, "an answer does not serialize");
+                tracing::error!(%error, "a frame does not serialize");
                 continue;
             }
         };
         line.push(b'\n');
-        if write.write_all(&line).await.is_err() {
-            // The client went away; answers still coming are dropped with the receiver.
+        if write.write_all(&line).await.is_err() || write.flush().await.is_err() {
+            // The client went away; frames still coming are dropped with the receiver.
             return;
         }
     }
     let _ = write.shutdown().await;
 }
 
-/// Reads one request frame and answers it: `initialize` and `shutdown` here, every other method on
-/// a worker thread.
-async fn handle_frame(
+/// Answers one request: `initialize`, `shutdown`, the subscriptions and the seam registration
+/// here, every other method on a worker thread.
+async fn handle_request(
     shared: &Arc<Shared>,
-    line: &[u8],
+    conn: &Arc<Connection>,
+    request: Request,
     initialized: &mut bool,
-    replies: &mpsc::Sender<Response>,
     permit: OwnedSemaphorePermit,
 ) {
-    let request = match parse_request(line) {
-        Ok(request) => request,
-        Err((id, error)) => {
-            let _ = replies.send(Response::failure(id, error)).await;
-            return;
-        }
-    };
     let id = request.id.clone();
     let params = request.params.unwrap_or(Value::Null);
     let answer = |result: Result<Value, RpcError>| match result {
@@ -405,7 +577,7 @@ async fn handle_frame(
     if request.method == m::Initialize::NAME {
         let result = initialize(shared, params, initialized);
         if id.is_some() {
-            let _ = replies.send(answer(result)).await;
+            conn.reply(answer(result)).await;
         }
         return;
     }
@@ -414,32 +586,49 @@ async fn handle_frame(
             Reason::NotInitialized,
             format!("{}: call `initialize` first, stating the protocol version", request.method),
         );
-        let _ = replies.send(Response::failure(id, error)).await;
+        conn.reply(Response::failure(id, error)).await;
         return;
     }
-    if request.method == m::Shutdown::NAME {
-        shared.request_stop(StopCause::Request);
-        if id.is_some() {
-            let _ = replies.send(answer(Ok(serde_json::json!({})))).await;
+    let local = [m::Shutdown::NAME, m::Subscribe::NAME, m::Unsubscribe::NAME, m::RegisterSeams::NAME];
+    if local.contains(&request.method.as_str()) {
+        // A new tail starts sending only once its subscription's answer is queued, so a client
+        // sees the subscription's id before any of its notifications.
+        let (answered, tail_gate) = tokio::sync::oneshot::channel();
+        let result = match request.method.as_str() {
+            m::Subscribe::NAME => subscribe(shared, conn, params, tail_gate),
+            m::Unsubscribe::NAME => unsubscribe(conn, params).await,
+            m::RegisterSeams::NAME => register_seams(shared, conn, params),
+            _ => {
+                shared.request_stop(StopCause::Request);
+                Ok(serde_json::json!({}))
+            }
+        };
+        if request.method != m::Shutdown::NAME {
+            shared.calls.fetch_add(1, Ordering::AcqRel);
         }
+        if id.is_some() {
+            conn.reply(answer(result)).await;
+        }
+        let _ = answered.send(());
         return;
     }
     if let Err(error) = admit(shared) {
-        let _ = replies.send(Response::failure(id, error)).await;
+        conn.reply(Response::failure(id, error)).await;
         return;
     }
     let shared = Arc::clone(shared);
-    let replies = replies.clone();
+    let conn = Arc::clone(conn);
     tokio::spawn(async move {
-        let result = run_call(&shared, request.method, params).await;
+        let result = run_call(&shared, &conn, request.method, params).await;
         shared.calls.fetch_add(1, Ordering::AcqRel);
         if id.is_some() {
             let response = match result {
                 Ok(value) => Response::success(id, value),
                 Err(error) => Response::failure(id, error),
             };
-            let _ = replies.send(response).await;
+            conn.reply(response).await;
         }
+        drop(conn);
         drop(permit);
         shared.admission.leave();
     });
@@ -453,21 +642,213 @@ fn admit(shared: &Shared) -> Result<(), RpcError> {
     shared.admission.enter()
 }
 
-async fn run_call(shared: &Arc<Shared>, method: String, params: Value) -> Result<Value, RpcError> {
+async fn run_call(
+    shared: &Arc<Shared>,
+    conn: &Arc<Connection>,
+    method: String,
+    params: Value,
+) -> Result<Value, RpcError> {
     let _worker = Arc::clone(&shared.workers)
         .acquire_owned()
         .await
         .map_err(|_| RpcError::new(Reason::ShuttingDown, "the server is shutting down; reconnect"))?;
     let shared = Arc::clone(shared);
+    let conn = Arc::clone(conn);
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || dispatch::call(&shared.mnemo, &runtime, &method, params))
+    tokio::task::spawn_blocking(move || dispatch::call(&shared.mnemo, &runtime, &conn.seams, &method, params))
         .await
         .unwrap_or_else(|error| Err(RpcError::new(Reason::Internal, format!("the call failed: {error}"))))
 }
 
+/// `seams/register`: what this connection answers from now on.
+fn register_seams(shared: &Arc<Shared>, conn: &Arc<Connection>, params: Value) -> Result<Value, RpcError> {
+    let params: m::RegisterSeamsParams = dispatch::parse_params(m::RegisterSeams::NAME, params)?;
+    let max = SEAM_TIMEOUT_MAX.as_millis() as u64;
+    let timeout_ms = params.timeout_ms.unwrap_or(max);
+    if !(1..=max).contains(&timeout_ms) {
+        return Err(RpcError::new(
+            Reason::InvalidParams,
+            format!("{}: timeout_ms {timeout_ms} is not in 1..={max}", m::RegisterSeams::NAME),
+        )
+        .with_limit(max));
+    }
+    let timeout = Duration::from_millis(timeout_ms);
+    let mut registered = Vec::new();
+    if params.summarizer.is_some() {
+        registered.push(m::SummarizeSeam::NAME.to_owned());
+    }
+    if params.provider_compactor.is_some() {
+        registered.push(m::ProviderCompactSeam::NAME.to_owned());
+    }
+    match &params.memory_proposer {
+        Some(spec) => {
+            registered.push(m::ProposeSeam::NAME.to_owned());
+            let proposer = ClientProposer { peer: Arc::clone(&conn.seams.peer), spec: spec.clone(), timeout };
+            shared.claim_proposer(conn.id, proposer);
+        }
+        None => shared.release_proposer(conn.id),
+    }
+    conn.seams.register(Registered {
+        summarizer: params.summarizer,
+        provider_compactor: params.provider_compactor,
+        timeout,
+    });
+    serde_json::to_value(m::RegisterSeamsResult { registered, timeout_ms })
+        .map_err(|e| RpcError::new(Reason::Internal, e.to_string()))
+}
+
+/// `log/subscribe`: a task that sends every envelope from `from` on as `log/appended`.
+fn subscribe(
+    shared: &Arc<Shared>,
+    conn: &Arc<Connection>,
+    params: Value,
+    answered: tokio::sync::oneshot::Receiver<()>,
+) -> Result<Value, RpcError> {
+    let params: m::SubscribeParams = dispatch::parse_params(m::Subscribe::NAME, params)?;
+    let mut tails = conn.tails.lock().unwrap_or_else(PoisonError::into_inner);
+    tails.retain(|_, tail| !tail.is_finished());
+    if tails.len() >= SUBSCRIPTIONS_MAX {
+        return Err(RpcError::new(
+            Reason::Overloaded,
+            format!(
+                "this connection holds {SUBSCRIPTIONS_MAX} subscriptions, its limit; unsubscribe one first"
+            ),
+        )
+        .with_limit(SUBSCRIPTIONS_MAX as u64));
+    }
+    let head = shared.mnemo.log().head().0;
+    let from = params.from.unwrap_or(head + 1).max(1);
+    let subscription = conn.next_tail.fetch_add(1, Ordering::AcqRel);
+    let tail = tokio::spawn(follow(Arc::clone(shared), Arc::clone(conn), subscription, from, answered));
+    tails.insert(subscription, tail);
+    serde_json::to_value(m::SubscribeResult { subscription, from })
+        .map_err(|e| RpcError::new(Reason::Internal, e.to_string()))
+}
+
+async fn unsubscribe(conn: &Arc<Connection>, params: Value) -> Result<Value, RpcError> {
+    let params: m::UnsubscribeParams = dispatch::parse_params(m::Unsubscribe::NAME, params)?;
+    let tail = conn.tails.lock().unwrap_or_else(PoisonError::into_inner).remove(&params.subscription);
+    let Some(tail) = tail else {
+        return Err(RpcError::new(
+            Reason::NotFound,
+            format!("{}: no subscription {} on this connection", m::Unsubscribe::NAME, params.subscription),
+        ));
+    };
+    tail.abort();
+    let _ = tail.await;
+    Ok(serde_json::json!({}))
+}
+
+/// A tail: polls the log's head, reads what is new in pages, and sends each page as one
+/// notification (waiting while the connection's queue is full, so a slow client slows only its
+/// own tail). Ends when the connection closes or the server stops.
+async fn follow(
+    shared: Arc<Shared>,
+    conn: Arc<Connection>,
+    subscription: u64,
+    mut next: u64,
+    answered: tokio::sync::oneshot::Receiver<()>,
+) {
+    let mut stop = shared.stop.subscribe();
+    if answered.await.is_err() {
+        return;
+    }
+    loop {
+        if shared.stopping() {
+            return;
+        }
+        if shared.mnemo.log().head().0 < next {
+            tokio::select! {
+                _ = tokio::time::sleep(TAIL_POLL_INTERVAL) => continue,
+                _ = stop.changed() => return,
+            }
+        }
+        let reader = Arc::clone(&shared);
+        let read = tokio::task::spawn_blocking(move || {
+            reader.mnemo.log_entries(mnemo::records::Position(next), TAIL_ENTRIES_MAX)
+        })
+        .await;
+        let entries = match read {
+            Ok(Ok(entries)) => entries,
+            Ok(Err(error)) => {
+                tracing::warn!(%error, subscription, "a tail could not read the log; it ends");
+                return;
+            }
+            Err(_) => return,
+        };
+        let Some(last) = entries.last().map(|entry| entry.position.0) else {
+            tokio::time::sleep(TAIL_POLL_INTERVAL).await;
+            continue;
+        };
+        let entries: Vec<m::Object> = entries
+            .iter()
+            .filter_map(|entry| match serde_json::to_value(entry) {
+                Ok(Value::Object(object)) => Some(object),
+                _ => None,
+            })
+            .collect();
+        if !conn.seams.peer.notify::<m::Appended>(&m::AppendedParams { subscription, entries }).await {
+            return;
+        }
+        next = last + 1;
+    }
+}
+
+/// A frame read from a client: a request (or notification) of its own, its answer to a seam call
+/// of the server's, or neither.
+enum Incoming {
+    Request(Request),
+    Answer(RequestId, Result<Value, RpcError>),
+    Invalid(Option<RequestId>, RpcError),
+}
+
+fn parse_frame(line: &[u8]) -> Incoming {
+    let value: Value = match serde_json::from_slice(line) {
+        Ok(value) => value,
+        Err(e) => {
+            return Incoming::Invalid(
+                None,
+                RpcError::new(Reason::ParseError, format!("the frame is not JSON: {e}")),
+            );
+        }
+    };
+    if let Some(object) = value.as_object()
+        && !object.contains_key("method")
+        && (object.contains_key("result") || object.contains_key("error"))
+    {
+        return match serde_json::from_value::<Response>(value) {
+            Ok(Response { id: Some(id), result: Some(result), error: None, .. }) => {
+                Incoming::Answer(id, Ok(result))
+            }
+            Ok(Response { id: Some(id), result: None, error: Some(error), .. }) => {
+                Incoming::Answer(id, Err(error))
+            }
+            Ok(_) => Incoming::Invalid(
+                None,
+                RpcError::new(
+                    Reason::InvalidRequest,
+                    "an answer must have an id and exactly one of result and error",
+                ),
+            ),
+            Err(e) => {
+                Incoming::Invalid(None, RpcError::new(Reason::InvalidRequest, format!("not an answer: {e}")))
+            }
+        };
+    }
+    match request_of(value) {
+        Ok(request) => Incoming::Request(request),
+        Err((id, error)) => Incoming::Invalid(id, error),
+    }
+}
+
+#[cfg(test)]
 fn parse_request(line: &[u8]) -> Result<Request, (Option<RequestId>, RpcError)> {
     let value: Value = serde_json::from_slice(line)
         .map_err(|e| (None, RpcError::new(Reason::ParseError, format!("the frame is not JSON: {e}"))))?;
+    request_of(value)
+}
+
+fn request_of(value: Value) -> Result<Request, (Option<RequestId>, RpcError)> {
     if value.is_array() {
         return Err((
             None,
@@ -533,12 +914,12 @@ enum Frame {
 }
 
 /// Splits a byte stream into lines of at most [`FRAME_BYTES_MAX`] bytes, never holding more.
-struct FrameReader {
-    read: BufReader<OwnedReadHalf>,
+struct FrameReader<R> {
+    read: BufReader<R>,
 }
 
-impl FrameReader {
-    fn new(read: OwnedReadHalf) -> FrameReader {
+impl<R: AsyncRead + Unpin> FrameReader<R> {
+    fn new(read: R) -> FrameReader<R> {
         FrameReader { read: BufReader::new(read) }
     }
 

@@ -266,6 +266,7 @@ fn an_append_at_the_wrong_revision_is_a_conflict_carrying_expected_and_actual() 
             stream: "session/s1".to_owned(),
             expected_revision: ExpectedRevision::NoStream,
             records: vec![record("e1")],
+            durability: None,
         })
         .unwrap();
     assert_eq!((appended.first_position, appended.last_revision), (1, 0));
@@ -274,6 +275,7 @@ fn an_append_at_the_wrong_revision_is_a_conflict_carrying_expected_and_actual() 
             stream: "session/s1".to_owned(),
             expected_revision: ExpectedRevision::Exact(5),
             records: vec![record("e2")],
+            durability: None,
         })
         .unwrap_err();
     let ClientError::Rpc(error) = conflict else { panic!("{conflict}") };
@@ -284,6 +286,7 @@ fn an_append_at_the_wrong_revision_is_a_conflict_carrying_expected_and_actual() 
             stream: "session/s1".to_owned(),
             expected_revision: ExpectedRevision::Any,
             records: vec![serde_json::from_value(json!({"kind": "runtime_evnt", "record": {}})).unwrap()],
+            durability: None,
         })
         .unwrap_err();
     assert!(bad_kind.to_string().contains("records[0]: unknown kind \"runtime_evnt\""), "{bad_kind}");

@@ -24,7 +24,7 @@ use crate::compaction::{
     CompactOptions, ContextOptions, CopyReport, MidTurnOptions, OverflowRecovery, ProviderOverflow,
 };
 use crate::history::{SessionListing, SessionTranscript};
-use crate::memory::{ExtractToolResult, MemoryModels};
+use crate::memory::{ExtractToolResult, MemoryModels, StartBlockRequest};
 use crate::mnemo::Mnemo;
 
 impl Mnemo {
@@ -248,6 +248,14 @@ impl Memory<'_> {
     /// fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
     pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> Result<RecallBlock> {
         self.mnemo.recall_block(session, query)
+    }
+
+    /// The push route at a session's start, when the store may not hold the session yet: the
+    /// standing facts of its workspace (the session's own, else `request.workspace`) and the items
+    /// relevant to `query`, else to the session's recent turns, else to those of the workspace's
+    /// most recently active other session; within `budget_tokens`.
+    pub fn start_block(&self, request: &StartBlockRequest) -> Result<RecallBlock> {
+        self.mnemo.start_block(request)
     }
 
     /// A session's extraction cursor (the highest event ordinal already evaluated), 0 when none.

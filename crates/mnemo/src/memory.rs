@@ -27,7 +27,7 @@ pub use mnemo_memory::{
 
 use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryScope, OperationId, Record, SessionId,
-    StreamId, StreamRevision, ToolCallId, TurnId,
+    StreamId, StreamRevision, ToolCallId, TurnId, WorkspaceId,
 };
 use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
@@ -37,6 +37,24 @@ use mnemo_pipeline::StateStore;
 
 use crate::error::Error;
 use crate::mnemo::Mnemo;
+
+/// Largest budget a session-start block may ask for, in tokens.
+pub const START_BLOCK_TOKENS_MAX: u64 = 16_000;
+
+/// What [`Memory::start_block`] recalls for: a session that is starting, which the store may not
+/// hold yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StartBlockRequest {
+    /// The session; when the store holds it, its workspace and recent turns are used.
+    pub session: Option<SessionId>,
+    /// The workspace when the store does not hold the session (a host's working directory).
+    pub workspace: Option<WorkspaceId>,
+    /// Match the items against this text instead of recent turns.
+    pub query: Option<String>,
+    /// The block's budget in tokens (1..=[`START_BLOCK_TOKENS_MAX`]); the pipeline's
+    /// `recall_budget_tokens` when absent.
+    pub budget_tokens: Option<u64>,
+}
 
 /// Envelopes read per page when loading a session's events.
 const SESSION_PAGE_ENVELOPES_MAX: usize = 1024;
@@ -393,6 +411,58 @@ impl Mnemo {
         let text = mnemo_memory::recall_text(query, || ExtractionHost::session_events(self, session))?;
         let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
         let budget = mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config));
+        let store = MemoryLedger::state(self)?;
+        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
+    }
+
+    /// The push route at a session's start, when the store may not hold the session yet (a host
+    /// that starts a session tells its id and working directory before anything is written).
+    pub(crate) fn start_block(&self, request: &StartBlockRequest) -> Result<RecallBlock, Error> {
+        if request.budget_tokens == Some(0)
+            || request.budget_tokens.is_some_and(|t| t > START_BLOCK_TOKENS_MAX)
+        {
+            return Err(Error::InvalidInput(format!(
+                "budget_tokens {}: expected 1..={START_BLOCK_TOKENS_MAX}",
+                request.budget_tokens.unwrap_or_default()
+            )));
+        }
+        let known = match &request.session {
+            Some(session) => self.session(session)?.map(|summary| (session.clone(), summary.workspace)),
+            None => None,
+        };
+        let workspace = match &known {
+            Some((_, workspace)) => workspace.clone(),
+            None => request.workspace.clone(),
+        };
+        // The text the items are matched against: the query, else the session's own recent turns,
+        // else those of the workspace's most recently active other session.
+        let session_for_text = match (&request.query, &known) {
+            (Some(_), _) => None,
+            (None, Some((session, _))) => Some(session.clone()),
+            (None, None) => match &workspace {
+                Some(workspace) => self
+                    .session_list()?
+                    .into_iter()
+                    .find(|listing| {
+                        listing.summary.workspace.as_ref() == Some(workspace)
+                            && !listing.summary.subagent
+                            && !listing.summary.incognito
+                    })
+                    .map(|listing| listing.summary.session),
+                None => None,
+            },
+        };
+        let text = mnemo_memory::recall_text(request.query.as_deref(), || match &session_for_text {
+            Some(session) => ExtractionHost::session_events(self, session),
+            None => Ok(Vec::new()),
+        })?;
+        let budget = match request.budget_tokens {
+            Some(tokens) => tokens,
+            None => {
+                let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
+                mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config))
+            }
+        };
         let store = MemoryLedger::state(self)?;
         Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
     }

@@ -251,6 +251,30 @@ impl Mnemo {
         self.append_at(stream, expected, records, None)
     }
 
+    /// [`Mnemo::append`], acknowledged at `durability` instead of the store's own (`Buffered`: once
+    /// written to the operating system, which survives the process but not a power loss; `SyncAll`:
+    /// with the journal's metadata synced too). Appends committed in one group are persisted at the
+    /// strongest durability any of them asked for.
+    pub fn append_with_durability(
+        &self,
+        stream: &StreamId,
+        expected: ExpectedRevision,
+        records: &[Record],
+        durability: Durability,
+    ) -> Result<Appended, Error> {
+        let _span = info_span!("append", stream = %stream, records = records.len()).entered();
+        let encoded =
+            records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
+        let appended =
+            self.append_encoded(stream, expected, encoded, None, durability, BatchLimits::Standard)?;
+        for record in records {
+            if let Record::CheckpointRecorded(checkpoint) = record {
+                self.compaction.invalidate(&checkpoint.session);
+            }
+        }
+        Ok(appended)
+    }
+
     pub(crate) fn append_at(
         &self,
         stream: &StreamId,

@@ -1,51 +1,30 @@
-"""A typed, blocking Python client of the Mnemo store server (``docs/PROTOCOL.md``)."""
+"""Typed Python clients of the Mnemo store server, blocking and asyncio (``docs/PROTOCOL.md``)."""
 
-from .client import PROTOCOL_VERSION, Client
+from .client import PROTOCOL_VERSION, AsyncClient, Client
+from . import records
+from .seams import MemoryProposer, ProviderCompactor, Summarizer
 from .errors import ClientError, ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
-from .types import (
-    AppendResult,
-    ExpectedRevision,
-    InitializeResult,
-    Limits,
-    ReadHistoryResult,
-    ReadMessage,
-    ReadTurn,
-    RecalledItem,
-    RememberResult,
-    RequestedItem,
-    SearchHistoryResult,
-    SearchRow,
-    SessionInfo,
-    SourceRef,
-    ToolContext,
-    WireError,
-    WireRecord,
-)
+from .protocol_types import *  # noqa: F403 (every protocol type)
+from .protocol_types import __all__ as _PROTOCOL_TYPES
+from .types import ExpectedRevision, WireError, from_wire, to_wire
 
 __all__ = [
+    *_PROTOCOL_TYPES,
     "PROTOCOL_VERSION",
-    "AppendResult",
+    "AsyncClient",
     "Client",
     "ClientError",
     "ConnectionLost",
     "ExpectedRevision",
-    "InitializeResult",
-    "Limits",
+    "MemoryProposer",
     "MnemoError",
     "NoServer",
     "ProtocolError",
-    "ReadHistoryResult",
-    "ReadMessage",
-    "ReadTurn",
-    "RecalledItem",
-    "RememberResult",
-    "RequestedItem",
-    "SearchHistoryResult",
-    "SearchRow",
-    "SessionInfo",
-    "SourceRef",
+    "ProviderCompactor",
     "StartFailed",
-    "ToolContext",
+    "Summarizer",
     "WireError",
-    "WireRecord",
+    "from_wire",
+    "records",
+    "to_wire",
 ]

@@ -1,5 +1,7 @@
-"""A blocking client of the Mnemo store server: one connection to the store's Unix socket, the
-``initialize`` handshake, and one typed method per protocol method it covers (``docs/PROTOCOL.md``).
+"""Clients of the Mnemo store server — :class:`Client` (blocking) and :class:`AsyncClient` (asyncio)
+— on the store's Unix socket or on a ``mnemo serve --stdio`` child: the ``initialize`` handshake,
+one typed method per protocol method (``docs/PROTOCOL.md``), the model seams the server calls back
+(:mod:`mnemo_client.seams`), and the tail subscription's notifications.
 
 Start a server when none answers by giving the ``mnemo`` binary: the client runs
 ``mnemo --store STORE serve`` in its own session (detached, as the Rust client does), polls the
@@ -9,6 +11,9 @@ went away), and gives up after :data:`START_WAIT_SECS` with the server's own err
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import inspect
 import itertools
 import json
 import os
@@ -18,11 +23,20 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, BinaryIO, Callable, Optional, Union
 
+from . import seams
 from .errors import ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
 from .types import (
+    AppendedParams,
     AppendResult,
+    CompactResult,
+    CursorResult,
+    ExportResult,
+    OverflowResult,
+    ProviderConnection,
+    RegisterSeamsResult,
+    SubscribeResult,
     ExpectedRevision,
     InitializeResult,
     JsonObject,
@@ -58,13 +72,350 @@ START_ERROR_BYTES_MAX = 8192
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class Client:
-    """One initialized connection. Use as a context manager, or call :meth:`close`."""
+Decode = Callable[[Any], Any]
 
-    def __init__(self, sock: socket.socket, server: InitializeResult) -> None:
+
+class _Methods:
+    """The typed methods, shared by :class:`Client` (each returns its result) and
+    :class:`AsyncClient` (each returns an awaitable of it)."""
+
+    def _invoke(self, method: str, params: Optional[JsonObject], decode: Decode) -> Any:
+        raise NotImplementedError
+
+    def _set_handlers(self, handlers: dict[str, seams.Handler]) -> None:
+        raise NotImplementedError
+
+    def ping(self) -> Any:
+        return self._invoke("ping", None, _nothing)
+
+    def append(
+        self,
+        stream: str,
+        records: list[WireRecord],
+        expected_revision: ExpectedRevision = "any",
+        *,
+        durability: Optional[str] = None,
+    ) -> Any:
+        """Appends ``records`` to ``stream`` as one atomic batch if the stream is at
+        ``expected_revision``; returns :class:`AppendResult` (positions and the new revision). A
+        revision that does not hold raises :class:`MnemoError` with reason ``conflict``
+        (``expected``/``actual`` set) and appends nothing. ``durability`` (``buffered``,
+        ``sync_data``, ``sync_all``) overrides the store's for this batch."""
+        expected: Any = expected_revision
+        if isinstance(expected_revision, int) and not isinstance(expected_revision, bool):
+            expected = {"exact": expected_revision}
+        elif expected_revision not in ("any", "no_stream"):
+            raise ValueError(f"expected_revision {expected_revision!r} is not 'any', 'no_stream' or an int")
+        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records), "durability": durability}
+        return self._invoke("append", _present(params), _typed(AppendResult, "append"))
+
+    def import_transcript(
+        self,
+        *,
+        path: Optional[PathLike] = None,
+        text: Optional[str] = None,
+        source: Optional[str] = None,
+        format: Optional[str] = None,
+    ) -> Any:
+        """Imports a transcript file the server reads (``path``) or its ``text``; returns the import
+        report."""
+        if (path is None) == (text is None):
+            raise ValueError("import_transcript takes exactly one of path and text")
+        params = {
+            "path": None if path is None else os.fspath(path),
+            "text": text,
+            "source": source,
+            "format": format,
+        }
+        return self._invoke("import", _present(params), _object("import"))
+
+    def sessions(self) -> Any:
+        return self._invoke("history/sessions", None, _typed(list[SessionInfo], "history/sessions"))
+
+    def transcript(self, session: str, *, as_of: Optional[int] = None) -> Any:
+        """A session's visible messages (``{header, messages}``), or ``None`` for an unknown one."""
+        return self._invoke(
+            "history/transcript", _present({"session": session, "as_of": as_of}), _optional_object("history/transcript")
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        context: Optional[ToolContext] = None,
+        as_of: Optional[int] = None,
+    ) -> Any:
+        """The SearchHistory tool: :class:`SearchHistoryResult`."""
+        params = {
+            "query": query,
+            "limit": limit,
+            "cursor": cursor,
+            "context": to_wire(context) if context else None,
+            "as_of": as_of,
+        }
+        return self._invoke("history/search", _present(params), _typed(SearchHistoryResult, "history/search"))
+
+    def read(
+        self,
+        session_id: str,
+        *,
+        message_id: Optional[str] = None,
+        turn_id: Optional[str] = None,
+        before: Optional[int] = None,
+        after: Optional[int] = None,
+        context: Optional[ToolContext] = None,
+        as_of: Optional[int] = None,
+    ) -> Any:
+        """The ReadHistory tool: :class:`ReadHistoryResult`."""
+        params = {
+            "session_id": session_id,
+            "message_id": message_id,
+            "turn_id": turn_id,
+            "before": before,
+            "after": after,
+            "context": to_wire(context) if context else None,
+            "as_of": as_of,
+        }
+        return self._invoke("history/read", _present(params), _typed(ReadHistoryResult, "history/read"))
+
+    def recall(self, session: str, query: str, *, limit: Optional[int] = None) -> Any:
+        params = {"session": session, "query": query, "limit": limit}
+        return self._invoke("memory/recall", _present(params), _typed(list[RecalledItem], "memory/recall"))
+
+    def remember(self, session: str, *, tool_call: Optional[str] = None) -> Any:
+        params = {"session": session, "tool_call": tool_call}
+        return self._invoke("memory/remember", _present(params), _typed(RememberResult, "memory/remember"))
+
+    def memory_get(self, item: str) -> Any:
+        """One memory item, or ``None``."""
+        return self._invoke("memory/get", {"item": item}, _optional_object("memory/get"))
+
+    def memory_list(
+        self,
+        *,
+        workspace: Optional[str] = None,
+        kind: Optional[str] = None,
+        include_archived: bool = False,
+        limit: Optional[int] = None,
+    ) -> Any:
+        params = {"workspace": workspace, "kind": kind, "include_archived": include_archived, "limit": limit}
+        return self._invoke("memory/list", _present(params), _objects("memory/list"))
+
+    def memory_search(
+        self,
+        terms: list[str],
+        *,
+        match_mode: str = "exact",
+        workspace: Optional[str] = None,
+        include_archived: bool = False,
+        limit: Optional[int] = None,
+    ) -> Any:
+        params = {
+            "terms": terms,
+            "match_mode": match_mode,
+            "workspace": workspace,
+            "include_archived": include_archived,
+            "limit": limit,
+        }
+        return self._invoke("memory/search", _present(params), _objects("memory/search"))
+
+    def memory_apply(self, operation: str, mutations: list[JsonObject]) -> Any:
+        """A batch of item mutations under one idempotency key; a replay returns the first result."""
+        return self._invoke(
+            "memory/apply", {"operation": operation, "mutations": mutations}, _object("memory/apply")
+        )
+
+    def memory_cursor(self, session: str) -> Any:
+        return self._invoke("memory/cursor", {"session": session}, _typed(CursorResult, "memory/cursor"))
+
+    def extract(self, session: str, *, terminal_event: Optional[str] = None) -> Any:
+        params = {"session": session, "terminal_event": terminal_event}
+        return self._invoke("memory/extract", _present(params), _object("memory/extract"))
+
+    def recall_block(self, session: str, *, query: Optional[str] = None) -> Any:
+        params = {"session": session, "query": query}
+        return self._invoke("memory/recall_block", _present(params), _object("memory/recall_block"))
+
+    def context(
+        self,
+        session: str,
+        *,
+        window: Optional[int] = None,
+        as_of: Optional[int] = None,
+        current_turn: Optional[str] = None,
+    ) -> Any:
+        """The history the session's next request would receive (nothing is written)."""
+        params = {"session": session, "window": window, "as_of": as_of, "current_turn": current_turn}
+        return self._invoke("compaction/context", _present(params), _object("compaction/context"))
+
+    def prepare(
+        self,
+        session: str,
+        *,
+        window: Optional[int] = None,
+        current_turn: Optional[str] = None,
+        connection: Optional[ProviderConnection] = None,
+        search_text: Optional[str] = None,
+        min_recent_turns: Optional[int] = None,
+        client_seams: bool = True,
+    ) -> Any:
+        """Prepares the next request's history (replay, or compact through the registered seams, or
+        fall back): :class:`CompactResult`."""
+        return self._compaction(
+            "compaction/prepare", session, window, current_turn, connection, search_text, min_recent_turns, client_seams
+        )
+
+    def compact(
+        self,
+        session: str,
+        *,
+        window: Optional[int] = None,
+        current_turn: Optional[str] = None,
+        connection: Optional[ProviderConnection] = None,
+        search_text: Optional[str] = None,
+        min_recent_turns: Optional[int] = None,
+        client_seams: bool = True,
+    ) -> Any:
+        """Compacts now (the manual trigger): :class:`CompactResult`."""
+        return self._compaction(
+            "compaction/compact", session, window, current_turn, connection, search_text, min_recent_turns, client_seams
+        )
+
+    def _compaction(
+        self,
+        method: str,
+        session: str,
+        window: Optional[int],
+        current_turn: Optional[str],
+        connection: Optional[ProviderConnection],
+        search_text: Optional[str],
+        min_recent_turns: Optional[int],
+        client_seams: bool,
+    ) -> Any:
+        params = {
+            "session": session,
+            "window": window,
+            "current_turn": current_turn,
+            "connection": to_wire(connection) if connection else None,
+            "search_text": search_text,
+            "min_recent_turns": min_recent_turns,
+            "client_seams": client_seams,
+        }
+        return self._invoke(method, _present(params), _typed(CompactResult, method))
+
+    def recover_overflow(
+        self,
+        session: str,
+        *,
+        turn: str,
+        anchor: str,
+        reference_tokens: int,
+        step: int,
+        context_length_error: bool,
+        produced_output: bool,
+        steps_remaining: bool,
+        historical_images: bool = False,
+        durable_through: Optional[int] = None,
+        window: Optional[int] = None,
+        connection: Optional[ProviderConnection] = None,
+        client_seams: bool = True,
+    ) -> Any:
+        """Reactive recovery after the provider rejected a request as too long: :class:`OverflowResult`."""
+        params = {
+            "session": session,
+            "turn": turn,
+            "anchor": anchor,
+            "reference_tokens": reference_tokens,
+            "step": step,
+            "context_length_error": context_length_error,
+            "produced_output": produced_output,
+            "steps_remaining": steps_remaining,
+            "historical_images": historical_images,
+            "durable_through": durable_through,
+            "window": window,
+            "connection": to_wire(connection) if connection else None,
+            "client_seams": client_seams,
+        }
+        method = "compaction/recover_overflow"
+        return self._invoke(method, _present(params), _typed(OverflowResult, method))
+
+    def copy(self, session: str, *, up_to: Optional[JsonObject] = None, target: Optional[str] = None) -> Any:
+        """Copies a session (``up_to``: ``{"through_turn": T}``, ``{"before_turn": T}`` or
+        ``{"through_event": E}``) into a new one; returns the copy report."""
+        params = {"session": session, "up_to": up_to, "target": target}
+        return self._invoke("compaction/copy", _present(params), _object("compaction/copy"))
+
+    def policy(self) -> Any:
+        return self._invoke("compaction/policy", None, _object("compaction/policy"))
+
+    def log(self, *, start: Optional[int] = None, limit: Optional[int] = None) -> Any:
+        """Envelopes of the log from position ``start`` (default 1)."""
+        return self._invoke("log", _present({"from": start, "limit": limit}), _objects("log"))
+
+    def subscribe(self, *, start: Optional[int] = None) -> Any:
+        """Follows the log from position ``start`` (default: the next one appended):
+        :class:`SubscribeResult`; read the ``log/appended`` notifications with ``appended()``."""
+        return self._invoke("log/subscribe", _present({"from": start}), _typed(SubscribeResult, "log/subscribe"))
+
+    def unsubscribe(self, subscription: int) -> Any:
+        return self._invoke("log/unsubscribe", {"subscription": subscription}, _nothing)
+
+    def register_seams(
+        self,
+        *,
+        summarizer: Optional[seams.Summarizer] = None,
+        provider_compactor: Optional[seams.ProviderCompactor] = None,
+        memory_proposer: Optional[seams.MemoryProposer] = None,
+        timeout_ms: Optional[int] = None,
+    ) -> Any:
+        """Registers this connection's model seams (replacing earlier ones): the server calls them
+        back over this connection while it compacts or extracts. Returns
+        :class:`RegisterSeamsResult`."""
+        self._set_handlers(seams.handlers(summarizer, provider_compactor, memory_proposer))
+        params = seams.registration(summarizer, provider_compactor, memory_proposer, timeout_ms)
+        return self._invoke("seams/register", params, _typed(RegisterSeamsResult, "seams/register"))
+
+    def stats(self) -> Any:
+        return self._invoke("stats", None, _object("stats"))
+
+    def verify(self) -> Any:
+        return self._invoke("verify", None, _object("verify"))
+
+    def rebuild(self, *, stage: Optional[str] = None) -> Any:
+        return self._invoke("rebuild", _present({"stage": stage}), _objects("rebuild"))
+
+    def export(self) -> Any:
+        """Every session as Mnemo transcript lines: :class:`ExportResult`."""
+        return self._invoke("export", None, _typed(ExportResult, "export"))
+
+    def shutdown(self) -> Any:
+        """Stops the server gracefully: running calls finish, then the store closes."""
+        return self._invoke("shutdown", None, _nothing)
+
+
+class Client(_Methods):
+    """One initialized, blocking connection: to the store's socket (:meth:`connect`) or to a server
+    this process spawned on standard input and output (:meth:`spawn`). Use as a context manager, or
+    call :meth:`close`. Not for use by several threads at once."""
+
+    def __init__(
+        self,
+        reader: BinaryIO,
+        write: Callable[[bytes], None],
+        close: Callable[[], None],
+        server: InitializeResult,
+        sock: Optional[socket.socket] = None,
+    ) -> None:
+        self._reader = reader
+        self._write = write
+        self._closer = close
         self._socket = sock
-        self._reader = sock.makefile("rb")
         self._ids = itertools.count(1)
+        self._handlers: dict[str, seams.Handler] = {}
+        self._notifications: collections.deque[AppendedParams] = collections.deque()
+        self._answers: dict[int, JsonObject] = {}
         self.server = server
         """What ``initialize`` answered: the server's version, its store, its pid and limits."""
 
@@ -85,21 +436,10 @@ class Client:
         Raises :class:`NoServer` when none answers and no binary is given, :class:`StartFailed` when
         a started server did not answer in time, :class:`MnemoError` when the handshake is refused.
         """
-        store_path = Path(os.path.abspath(store))
-        socket_path = store_path / SOCKET_NAME
-        if len(os.fsencode(socket_path)) > SOCKET_PATH_BYTES_MAX:
-            raise ValueError(
-                f"the socket path {socket_path} is {len(os.fsencode(socket_path))} bytes; "
-                f"a Unix socket address holds at most {SOCKET_PATH_BYTES_MAX}"
-            )
+        store_path, socket_path = _socket_path(store)
         deadline = time.monotonic() + start_wait_secs
         while True:
-            sock = _try_connect(socket_path)
-            if sock is None:
-                if mnemo_bin is None:
-                    raise NoServer(f"no server answers on {socket_path}")
-                wait = max(deadline - time.monotonic(), CONNECT_RETRY_SECS)
-                sock = _start_and_connect(Path(mnemo_bin), store_path, socket_path, wait, serve_args)
+            sock = _connect_or_start(store_path, socket_path, mnemo_bin, deadline, serve_args)
             try:
                 return cls._handshake(sock, client_name)
             except (ConnectionError, ConnectionLost) as error:
@@ -121,16 +461,75 @@ class Client:
     @classmethod
     def _handshake(cls, sock: socket.socket, client_name: str) -> "Client":
         sock.settimeout(CALL_TIMEOUT_SECS)
-        client = cls(sock, _placeholder_server())
-        result = client.call(
-            "initialize", {"protocol_version": PROTOCOL_VERSION, "client_name": client_name}
-        )
-        client.server = _typed(InitializeResult, result, "initialize")
+        reader = sock.makefile("rb")
+
+        def close() -> None:
+            reader.close()
+            sock.close()
+
+        client = cls(reader, sock.sendall, close, _placeholder_server(), sock)
+        client._initialize(client_name)
         return client
 
+    @classmethod
+    def spawn(
+        cls,
+        store: PathLike,
+        *,
+        mnemo_bin: PathLike,
+        client_name: str = "mnemo-client-python",
+        serve_args: tuple[str, ...] = (),
+    ) -> "Client":
+        """Starts ``mnemo --store STORE serve --stdio`` as a child that serves this client alone on
+        its standard input and output: this process owns the store until :meth:`close` (which
+        closes the child's input; the child answers what it admitted, closes the store and exits).
+
+        Raises :class:`StartFailed` with the child's error output when it exits without answering
+        (another process owns the store, for example)."""
+        stderr = tempfile.TemporaryFile()
+        process = subprocess.Popen(
+            [os.fspath(mnemo_bin), "--store", os.fspath(store), "serve", "--stdio", *serve_args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        stdin, stdout = process.stdin, process.stdout
+
+        def write(data: bytes) -> None:
+            stdin.write(data)
+            stdin.flush()
+
+        def close() -> None:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+            try:
+                process.wait(timeout=STDIO_EXIT_WAIT_SECS)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            stdout.close()
+            stderr.close()
+
+        client = cls(stdout, write, close, _placeholder_server())
+        try:
+            client._initialize(client_name)
+        except (ConnectionLost, BrokenPipeError) as error:
+            process.wait()
+            stderr.seek(0)
+            output = stderr.read(START_ERROR_BYTES_MAX).decode(errors="replace").strip()
+            client.close()
+            raise StartFailed(f"{mnemo_bin} serve --stdio exited ({process.returncode}): {output or error}") from None
+        return client
+
+    def _initialize(self, client_name: str) -> None:
+        result = self.call("initialize", {"protocol_version": PROTOCOL_VERSION, "client_name": client_name})
+        self.server = _typed(InitializeResult, "initialize")(result)
+
     def close(self) -> None:
-        self._reader.close()
-        self._socket.close()
+        self._closer()
 
     def __enter__(self) -> "Client":
         return self
@@ -142,31 +541,21 @@ class Client:
 
     def call(self, method: str, params: Optional[JsonObject] = None) -> Any:
         """Sends one request and returns its ``result`` (decoded JSON), or raises :class:`MnemoError`
-        with the server's typed reason."""
+        with the server's typed reason. Requests the server sends meanwhile (the registered seams)
+        are answered, and notifications kept for :meth:`appended`."""
         request_id = next(self._ids)
         frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
-        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        limit = self.server.limits.frame_bytes_max
-        if len(data) > limit:
-            raise ValueError(
-                f"{method}: the request is {len(data)} bytes; the server takes frames of at most {limit}"
-            )
-        self._socket.sendall(data)
+        self._send(frame, method)
         while True:
-            line = self._reader.readline()
-            if not line:
-                raise ConnectionLost(f"{method}: the server closed the connection before answering")
-            if not line.strip():
+            answer = self._answers.pop(request_id, None) or self._next_frame(method)
+            if answer is None:
                 continue
-            try:
-                answer = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ProtocolError(f"{method}: the answer is not JSON: {error}") from None
-            if not isinstance(answer, dict):
-                raise ProtocolError(f"{method}: the answer is not a JSON object")
             if answer.get("id") != request_id:
                 if answer.get("id") is None and "error" in answer:
                     raise MnemoError.from_wire(answer["error"])
+                # The answer to an outer call, read by a call a seam handler made: kept for it.
+                if isinstance(answer.get("id"), int):
+                    self._answers[answer["id"]] = answer
                 continue
             if "error" in answer:
                 raise MnemoError.from_wire(answer["error"])
@@ -174,109 +563,337 @@ class Client:
                 raise ProtocolError(f"{method}: the answer has neither result nor error")
             return answer["result"]
 
-    # Typed methods --------------------------------------------------------------------------------
+    def appended(self, timeout: Optional[float] = None) -> AppendedParams:
+        """The next ``log/appended`` notification of this connection's subscriptions, waiting for it
+        (at most ``timeout`` seconds on a socket connection: then :class:`TimeoutError`). Seam
+        requests that arrive meanwhile are answered."""
+        if timeout is not None and self._socket is None:
+            raise ValueError("appended(timeout=...) needs a socket connection; a spawned server's pipe has none")
+        if timeout is not None and self._socket is not None:
+            self._socket.settimeout(timeout)
+        try:
+            while not self._notifications:
+                frame = self._next_frame("log/appended")
+                if frame is not None:
+                    raise ProtocolError(f"an answer to no call of this client: {frame!r}")
+        except socket.timeout:
+            raise TimeoutError(f"no log/appended notification within {timeout} s") from None
+        finally:
+            if timeout is not None and self._socket is not None:
+                self._socket.settimeout(CALL_TIMEOUT_SECS)
+        return self._notifications.popleft()
 
-    def ping(self) -> None:
-        self.call("ping")
+    def _invoke(self, method: str, params: Optional[JsonObject], decode: Decode) -> Any:
+        return decode(self.call(method, params))
 
-    def append(
-        self, stream: str, records: list[WireRecord], expected_revision: ExpectedRevision = "any"
-    ) -> AppendResult:
-        """Appends ``records`` to ``stream`` as one atomic batch if the stream is at
-        ``expected_revision``; a revision that does not hold raises :class:`MnemoError` with reason
-        ``conflict`` (``expected``/``actual`` set) and appends nothing."""
-        expected: Any = expected_revision
-        if isinstance(expected_revision, int) and not isinstance(expected_revision, bool):
-            expected = {"exact": expected_revision}
-        elif expected_revision not in ("any", "no_stream"):
-            raise ValueError(f"expected_revision {expected_revision!r} is not 'any', 'no_stream' or an int")
-        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records)}
-        return _typed(AppendResult, self.call("append", params), "append")
+    def _set_handlers(self, handlers: dict[str, seams.Handler]) -> None:
+        self._handlers = handlers
 
-    def import_transcript(
+    def _send(self, frame: JsonObject, method: str) -> None:
+        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        limit = self.server.limits.frame_bytes_max
+        if len(data) > limit:
+            raise ValueError(
+                f"{method}: the request is {len(data)} bytes; the server takes frames of at most {limit}"
+            )
+        self._write(data)
+
+    def _next_frame(self, method: str) -> Optional[JsonObject]:
+        """Reads one frame: an answer is returned; a server request is answered and a notification
+        kept (both give ``None``)."""
+        line = self._reader.readline()
+        if not line:
+            raise ConnectionLost(f"{method}: the server closed the connection before answering")
+        if not line.strip():
+            return None
+        try:
+            frame = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ProtocolError(f"{method}: the answer is not JSON: {error}") from None
+        if not isinstance(frame, dict):
+            raise ProtocolError(f"{method}: the answer is not a JSON object")
+        if "method" not in frame:
+            return frame
+        if "id" in frame:
+            self._send(_serve_request(self._handlers, frame, run_awaitable=_run_coroutine), frame["method"])
+        else:
+            _keep_notification(self._notifications, frame)
+        return None
+
+
+class AsyncClient(_Methods):
+    """One initialized asyncio connection: the same methods as :class:`Client`, each a coroutine;
+    calls may run concurrently (pipelined, matched by id). Seam handlers may be coroutines. Use as
+    an async context manager, or await :meth:`aclose`."""
+
+    def __init__(
         self,
+        reader: asyncio.StreamReader,
+        writer: Any,
+        process: Optional[asyncio.subprocess.Process] = None,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._process = process
+        self._ids = itertools.count(1)
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._handlers: dict[str, seams.Handler] = {}
+        self._notifications: asyncio.Queue[AppendedParams] = asyncio.Queue()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._lost: Optional[BaseException] = None
+        self._write_lock = asyncio.Lock()
+        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        self.server = _placeholder_server()
+
+    @classmethod
+    async def connect(
+        cls,
+        store: PathLike,
         *,
-        path: Optional[PathLike] = None,
-        text: Optional[str] = None,
-        source: Optional[str] = None,
-        format: Optional[str] = None,
-    ) -> JsonObject:
-        """Imports a transcript file the server reads (``path``) or its ``text``; returns the import
-        report."""
-        if (path is None) == (text is None):
-            raise ValueError("import_transcript takes exactly one of path and text")
-        params = {
-            "path": None if path is None else os.fspath(path),
-            "text": text,
-            "source": source,
-            "format": format,
-        }
-        return _object(self.call("import", _present(params)), "import")
+        mnemo_bin: Optional[PathLike] = None,
+        client_name: str = "mnemo-client-python",
+        start_wait_secs: float = START_WAIT_SECS,
+        serve_args: tuple[str, ...] = (),
+    ) -> "AsyncClient":
+        """As :meth:`Client.connect` (finding or starting the server runs in a worker thread)."""
+        store_path, socket_path = _socket_path(store)
+        deadline = time.monotonic() + start_wait_secs
+        while True:
+            sock = await asyncio.to_thread(_connect_or_start, store_path, socket_path, mnemo_bin, deadline, serve_args)
+            sock.setblocking(False)
+            reader, writer = await asyncio.open_unix_connection(sock=sock, limit=_STREAM_LIMIT)
+            client = cls(reader, writer)
+            try:
+                await client._initialize(client_name)
+                return client
+            except (ConnectionError, ConnectionLost) as error:
+                lost: BaseException = error
+            except MnemoError as error:
+                if error.reason != "shutting_down":
+                    await client.aclose()
+                    raise
+                lost = error
+            await client.aclose()
+            if time.monotonic() >= deadline:
+                raise NoServer(f"the server on {socket_path} went away during the handshake: {lost}")
+            await asyncio.sleep(CONNECT_RETRY_SECS)
 
-    def sessions(self) -> list[SessionInfo]:
-        return _typed(list[SessionInfo], self.call("history/sessions"), "history/sessions")
-
-    def search(
-        self,
-        query: str,
+    @classmethod
+    async def spawn(
+        cls,
+        store: PathLike,
         *,
-        limit: Optional[int] = None,
-        cursor: Optional[str] = None,
-        context: Optional[ToolContext] = None,
-        as_of: Optional[int] = None,
-    ) -> SearchHistoryResult:
-        params = {
-            "query": query,
-            "limit": limit,
-            "cursor": cursor,
-            "context": to_wire(context) if context else None,
-            "as_of": as_of,
-        }
-        return _typed(SearchHistoryResult, self.call("history/search", _present(params)), "history/search")
+        mnemo_bin: PathLike,
+        client_name: str = "mnemo-client-python",
+        serve_args: tuple[str, ...] = (),
+    ) -> "AsyncClient":
+        """As :meth:`Client.spawn`: a child ``mnemo serve --stdio`` that serves this client alone."""
+        stderr = tempfile.TemporaryFile()
+        process = await asyncio.create_subprocess_exec(
+            os.fspath(mnemo_bin), "--store", os.fspath(store), "serve", "--stdio", *serve_args,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            limit=_STREAM_LIMIT,
+        )
+        assert process.stdout is not None and process.stdin is not None
+        client = cls(process.stdout, process.stdin, process)
+        try:
+            await client._initialize(client_name)
+        except (ConnectionLost, ConnectionError) as error:
+            await process.wait()
+            stderr.seek(0)
+            output = stderr.read(START_ERROR_BYTES_MAX).decode(errors="replace").strip()
+            stderr.close()
+            await client.aclose()
+            raise StartFailed(f"{mnemo_bin} serve --stdio exited ({process.returncode}): {output or error}") from None
+        stderr.close()
+        return client
 
-    def read(
-        self,
-        session_id: str,
-        *,
-        message_id: Optional[str] = None,
-        turn_id: Optional[str] = None,
-        before: Optional[int] = None,
-        after: Optional[int] = None,
-        context: Optional[ToolContext] = None,
-        as_of: Optional[int] = None,
-    ) -> ReadHistoryResult:
-        params = {
-            "session_id": session_id,
-            "message_id": message_id,
-            "turn_id": turn_id,
-            "before": before,
-            "after": after,
-            "context": to_wire(context) if context else None,
-            "as_of": as_of,
-        }
-        return _typed(ReadHistoryResult, self.call("history/read", _present(params)), "history/read")
+    async def _initialize(self, client_name: str) -> None:
+        result = await self.call("initialize", {"protocol_version": PROTOCOL_VERSION, "client_name": client_name})
+        self.server = _typed(InitializeResult, "initialize")(result)
 
-    def recall(self, session: str, query: str, *, limit: Optional[int] = None) -> list[RecalledItem]:
-        params = {"session": session, "query": query, "limit": limit}
-        return _typed(list[RecalledItem], self.call("memory/recall", _present(params)), "memory/recall")
+    async def aclose(self) -> None:
+        """Closes the connection (a spawned server then answers what it admitted and exits)."""
+        try:
+            self._writer.close()
+            if hasattr(self._writer, "wait_closed"):
+                await self._writer.wait_closed()
+        except (ConnectionError, OSError):
+            pass
+        if self._process is not None:
+            try:
+                await asyncio.wait_for(self._process.wait(), STDIO_EXIT_WAIT_SECS)
+            except asyncio.TimeoutError:
+                self._process.kill()
+                await self._process.wait()
+        self._read_task.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(self._read_task, *self._tasks, return_exceptions=True)
 
-    def remember(self, session: str, *, tool_call: Optional[str] = None) -> RememberResult:
-        params = {"session": session, "tool_call": tool_call}
-        return _typed(RememberResult, self.call("memory/remember", _present(params)), "memory/remember")
+    async def __aenter__(self) -> "AsyncClient":
+        return self
 
-    def log(self, *, start: Optional[int] = None, limit: Optional[int] = None) -> list[JsonObject]:
-        """Envelopes of the log from position ``start`` (default 1)."""
-        result = self.call("log", _present({"from": start, "limit": limit}))
-        if not isinstance(result, list) or not all(isinstance(e, dict) for e in result):
-            raise ProtocolError("log: the result is not an array of objects")
-        return result
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
-    def stats(self) -> JsonObject:
-        return _object(self.call("stats"), "stats")
+    async def call(self, method: str, params: Optional[JsonObject] = None) -> Any:
+        """Sends one request and awaits its ``result``, or raises :class:`MnemoError`."""
+        if self._lost is not None:
+            raise ConnectionLost(f"{method}: the connection is closed: {self._lost}")
+        request_id = next(self._ids)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}, method)
+            return await asyncio.wait_for(future, CALL_TIMEOUT_SECS)
+        finally:
+            self._pending.pop(request_id, None)
 
-    def shutdown(self) -> None:
-        """Stops the server gracefully: running calls finish, then the store closes."""
-        self.call("shutdown")
+    async def appended(self) -> AppendedParams:
+        """The next ``log/appended`` notification of this connection's subscriptions."""
+        return await self._notifications.get()
+
+    def _invoke(self, method: str, params: Optional[JsonObject], decode: Decode) -> Any:
+        async def run() -> Any:
+            return decode(await self.call(method, params))
+
+        return run()
+
+    def _set_handlers(self, handlers: dict[str, seams.Handler]) -> None:
+        self._handlers = handlers
+
+    async def _send(self, frame: JsonObject, method: str) -> None:
+        data = json.dumps(frame, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        limit = self.server.limits.frame_bytes_max
+        if len(data) > limit:
+            raise ValueError(
+                f"{method}: the request is {len(data)} bytes; the server takes frames of at most {limit}"
+            )
+        async with self._write_lock:
+            self._writer.write(data)
+            await self._writer.drain()
+
+    async def _read_loop(self) -> None:
+        try:
+            while True:
+                line = await self._reader.readline()
+                if not line:
+                    raise ConnectionLost("the server closed the connection")
+                if not line.strip():
+                    continue
+                frame = json.loads(line)
+                if not isinstance(frame, dict):
+                    raise ProtocolError("a frame is not a JSON object")
+                if "method" in frame and "id" in frame:
+                    task = asyncio.get_running_loop().create_task(self._answer(frame))
+                    self._tasks.add(task)
+                    task.add_done_callback(self._tasks.discard)
+                elif "method" in frame:
+                    _keep_notification(self._notifications, frame)
+                else:
+                    self._route(frame)
+        except asyncio.CancelledError:
+            self._fail(ConnectionLost("the client closed the connection"))
+            raise
+        except (ConnectionLost, ProtocolError, ValueError, OSError) as error:
+            self._fail(error if isinstance(error, (ConnectionLost, ProtocolError)) else ConnectionLost(str(error)))
+
+    def _route(self, frame: JsonObject) -> None:
+        request_id = frame.get("id")
+        future = self._pending.get(request_id) if isinstance(request_id, int) else None
+        if future is None:
+            if request_id is None and "error" in frame:
+                # A frame the server could not read far enough to know its id: fail every call.
+                error = MnemoError.from_wire(frame["error"])
+                for waiting in list(self._pending.values()):
+                    if not waiting.done():
+                        waiting.set_exception(error)
+            return
+        if future.done():
+            return
+        if "error" in frame:
+            future.set_exception(MnemoError.from_wire(frame["error"]))
+        elif "result" in frame:
+            future.set_result(frame["result"])
+        else:
+            future.set_exception(ProtocolError("an answer has neither result nor error"))
+
+    def _fail(self, error: BaseException) -> None:
+        self._lost = error
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLost(str(error)))
+
+    async def _answer(self, frame: JsonObject) -> None:
+        answer = _serve_request(self._handlers, frame, run_awaitable=None)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        try:
+            await self._send(answer, str(frame.get("method")))
+        except (ConnectionError, OSError):
+            pass
+
+
+#: Line limit of the asyncio streams: a frame and its newline.
+_STREAM_LIMIT = 8 * 1024 * 1024 + 2
+#: How long closing a spawned server waits for it to exit before killing it.
+STDIO_EXIT_WAIT_SECS = 60.0
+
+
+def _serve_request(handlers: dict[str, seams.Handler], frame: JsonObject, run_awaitable: Any) -> Any:
+    """The answer frame to a server request (an awaitable of it when the handler is async and
+    ``run_awaitable`` is ``None``)."""
+    request_id = frame.get("id")
+    method = frame.get("method")
+    handler = handlers.get(method) if isinstance(method, str) else None
+
+    def failure(message: str, code: int = -32000, reason: str = "internal") -> JsonObject:
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message, "data": {"reason": reason}}}
+
+    if handler is None:
+        return failure(f"this client answers no {method!r}", -32601, "method_not_found")
+    try:
+        result = handler(frame.get("params") or {})
+    except Exception as error:  # the host's seam failed: the server fails open on it
+        return failure(f"{method}: {type(error).__name__}: {error}")
+    if inspect.isawaitable(result):
+        if run_awaitable is not None:
+            try:
+                result = run_awaitable(result)
+            except Exception as error:
+                return failure(f"{method}: {type(error).__name__}: {error}")
+        else:
+
+            async def finish() -> JsonObject:
+                try:
+                    return {"jsonrpc": "2.0", "id": request_id, "result": await result}
+                except Exception as error:
+                    return failure(f"{method}: {type(error).__name__}: {error}")
+
+            return finish()
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _run_coroutine(awaitable: Any) -> Any:
+    """A coroutine seam handler under the blocking client: run to completion on a fresh loop."""
+
+    async def wrap() -> Any:
+        return await awaitable
+
+    return asyncio.run(wrap())
+
+
+def _keep_notification(queue: Any, frame: JsonObject) -> None:
+    if frame.get("method") != "log/appended":
+        return
+    notification = from_wire(AppendedParams, frame.get("params"), "log/appended")
+    if isinstance(queue, asyncio.Queue):
+        queue.put_nowait(notification)
+    else:
+        queue.append(notification)
 
 
 # Helpers ------------------------------------------------------------------------------------------
@@ -286,17 +903,68 @@ def _present(params: dict[str, Any]) -> JsonObject:
     return {k: v for k, v in params.items() if v is not None}
 
 
-def _typed(tp: Any, value: Any, method: str) -> Any:
-    try:
-        return from_wire(tp, value, method)
-    except WireError as error:
-        raise ProtocolError(f"the result of {error}") from None
+def _typed(tp: Any, method: str) -> Decode:
+    def decode(value: Any) -> Any:
+        try:
+            return from_wire(tp, value, method)
+        except WireError as error:
+            raise ProtocolError(f"the result of {error}") from None
+
+    return decode
 
 
-def _object(value: Any, method: str) -> JsonObject:
-    if not isinstance(value, dict):
-        raise ProtocolError(f"{method}: the result is not a JSON object")
-    return value
+def _object(method: str) -> Decode:
+    def decode(value: Any) -> JsonObject:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{method}: the result is not a JSON object")
+        return value
+
+    return decode
+
+
+def _optional_object(method: str) -> Decode:
+    inner = _object(method)
+    return lambda value: None if value is None else inner(value)
+
+
+def _objects(method: str) -> Decode:
+    def decode(value: Any) -> list[JsonObject]:
+        if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+            raise ProtocolError(f"{method}: the result is not an array of objects")
+        return value
+
+    return decode
+
+
+def _nothing(value: Any) -> None:
+    return None
+
+
+def _socket_path(store: PathLike) -> tuple[Path, Path]:
+    store_path = Path(os.path.abspath(store))
+    socket_path = store_path / SOCKET_NAME
+    if len(os.fsencode(socket_path)) > SOCKET_PATH_BYTES_MAX:
+        raise ValueError(
+            f"the socket path {socket_path} is {len(os.fsencode(socket_path))} bytes; "
+            f"a Unix socket address holds at most {SOCKET_PATH_BYTES_MAX}"
+        )
+    return store_path, socket_path
+
+
+def _connect_or_start(
+    store_path: Path,
+    socket_path: Path,
+    mnemo_bin: Optional[PathLike],
+    deadline: float,
+    serve_args: tuple[str, ...],
+) -> socket.socket:
+    sock = _try_connect(socket_path)
+    if sock is not None:
+        return sock
+    if mnemo_bin is None:
+        raise NoServer(f"no server answers on {socket_path}")
+    wait = max(deadline - time.monotonic(), CONNECT_RETRY_SECS)
+    return _start_and_connect(Path(mnemo_bin), store_path, socket_path, wait, serve_args)
 
 
 def _placeholder_server() -> InitializeResult:

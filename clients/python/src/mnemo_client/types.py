@@ -1,9 +1,10 @@
-"""The protocol's parameter and result types as dataclasses.
+"""The protocol's parameter and result types, and how they are read from and written to the wire.
 
-Each dataclass mirrors one definition of the checked-in schema document
-(``crates/mnemo-server/schema/protocol.json``, generated from the server's Rust types); the test
-``tests/test_schema.py`` fails when a field here and a property there disagree in name or in being
-required. Results are read with :func:`from_wire`, which refuses a missing required member or a
+The dataclasses are generated from the checked-in schema document
+(``crates/mnemo-server/schema/protocol.json``, itself generated from the server's Rust types) into
+:mod:`mnemo_client.protocol_types` by ``scripts/generate_types.py``; ``tests/test_generated.py``
+fails when that module is stale, and ``tests/test_schema.py`` checks every dataclass against the
+schema member by member. Results are read with :func:`from_wire`, which refuses a missing required member or a
 member of the wrong JSON type, naming the type and the member, and ignores members it does not know
 (a newer server may add some).
 """
@@ -16,7 +17,9 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
 
-JsonObject = dict[str, Any]
+from .protocol_types import *  # noqa: F403 (the generated types are this module's)
+from .protocol_types import JsonObject
+from .protocol_types import __all__ as _GENERATED
 
 #: The revision an append expects its stream at: ``"any"``, ``"no_stream"`` or an exact revision.
 ExpectedRevision = Union[Literal["any", "no_stream"], int]
@@ -26,148 +29,9 @@ class WireError(ValueError):
     """A result that does not have the shape the protocol states."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    frame_bytes_max: int
-    connection_calls_max: int
-    calls_admitted_max: int
-    connections_max: int
-    idle_exit_secs: int
-
-
-@dataclass(frozen=True)
-class InitializeResult:
-    protocol_version: int
-    server_name: str
-    server_version: str
-    store: str
-    pid: int
-    methods: list[str]
-    limits: Limits
-
-
-@dataclass(frozen=True)
-class WireRecord:
-    """A record as ``append`` takes it: its kind and its payload in the log's JSON form."""
-
-    kind: str
-    record: JsonObject
-
-
-@dataclass(frozen=True)
-class AppendResult:
-    first_position: int
-    last_position: int
-    last_revision: int
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """Where a history tool call runs from."""
-
-    current_session: Optional[str] = None
-    current_turn: Optional[str] = None
-    workspace: Optional[str] = None
-    incognito: bool = False
-
-
-@dataclass(frozen=True)
-class SearchRow:
-    session_id: str
-    is_current_session: bool
-    title: str
-    summary: str
-    snippet: str
-    turn_id: Optional[str] = None
-    message_id: Optional[str] = None
-    match_kind: Optional[str] = None
-    message_timestamp: Optional[int] = None
-    last_message_at: Optional[int] = None
-    truncated: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class SearchHistoryResult:
-    query: str
-    truncated: bool
-    rows: list[SearchRow]
-    next_cursor: Optional[str] = None
-
-
-@dataclass(frozen=True)
-class ReadMessage:
-    message_id: str
-    match_kind: str
-    role: str
-    text: str
-    timestamp: int
-
-
-@dataclass(frozen=True)
-class ReadTurn:
-    turn_id: str
-    messages: list[ReadMessage]
-
-
-@dataclass(frozen=True)
-class ReadHistoryResult:
-    session_id: str
-    is_current_session: bool
-    title: str
-    turns: list[ReadTurn]
-    has_more_before: bool
-    has_more_after: bool
-    anchor_message_id: Optional[str] = None
-    anchor_turn_id: Optional[str] = None
-    last_message_at: Optional[int] = None
-    truncated: Optional[bool] = None
-
-
-@dataclass(frozen=True)
-class SessionInfo:
-    session: str
-    event_count: int
-    turn_count: int
-    incognito: bool
-    archived: bool
-    subagent: bool
-    workspace: Optional[str] = None
-    title: Optional[str] = None
-    first_activity: Optional[int] = None
-    last_activity: Optional[int] = None
-
-
-@dataclass(frozen=True)
-class SourceRef:
-    session: str
-    run: str
-    turn: str
-    event: str
-
-
-@dataclass(frozen=True)
-class RecalledItem:
-    item: str
-    version: int
-    content: str
-    kind: str
-    scope: str
-    keys: list[str]
-    sources: list[SourceRef]
-    score: int
-
-
-@dataclass(frozen=True)
-class RequestedItem:
-    item: str
-    content: str
-
-
-@dataclass(frozen=True)
-class RememberResult:
-    status: str
-    requested_items: list[RequestedItem]
-    reason: Optional[str] = None
+def wire_name(f: "dataclasses.Field[Any]") -> str:
+    """A field's member name on the wire (``from_`` is ``from``)."""
+    return f.metadata.get("wire", f.name)
 
 
 def from_wire(cls: type, value: Any, where: str = "") -> Any:
@@ -209,11 +73,16 @@ def _read(tp: Any, value: Any, where: str) -> Any:
         hints = typing.get_type_hints(tp)
         members = {}
         for f in dataclasses.fields(tp):
-            if f.name in value:
-                members[f.name] = _read(hints[f.name], value[f.name], f"{where}.{f.name}")
+            name = wire_name(f)
+            if name in value:
+                members[f.name] = _read(hints[f.name], value[name], f"{where}.{name}")
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise WireError(f"{where}: the required member {f.name!r} is missing")
+                raise WireError(f"{where}: the required member {name!r} is missing")
         return tp(**members)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value
+        raise WireError(f"{where}: expected a number, got {_json_type(value)}")
     if tp is bool:
         if isinstance(value, bool):
             return value
@@ -249,7 +118,7 @@ def to_wire(value: Any) -> Any:
     dataclass are left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {
-            f.name: to_wire(getattr(value, f.name))
+            wire_name(f): to_wire(getattr(value, f.name))
             for f in dataclasses.fields(value)
             if getattr(value, f.name) is not None
         }
@@ -259,24 +128,10 @@ def to_wire(value: Any) -> Any:
 
 
 __all__ = [
-    "AppendResult",
+    *_GENERATED,
     "ExpectedRevision",
-    "InitializeResult",
-    "JsonObject",
-    "Limits",
-    "ReadHistoryResult",
-    "ReadMessage",
-    "ReadTurn",
-    "RecalledItem",
-    "RememberResult",
-    "RequestedItem",
-    "SearchHistoryResult",
-    "SearchRow",
-    "SessionInfo",
-    "SourceRef",
-    "ToolContext",
     "WireError",
-    "WireRecord",
     "from_wire",
     "to_wire",
+    "wire_name",
 ]

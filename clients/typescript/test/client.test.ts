@@ -1,0 +1,257 @@
+// The client against a real `mnemo serve` (MNEMO_BIN): the handshake and autostart, the methods on a
+// store imported from a real Claude Code session, appends at an expected revision, remember and
+// recall, the server's typed errors, pipelined calls, racing starts and reconnecting.
+
+import assert from "node:assert/strict";
+import { realpathSync } from "node:fs";
+import { join } from "node:path";
+import { test } from "node:test";
+
+import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, type WireRecord } from "../src/index.js";
+import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
+
+const CLAUDE_SESSION = join(
+  REAL_FIXTURES,
+  "claude-code",
+  "small-with-subagents",
+  "4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+);
+
+const REMEMBER_TRANSCRIPT = [
+  '{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}',
+  '{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}',
+  '{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}',
+  "",
+].join("\n");
+
+function sessionOpened(session: string): WireRecord {
+  return {
+    kind: "session_opened",
+    record: { session, workspace: "ts/ws", incognito: false, memory: "enabled", subagent: false },
+  };
+}
+
+async function rejects<T>(promise: Promise<T>): Promise<MnemoError> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof MnemoError, `expected a MnemoError, got ${String(error)}`);
+    return error;
+  }
+  assert.fail("the call succeeded");
+}
+
+test("the handshake states the version and a second client reaches the same server", async () => {
+  const { client, store, done } = await started();
+  try {
+    const server = client.server;
+    assert.equal(server.protocol_version, PROTOCOL_VERSION);
+    assert.equal(server.server_name, "mnemo");
+    assert.equal(realpathSync(server.store), realpathSync(store));
+    for (const method of ["append", "history/search", "history/read", "history/sessions", "memory/recall", "memory/remember"]) {
+      assert.ok(server.methods.includes(method), method);
+    }
+    assert.equal(server.limits.frame_bytes_max, 8 * 1024 * 1024);
+    await client.ping();
+    const second = await Client.connect(store, { mnemoBin: mnemoBin() });
+    try {
+      assert.equal(second.server.pid, server.pid);
+    } finally {
+      second.close();
+    }
+  } finally {
+    await done();
+  }
+});
+
+test("without a binary a store without a server is reported", async () => {
+  const { store, cleanup } = freshStore();
+  try {
+    await assert.rejects(Client.connect(store), (error: unknown) => error instanceof NoServer && /no server answers/.test(error.message));
+  } finally {
+    await cleanup();
+  }
+});
+
+test("a real session is listed, searched and read", async () => {
+  const { client, done } = await started();
+  try {
+    const report = await client.importTranscript({ path: CLAUDE_SESSION, format: "claude-code" });
+    assert.ok((report.records as number) > 0);
+    assert.equal((await client.importTranscript({ path: CLAUDE_SESSION })).status, "already_complete");
+
+    const sessions = await client.sessions();
+    assert.equal(sessions.length, 1);
+    assert.equal(sessions[0]!.workspace, "/tmp/private");
+    assert.ok(sessions[0]!.turn_count > 0);
+
+    const found = await client.search("hello.py", { limit: 3 });
+    assert.ok(found.rows.length > 0 && found.rows.length <= 3, "no match for hello.py");
+    const hit = found.rows[0]!;
+    assert.equal(hit.session_id, sessions[0]!.session);
+
+    const read = await client.read(hit.session_id, { message_id: hit.message_id, before: 1, after: 1 });
+    assert.equal(read.anchor_message_id, hit.message_id);
+    assert.equal(read.anchor_turn_id, hit.turn_id);
+    assert.ok(read.turns.some((turn) => turn.turn_id === hit.turn_id));
+
+    // As of position 1 nothing of the session was searchable yet.
+    assert.deepEqual((await client.search("hello.py", { as_of: 1 })).rows, []);
+
+    const refused = await rejects(client.search("hello.py", { context: { incognito: true } }));
+    assert.equal(refused.reason, "tool_refused");
+    assert.equal(refused.toolReason, "incognito_active");
+
+    const context = await client.context(hit.session_id, { window: 8000 });
+    assert.ok(Array.isArray(context.items) && context.items.length > 0, "compaction/context assembles items");
+  } finally {
+    await done();
+  }
+});
+
+test("append at an expected revision; a conflict appends nothing", async () => {
+  const { client, done } = await started();
+  try {
+    const first = await client.append("session/ts1", [sessionOpened("ts1")], "no_stream");
+    assert.equal(first.first_position, first.last_position);
+    assert.equal(first.last_revision, 0);
+    const entries = (await client.log({ limit: 1000 })).length;
+    assert.deepEqual(
+      (await client.sessions()).map((s) => [s.session, s.workspace]),
+      [["ts1", "ts/ws"]],
+    );
+
+    const conflict = await rejects(client.append("session/ts1", [sessionOpened("ts1")], "no_stream"));
+    assert.equal(conflict.reason, "conflict");
+    assert.equal(conflict.code, -32002);
+    assert.equal(conflict.expected, "no_stream");
+    assert.equal(conflict.actual, "0");
+    const stale = await rejects(client.append("session/ts1", [sessionOpened("ts1")], 5));
+    assert.deepEqual([stale.reason, stale.expected, stale.actual], ["conflict", "5", "0"]);
+    assert.equal((await client.log({ limit: 1000 })).length, entries, "a refused append left envelopes");
+
+    const next = await client.append("session/ts1", [sessionOpened("ts1")], 0);
+    assert.equal(next.last_revision, 1);
+    await assert.rejects(client.append("session/ts1", [], -1), RangeError);
+  } finally {
+    await done();
+  }
+});
+
+test("remember, then recall", async () => {
+  const { client, done } = await started();
+  try {
+    await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
+    const remembered = await client.remember("s1");
+    assert.equal(remembered.status, "remembered");
+    assert.deepEqual(
+      remembered.requested_items.map((item) => item.content),
+      ["The user never uses unwrap in library code."],
+    );
+    const item = remembered.requested_items[0]!.item;
+    const recalled = await client.recall("s1", "unwrap");
+    const match = recalled.find((r) => r.item === item);
+    assert.ok(match, "the remembered item is recalled");
+    assert.equal(match.content, "The user never uses unwrap in library code.");
+    assert.deepEqual(match.sources.map((s) => s.session), ["s1"]);
+    assert.equal((await client.remember("s1")).requested_items[0]!.item, item, "remember is repeatable");
+    const got = await client.memoryGet(item);
+    assert.ok(got !== null);
+  } finally {
+    await done();
+  }
+});
+
+test("bad calls get typed errors and the connection keeps serving", async () => {
+  const { client, done } = await started();
+  try {
+    const unknown = await rejects(client.callRaw("history/nothing"));
+    assert.deepEqual([unknown.reason, unknown.code], ["method_not_found", -32601]);
+
+    const misspelt = await rejects(client.callRaw("history/search", { query: "x", limmit: 2 }));
+    assert.equal(misspelt.reason, "invalid_params");
+    assert.match(misspelt.serverMessage, /limmit/);
+
+    const wrongType = await rejects(client.callRaw("history/search", { query: 5 }));
+    assert.equal(wrongType.reason, "invalid_params");
+
+    const tooMany = await rejects(client.search("x", { limit: 99 }));
+    assert.equal(tooMany.reason, "tool_refused");
+    assert.equal(tooMany.toolReason, "invalid_arguments");
+
+    // A frame over the server's limit is refused before it is sent, with the protocol's reason.
+    const big = await rejects(client.importTranscript({ text: "x".repeat(client.server.limits.frame_bytes_max + 1) }));
+    assert.equal(big.reason, "frame_too_large");
+    assert.equal(big.limit, client.server.limits.frame_bytes_max);
+
+    await client.ping();
+    assert.deepEqual(await client.sessions(), []);
+  } finally {
+    await done();
+  }
+});
+
+test("pipelined calls on one connection are each answered with their own result", async () => {
+  const { client, done } = await started();
+  try {
+    const appends = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => client.append(`session/p${i}`, [sessionOpened(`p${i}`)], "no_stream")),
+    );
+    assert.deepEqual(
+      appends.map((a) => a.last_revision),
+      Array.from({ length: 40 }, () => 0),
+    );
+    assert.equal(new Set(appends.map((a) => a.first_position)).size, 40);
+    const reads = await Promise.all(Array.from({ length: 40 }, (_, i) => client.transcript(`p${i}`)));
+    assert.equal(reads.filter((t) => t !== null).length, 40);
+    assert.equal((await client.sessions()).length, 40);
+  } finally {
+    await done();
+  }
+});
+
+test("clients racing to start a server share the one that won", async () => {
+  const { store, cleanup } = freshStore();
+  try {
+    const clients = await Promise.all(
+      Array.from({ length: 8 }, () => Client.connect(store, { mnemoBin: mnemoBin(), serveArgs: TEST_IDLE_EXIT })),
+    );
+    const pids = new Set(clients.map((c) => c.server.pid));
+    for (const c of clients) c.close();
+    assert.equal(pids.size, 1, `more than one server answered: ${[...pids].join(", ")}`);
+  } finally {
+    await cleanup();
+  }
+});
+
+test("after the server shuts down, the next call reconnects to a new server on the same store", async () => {
+  const { client, store, done } = await started();
+  try {
+    await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
+    const firstPid = client.server.pid;
+    await client.shutdown();
+    // The same client: its connection is gone, so the repeatable call starts a server and is sent again.
+    assert.deepEqual((await client.sessions()).map((s) => s.session), ["s1"]);
+    assert.notEqual(client.server.pid, firstPid);
+    // A non-repeatable call goes through on the live connection.
+    await client.append("session/after", [sessionOpened("after")], "no_stream");
+    const other = await Client.connect(store);
+    try {
+      assert.equal(other.server.pid, client.server.pid);
+    } finally {
+      other.close();
+    }
+  } finally {
+    await done();
+  }
+});
+
+test("a closed client refuses further calls", async () => {
+  const { client, done } = await started();
+  try {
+    client.close();
+    await assert.rejects(client.ping(), ConnectionLost);
+  } finally {
+    await done();
+  }
+});

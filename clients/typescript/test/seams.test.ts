@@ -1,0 +1,143 @@
+// Against a real `mnemo serve`: a server spawned on standard input and output, the model seams
+// answered by this client while the server compacts, and the tail subscription, which resumes
+// without gap or repeat on a new connection.
+
+import assert from "node:assert/strict";
+import { test } from "node:test";
+
+import { Client, StartFailed, records, type JsonObject, type SummarizeParams } from "../src/index.js";
+import { freshStore, mnemoBin, started } from "./support.js";
+
+const SESSION = "seams";
+const START_MS = 1_767_225_600_000;
+
+/** Appends `turns` long turns to SESSION (opened first): enough history to fold at a small window. */
+async function conversation(client: Client, turns: number): Promise<void> {
+  let revision = (await client.append(`session/${SESSION}`, [records.sessionOpened(SESSION, { workspace: "ts/seams" })], "no_stream"))
+    .last_revision;
+  for (let n = 1; n <= turns; n++) {
+    const turn = `t${n}`;
+    const ts = START_MS + n * 10_000;
+    const ask = `Question ${n}: how should the ledger handle case ${n}? `.repeat(20);
+    const answer = `Answer ${n}: the ledger appends, then folds, then verifies case ${n}. `.repeat(30);
+    revision = (
+      await client.append(
+        `session/${SESSION}`,
+        [
+          records.textMessage(SESSION, turn, `${turn}-u`, "user", ask, ts),
+          records.textMessage(SESSION, turn, `${turn}-a`, "assistant", answer, ts + 1),
+          records.turnEnded(SESSION, turn),
+        ],
+        revision,
+      )
+    ).last_revision;
+  }
+}
+
+function summary(request: SummarizeParams): string {
+  return (
+    "## Goal\nKeep the ledger correct.\n\n## Progress\n### Done\n" +
+    `Folded ${request.messages.length} messages.\n\n### In Progress\nThe next case.\n\n` +
+    "## Next Steps\n1. Continue.\n\n## Critical Context\nFrom the seams test's summarizer.\n"
+  );
+}
+
+async function until(condition: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`timed out waiting for ${what}`);
+    await new Promise((done) => setTimeout(done, 20));
+  }
+}
+
+test("a spawned server serves this client on stdio, and closing it releases the store", async () => {
+  const { store, cleanup } = freshStore();
+  try {
+    const client = await Client.spawn(store, { mnemoBin: mnemoBin() });
+    assert.equal(client.server.server_name, "mnemo");
+    await client.append("session/stdio", [records.sessionOpened("stdio")], "no_stream");
+    await client.close();
+    await assert.rejects(client.ping(), /closed/);
+    // The first server closed the store before close resolved: a second one opens it at once.
+    const again = await Client.spawn(store, { mnemoBin: mnemoBin() });
+    try {
+      assert.deepEqual((await again.sessions()).map((s) => s.session), ["stdio"]);
+    } finally {
+      await again.close();
+    }
+  } finally {
+    await cleanup();
+  }
+});
+
+test("spawning on a store another server owns fails with the server's own message", async () => {
+  const { client, store, done } = await started();
+  try {
+    await assert.rejects(
+      Client.spawn(store, { mnemoBin: mnemoBin() }),
+      (error: unknown) => error instanceof StartFailed && /lock/i.test(error.message),
+    );
+    await client.ping();
+  } finally {
+    await done();
+  }
+});
+
+test("the server summarizes through this client's summarizer, and a failing one is reported, not fatal", async () => {
+  const { client, done } = await started();
+  try {
+    await conversation(client, 8);
+    // A summarizer that fails: the compaction fails open and says why.
+    await client.registerSeams({
+      summarizer: { name: "ts-broken", promptVersion: "t.1", limitsInput: false, summarize: () => Promise.reject(new Error("model away")) },
+    });
+    const failed = await client.compact(SESSION, { window: 2000 });
+    assert.equal(failed.seam_failures.length, 1, JSON.stringify(failed.seam_failures));
+    assert.equal(failed.seam_failures[0]!.seam, "seam/summarize");
+    assert.equal(failed.seam_failures[0]!.reason, "client_error");
+    assert.match(failed.seam_failures[0]!.message, /model away/);
+
+    const seen: SummarizeParams[] = [];
+    const registered = await client.registerSeams({
+      summarizer: { name: "ts-test-summarizer", promptVersion: "t.1", limitsInput: false, summarize: (r) => (seen.push(r), summary(r)) },
+      timeoutMs: 10_000,
+    });
+    assert.deepEqual(registered.registered, ["seam/summarize"]);
+    const compacted = await client.compact(SESSION, { window: 2000 });
+    assert.deepEqual(compacted.seam_failures, []);
+    assert.ok(seen.length >= 1, "the summarizer was not called");
+    assert.ok(seen[0]!.messages.length > 0 && seen[0]!.span_tokens > 0);
+    assert.ok(compacted.recorded, "no checkpoint recorded");
+    assert.match(JSON.stringify(compacted.recorded), /ts-test-summarizer/);
+  } finally {
+    await done();
+  }
+});
+
+test("a subscription delivers every appended envelope once, in order, across a new connection", async () => {
+  const { client, done } = await started();
+  try {
+    const positions: number[] = [];
+    const subscription = await client.subscribe((entries: JsonObject[]) => {
+      for (const entry of entries) positions.push(entry.position as number);
+    }, 1);
+    await client.append("session/tail", [records.sessionOpened("tail")], "no_stream");
+    await client.append("session/tail", [records.textMessage("tail", "t1", "tail-1", "user", "one", START_MS)], 0);
+    await until(() => positions.length >= 2, "the first two envelopes");
+
+    // The server goes away; the next call makes a new connection (and server), where the
+    // subscription resumes at the next position it has not delivered.
+    await client.shutdown();
+    await client.ping();
+    await client.append("session/tail", [records.textMessage("tail", "t1", "tail-2", "user", "two", START_MS + 1)], 1);
+    await until(() => positions.length >= 3, "the envelope appended on the new connection");
+    assert.deepEqual(positions, [1, 2, 3]);
+    assert.equal(subscription.next, 4);
+    await subscription.close();
+    await client.append("session/tail", [records.textMessage("tail", "t1", "tail-3", "user", "three", START_MS + 2)], 2);
+    await new Promise((wait) => setTimeout(wait, 200));
+    assert.deepEqual(positions, [1, 2, 3], "a closed subscription delivered more");
+  } finally {
+    await done();
+  }
+});

@@ -1,0 +1,440 @@
+//! `mnemo hook claude-code|codex` as the hosts run it: the event's JSON on stdin, in exactly the
+//! members each host sends (Claude Code's hooks reference; Codex's `codex-rs/hooks` input schemas),
+//! on the real Claude Code session files (`../shared/fixtures/real/`) and a Codex rollout written as
+//! Codex writes one. The session-start output parses as both hosts read it and stays within its
+//! token budget; capture appends only what grew; and a killed server, a locked store, a server that
+//! never answers or garbage on stdin each end in exit 0 with nothing on stdout and a logged line.
+//! Timings are printed (and bounded only loosely: a hook's own budget enforces the real bound).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test fails loudly on the first unexpected error"
+)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use mnemo_server::client::{Client, ConnectOptions};
+use mnemo_server::methods::{Empty, Sessions, Shutdown};
+
+const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
+
+/// The workspace of the real Claude Code fixtures (their `cwd`).
+const WORKSPACE: &str = "/Users/User/repo/codemie-ai/codemie-code";
+const SESSION: &str = "3fb74381-1bf4-475e-8c6f-442d872b1bcf";
+const CODEX_SESSION: &str = "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21";
+const CODEX_WORKSPACE: &str = "/home/ines/src/tally";
+
+/// The loose bound on a hook's wall time in these tests: several times its 2 s budget.
+const HOOK_WALL_MAX: Duration = Duration::from_secs(10);
+
+fn real(path: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+}
+
+fn written(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import").join(name)
+}
+
+/// A store holding two standing preferences and a workspace fact, learned in a session of the
+/// fixtures' workspace.
+fn store_with_memories(dir: &Path) -> PathBuf {
+    let store = dir.join("store");
+    let transcript = dir.join("memories.jsonl");
+    std::fs::write(
+        &transcript,
+        format!(
+            r#"{{"kind":"session","session":"m1","workspace":"{WORKSPACE}","title":"preferences"}}
+{{"session":"m1","turn":"t1","role":"user","parts":[{{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces."}}]}}
+{{"session":"m1","turn":"t2","role":"user","parts":[{{"type":"text","text":"Remember that I never use unwrap in library code."}}]}}
+"#
+        ),
+    )
+    .unwrap();
+    for args in [&["import", transcript.to_str().unwrap()][..], &["memory", "remember", "m1"]] {
+        let output = Command::new(MNEMO).arg("--store").arg(&store).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    store
+}
+
+struct Ran {
+    output: Output,
+    took: Duration,
+}
+
+/// Runs `mnemo --store STORE hook HOST ARGS` with `input` on stdin, as a host does.
+fn hook(store: &Path, host: &str, args: &[&str], input: &str) -> Ran {
+    let began = Instant::now();
+    let mut child = Command::new(MNEMO)
+        .arg("--store")
+        .arg(store)
+        .args(["hook", host])
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("MNEMO_STORE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A hook that stops reading early (it refused an overlong input) closes the pipe: not an error.
+    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
+    let output = child.wait_with_output().unwrap();
+    let took = began.elapsed();
+    eprintln!("hook {host} {args:?}: exit {:?} in {} ms", output.status.code(), took.as_millis());
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(took < HOOK_WALL_MAX, "the hook took {took:?}");
+    Ran { output, took }
+}
+
+fn stdout(ran: &Ran) -> &str {
+    std::str::from_utf8(&ran.output.stdout).unwrap()
+}
+
+/// The session-start output as Claude Code and Codex read it: one JSON object whose only member is
+/// `hookSpecificOutput` with `hookEventName` `SessionStart` and a string `additionalContext`
+/// (Codex refuses any other member there); returns the context.
+fn additional_context(ran: &Ran) -> String {
+    let text = stdout(ran);
+    assert!(text.ends_with('\n') && text.trim_end().lines().count() == 1, "{text:?}");
+    let value: serde_json::Value = serde_json::from_str(text).unwrap();
+    let object = value.as_object().unwrap();
+    assert_eq!(object.keys().collect::<Vec<_>>(), ["hookSpecificOutput"], "{value}");
+    let specific = object["hookSpecificOutput"].as_object().unwrap();
+    let mut members: Vec<&String> = specific.keys().collect();
+    members.sort();
+    assert_eq!(members, ["additionalContext", "hookEventName"], "{value}");
+    assert_eq!(specific["hookEventName"], "SessionStart");
+    specific["additionalContext"].as_str().unwrap().to_owned()
+}
+
+/// Estimated tokens as the budget counts them (four characters a token).
+fn tokens(text: &str) -> usize {
+    text.chars().count().div_ceil(4)
+}
+
+fn log_lines(store: &Path) -> Vec<String> {
+    std::fs::read_to_string(store.join("hooks.log")).unwrap_or_default().lines().map(str::to_owned).collect()
+}
+
+fn client(store: &Path) -> Client {
+    Client::connect(store, &ConnectOptions::new("hook test")).unwrap()
+}
+
+fn events_of(store: &Path, session: &str) -> u64 {
+    let sessions = client(store).call::<Sessions>(&Empty {}).unwrap();
+    sessions.iter().find(|s| s.session == session).map_or(0, |s| s.event_count)
+}
+
+fn shut_down(store: &Path) {
+    if let Ok(mut client) = Client::connect(store, &ConnectOptions::new("hook test")) {
+        let _ = client.call::<Shutdown>(&Empty {});
+    }
+    // The store's lock is free once the server has closed it; wait for its socket to go.
+    let began = Instant::now();
+    while store.join("server.sock").exists() && began.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Claude Code's common members and the event's own, as its hooks reference lists them.
+fn claude_input(event: &str, transcript: &Path, extra: serde_json::Value) -> String {
+    let mut input = serde_json::json!({
+        "session_id": SESSION,
+        "transcript_path": transcript.display().to_string(),
+        "cwd": WORKSPACE,
+        "permission_mode": "default",
+        "hook_event_name": event,
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        input[key] = value.clone();
+    }
+    input.to_string()
+}
+
+#[test]
+fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_memories(dir.path());
+    let project = dir.path().join("home/.claude/projects/-Users-User-repo-codemie-ai-codemie-code");
+    std::fs::create_dir_all(&project).unwrap();
+    let transcript = project.join(format!("{SESSION}.jsonl"));
+
+    // A new session starts: its transcript does not exist yet; the context comes from the store.
+    let start = claude_input(
+        "SessionStart",
+        &transcript,
+        serde_json::json!({"source": "startup", "model": "claude-sonnet-4-5"}),
+    );
+    let started = hook(&store, "claude-code", &[], &start);
+    let context = additional_context(&started);
+    assert!(context.contains("The user prefers tabs over spaces."), "{context}");
+    assert!(context.contains("The user never uses unwrap in library code."), "{context}");
+    assert!(tokens(&context) <= 1_500, "{} tokens", tokens(&context));
+    eprintln!("session start: {} tokens of context in {} ms", tokens(&context), started.took.as_millis());
+
+    // The first turn ends.
+    std::fs::copy(real("incremental-simple/turn-1.jsonl"), &transcript).unwrap();
+    let stop = claude_input("Stop", &transcript, serde_json::json!({"stop_hook_active": false}));
+    assert_eq!(stdout(&hook(&store, "claude-code", &[], &stop)), "");
+    let after_first = events_of(&store, SESSION);
+    assert!(after_first > 0);
+
+    // More turns, and a line still being written: compaction comes before it is complete.
+    let mut grown = std::fs::read(real("incremental-simple/turn-2.jsonl")).unwrap();
+    grown.extend_from_slice(br#"{"parentUuid":"d3b5f9ba","isSidechain":false,"type":"user","mess"#);
+    std::fs::write(&transcript, grown).unwrap();
+    let compact = claude_input(
+        "PreCompact",
+        &transcript,
+        serde_json::json!({"trigger": "auto", "custom_instructions": ""}),
+    );
+    assert_eq!(stdout(&hook(&store, "claude-code", &[], &compact)), "");
+    let after_grown = events_of(&store, SESSION);
+    assert!(after_grown > after_first, "{after_grown} events after growth, {after_first} before");
+
+    // The session ends: nothing new, nothing appended twice.
+    std::fs::copy(real("incremental-simple/turn-2.jsonl"), &transcript).unwrap();
+    let end = claude_input("SessionEnd", &transcript, serde_json::json!({"reason": "prompt_input_exit"}));
+    assert_eq!(stdout(&hook(&store, "claude-code", &[], &end)), "");
+    assert_eq!(events_of(&store, SESSION), after_grown);
+
+    // The same file imported whole into a fresh store holds the same events.
+    let whole = dir.path().join("whole");
+    let imported = Command::new(MNEMO)
+        .arg("--store")
+        .arg(&whole)
+        .args(["--json", "import", "--format", "claude-code"])
+        .arg(&transcript)
+        .output()
+        .unwrap();
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+    let sessions =
+        Command::new(MNEMO).arg("--store").arg(&whole).args(["--json", "sessions"]).output().unwrap();
+    let sessions: serde_json::Value = serde_json::from_slice(&sessions.stdout).unwrap();
+    let whole_events =
+        sessions.as_array().unwrap().iter().find(|s| s["session"] == SESSION).unwrap()["event_count"]
+            .as_u64()
+            .unwrap();
+    assert_eq!(after_grown, whole_events);
+
+    // A resumed session gets a context from its own turns, within a smaller budget when told.
+    let resume = claude_input("SessionStart", &transcript, serde_json::json!({"source": "resume"}));
+    let small = hook(&store, "claude-code", &["--context-tokens", "40"], &resume);
+    if !stdout(&small).is_empty() {
+        let context = additional_context(&small);
+        assert!(tokens(&context) <= 40, "{} tokens: {context}", tokens(&context));
+    }
+    assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
+    shut_down(&store);
+}
+
+#[test]
+fn claude_code_stop_captures_the_sessions_subagent_files_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let project = dir.path().join("projects/-Users-User-repo-codemie-ai-codemie-code");
+    let session = "e9fb405b-169f-40eb-9396-7e75076f045d";
+    let transcript = project.join(format!("{session}.jsonl"));
+    std::fs::create_dir_all(project.join(session).join("subagents")).unwrap();
+    std::fs::copy(real("incremental-subagents/turn-2.jsonl"), &transcript).unwrap();
+    std::fs::copy(
+        real("incremental-subagents/turn-2/subagents/agent-a485154.jsonl"),
+        project.join(session).join("subagents/agent-a485154.jsonl"),
+    )
+    .unwrap();
+    let mut input: serde_json::Value = serde_json::from_str(&claude_input(
+        "Stop",
+        &transcript,
+        serde_json::json!({"stop_hook_active": false}),
+    ))
+    .unwrap();
+    input["session_id"] = session.into();
+    // A first capture of the whole session starts the server and reads both files: a larger budget
+    // than the default, which a debug build on a busy machine may need.
+    assert_eq!(stdout(&hook(&store, "claude-code", &["--budget-ms", "20000"], &input.to_string())), "");
+    let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
+    assert!(sessions.iter().any(|s| s.session == session && !s.subagent), "{sessions:?}");
+    assert!(sessions.iter().any(|s| s.subagent), "the sub-agent's file was not captured: {sessions:?}");
+    assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
+    shut_down(&store);
+}
+
+/// Codex's members for an event, as its `codex-rs/hooks` input schemas require them.
+fn codex_input(event: &str, transcript: Option<&Path>, extra: serde_json::Value) -> String {
+    let mut input = serde_json::json!({
+        "session_id": CODEX_SESSION,
+        "transcript_path": transcript.map(|p| p.display().to_string()),
+        "cwd": CODEX_WORKSPACE,
+        "hook_event_name": event,
+        "model": "gpt-5.1-codex",
+        "permission_mode": "default",
+    });
+    for (key, value) in extra.as_object().unwrap() {
+        input[key] = value.clone();
+    }
+    input.to_string()
+}
+
+#[test]
+fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let rollout = dir.path().join("sessions/2026/05/04/rollout-2026-05-04T08-12-01-019e1b7a.jsonl");
+    std::fs::create_dir_all(rollout.parent().unwrap()).unwrap();
+    let lines: Vec<String> = std::fs::read_to_string(written("codex-rollout-0.128.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&rollout, lines[..30].concat()).unwrap();
+
+    let turn = serde_json::json!({"turn_id": "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", "stop_hook_active": false, "last_assistant_message": "Done."});
+    assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("Stop", Some(&rollout), turn.clone()))), "");
+    let first = events_of(&store, CODEX_SESSION);
+    assert!(first > 0);
+    std::fs::write(&rollout, lines.concat()).unwrap();
+    let compact = serde_json::json!({"turn_id": "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", "trigger": "manual"});
+    assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("PreCompact", Some(&rollout), compact))), "");
+    assert!(events_of(&store, CODEX_SESSION) > first);
+
+    // Session start with no rollout yet (`transcript_path` null): a context or nothing, in the shape
+    // Codex parses with unknown members refused.
+    let start = hook(
+        &store,
+        "codex",
+        &[],
+        &codex_input("SessionStart", None, serde_json::json!({"source": "startup"})),
+    );
+    if !stdout(&start).is_empty() {
+        let context = additional_context(&start);
+        assert!(tokens(&context) <= 1_500);
+    }
+    // A stop without a rollout is logged, not fatal.
+    let before = log_lines(&store).len();
+    assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("Stop", None, turn))), "");
+    let log = log_lines(&store);
+    assert_eq!(log.len(), before + 1, "{log:?}");
+    assert!(log[before].contains("codex Stop") && log[before].contains("no transcript_path"), "{log:?}");
+    shut_down(&store);
+}
+
+/// Every way a hook's input can be wrong: each exits 0 with nothing on stdout and logs one line.
+#[test]
+fn garbage_on_stdin_exits_0_with_nothing_on_stdout_and_a_logged_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let inputs = [
+        "".to_owned(),
+        "garbage {".to_owned(),
+        "\u{0}\u{1}\u{ff}".to_owned(),
+        "[1,2,3]".to_owned(),
+        r#"{"session_id":"s","hook_event_name":"Stop"}"#.to_owned(),
+        r#"{"session_id":"s","cwd":"/w","transcript_path":"/w/t.jsonl","hook_event_name":"PreToolUse"}"#
+            .to_owned(),
+        "x".repeat(2 * 1024 * 1024),
+    ];
+    for (index, input) in inputs.iter().enumerate() {
+        for host in ["claude-code", "codex"] {
+            let ran = hook(&store, host, &[], input);
+            assert_eq!(stdout(&ran), "", "input {index}");
+            assert!(ran.took < HOOK_WALL_MAX);
+        }
+    }
+    let log = log_lines(&store);
+    assert_eq!(log.len(), inputs.len() * 2, "{log:#?}");
+    assert!(log[0].contains("not the host's hook JSON"), "{}", log[0]);
+    assert!(log[10].contains("hook_event_name \"PreToolUse\""), "{}", log[10]);
+    assert!(log[12].contains("longer than"), "{}", log[12]);
+    // Nothing was started for input that could not be read.
+    assert!(!store.join("server.sock").exists());
+}
+
+#[test]
+fn a_killed_server_a_locked_store_and_a_silent_server_each_end_in_exit_0_and_nothing_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_memories(dir.path());
+    let transcript = dir.path().join(format!("{SESSION}.jsonl"));
+    std::fs::copy(real("incremental-simple/turn-1.jsonl"), &transcript).unwrap();
+    let start = claude_input("SessionStart", &transcript, serde_json::json!({"source": "startup"}));
+    let stop = claude_input("Stop", &transcript, serde_json::json!({"stop_hook_active": false}));
+
+    // A server started by a hook, then killed without a chance to clean up (its socket stays).
+    assert!(!additional_context(&hook(&store, "claude-code", &[], &start)).is_empty());
+    let pid = client(&store).server().pid;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let began = Instant::now();
+    while client_alive(&store) && began.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for input in [&start, &stop] {
+        let ran = hook(&store, "claude-code", &["--no-start"], input);
+        assert_eq!(stdout(&ran), "");
+    }
+    let log = log_lines(&store);
+    assert_eq!(log.len(), 2, "{log:#?}");
+    assert!(log.iter().all(|line| line.contains("no server answers")), "{log:#?}");
+
+    // Without --no-start a hook starts a new server in place of the killed one.
+    assert!(!additional_context(&hook(&store, "claude-code", &[], &start)).is_empty());
+    shut_down(&store);
+
+    // A store another process holds (here this test, with the store open): no server can start.
+    {
+        let _held = open_when_free(&store);
+        for input in [&start, &stop] {
+            let ran = hook(&store, "claude-code", &["--budget-ms", "1000"], input);
+            assert_eq!(stdout(&ran), "");
+        }
+    }
+    let log = log_lines(&store);
+    assert_eq!(log.len(), 4, "{log:#?}");
+    assert!(log[2..].iter().all(|line| line.contains("locked")), "{log:#?}");
+
+    // A socket that accepts and never answers: the budget ends the hook.
+    let listener = std::os::unix::net::UnixListener::bind(store.join("server.sock")).unwrap();
+    let accepting = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(2) {
+            held.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    for input in [&start, &stop] {
+        let ran = hook(&store, "claude-code", &["--budget-ms", "500"], input);
+        assert_eq!(stdout(&ran), "");
+    }
+    accepting.join().unwrap();
+    let log = log_lines(&store);
+    assert_eq!(log.len(), 6, "{log:#?}");
+    assert!(
+        log[4..].iter().all(|line| line.contains("did not answer within") || line.contains("time budget")),
+        "{log:#?}"
+    );
+}
+
+/// Opens the store once the server that held it has closed it.
+fn open_when_free(store: &Path) -> mnemo::Mnemo {
+    let began = Instant::now();
+    loop {
+        match mnemo::Mnemo::open(store, mnemo::Config::default()) {
+            Err(mnemo::Error::Log(mnemo::log::LogError::Locked { .. }))
+                if began.elapsed() < Duration::from_secs(30) =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+}
+
+fn client_alive(store: &Path) -> bool {
+    Client::connect(store, &ConnectOptions::new("hook test")).is_ok()
+}

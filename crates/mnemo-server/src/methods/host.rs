@@ -1,0 +1,569 @@
+//! The host methods beyond reading: preparing the next request's history and compacting (with the
+//! client's own model seams), overflow recovery, conversation copy, memory's item operations and
+//! extraction, rebuild and export, the tail subscription, and the seams a client registers.
+//!
+//! Also the server's own requests to a client (`seam/*`: the model seams called back over the
+//! connection) and its notifications (`log/appended`), which have a name and types like methods.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{Empty, Method, Object};
+
+method!(
+    /// `compaction().prepare_history`: the next request's history the way a runtime prepares it
+    /// before each turn (replay a fitting checkpoint, or compact when the policy says so, or fall
+    /// back), with the connection's registered seams unless `client_seams` is false.
+    Prepare, "compaction/prepare", repeatable: true, CompactParams => CompactResult);
+method!(
+    /// `compaction().compact`: compacts a session now (the manual trigger).
+    Compact, "compaction/compact", repeatable: false, CompactParams => CompactResult);
+method!(
+    /// `compaction().recover_from_overflow`: reactive recovery after the provider rejected a request
+    /// as too long. The single-retry latch is kept per connection, session and turn.
+    RecoverOverflow, "compaction/recover_overflow", repeatable: false, OverflowParams => OverflowResult);
+method!(
+    /// `compaction().copy`: copies a session (or its prefix) into a new session.
+    CopySession, "compaction/copy", repeatable: true, CopyParams => Object);
+method!(
+    /// `compaction().policy`: the store's compaction policy.
+    Policy, "compaction/policy", repeatable: true, Empty => Object);
+method!(
+    /// `memory().extract`: agent-requested extraction of incidental facts, through the registered
+    /// `MemoryProposer` when a client registered one.
+    Extract, "memory/extract", repeatable: true, ExtractParams => Object);
+method!(
+    /// `memory().recall_block`: the push route, the block of items that fits the recall budget.
+    RecallBlock, "memory/recall_block", repeatable: true, RecallBlockParams => Object);
+method!(
+    /// `memory().list`: items by scope.
+    MemoryList, "memory/list", repeatable: true, MemoryListParams => Vec<Object>);
+method!(
+    /// `memory().search`: items by keys.
+    MemorySearch, "memory/search", repeatable: true, MemorySearchParams => Vec<Object>);
+method!(
+    /// `memory().apply`: a batch of item mutations (create, update, archive, restore) under one
+    /// operation id; a replay of the same operation returns its first result.
+    MemoryApply, "memory/apply", repeatable: true, MemoryApplyParams => Object);
+method!(
+    /// `memory().cursor`: a session's extraction cursor.
+    MemoryCursor, "memory/cursor", repeatable: true, SessionParams => CursorResult);
+method!(
+    /// `Mnemo::rebuild`: rebuilds one stage (or all) from the log.
+    Rebuild, "rebuild", repeatable: true, RebuildParams => Vec<Object>);
+method!(
+    /// `Mnemo::export_transcript`: every session as Mnemo transcript lines, inline.
+    Export, "export", repeatable: true, Empty => ExportResult);
+method!(
+    /// Follows the log: `log/appended` notifications carry every envelope from `from` on, as they
+    /// are appended, until `log/unsubscribe` or the connection closes.
+    Subscribe, "log/subscribe", repeatable: false, SubscribeParams => SubscribeResult);
+method!(
+    /// Ends a tail subscription; no notification of it follows the answer.
+    Unsubscribe, "log/unsubscribe", repeatable: true, UnsubscribeParams => Empty);
+method!(
+    /// Registers the connection's model seams: compaction and extraction then call back to this
+    /// client (`seam/*` requests) while it stays connected.
+    RegisterSeams, "seams/register", repeatable: true, RegisterSeamsParams => RegisterSeamsResult);
+
+/// The server's requests to a client (the registered model seams) and its notifications: a name and
+/// types, like a method, sent the other way.
+pub trait ServerMessage {
+    /// The `method` member of the frame.
+    const NAME: &'static str;
+    /// What `params` holds.
+    type Params: Serialize + serde::de::DeserializeOwned + JsonSchema;
+    /// What the client answers (`Empty` for a notification, which is never answered).
+    type Result: Serialize + serde::de::DeserializeOwned + JsonSchema;
+}
+
+macro_rules! server_message {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $params:ty => $result:ty) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $ty;
+        impl ServerMessage for $ty {
+            const NAME: &'static str = $name;
+            type Params = $params;
+            type Result = $result;
+        }
+    };
+}
+
+server_message!(
+    /// The registered `Summarizer`: summarize a conversation for a text checkpoint.
+    SummarizeSeam, "seam/summarize", SummarizeParams => SummarizeResult);
+server_message!(
+    /// The registered `ProviderCompactor`: compact a conversation into provider state.
+    ProviderCompactSeam, "seam/provider_compact", ProviderCompactParams => ProviderCompactResult);
+server_message!(
+    /// The registered `MemoryProposer`: propose memory items (strict JSON of the proposal schema).
+    ProposeSeam, "seam/propose", ProposeParams => ProposeResult);
+server_message!(
+    /// A tail notification: envelopes appended since the last one (never answered).
+    Appended, "log/appended", AppendedParams => Empty);
+
+/// Every server request name (the seams), in the order `docs/PROTOCOL.md` lists them.
+pub const SERVER_REQUEST_NAMES: &[&str] =
+    &[SummarizeSeam::NAME, ProviderCompactSeam::NAME, ProposeSeam::NAME];
+
+/// Every notification name.
+pub const NOTIFICATION_NAMES: &[&str] = &[Appended::NAME];
+
+/// The provider connection and model a request goes to (V3 checkpoints replay only to their own).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConnection {
+    /// The provider type (`openai-codex` can replay provider state).
+    pub provider_type: String,
+    /// The connection's slug.
+    pub slug: String,
+    /// The model.
+    pub model: String,
+}
+
+/// `compaction/prepare` and `compaction/compact` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CompactParams {
+    /// The session.
+    pub session: String,
+    /// Override the policy's context window, in tokens.
+    #[serde(default)]
+    pub window: Option<u64>,
+    /// The turn being answered, never part of prior history.
+    #[serde(default)]
+    pub current_turn: Option<String>,
+    /// The provider connection the request goes to.
+    #[serde(default)]
+    pub connection: Option<ProviderConnection>,
+    /// The new request's text, for the policy's context-budget history search.
+    #[serde(default)]
+    pub search_text: Option<String>,
+    /// Turns to keep raw; the policy's value when absent.
+    #[serde(default)]
+    pub min_recent_turns: Option<u64>,
+    /// Use the seams this connection registered (default true); false: the embedded summarizer.
+    #[serde(default = "default_true")]
+    pub client_seams: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// What a compaction or prepare did, and how the client's seams answered during it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct CompactResult {
+    /// The history the next request receives (`items`, `boundary`, `diagnostics`, ...).
+    pub history: Object,
+    /// The checkpoint recorded, if one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded: Option<Object>,
+    /// Seam calls to this client that failed (it answered an error, did not answer in time, or
+    /// went away); compaction failed open on them and the history says so.
+    pub seam_failures: Vec<SeamFailure>,
+}
+
+/// A seam call to the client that did not give an answer the server could use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SeamFailure {
+    /// The server request: `seam/summarize`, `seam/provider_compact` or `seam/propose`.
+    pub seam: String,
+    /// `timeout` (no answer within the registered timeout), `client_error` (the client answered
+    /// an error), `invalid_answer` (the answer does not fit the seam's result), or `disconnected`.
+    pub reason: SeamFailureReason,
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// Why a seam call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum SeamFailureReason {
+    /// The client did not answer within the registered timeout.
+    Timeout,
+    /// The client answered with an error.
+    ClientError,
+    /// The client's answer does not fit the seam's result type.
+    InvalidAnswer,
+    /// The connection closed before the client answered.
+    Disconnected,
+}
+
+/// `compaction/recover_overflow` parameters: what the host saw when the provider rejected a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverflowParams {
+    /// The session.
+    pub session: String,
+    /// The turn being answered.
+    pub turn: String,
+    /// The turn's user event, already appended.
+    pub anchor: String,
+    /// The rejected request's size in tokens; the replacement must be strictly smaller.
+    pub reference_tokens: u64,
+    /// The step that failed (0 = the turn's first request).
+    pub step: u64,
+    /// The provider's error classifies as a context-length error.
+    pub context_length_error: bool,
+    /// The failed attempt produced output before failing.
+    pub produced_output: bool,
+    /// The turn has steps left to resend in.
+    pub steps_remaining: bool,
+    /// The rejected request carried historical image tool results that can be dropped.
+    #[serde(default)]
+    pub historical_images: bool,
+    /// The log position of the step's last append; the ledger is read once the log holds it.
+    #[serde(default)]
+    pub durable_through: Option<u64>,
+    /// Override the policy's context window, in tokens.
+    #[serde(default)]
+    pub window: Option<u64>,
+    /// The provider connection.
+    #[serde(default)]
+    pub connection: Option<ProviderConnection>,
+    /// Use the seams this connection registered (default true).
+    #[serde(default = "default_true")]
+    pub client_seams: bool,
+}
+
+/// What to do after a provider overflow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct OverflowResult {
+    /// `retry_without_images`, `resend` (with `checkpoint` and `items`), `surface_provider_error`,
+    /// or `failed_open` (with `reason`, `detail`, `diagnostic`).
+    pub action: String,
+    /// For `resend`: the recorded checkpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Object>,
+    /// For `resend`: the items to send in place of the folded history.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub items: Option<Vec<Value>>,
+    /// For `failed_open`: always `overflow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// For `failed_open`: the mid-turn detail (`no_safe_completed_span`, `summarizer_failed`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// For `failed_open`: the typed reason of the failed compaction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnostic: Option<String>,
+    /// Seam calls to this client that failed during the recovery.
+    pub seam_failures: Vec<SeamFailure>,
+}
+
+/// Where a conversation copy stops.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum CopyBoundary {
+    /// Up to and including this turn (a branch).
+    ThroughTurn(String),
+    /// Strictly before this turn (a revision).
+    BeforeTurn(String),
+    /// Up to and including this event.
+    ThroughEvent(String),
+}
+
+/// `compaction/copy` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CopyParams {
+    /// The session to copy.
+    pub session: String,
+    /// Where the copy stops; the whole session when absent.
+    #[serde(default)]
+    pub up_to: Option<CopyBoundary>,
+    /// The new session's id; derived from the source and boundary when absent.
+    #[serde(default)]
+    pub target: Option<String>,
+}
+
+/// `memory/extract` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtractParams {
+    /// The session.
+    pub session: String,
+    /// Extract through this event; the session's last event when absent.
+    #[serde(default)]
+    pub terminal_event: Option<String>,
+}
+
+/// `memory/recall_block` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecallBlockParams {
+    /// The session whose recent turns (or `query`) select the items.
+    pub session: String,
+    /// What to look for instead of the recent turns.
+    #[serde(default)]
+    pub query: Option<String>,
+}
+
+/// `memory/list` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryListParams {
+    /// Global items and this workspace's; every scope when absent.
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Only items of this kind (`preference`, `project_fact`, ...).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Also archived items.
+    #[serde(default)]
+    pub include_archived: bool,
+    /// 1 to 1000; 200 when absent.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// How a key search matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchMode {
+    /// A key equals the term.
+    Exact,
+    /// A key starts with the term.
+    Prefix,
+}
+
+/// `memory/search` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySearchParams {
+    /// 1 to 32 terms, normalized like keys.
+    pub terms: Vec<String>,
+    /// `exact` or `prefix`.
+    pub match_mode: MatchMode,
+    /// Also this workspace's items (global items are always candidates).
+    #[serde(default)]
+    pub workspace: Option<String>,
+    /// Also archived items.
+    #[serde(default)]
+    pub include_archived: bool,
+    /// 1 to 100; 20 when absent.
+    #[serde(default)]
+    pub limit: Option<u64>,
+}
+
+/// `memory/apply` parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryApplyParams {
+    /// The operation's idempotency key.
+    pub operation: String,
+    /// 1 to 32 mutations, all or nothing: `{"type": "create", "item": ITEM}`, `{"type": "update",
+    /// "item_id", "expected_version", "item": ITEM}`, `{"type": "archive" | "restore", "item_id",
+    /// "expected_version"}`; ITEM is an item's fields as `docs/FORMAT.md` gives them.
+    pub mutations: Vec<Object>,
+}
+
+/// Parameters naming one session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SessionParams {
+    /// The session.
+    pub session: String,
+}
+
+/// `memory/cursor` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct CursorResult {
+    /// The highest event ordinal extraction has evaluated; 0 when none.
+    pub cursor: u64,
+}
+
+/// `rebuild` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RebuildParams {
+    /// The stage to rebuild; every stage when absent.
+    #[serde(default)]
+    pub stage: Option<String>,
+}
+
+/// `export` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ExportResult {
+    /// The Mnemo transcript lines (`docs/FORMAT.md`), newline-terminated.
+    pub text: String,
+    /// What was written and what was skipped.
+    pub report: Object,
+}
+
+/// `log/subscribe` parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscribeParams {
+    /// The first position to send; the next one appended when absent (the log's head + 1).
+    #[serde(default)]
+    pub from: Option<u64>,
+}
+
+/// `log/subscribe` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct SubscribeResult {
+    /// The subscription's id, which its notifications carry.
+    pub subscription: u64,
+    /// The first position its notifications will carry.
+    pub from: u64,
+}
+
+/// `log/unsubscribe` parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UnsubscribeParams {
+    /// The subscription.
+    pub subscription: u64,
+}
+
+/// `log/appended` notification parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct AppendedParams {
+    /// The subscription.
+    pub subscription: u64,
+    /// Consecutive envelopes (as `log` returns them), in position order, with no gap since the
+    /// previous notification.
+    pub entries: Vec<Object>,
+}
+
+/// A summarizer the client implements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizerSeam {
+    /// Its name (a provider and model), recorded in each checkpoint's manifest.
+    pub name: String,
+    /// The version of its prompt, recorded likewise.
+    pub prompt_version: String,
+    /// Whether its input must fit the history budget (default true: a model's context is bounded).
+    #[serde(default = "default_true")]
+    pub limits_input: bool,
+}
+
+/// A provider compactor the client implements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCompactorSeam {
+    /// Its name.
+    pub name: String,
+    /// The version of its prompt.
+    pub prompt_version: String,
+    /// The connection and model its state is bound to.
+    pub connection: ProviderConnection,
+}
+
+/// A memory proposer the client implements.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryProposerSeam {
+    /// Its name, for extraction reports.
+    pub name: String,
+}
+
+/// `seams/register` parameters: the seams this connection answers. Each call replaces the
+/// connection's earlier registration.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterSeamsParams {
+    /// Answer `seam/summarize`.
+    #[serde(default)]
+    pub summarizer: Option<SummarizerSeam>,
+    /// Answer `seam/provider_compact`.
+    #[serde(default)]
+    pub provider_compactor: Option<ProviderCompactorSeam>,
+    /// Answer `seam/propose`. The store has one set of memory models: the latest registration of
+    /// any connection is used by every extraction until that connection closes.
+    #[serde(default)]
+    pub memory_proposer: Option<MemoryProposerSeam>,
+    /// How long the server waits for each seam answer, in milliseconds (default and most:
+    /// `SEAM_TIMEOUT_MAX`).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// `seams/register` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RegisterSeamsResult {
+    /// The server requests this connection will receive.
+    pub registered: Vec<String>,
+    /// The timeout of each, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// `seam/summarize` parameters: what a text summarizer is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct SummarizeParams {
+    /// The system instructions (the summary format the server checks the answer against).
+    pub instructions: String,
+    /// The conversation as provider messages (`{"role", "content": [parts]}`), fitted to the budget.
+    pub messages: Vec<Value>,
+    /// The previous summary when rolling forward (it is also the first message).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_summary: Option<String>,
+    /// The token estimate of the span the summary replaces.
+    pub span_tokens: u64,
+    /// The input's digest (hex), recorded in the checkpoint's manifest.
+    pub input_digest: String,
+}
+
+/// Why the summarizing model stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FinishReason {
+    /// It finished.
+    Stop,
+    /// It hit its output limit (the summary is not used).
+    Length,
+}
+
+/// `seam/summarize` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizeResult {
+    /// The summary, in the format the instructions give.
+    pub text: String,
+    /// Why the model stopped (default `stop`).
+    #[serde(default = "finish_stop")]
+    pub finish: FinishReason,
+}
+
+fn finish_stop() -> FinishReason {
+    FinishReason::Stop
+}
+
+/// `seam/provider_compact` parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProviderCompactParams {
+    /// The conversation, led by the previous compaction item when rolling forward.
+    pub messages: Vec<Value>,
+    /// The input's digest (hex).
+    pub input_digest: String,
+}
+
+/// `seam/provider_compact` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderCompactResult {
+    /// The output parts of the provider's response (exactly one compaction item is kept).
+    pub output: Vec<Value>,
+}
+
+/// `seam/propose` parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ProposeParams {
+    /// The proposal prompt: `trigger`, `requested_turn`, `evidence`, `prior_summary`, `context`,
+    /// `localized_terms` (memory.md §3.9).
+    pub prompt: Object,
+}
+
+/// `seam/propose` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProposeResult {
+    /// Strict JSON of the proposal schema, as text; the server checks it as it checks the embedded
+    /// proposer's.
+    pub text: String,
+}
