@@ -9,7 +9,8 @@
 //!
 //! It reports how many acknowledged envelopes each kind lost, which must be 0 for every fault that is
 //! not storage damage, and checks that every storage damage that lost acknowledged envelopes is
-//! detected: the open refuses naming exactly the lost range, never answers from a shorter log.
+//! detected: the open refuses naming exactly the lost range (or the damage), never answers from a
+//! shorter log; and each damaged store is salvaged into a new one that verifies.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::Path;
@@ -45,6 +46,8 @@ struct Campaign {
     damage: Tally,
     damage_detected: u64,
     damage_harmless: u64,
+    /// Damaged stores salvaged: each copy verifies and holds every envelope before the damage.
+    damage_salvaged: u64,
 }
 
 fn faults_from_env() -> u64 {
@@ -169,17 +172,40 @@ fn journal_damage(dir: &Path, seed: u64, rng: &mut Rng, campaign: &mut Campaign)
         }
         Err(Error::Log(LogError::AcknowledgedLost { head, lost })) => {
             assert_eq!((lost.first, lost.last), (head.next(), Position(acknowledged)), "seed {seed}");
+            let context = format!("journal cut or marker, seed {seed}");
+            assert_eq!(salvaged(dir, acknowledged, &context), lost.len(), "{context}");
             campaign.damage.lost += lost.len();
             campaign.damage_detected += 1;
+            campaign.damage_salvaged += 1;
         }
         // A flipped byte inside a batch fails its checksum, or a flipped byte in an envelope fails
-        // its hash: the open refuses, naming the damage.
+        // its hash: the open refuses, naming the damage; salvage recovers what comes before it.
         Err(error @ Error::Log(LogError::Damaged { .. } | LogError::Corrupt { .. })) => {
-            assert!(!error.to_string().is_empty());
+            let context = format!("{error}, seed {seed}");
+            campaign.damage.lost += salvaged(dir, acknowledged, &context);
             campaign.damage_detected += 1;
+            campaign.damage_salvaged += 1;
         }
         Err(error) => panic!("seed {seed}: journal damage reported as something else: {error}"),
     }
+}
+
+/// Salvages the damaged store in `dir` into a new store beside it: the copy verifies, holds a
+/// prefix of the acknowledged envelopes, and the report names the rest as lost. Returns how many
+/// acknowledged envelopes were lost.
+fn salvaged(dir: &Path, acknowledged: u64, context: &str) -> u64 {
+    let to = dir.with_file_name("salvaged");
+    let report = mnemo::log::salvage(dir, &to, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{context}: salvage failed: {e}"));
+    assert!(report.recovered <= acknowledged, "{context}: {report:?}");
+    let lost =
+        (report.recovered < acknowledged).then(|| format!("{}..={acknowledged}", report.recovered + 1));
+    assert_eq!(report.lost, lost, "{context}: {report:?}");
+    let copy = Mnemo::open(&to, Config::default()).unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert_eq!(copy.log().head().0, report.recovered, "{context}");
+    let verification = copy.verify(&mut |_| {}).unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert!(verification.ok(), "{context}: {verification:?}");
+    acknowledged - report.recovered
 }
 
 #[test]
@@ -206,16 +232,18 @@ fn a_fault_campaign_loses_no_acknowledged_envelope_and_detects_every_damage() {
     eprintln!(
         "{injected} faults injected ({} disk-full faults could not be: no tmpfs could be mounted); \
          acknowledged envelopes lost: kill {}, file-size limit {}, disk full {}; \
-         journal damage: {} of {} detected, {} harmless, {} acknowledged envelopes cut and reported",
+         journal damage: {} of {} detected ({} salvaged), {} harmless, {} acknowledged envelopes cut and reported",
         campaign.full_unavailable,
         campaign.kill.lost,
         campaign.fsize.lost,
         campaign.full.lost,
         campaign.damage_detected,
         campaign.damage.injected,
+        campaign.damage_salvaged,
         campaign.damage_harmless,
         campaign.damage.lost,
     );
     assert_eq!(campaign.kill.lost + campaign.fsize.lost + campaign.full.lost, 0);
     assert_eq!(campaign.damage_detected + campaign.damage_harmless, campaign.damage.injected);
+    assert_eq!(campaign.damage_salvaged, campaign.damage_detected);
 }
