@@ -46,11 +46,19 @@ pub fn journal_line(stdout: &str) -> Option<(std::path::PathBuf, u64)> {
     Some((path.into(), end.parse().ok()?))
 }
 
+/// What a killed crash writer acknowledged.
+#[derive(Debug)]
+pub struct Killed {
+    /// Every position it acknowledged (lines read after the kill were acknowledged before it, too).
+    pub acknowledged: Vec<u64>,
+    /// How long its first acknowledgement took from its start (opening the store included).
+    pub first_ack: Duration,
+}
+
 /// Starts `crash-writer` (`binary`) on the store in `dir`, waits for its first acknowledgement,
-/// lets it run `run_for` longer, kills it with SIGKILL and returns every position it acknowledged
-/// (lines read after the kill were acknowledged before it, too). Panics if it acknowledges nothing
-/// within [`FIRST_ACK_WAIT`], with what it wrote on stderr.
-pub fn crash_writer_killed(binary: &str, dir: &Path, seed: u64, run_for: Duration) -> Vec<u64> {
+/// lets it run `run_for` longer and kills it with SIGKILL. Panics if it acknowledges nothing within
+/// [`FIRST_ACK_WAIT`], with what it wrote on stderr.
+pub fn crash_writer_killed(binary: &str, dir: &Path, seed: u64, run_for: Duration) -> Killed {
     let mut child = Command::new(binary)
         .arg(dir)
         .arg(seed.to_string())
@@ -87,6 +95,7 @@ pub fn crash_writer_killed(binary: &str, dir: &Path, seed: u64, run_for: Duratio
             started.elapsed().as_secs_f64()
         );
     };
+    let first_ack = started.elapsed();
     let mut acknowledged = vec![first];
     let deadline = Instant::now() + run_for;
     while Instant::now() < deadline {
@@ -99,7 +108,9 @@ pub fn crash_writer_killed(binary: &str, dir: &Path, seed: u64, run_for: Duratio
     let _ = reader.join();
     let _ = errors.join();
     acknowledged.extend(received.try_iter());
-    acknowledged.iter().map(|l| l.parse().unwrap_or_else(|_| panic!("bad line {l:?}"))).collect()
+    let acknowledged =
+        acknowledged.iter().map(|l| l.parse().unwrap_or_else(|_| panic!("bad line {l:?}"))).collect();
+    Killed { acknowledged, first_ack }
 }
 
 /// Copies a directory tree of regular files and directories.

@@ -80,7 +80,7 @@ fn lost_after(dir: &Path, acknowledged: &[u64], context: &str) -> u64 {
 
 fn kill(dir: &Path, seed: u64, rng: &mut Rng, tally: &mut Tally) {
     let run_for = Duration::from_millis(rng.below(150));
-    let acks = crash_writer_killed(env!("CARGO_BIN_EXE_crash-writer"), dir, seed, run_for);
+    let acks = crash_writer_killed(env!("CARGO_BIN_EXE_crash-writer"), dir, seed, run_for).acknowledged;
     tally.injected += 1;
     tally.acknowledged += acks.len() as u64;
     tally.lost += lost_after(dir, &acks, &format!("kill, seed {seed}"));
