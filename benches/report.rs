@@ -97,5 +97,11 @@ pub fn table(report: &BenchReport) -> String {
             w.target
         ));
     }
+    if !report.rebuild_cpu.is_empty() {
+        let total: f64 = report.rebuild_cpu.iter().map(|(_, seconds)| seconds).sum();
+        let threads: Vec<String> =
+            report.rebuild_cpu.iter().map(|(name, seconds)| format!("{name} {seconds:.1}")).collect();
+        out.push_str(&format!("\nrebuild processor time: {total:.1} s ({})\n", threads.join(", ")));
+    }
     out
 }

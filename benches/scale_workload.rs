@@ -219,6 +219,8 @@ impl<'w> SessionShape<'w> {
             memory: MemoryMode::Enabled,
             subagent: false,
             title: Some(title),
+            source: None,
+            parent: None,
         }));
         while self.emitted < messages {
             let request = if self.rng.chance(10) {

@@ -116,6 +116,8 @@ pub fn session_records(words: &ZipfWords, rng: &mut Rng, index: usize) -> Vec<Re
         memory: MemoryMode::Enabled,
         subagent: false,
         title: Some(format!("session {index} {}", words.sentence(rng))),
+        source: None,
+        parent: None,
     })];
     for n in 0..MESSAGES_PER_SESSION {
         let turn = valid(TurnId::new(format!("t{}", n / 2)));

@@ -55,6 +55,11 @@ def run(client: Client, method: str, p: dict[str, Any]) -> Any:
         return client.remember(p["session"], tool_call=p.get("tool_call"))
     if method == "memory/recall":
         return client.recall(p["session"], p["query"], limit=p.get("limit"))
+    if method == "compaction/prepare":
+        return client.prepare(
+            p["session"], window=p.get("window"), current_turn=p.get("current_turn"),
+            min_recent_turns=p.get("min_recent_turns"), search_text=p.get("search_text"),
+        )
     if method in ("history/transcript", "compaction/context"):
         return client.call(method, p)
     raise ValueError(f"the scenario's method {method} has no typed method here")

@@ -54,6 +54,8 @@ impl Fixture {
                 memory: MemoryMode::Enabled,
                 subagent: false,
                 title: Some(title.to_owned()),
+                source: None,
+                parent: None,
             })],
         )
     }
@@ -544,6 +546,8 @@ fn incognito_closes_the_gate_before_anything_is_read() {
             memory: MemoryMode::Disabled,
             subagent: false,
             title: None,
+            source: None,
+            parent: None,
         })],
     );
     let runtime = HistoryContext { incognito_active: true, ..HistoryContext::default() };

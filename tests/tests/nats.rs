@@ -21,6 +21,8 @@ fn opened(session: &str) -> Record {
         memory: MemoryMode::Enabled,
         subagent: false,
         title: Some(format!("session {session}")),
+        source: None,
+        parent: None,
     })
 }
 

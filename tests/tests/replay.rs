@@ -235,6 +235,8 @@ impl Run {
             memory: if self.rng.chance(15) { MemoryMode::Disabled } else { MemoryMode::Enabled },
             subagent: false,
             title: Some(format!("session {}", session.id)),
+            source: None,
+            parent: None,
         });
         let stream = session.stream();
         self.append(&stream, &[record]);
@@ -552,6 +554,8 @@ impl Run {
             memory: MemoryMode::Enabled,
             subagent: false,
             title: None,
+            source: None,
+            parent: None,
         };
         self.append(&stream, &[Record::SessionOpened(opened)]);
         self.sessions[which].opened = true;

@@ -73,6 +73,8 @@ async fn session_task(
         memory: MemoryMode::Enabled,
         subagent: false,
         title: Some(format!("stress session {index}")),
+        source: None,
+        parent: None,
     });
     let appended = mnemo.append(&stream, ExpectedRevision::NoStream, &[opened]).unwrap();
     acks.lock().unwrap().push((session.clone(), appended.first_position.0, appended.last_position.0));

@@ -234,3 +234,26 @@ def test_a_seam_handler_may_call_the_server_on_the_same_connection(client: Clien
     assert compacted.seam_failures == [] and compacted.recorded is not None
     assert Searching.found > 0
     assert client.stats()["sessions"] == 1
+
+
+def test_a_python_memory_proposer_is_asked_with_the_evidence(client: Client) -> None:
+    from mnemo_client import MemoryProposer, ProposeParams
+
+    class Recording(MemoryProposer):
+        name = "python-proposer"
+        prompts: list[ProposeParams] = []
+
+        def propose(self, request: ProposeParams) -> str:
+            Recording.prompts.append(request)
+            raise RuntimeError("no model in this test")
+
+    client.append("session/m", [
+        records.text_message("m", "t1", "m-u", "user", "Remember that I never use unwrap in library code.", timestamp_ms=1),
+        records.turn_ended("m", "t1"),
+    ])
+    registered = client.register_seams(memory_proposer=Recording())
+    assert registered.registered == ["seam/propose"]
+    result = client.remember("m")
+    assert Recording.prompts, "the proposer was not called back"
+    assert "never use unwrap" in str(Recording.prompts[0].prompt["evidence"])
+    assert result.status != "remembered"

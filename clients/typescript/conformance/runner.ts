@@ -54,6 +54,10 @@ async function run(client: Client, step: Step): Promise<unknown> {
       const { session, ...options } = p;
       return client.context(session, options);
     }
+    case "compaction/prepare": {
+      const { session, ...options } = p;
+      return client.prepare(session, options);
+    }
     default:
       throw new Error(`the scenario's method ${step.method} has no typed method here`);
   }

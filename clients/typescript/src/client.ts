@@ -21,6 +21,7 @@ import {
   type CompactResult,
   type ContextParams,
   type CopyParams,
+  type Durability,
   type ExportResult,
   type ExtractParams,
   type MemoryApplyParams,
@@ -503,9 +504,15 @@ export class Client {
   /**
    * Appends `records` to `stream` as one atomic batch if the stream is at `expectedRevision`; a
    * revision that does not hold rejects with `MnemoError` reason `conflict` (`expected`/`actual`
-   * set) and appends nothing.
+   * set) and appends nothing. `durability` (`buffered`, `sync_data`, `sync_all`) says how far the
+   * batch must have reached before it is acknowledged; the store's own when absent.
    */
-  async append(stream: string, records: WireRecord[], expectedRevision: Expected = "any"): Promise<AppendResult> {
+  async append(
+    stream: string,
+    records: WireRecord[],
+    expectedRevision: Expected = "any",
+    durability?: Durability,
+  ): Promise<AppendResult> {
     let expected: ExpectedRevision;
     if (typeof expectedRevision === "number") {
       if (!Number.isSafeInteger(expectedRevision) || expectedRevision < 0) {
@@ -517,7 +524,7 @@ export class Client {
     } else {
       throw new RangeError(`expectedRevision ${JSON.stringify(expectedRevision)} is not "any", "no_stream" or a number`);
     }
-    return this.call("append", { stream, expected_revision: expected, records });
+    return this.call("append", present({ stream, expected_revision: expected, records, durability }));
   }
 
   /** Imports a transcript file the server reads (`path`) or its `text`; resolves to the import report. */
@@ -1046,7 +1053,8 @@ async function startAndConnect(
       if (Date.now() >= deadline) {
         started.child.kill("SIGKILL");
         started.release();
-        throw new StartFailed(`${mnemoBin} serve did not answer on ${socketPath} within ${waitMs} ms`);
+        const earlier = lastExit ? `; an earlier start ended: ${lastExit}` : "";
+        throw new StartFailed(`${mnemoBin} serve did not answer on ${socketPath} within ${waitMs} ms${earlier}`);
       }
       await sleep(CONNECT_RETRY_MS);
     }

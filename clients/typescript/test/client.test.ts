@@ -3,11 +3,11 @@
 // recall, the server's typed errors, pipelined calls, racing starts and reconnecting.
 
 import assert from "node:assert/strict";
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, type WireRecord } from "../src/index.js";
+import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, StartFailed, type WireRecord } from "../src/index.js";
 import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
 
 const CLAUDE_SESSION = join(
@@ -74,6 +74,7 @@ test("without a binary a store without a server is reported", async () => {
 });
 
 test("a real session is listed, searched and read", async () => {
+  assert.ok(existsSync(CLAUDE_SESSION), `the real fixture ${CLAUDE_SESSION} is missing: the repository must sit beside shared/`);
   const { client, done } = await started();
   try {
     const report = await client.importTranscript({ path: CLAUDE_SESSION, format: "claude-code" });
@@ -132,6 +133,10 @@ test("append at an expected revision; a conflict appends nothing", async () => {
 
     const next = await client.append("session/ts1", [sessionOpened("ts1")], 0);
     assert.equal(next.last_revision, 1);
+    const buffered = await client.append("session/ts1", [sessionOpened("ts1")], 1, "buffered");
+    assert.equal(buffered.last_revision, 2);
+    const wrongDurability = await rejects(client.append("session/ts1", [sessionOpened("ts1")], 2, "eventually" as "buffered"));
+    assert.equal(wrongDurability.reason, "invalid_params");
     await assert.rejects(client.append("session/ts1", [], -1), RangeError);
   } finally {
     await done();
@@ -253,5 +258,21 @@ test("a closed client refuses further calls", async () => {
     await assert.rejects(client.ping(), ConnectionLost);
   } finally {
     await done();
+  }
+});
+
+test("a binary that cannot start is reported as StartFailed saying why", async () => {
+  const { store, cleanup } = freshStore();
+  try {
+    await assert.rejects(
+      Client.connect(store, { mnemoBin: "/nonexistent/mnemo", startWaitMs: 1000 }),
+      (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
+    );
+    await assert.rejects(
+      Client.spawn(store, { mnemoBin: "/nonexistent/mnemo" }),
+      (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
+    );
+  } finally {
+    await cleanup();
   }
 });

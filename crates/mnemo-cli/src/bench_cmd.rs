@@ -63,6 +63,17 @@ pub(crate) struct BenchArgs {
     /// Seconds the server workload runs.
     #[arg(long, default_value_t = 30)]
     server_secs: u64,
+    /// Run only the protocol-overhead workload: the same appends and searches through the
+    /// in-process facade and through the Rust, TypeScript and Python clients of `mnemo serve`;
+    /// p50/p99 per path and each client's p50 over the facade's.
+    #[arg(long)]
+    protocol: bool,
+    /// Calls of each kind (appends, then searches) per path of the protocol workload.
+    #[arg(long, default_value_t = 500)]
+    protocol_calls: usize,
+    /// The repository's `clients/` directory, where the TypeScript and Python runners are.
+    #[arg(long, default_value = "clients")]
+    clients: PathBuf,
     /// Run only the import-memory workload: a Claude Code session of this many MB, written on the
     /// fly, imported into a fresh store; reports the import's peak resident set size.
     #[arg(long, value_name = "MB")]
@@ -86,6 +97,22 @@ fn context_quality(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     std::fs::write(&path, serde_json::to_vec_pretty(&rows)?)?;
     output(cli, &rows, || {
         say_inline!("{}", context_quality::table(&rows));
+        say!("wrote {}", path.display());
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+fn protocol(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
+    use crate::protocol_bench;
+    let spinner = progress(0, "bench");
+    spinner.set_message(format!("protocol overhead: {} appends and searches per path", args.protocol_calls));
+    let report = protocol_bench::run(&args.out, args.protocol_calls, &args.clients);
+    spinner.finish_and_clear();
+    let report = report?;
+    let path = args.out.join("protocol-overhead.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+    output(cli, &report, || {
+        say_inline!("{}", protocol_bench::table(&report));
         say!("wrote {}", path.display());
     });
     Ok(ExitCode::SUCCESS)
@@ -126,6 +153,9 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if args.server {
         return crate::serve_cmd::bench(cli, &args.out, args.server_clients, args.server_secs);
+    }
+    if args.protocol {
+        return protocol(cli, args);
     }
     let mut options =
         if args.quick { BenchOptions::quick(args.out.clone()) } else { BenchOptions::full(args.out.clone()) };

@@ -409,10 +409,7 @@ fn event_text(event: &mnemo::records::RuntimeEvent) -> String {
 }
 
 fn print_history(report: &DemoReport) {
-    say!(
-        "\n6. Search history for {DEMO_QUERY:?}, ranked by BM25 ({} ms with the read)",
-        report.timings_ms.history
-    );
+    say!("\n6. Search history for {DEMO_QUERY:?}, ranked ({} ms with the read)", report.timings_ms.history);
     for (rank, row) in report.search.rows.iter().take(5).enumerate() {
         let turn = row.turn_id.as_deref().map_or(String::new(), |t| format!(" turn {t}"));
         say!("   {}. {:<18} {}{turn}", rank + 1, row.summary, row.session_id);

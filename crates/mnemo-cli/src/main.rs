@@ -27,10 +27,13 @@ mod history_cmd;
 mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+mod protocol_bench;
 mod recall_eval_cmd;
 mod serve_cmd;
+mod setup_cmd;
 mod sync_cmd;
 mod term;
+mod ui_cmd;
 
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version, about = "A replayable context and memory ledger for AI agent runtimes")]
@@ -82,7 +85,7 @@ enum Command {
     Sessions,
     /// Print a session's visible messages.
     Show(history_cmd::ShowArgs),
-    /// SearchHistory: matches across sessions, ranked by BM25.
+    /// SearchHistory: matches across sessions, ranked (BM25 over stemmed words and tool arguments).
     Search(history_cmd::SearchArgs),
     /// ReadHistory: a bounded window of one session's turns.
     Read(history_cmd::ReadArgs),
@@ -136,6 +139,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// A Model Context Protocol server on stdio for agents, forwarding to the store server.
     Mcp(mcp_cmd::McpArgs),
+    /// The context inspector in the browser: loopback only, a token in the printed address, read-only.
+    Ui(ui_cmd::UiArgs),
     /// Capture the agents' session folders: import every new or grown session file (`--watch`:
     /// keep capturing as they change).
     Sync(sync_cmd::SyncArgs),
@@ -143,6 +148,9 @@ enum Command {
     /// session start print the memory context, at stop, compaction and session end capture the
     /// transcript. Always exits 0; failures go to `hooks.log` in the store directory.
     Hook(hook_cmd::HookArgs),
+    /// Give Claude Code or Codex a memory: add the `mnemo mcp` server and the hooks to the host's
+    /// configuration (shown first; `--yes` writes; `--print` only prints; `--remove` undoes).
+    Setup(setup_cmd::SetupArgs),
     /// Measure retrieval quality: `eval search` ranks the evidence of a QA file's questions.
     Eval {
         #[command(subcommand)]
@@ -296,9 +304,11 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Serve(args) => serve_cmd::run(cli, args),
         Command::Mcp(args) => mcp_cmd::run(cli, args),
+        Command::Ui(args) => ui_cmd::run(cli, args),
         Command::Sync(args) => sync_cmd::run(cli, args),
         Command::Eval { command } => eval_cmd::run(cli, command),
         Command::Hook(args) => hook_cmd::run(cli, args),
+        Command::Setup(args) => setup_cmd::run(cli, args),
     }
 }
 
@@ -442,8 +452,18 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
     let sessions = open(cli, true)?.history().session_list()?;
     output(cli, &sessions, || {
         let mut rows = vec![
-            ["last activity", "first activity", "session", "workspace", "events", "turns", "flags", "title"]
-                .map(str::to_owned),
+            [
+                "last activity",
+                "first activity",
+                "session",
+                "source",
+                "workspace",
+                "events",
+                "turns",
+                "flags",
+                "title",
+            ]
+            .map(str::to_owned),
         ];
         for listing in &sessions {
             let s = &listing.summary;
@@ -466,6 +486,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 listing.last_activity.map_or_else(|| "-".to_owned(), date_time),
                 listing.first_activity.map_or_else(|| "-".to_owned(), date_time),
                 s.session.to_string(),
+                s.source.clone().unwrap_or_else(|| "-".to_owned()),
                 s.workspace.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
@@ -473,7 +494,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
             say!("{row}");
         }
     });

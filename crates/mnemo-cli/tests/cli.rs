@@ -436,3 +436,46 @@ fn a_file_size_limit_is_exit_4_with_one_line_naming_it_and_leaves_no_half_store(
     // The store was being created: nothing of it is left.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }
+
+/// `sessions` could not tell a captured Claude Code session from a Codex one or from one the
+/// host appended, nor which thread a Codex sub-agent's session belongs to.
+#[test]
+fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    for path in [
+        fixtures.join("codex-rollout-0.128.jsonl"),
+        fixtures.join("codex-rollout-subagent.jsonl"),
+        fixtures.join("claude-code-2.0-compaction.jsonl"),
+        Path::new(SAMPLE).to_path_buf(),
+    ] {
+        let output = mnemo(&store, &["import", path.to_str().unwrap()]);
+        assert_eq!(code(&output), 0, "{}", stderr(&output));
+    }
+    let output = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines[0].find("source").unwrap();
+    let source_of = |session: &str| {
+        let line = lines.iter().find(|l| l.contains(session)).unwrap_or_else(|| panic!("{session}: {text}"));
+        let chars: Vec<char> = line.chars().collect();
+        assert!(chars[at - 1] == ' ' && chars[at] != ' ', "source not at {at}: {line}");
+        chars[at..].iter().collect::<String>().split_whitespace().next().unwrap().to_owned()
+    };
+    assert_eq!(source_of("019e1b7a-3c44"), "codex", "{text}");
+    assert_eq!(source_of("019e1b7c-81a0"), "codex", "{text}");
+    assert_eq!(source_of("7d3f9a12"), "claude-code", "{text}");
+    // The sample is a mnemo transcript whose session line names no source.
+    assert_eq!(source_of("sess-2026-01-05-auth"), "-", "{text}");
+
+    let json = stdout_json(&mnemo(&store, &["--json", "sessions"]));
+    let child =
+        json.as_array().unwrap().iter().find(|s| s["session"] == "019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77");
+    let child = child.unwrap();
+    assert_eq!((child["source"].as_str(), child["subagent"].as_bool()), (Some("codex"), Some(true)));
+    assert_eq!(child["parent"], "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21");
+    let sample = json.as_array().unwrap().iter().find(|s| s["session"] == "sess-2026-01-05-auth").unwrap();
+    assert!(sample["source"].is_null() && sample["parent"].is_null(), "{sample}");
+}

@@ -19,8 +19,8 @@ use std::process::Command;
 
 use mnemo_server::client::{Client, ClientError, ConnectOptions, StartCommand};
 use mnemo_server::methods::{
-    Append, Context, Empty, Import, Log, LogParams, Method, ReadHistory, Recall, Remember, SearchHistory,
-    Sessions, Shutdown, Transcript,
+    Append, Context, Empty, Import, Log, LogParams, Method, Prepare, ReadHistory, Recall, Remember,
+    SearchHistory, Sessions, Shutdown, Transcript,
 };
 use serde_json::{Value, json};
 
@@ -53,6 +53,7 @@ fn step(client: &mut Client, method: &str, params: &Value) -> Result<Value, Clie
         Remember::NAME => typed::<Remember>(client, params),
         Recall::NAME => typed::<Recall>(client, params),
         Context::NAME => typed::<Context>(client, params),
+        Prepare::NAME => typed::<Prepare>(client, params),
         other => panic!("the scenario's method {other} has no typed call here"),
     }
 }
@@ -187,6 +188,12 @@ fn one_scripted_session_gives_the_same_log_and_history_through_rust_typescript_a
     let recalled = rust["steps"].as_array().unwrap().iter().find(|s| s["method"] == "memory/recall").unwrap();
     assert!(!recalled["result"].as_array().unwrap().is_empty(), "nothing recalled: {recalled}");
     assert!(!rust["history"]["items"].as_array().unwrap().is_empty(), "no assembled history");
+    let prepared =
+        rust["steps"].as_array().unwrap().iter().find(|s| s["method"] == "compaction/prepare").unwrap();
+    assert!(
+        prepared["result"]["recorded"].is_object(),
+        "the prepare step recorded no checkpoint: {prepared}"
+    );
 
     for other in [&typescript, &python] {
         let name = other["client"].as_str().unwrap();

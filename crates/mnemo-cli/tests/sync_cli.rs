@@ -422,3 +422,37 @@ fn watch_captures_a_file_as_it_grows_and_stops_cleanly_on_sigterm() {
     sync(&home, &once);
     assert_same_sessions(&home, &store, &once);
 }
+
+/// A Codex sub-agent writes its own rollout beside its parent's; a sync that captured both used
+/// to leave nothing saying which thread the sub-agent served, and Claude Code sub-agent files
+/// were linked only by their session id's shape.
+#[test]
+fn synced_sub_agent_sessions_name_their_parent_and_every_session_its_source() {
+    let dir = tempfile::tempdir().unwrap();
+    let (home, store) = (dir.path().join("home"), dir.path().join("store"));
+    lay_out_first_snapshots(&home);
+    let child = home.join(
+        ".codex/sessions/2026/05/04/rollout-2026-05-04T08-14-20-019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77.jsonl",
+    );
+    copy(&written("codex-rollout-subagent.jsonl"), &child);
+    sync(&home, &store);
+    let output = run(&home, &store, &["sessions", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let sessions = json(&output);
+    let sessions = sessions.as_array().unwrap();
+    let of = |id: &str| {
+        sessions.iter().find(|s| s["session"] == id).unwrap_or_else(|| panic!("{id}: {sessions:?}"))
+    };
+    let codex_parent = "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21";
+    assert_eq!(of("019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77")["parent"], codex_parent);
+    assert!(of(codex_parent)["parent"].is_null());
+    assert_eq!(of(&format!("{SESSION}/agent-a485154"))["parent"], SESSION);
+    assert_eq!(of(&format!("{SMALL}/agent-36541525"))["parent"], SMALL);
+    let rollouts =
+        [codex_parent, "019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77", "5973b6c0-94b8-487b-a530-2aeb6098ae0e"];
+    assert_eq!(sessions.len(), 8, "{sessions:?}");
+    for session in sessions {
+        let codex = rollouts.iter().any(|id| session["session"] == *id);
+        assert_eq!(session["source"], if codex { "codex" } else { "claude-code" }, "{session}");
+    }
+}

@@ -338,6 +338,11 @@ pub struct TextSummary {
 /// nothing) without a call. A `length` finish is `output_length`; the output must pass every rule
 /// over the whole folded span.
 ///
+/// A selection larger than the summarizer's input budget, even with every tool output omitted, is
+/// summarised in parts (decision 0195): the longest settled part that fits is summarised, and each
+/// next part is sent with the summary so far as its rolling preface, up to [`SUMMARY_PARTS_MAX`]
+/// calls. Only a part that cannot fit on its own (one huge message) is `input_too_large`.
+///
 /// The accepted text has passed through the shared secret redaction: a summary is logged, sent with
 /// every later request and copied with the conversation, so a credential the events held (and the
 /// extractive summarizer or a host's model repeated) is never recorded in one.
@@ -358,37 +363,145 @@ pub async fn summarize_text(
             input_digest: Digest::sha256(text.as_bytes()),
         }));
     }
+    let instructions = summarizer_instructions();
+    let budget_tokens = budget_tokens.filter(|_| summarizer.limits_input());
+    // The events before `selected` in `folded`: a rolling fold selects a suffix of the span.
+    let covered_before = folded.len().saturating_sub(selected.len());
+    let cuts = settled_cuts(selected);
+    let mut rolling = prior.map(str::to_owned);
+    let mut start = 0;
+    let mut digests = Vec::new();
+    while start < selected.len() {
+        if digests.len() == SUMMARY_PARTS_MAX {
+            return Err(SummarizeError::InputTooLarge {
+                estimate: estimate_events_tokens(&selected[start..], chars_per_token),
+                budget: budget_tokens.unwrap_or_default(),
+            });
+        }
+        let (end, messages) = largest_fitting_part(
+            selected,
+            start,
+            &cuts,
+            rolling.as_deref(),
+            &instructions,
+            budget_tokens,
+            chars_per_token,
+        )?;
+        // Each part is checked against the span summarised so far; the last one against the whole.
+        let span_tokens = estimate_events_tokens(&folded[..covered_before + end], chars_per_token);
+        let input_digest = Digest::sha256(stable_json(&json!([instructions, messages])).as_bytes());
+        let request = SummaryRequest {
+            instructions: instructions.clone(),
+            messages,
+            previous_summary: rolling.clone(),
+            span_tokens,
+            input_digest,
+        };
+        let response = summarizer.summarize(&request).await?;
+        if response.finish == FinishReason::Length {
+            return Err(SummarizeError::OutputLength);
+        }
+        let text = redact_secrets(response.text.trim()).into_owned();
+        if text.is_empty() {
+            return Ok(None);
+        }
+        if let Some(defect) = find_summary_defect(&text, SummaryChecks::full(span_tokens, chars_per_token)) {
+            return Err(SummarizeError::Malformed(defect));
+        }
+        digests.push(input_digest);
+        rolling = Some(text);
+        start = end;
+    }
+    let text = rolling.unwrap_or_default();
+    let input_digest = match digests.as_slice() {
+        [only] => *only,
+        parts => Digest::sha256(parts.iter().map(Digest::to_hex).collect::<Vec<_>>().join("\n").as_bytes()),
+    };
+    Ok(Some(TextSummary { text, input_digest }))
+}
+
+/// The most model calls one text summarization makes when its fold is larger than the
+/// summarizer's input (each call rolls the summary so far forward over the next part).
+pub const SUMMARY_PARTS_MAX: usize = 32;
+
+/// The summarizer's messages for one part: the rolling preface (when there is a summary so far)
+/// and the part's events.
+fn part_messages(rolling: Option<&str>, events: &[RuntimeEvent]) -> Vec<Value> {
     let mut messages = Vec::new();
-    if let Some(summary) = prior {
+    if let Some(summary) = rolling {
         messages.push(json!({"role": "user", "content": [{"type": "text", "text": format!(
             "This is the previous continuation summary:\n\n{summary}\n\nUpdate it using the newer events that follow."
         )}]}));
     }
-    messages.extend(project_messages(selected));
-    let instructions = summarizer_instructions();
-    let budget_tokens = budget_tokens.filter(|_| summarizer.limits_input());
-    let messages = fit_input(messages, utf16_len(&instructions), budget_tokens, chars_per_token)?;
-    let span_tokens = estimate_events_tokens(folded, chars_per_token);
-    let input_digest = Digest::sha256(stable_json(&json!([instructions, messages])).as_bytes());
-    let request = SummaryRequest {
-        instructions,
-        messages,
-        previous_summary: prior.map(str::to_owned),
-        span_tokens,
-        input_digest,
+    messages.extend(project_messages(events));
+    messages
+}
+
+/// Where a fold may be cut into parts: after an event at which no tool call is waiting for its
+/// result, so a call and its result always travel in the same part. Ends with `events.len()`.
+fn settled_cuts(events: &[RuntimeEvent]) -> Vec<usize> {
+    let mut open: Vec<&str> = Vec::new();
+    let mut cuts = Vec::new();
+    for (index, event) in events.iter().enumerate() {
+        match &event.content {
+            Some(Content::FunctionCall(call)) => open.push(call.id.as_str()),
+            Some(Content::FunctionResponse(response)) => open.retain(|id| *id != response.id.as_str()),
+            _ => {}
+        }
+        if open.is_empty() && index + 1 < events.len() {
+            cuts.push(index + 1);
+        }
+    }
+    cuts.push(events.len());
+    cuts
+}
+
+/// The longest part from `start` that fits the input budget (§2.2's fitting applied to the part):
+/// the whole rest when it fits, as one call always did; else the largest settled cut that fits.
+/// When not even the shortest part fits, its `input_too_large` is the answer.
+fn largest_fitting_part(
+    events: &[RuntimeEvent],
+    start: usize,
+    cuts: &[usize],
+    rolling: Option<&str>,
+    instructions: &str,
+    budget_tokens: Option<u64>,
+    chars_per_token: u64,
+) -> Result<(usize, Vec<Value>), SummarizeError> {
+    let fit = |end: usize| {
+        fit_input(
+            part_messages(rolling, &events[start..end]),
+            utf16_len(instructions),
+            budget_tokens,
+            chars_per_token,
+        )
     };
-    let response = summarizer.summarize(&request).await?;
-    if response.finish == FinishReason::Length {
-        return Err(SummarizeError::OutputLength);
+    let ends: Vec<usize> = cuts.iter().copied().filter(|&cut| cut > start).collect();
+    let whole = ends.last().copied().unwrap_or(events.len());
+    let error = match fit(whole) {
+        Ok(messages) => return Ok((whole, messages)),
+        Err(error) => error,
+    };
+    // Fitting only grows with the part, so the last end that fits is found by bisection.
+    let (mut low, mut high) = (0, ends.len() - 1);
+    let mut best = None;
+    while low < high {
+        let middle = low + (high - low) / 2;
+        match fit(ends[middle]) {
+            Ok(messages) => {
+                best = Some((ends[middle], messages));
+                low = middle + 1;
+            }
+            Err(_) => high = middle,
+        }
     }
-    let text = redact_secrets(response.text.trim()).into_owned();
-    if text.is_empty() {
-        return Ok(None);
+    match best {
+        Some(found) => Ok(found),
+        None => Err(match fit(ends[0]) {
+            Err(shortest) => shortest,
+            Ok(_) => error,
+        }),
     }
-    if let Some(defect) = find_summary_defect(&text, SummaryChecks::full(span_tokens, chars_per_token)) {
-        return Err(SummarizeError::Malformed(defect));
-    }
-    Ok(Some(TextSummary { text, input_digest }))
 }
 
 /// Runs a provider compactor (§3.10): rolling from a V3 predecessor bound to the same connection
@@ -459,8 +572,137 @@ pub async fn compact_provider(
 mod tests {
     use serde_json::json;
 
+    use std::sync::Mutex;
+
     use super::*;
-    use crate::testing::{call, result, text_event};
+    use crate::testing::{GOOD_SUMMARY, call, result, text_event};
+
+    /// A model-like summarizer: its input is bounded, and it records every request it is sent.
+    #[derive(Debug, Default)]
+    struct Bounded {
+        seen: Mutex<Vec<SummaryRequest>>,
+    }
+
+    impl Summarizer for Bounded {
+        fn identity(&self) -> SummarizerIdentity {
+            SummarizerIdentity { name: "bounded".to_owned(), prompt_version: "test".to_owned() }
+        }
+        fn summarize<'a>(
+            &'a self,
+            request: &'a SummaryRequest,
+        ) -> BoxFuture<'a, Result<SummaryResponse, SummarizeError>> {
+            if let Ok(mut seen) = self.seen.lock() {
+                seen.push(request.clone());
+            }
+            let number = self.seen.lock().map(|seen| seen.len()).unwrap_or_default();
+            let text = format!("{GOOD_SUMMARY}\n- part {number}");
+            Box::pin(async move { Ok(SummaryResponse { text, finish: FinishReason::Stop }) })
+        }
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .map(|rt| rt.block_on(future))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Twelve turns of plain talk, about 2,400 tokens: no tool output to omit.
+    fn long_talk() -> Vec<RuntimeEvent> {
+        (0..12)
+            .flat_map(|turn| {
+                let t = format!("t{turn}");
+                [
+                    text_event(
+                        &format!("u{turn}"),
+                        &t,
+                        "user",
+                        &format!("question {turn} {}", "why ".repeat(200)),
+                    ),
+                    text_event(
+                        &format!("m{turn}"),
+                        &t,
+                        "model",
+                        &format!("answer {turn} {}", "because ".repeat(80)),
+                    ),
+                ]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fold_larger_than_the_summarizers_input_is_summarised_in_rolling_parts() {
+        let events = long_talk();
+        // Before: one call could not fit 1,000 tokens, so the fold failed before dispatch.
+        let whole =
+            fit_input(project_messages(&events), utf16_len(&summarizer_instructions()), Some(1_000), 4);
+        assert!(matches!(whole, Err(SummarizeError::InputTooLarge { .. })));
+
+        let bounded = Bounded::default();
+        let summary = block_on(summarize_text(&bounded, &events, None, &events, Some(1_000), 4))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("a summary"));
+        let seen = bounded.seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        assert!(seen.len() >= 3, "{} calls", seen.len());
+        assert_eq!(summary.text, format!("{GOOD_SUMMARY}\n- part {}", seen.len()), "the last part's summary");
+        assert_eq!(seen[0].previous_summary, None);
+        for (index, request) in seen.iter().enumerate() {
+            let size = utf16_len(&request.instructions)
+                + utf16_len(&serde_json::to_string(&request.messages).unwrap_or_default());
+            assert!(size <= 4_000, "part {index} is {size} chars, over the budget");
+            if index > 0 {
+                // Each next part rolls the summary so far forward.
+                assert_eq!(request.previous_summary, Some(format!("{GOOD_SUMMARY}\n- part {index}")));
+                let preface = request.messages[0]["content"][0]["text"].as_str().unwrap_or_default();
+                assert!(preface.contains(&format!("- part {index}")), "{preface}");
+            }
+        }
+        // Every user question was sent exactly once, in order, across the parts.
+        let questions: Vec<String> = seen
+            .iter()
+            .flat_map(|request| request.messages.iter())
+            .filter_map(|message| message["content"][0]["text"].as_str())
+            .filter(|text| text.starts_with("question "))
+            .map(|text| text.split(' ').take(2).collect::<Vec<_>>().join(" "))
+            .collect();
+        let expected: Vec<String> = (0..12).map(|turn| format!("question {turn}")).collect();
+        assert_eq!(questions, expected);
+        // The last part is checked against the whole span; the digest names every part's input.
+        assert_eq!(seen.last().map(|r| r.span_tokens), Some(estimate_events_tokens(&events, 4)));
+        assert_ne!(summary.input_digest, seen[0].input_digest);
+    }
+
+    #[test]
+    fn parts_never_separate_a_tool_call_from_its_result() {
+        let mut events = long_talk();
+        events.insert(3, call("c-call", "t1", "c1", "shell", json!({"cmd": "ls"})));
+        events.insert(4, text_event("c-note", "t1", "model", &"while it runs ".repeat(100)));
+        events.insert(5, result("c-result", "t1", "c1", "shell", json!("a.rs")));
+        let bounded = Bounded::default();
+        let summary = block_on(summarize_text(&bounded, &events, None, &events, Some(1_000), 4));
+        assert!(matches!(summary, Ok(Some(_))), "{summary:?}");
+        let seen = bounded.seen.lock().map(|seen| seen.clone()).unwrap_or_default();
+        let with = |needle: &str| {
+            seen.iter().position(|r| serde_json::to_string(&r.messages).unwrap_or_default().contains(needle))
+        };
+        assert!(with("tool-call").is_some());
+        assert_eq!(with("tool-call"), with("tool-result"), "the call and its result are in one part");
+        assert!(settled_cuts(&events).iter().all(|&cut| cut <= 3 || cut >= 6));
+    }
+
+    #[test]
+    fn one_message_larger_than_the_input_is_still_refused_before_dispatch() {
+        let events = vec![
+            text_event("e1", "t1", "user", "hello"),
+            text_event("e2", "t1", "model", "hi"),
+            text_event("e3", "t2", "user", &"x".repeat(20_000)),
+        ];
+        let bounded = Bounded::default();
+        let summary = block_on(summarize_text(&bounded, &events, None, &events, Some(1_000), 4));
+        assert!(matches!(summary, Err(SummarizeError::InputTooLarge { .. })), "{summary:?}");
+        // The first part fitted and was summarised; the part that cannot fit stops the fold.
+        assert!(bounded.seen.lock().map(|seen| seen.len()).unwrap_or_default() <= 1);
+    }
 
     #[test]
     fn a_step_keeps_its_calls_together_and_results_after_them() {

@@ -49,5 +49,7 @@ pub use record::{
     ConversationCopied, CopyBoundary, DecodeError, MemoryMode, Record, RecordKind, SessionArchived,
     SessionFlagsChanged, SessionOpened, TurnEnded, TurnStatus,
 };
-pub use record_keys::{AppendRefusal, KeyMeaning, KeyRule, event_key, key_meaning, key_rules_of_encoded};
+pub use record_keys::{
+    AppendRefusal, KeyMeaning, KeyRule, event_key, key_meaning, key_rules_of_encoded, prepare_generic_event,
+};
 pub use validation::ValidationError;

@@ -21,6 +21,9 @@ pub const COPY_BYTES_MAX: usize = 256 * 1024 * 1024;
 pub const JSON_SAFE_INTEGER_MAX: u64 = (1 << 53) - 1;
 /// Longest session title in UTF-8 bytes.
 pub const TITLE_BYTES_MAX: usize = 512;
+/// Longest session source (the format a session was imported from, `claude-code`, `codex`, ...)
+/// in bytes; a source is ASCII lowercase letters, digits, `-`, `_` and `.` (decision 0166).
+pub const SESSION_SOURCE_BYTES_MAX: usize = 64;
 
 /// Most inline references on one text message.
 pub const INLINE_REFERENCES_MAX: usize = 32;

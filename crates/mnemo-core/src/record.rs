@@ -13,7 +13,7 @@ use crate::checkpoint::CheckpointRecord;
 use crate::digest::{EncodeError, canonical_json};
 use crate::event::{RuntimeEvent, present};
 use crate::ids::{EventId, RunId, SessionId, StreamId, TurnId, WorkspaceId};
-use crate::limits::{RECORD_BYTES_MAX, TITLE_BYTES_MAX};
+use crate::limits::{RECORD_BYTES_MAX, SESSION_SOURCE_BYTES_MAX, TITLE_BYTES_MAX};
 use crate::memory::{ExtractionFailure, MemoryCommit, MemoryMutation, PolicyDenial};
 use crate::validation::{ValidationError, bounded_bytes, fail};
 
@@ -46,6 +46,22 @@ pub struct SessionOpened {
     /// A display title; non-empty, at most 512 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub title: Option<String>,
+    /// The transcript format the session was imported from (`claude-code`, `codex`, ...), or the
+    /// name a host gives its runtime; absent when not recorded. Schema version 2 (decision 0166).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub source: Option<String>,
+    /// The session that started this one, for a subagent's session whose parent is known.
+    /// Schema version 2 (decision 0166).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub parent: Option<SessionId>,
+}
+
+impl SessionOpened {
+    /// The lowest schema version that holds the record: 1 without a source or a parent, so a
+    /// session that names neither is the bytes and the version older builds wrote and read.
+    pub fn schema_version(&self) -> u16 {
+        if self.source.is_none() && self.parent.is_none() { 1 } else { 2 }
+    }
 }
 
 /// Some of a session's flags changed. Absent fields are unchanged; at least one is present.
@@ -217,10 +233,15 @@ impl RecordKind {
         }
     }
 
-    /// The version of this kind's payload schema that this code writes and reads. It changes
-    /// when the payload's shape changes; older versions stay readable by keeping a decoder.
+    /// The newest version of this kind's payload schema, which this code reads with every
+    /// older one. It changes when the payload's shape changes; older versions stay readable by
+    /// keeping a decoder. A record is written at [`Record::schema_version`].
     pub fn schema_version(self) -> u16 {
-        1
+        match self {
+            // Version 2 added `source` and `parent` (decision 0166).
+            RecordKind::SessionOpened => 2,
+            _ => 1,
+        }
     }
 }
 
@@ -360,6 +381,15 @@ impl Record {
         }
     }
 
+    /// The schema version the record is written at: its kind's newest, except that a record a
+    /// former version holds whole is written at that version (see [`SessionOpened::schema_version`]).
+    pub fn schema_version(&self) -> u16 {
+        match self {
+            Record::SessionOpened(r) => r.schema_version(),
+            other => other.kind().schema_version(),
+        }
+    }
+
     /// Checks a record about to be appended: every rule of its kind ([`Record::validate`]) and the
     /// limits added since records were first written ([`RuntimeEvent::validate_limits`]), which
     /// decoding does not apply so that a store written before them stays readable.
@@ -374,7 +404,7 @@ impl Record {
     /// Checks every rule of the record's kind.
     pub fn validate(&self) -> Result<(), ValidationError> {
         match self {
-            Record::SessionOpened(r) => validate_title(r.title.as_deref()),
+            Record::SessionOpened(r) => validate_opened(r),
             Record::SessionFlagsChanged(r) => {
                 if r.incognito.is_none() && r.memory.is_none() && r.title.is_none() {
                     return fail("session", "a flags change must change at least one flag");
@@ -417,7 +447,7 @@ impl Record {
     /// Decodes a payload of the given kind code and schema version, and validates it.
     pub fn decode(kind_code: u16, schema_version: u16, bytes: &[u8]) -> Result<Record, DecodeError> {
         let kind = RecordKind::from_code(kind_code).ok_or(DecodeError::UnknownKind { code: kind_code })?;
-        if schema_version != kind.schema_version() {
+        if schema_version == 0 || schema_version > kind.schema_version() {
             return Err(DecodeError::UnsupportedSchemaVersion {
                 kind: kind.name(),
                 found: schema_version,
@@ -440,6 +470,16 @@ impl Record {
             RecordKind::PolicyDenial => Record::PolicyDenial(parse(kind, bytes)?),
             RecordKind::ConversationCopied => Record::ConversationCopied(parse(kind, bytes)?),
         };
+        if record.schema_version() > schema_version {
+            // A field the envelope's version does not have: not written by Mnemo.
+            return Err(DecodeError::Malformed {
+                kind: kind.name(),
+                message: format!(
+                    "schema version {schema_version} has no source or parent; version {} has",
+                    record.schema_version()
+                ),
+            });
+        }
         record.validate().map_err(|error| DecodeError::Invalid { kind: kind.name(), error })?;
         Ok(record)
     }
@@ -482,6 +522,32 @@ fn validate_title(title: Option<&str>) -> Result<(), ValidationError> {
         Some(title) => bounded_bytes("title", title, TITLE_BYTES_MAX),
         None => Ok(()),
     }
+}
+
+fn validate_opened(opened: &SessionOpened) -> Result<(), ValidationError> {
+    validate_title(opened.title.as_deref())?;
+    if let Some(source) = &opened.source {
+        validate_source(source)?;
+    }
+    if opened.parent.as_ref() == Some(&opened.session) {
+        return fail("parent", "a session cannot be its own parent");
+    }
+    Ok(())
+}
+
+/// A session source: 1 to [`SESSION_SOURCE_BYTES_MAX`] bytes of ASCII lowercase letters, digits,
+/// `-`, `_` and `.`.
+fn validate_source(source: &str) -> Result<(), ValidationError> {
+    if source.is_empty() || source.len() > SESSION_SOURCE_BYTES_MAX {
+        return fail("source", format!("must be 1 to {SESSION_SOURCE_BYTES_MAX} bytes"));
+    }
+    if let Some(bad) = source
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.')))
+    {
+        return fail("source", format!("holds {bad:?}; only a-z, 0-9, '-', '_' and '.' are allowed"));
+    }
+    Ok(())
 }
 
 fn validate_copy(copy: &ConversationCopied) -> Result<(), ValidationError> {
@@ -529,6 +595,8 @@ mod tests {
             memory: MemoryMode::Enabled,
             subagent: false,
             title: Some("Fix the build".to_owned()),
+            source: None,
+            parent: None,
         }
     }
 
@@ -668,7 +736,7 @@ mod tests {
     fn round_trip(record: &Record) -> Result<Record, String> {
         let bytes = record.encode().map_err(|e| e.to_string())?;
         let kind = record.kind();
-        let back = Record::decode(kind.code(), kind.schema_version(), &bytes).map_err(|e| e.to_string())?;
+        let back = Record::decode(kind.code(), record.schema_version(), &bytes).map_err(|e| e.to_string())?;
         let again = back.encode().map_err(|e| e.to_string())?;
         if again != bytes {
             return Err(format!("re-encoding changed the bytes of {}", kind.name()));
@@ -714,7 +782,8 @@ mod tests {
         );
         for kind in RecordKind::ALL {
             assert_eq!(RecordKind::from_code(kind.code()), Some(kind));
-            assert_eq!(kind.schema_version(), 1);
+            let newest = if kind == RecordKind::SessionOpened { 2 } else { 1 };
+            assert_eq!(kind.schema_version(), newest, "{}", kind.name());
         }
         assert_eq!(RecordKind::from_code(0), None);
         assert_eq!(RecordKind::from_code(12), None);
@@ -760,15 +829,60 @@ mod tests {
         let bytes = Record::SessionOpened(opened()).encode().unwrap_or_default();
         assert_eq!(Record::decode(99, 1, &bytes), Err(DecodeError::UnknownKind { code: 99 }));
         assert_eq!(
-            Record::decode(1, 2, &bytes),
-            Err(DecodeError::UnsupportedSchemaVersion { kind: "session_opened", found: 2, supported: 1 })
+            Record::decode(1, 3, &bytes),
+            Err(DecodeError::UnsupportedSchemaVersion { kind: "session_opened", found: 3, supported: 2 })
         );
         assert!(matches!(Record::decode(1, 0, &bytes), Err(DecodeError::UnsupportedSchemaVersion { .. })));
-        let message = Record::decode(1, 2, &bytes).map_err(|e| e.to_string()).err();
+        assert!(matches!(Record::decode(5, 2, &bytes), Err(DecodeError::UnsupportedSchemaVersion { .. })));
+        let message = Record::decode(1, 3, &bytes).map_err(|e| e.to_string()).err();
         assert_eq!(
             message.as_deref(),
-            Some("session_opened record has schema version 2, this build reads version 1")
+            Some("session_opened record has schema version 3, this build reads version 2")
         );
+    }
+
+    #[test]
+    fn a_session_without_source_or_parent_is_written_and_read_at_version_1_as_before() {
+        let record = Record::SessionOpened(opened());
+        assert_eq!(record.schema_version(), 1);
+        let bytes = record.encode().unwrap_or_default();
+        // The bytes older builds wrote: a store written before version 2 reads the same.
+        assert!(!String::from_utf8_lossy(&bytes).contains("source"));
+        assert_eq!(Record::decode(1, 1, &bytes), Ok(record.clone()));
+        assert_eq!(Record::decode(1, 2, &bytes), Ok(record));
+    }
+
+    #[test]
+    fn a_session_source_and_parent_are_version_2_and_refused_under_version_1() {
+        let opened =
+            SessionOpened { source: Some("claude-code".to_owned()), parent: Some(id("s0")), ..opened() };
+        let record = Record::SessionOpened(opened);
+        assert_eq!(record.schema_version(), 2);
+        let bytes = record.encode().unwrap_or_default();
+        assert_eq!(
+            String::from_utf8_lossy(&bytes),
+            r#"{"incognito":false,"memory":"enabled","parent":"s0","session":"s1","source":"claude-code","subagent":false,"title":"Fix the build","workspace":"w1"}"#
+        );
+        assert_eq!(Record::decode(1, 2, &bytes), Ok(record));
+        assert!(matches!(Record::decode(1, 1, &bytes), Err(DecodeError::Malformed { .. })));
+    }
+
+    #[test]
+    fn a_session_source_is_a_bounded_lowercase_name_and_no_session_is_its_own_parent() {
+        let with = |source: &str| {
+            invalid_field(Record::SessionOpened(SessionOpened {
+                source: Some(source.to_owned()),
+                ..opened()
+            }))
+        };
+        assert_eq!(with("codex"), "<valid>");
+        assert_eq!(with("runtime-events_2.1"), "<valid>");
+        assert_eq!(with(""), "source");
+        assert_eq!(with("Claude Code"), "source");
+        assert_eq!(with(&"a".repeat(SESSION_SOURCE_BYTES_MAX)), "<valid>");
+        assert_eq!(with(&"a".repeat(SESSION_SOURCE_BYTES_MAX + 1)), "source");
+        let own = SessionOpened { parent: Some(id("s1")), ..opened() };
+        assert_eq!(invalid_field(Record::SessionOpened(own)), "parent");
     }
 
     #[test]

@@ -1245,6 +1245,8 @@ mod tests {
                     memory: MemoryMode::Enabled,
                     subagent: false,
                     title: Some((*title).to_owned()),
+                    source: None,
+                    parent: None,
                 }),
             };
             let mut txn = StateTxn::new(&store, &mut changes);

@@ -458,11 +458,15 @@ impl LogBackend for NatsLog {
         Ok(self.inner.index.lock().streams.get(stream).and_then(|s| s.head()).map(|(head, _)| head))
     }
 
-    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+    fn held_key(&self, key: &[u8]) -> Result<Option<mnemo_log::HeldKey>, LogError> {
         if let Some(failure) = self.failure() {
             return Err(failure);
         }
-        Ok(self.inner.index.lock().keys.get(key).map(|held| held.position))
+        let index = self.inner.index.lock();
+        Ok(index
+            .keys
+            .get(key)
+            .map(|held| mnemo_log::HeldKey { position: held.position, value: held.value.clone() }))
     }
 
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {

@@ -196,6 +196,79 @@ pub struct Appended {
     pub retried: u32,
 }
 
+/// A key of the key index as held: the holder's position and the value it claimed the key with
+/// (empty but for a [`KeyRule::Claim`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldKey {
+    /// The holder's position.
+    pub position: Position,
+    /// The claimed value.
+    pub value: Vec<u8>,
+}
+
+/// How [`RulePrecheck`] reads the key index.
+pub type HeldKeyLookup<'a> = dyn Fn(&[u8]) -> Result<Option<HeldKey>, LogError> + 'a;
+
+/// Checks the rules of records not yet appended, a record at a time, against the key index as a
+/// lookup reads it and the keys the records before them write, without writing anything: for a
+/// caller that will append them in several appends (an import read a line at a time) and must
+/// refuse the whole before the first. Identities are taken as new (the caller compares records
+/// with the log and with each other first), so what it holds is the other keys the records write
+/// (claims, seals, tool calls), not the records. The writer decides again when each append lands.
+#[derive(Debug, Default)]
+pub struct RulePrecheck {
+    written: std::collections::HashMap<Vec<u8>, HeldKey>,
+    records: u64,
+}
+
+impl RulePrecheck {
+    /// Checks the next record's rules; the first refusal is returned with the record's number
+    /// (counted from 0 among the records checked).
+    pub fn check(
+        &mut self,
+        rules: &[KeyRule],
+        held: &HeldKeyLookup<'_>,
+    ) -> Result<Option<KeyRefusal>, LogError> {
+        let number = self.records;
+        self.records += 1;
+        let position = Position(number);
+        let mut writes: Vec<(&[u8], Vec<u8>)> = Vec::new();
+        for rule in rules {
+            // A key an earlier record of the check writes is not in the log yet: it has no
+            // position to report.
+            let (current, logged) = match self.written.get(rule.key()) {
+                Some(pending) => (Some(pending.clone()), false),
+                None => match writes.iter().find(|(key, _)| *key == rule.key()) {
+                    Some((_, value)) => (Some(HeldKey { position, value: value.clone() }), false),
+                    None => (held(rule.key())?, true),
+                },
+            };
+            let write = match (rule, &current) {
+                (KeyRule::Identity(_), _) => None,
+                (KeyRule::Claim { value, .. }, None) => Some(value.clone()),
+                (KeyRule::Claim { value, .. }, Some(current)) if current.value == *value => None,
+                (KeyRule::Unique(_), None) => Some(Vec::new()),
+                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                (_, current) => {
+                    return Ok(Some(KeyRefusal {
+                        record: usize::try_from(number).unwrap_or(usize::MAX),
+                        rule: rule.clone(),
+                        held_at: current.as_ref().filter(|_| logged).map(|c| c.position),
+                    }));
+                }
+            };
+            if let Some(value) = write {
+                writes.push((rule.key(), value));
+            }
+        }
+        // A refused record writes nothing; the caller stops at the first refusal anyway.
+        for (key, value) in writes {
+            self.written.entry(key.to_vec()).or_insert(HeldKey { position, value });
+        }
+        Ok(None)
+    }
+}
+
 /// An append refused by a rule on the log's key index (see [`KeyRule`]). Nothing was appended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyRefusal {
@@ -294,7 +367,12 @@ pub trait LogBackend: Send + Sync + std::fmt::Debug {
     fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError>;
 
     /// Where the record holding `key` in the key index is (see [`KeyRule`]), if any record holds it.
-    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError>;
+    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+        Ok(self.held_key(key)?.map(|held| held.position))
+    }
+
+    /// The key index's entry for `key`: its holder's position and the value claimed with it.
+    fn held_key(&self, key: &[u8]) -> Result<Option<HeldKey>, LogError>;
 
     /// Blocks until the head is at least `position` or `timeout` passes; returns the head then.
     /// This is how followers (projection stages) learn of new appends.

@@ -14,7 +14,7 @@ use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
-use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, LogBackend, StreamHead};
+use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, HeldKey, LogBackend, StreamHead};
 use crate::clock::{Clock, SystemClock};
 use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
 use crate::error::{CorruptionKind, LogError};
@@ -338,10 +338,10 @@ impl LogBackend for FjallLog {
         self.shared.stream_head(stream)
     }
 
-    fn key_holder(&self, key: &[u8]) -> Result<Option<Position>, LogError> {
+    fn held_key(&self, key: &[u8]) -> Result<Option<HeldKey>, LogError> {
         // A key of a batch written but not yet acknowledged is not held yet, as its envelope is not
         // readable yet.
-        Ok(key_index::holder(&self.shared, key)?.filter(|position| *position <= self.head()))
+        Ok(key_index::held_key(&self.shared, key)?.filter(|held| held.position <= self.head()))
     }
 
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {

@@ -229,6 +229,14 @@ pub(crate) fn holder(shared: &Shared, key: &[u8]) -> Result<Option<Position>, Lo
     Ok(logged(shared, key)?.map(|held| held.position()))
 }
 
+/// The committed index's entry for `key`.
+pub(crate) fn held_key(shared: &Shared, key: &[u8]) -> Result<Option<crate::backend::HeldKey>, LogError> {
+    Ok(logged(shared, key)?.and_then(|held| match held {
+        Held::Logged { position, value } => Some(crate::backend::HeldKey { position, value }),
+        Held::Pending(_) => None,
+    }))
+}
+
 fn decode_position(value: &[u8]) -> Result<Position, LogError> {
     value.get(..8).and_then(Position::from_key).ok_or_else(|| LogError::Corrupt {
         position: Position::ZERO,

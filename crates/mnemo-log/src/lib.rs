@@ -22,8 +22,8 @@ mod verify;
 mod writer;
 
 pub use backend::{
-    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision,
-    KeyRefusal, LogBackend, NewRecord, RevisionConflict, StreamHead,
+    AppendOutcome, AppendRequest, Appended, BatchLimits, Durability, EnvelopeIter, ExpectedRevision, HeldKey,
+    KeyRefusal, LogBackend, NewRecord, RevisionConflict, RulePrecheck, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use damaged::{DamagedCopy, JournalCut};

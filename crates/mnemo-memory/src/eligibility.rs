@@ -53,6 +53,8 @@ mod tests {
             incognito: false,
             memory: MemoryMode::Enabled,
             subagent: false,
+            parent: None,
+            source: None,
             title: None,
             event_count: 0,
             turn_count: 0,

@@ -6,6 +6,10 @@
 //! `LIVE_COMMIT_DELAY` after the oldest uncommitted fold. Committing every live append on its own
 //! rewrote the same index blocks once per event and made every durable append wait behind them.
 //!
+//! The feeder and the stages run below the host's priority and yield often, so that folding does
+//! not hold up appenders; a replay that nothing appends beside ([`Pipeline::start_replay`], an
+//! explicit rebuild) folds at the host's priority until it has caught up, then does the same.
+//!
 //! A stage that stops says so at once: a fold or commit that fails, a panic on the stage's thread
 //! (caught at the thread's top), a feeder that cannot read the log or panics, and a shutdown each
 //! record a [`StageStop`] and wake every waiting reader, whose wait fails with
@@ -140,6 +144,27 @@ impl Pipeline {
         stages: Vec<Stage>,
         live_commit_delay: Duration,
     ) -> Result<Pipeline, PipelineError> {
+        Pipeline::start_inner(log, stages, live_commit_delay, Position::ZERO)
+    }
+
+    /// [`Pipeline::start`] for a replay nobody appends beside (an explicit rebuild): the feeder and
+    /// each stage run at the host's priority, without yielding, until they have handed over or
+    /// folded `until`, and only then go to the background like a live pipeline. A replay in the
+    /// background gets a tenth of a busy machine's processor time (nice 10 against the others' 0).
+    pub fn start_replay(
+        log: Arc<dyn LogBackend>,
+        stages: Vec<Stage>,
+        until: Position,
+    ) -> Result<Pipeline, PipelineError> {
+        Pipeline::start_inner(log, stages, LIVE_COMMIT_DELAY, until)
+    }
+
+    fn start_inner(
+        log: Arc<dyn LogBackend>,
+        stages: Vec<Stage>,
+        live_commit_delay: Duration,
+        foreground_until: Position,
+    ) -> Result<Pipeline, PipelineError> {
         let stop = Arc::new(AtomicBool::new(false));
         let mut handles = Vec::with_capacity(stages.len());
         let mut threads = Vec::with_capacity(stages.len() + 1);
@@ -156,10 +181,11 @@ impl Pipeline {
             let (sender, receiver) = crossbeam_channel::bounded::<StageInput>(STAGE_QUEUE_DEPTH_MAX);
             let thread_progress = Arc::clone(&progress);
             let thread_name = name.clone();
-            threads.push(spawn(&format!("mnemo-stage-{name}"), move || {
+            threads.push(spawn(&format!("stage:{name}"), move || {
                 // NOTE: a panic must reach the readers as a stop, not as a thread that silently
                 // ended: they would wait for a watermark that never moves until their timeout.
-                let run = || run_stage(worker, receiver, &thread_progress, live_commit_delay);
+                let run =
+                    || run_stage(worker, receiver, &thread_progress, live_commit_delay, foreground_until);
                 let stop = match std::panic::catch_unwind(AssertUnwindSafe(run)) {
                     Ok(()) => StageStop::ShutDown,
                     Err(payload) => {
@@ -177,7 +203,7 @@ impl Pipeline {
         let from = from.unwrap_or(Position::ZERO).next();
         let feeder_stop = Arc::clone(&stop);
         threads.push(spawn("mnemo-feeder", move || {
-            let run = || feed(log.as_ref(), from, &senders, &feeder_stop);
+            let run = || feed(log.as_ref(), from, &senders, &feeder_stop, foreground_until);
             if let Err(payload) = std::panic::catch_unwind(AssertUnwindSafe(run)) {
                 let message = panic_message(payload.as_ref());
                 error!(%message, "the log feeder panicked; every stage stops");
@@ -326,19 +352,17 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<()>, PipelineError> {
-    let background = move || {
-        run_in_background();
-        body();
-    };
     std::thread::Builder::new()
         .name(name.to_owned())
-        .spawn(background)
+        .spawn(body)
         .map_err(|source| PipelineError::Spawn { thread: name.to_owned(), source })
 }
 
 /// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. On Linux the
 /// nice value belongs to the thread, not the process, so the host's own threads keep theirs.
 /// Where the system refuses, the thread runs at the host's priority: slower appends, same results.
+/// An unprivileged thread cannot raise its priority again: a replay thread calls this once, when
+/// it has caught up.
 fn run_in_background() {
     #[cfg(target_os = "linux")]
     {
@@ -392,8 +416,14 @@ fn feed(
     mut from: Position,
     stages: &[(Sender<StageInput>, Arc<Progress>)],
     stop: &AtomicBool,
+    foreground_until: Position,
 ) {
+    let mut background = false;
     while !stop.load(Ordering::Acquire) {
+        if !background && from > foreground_until {
+            run_in_background();
+            background = true;
+        }
         for envelope in log.scan(from) {
             let logged = match envelope.map_err(PipelineError::from).and_then(LoggedRecord::decode) {
                 Ok(logged) => Arc::new(logged),
@@ -419,8 +449,19 @@ fn feed(
 }
 
 /// A stage thread: folds what arrives and commits in groups (see the module's documentation).
-fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Progress, delay: Duration) {
+fn run_stage(
+    mut worker: StageWorker,
+    queue: Receiver<StageInput>,
+    progress: &Progress,
+    delay: Duration,
+    foreground_until: Position,
+) {
     let name = worker.projector.name().to_owned();
+    // A replay folds in the foreground up to `foreground_until`, then goes to the background.
+    let mut background = worker.watermark >= foreground_until;
+    if background {
+        run_in_background();
+    }
     let fail = |failure: PipelineError| {
         error!(stage = %name, %failure, "stage stopped");
         progress.stop(StageStop::Failed(failure.to_string()));
@@ -448,7 +489,11 @@ fn run_stage(mut worker: StageWorker, queue: Receiver<StageInput>, progress: &Pr
                 // finish its time slice (a millisecond or more) first, and with 64 appenders on two
                 // cores that halved durable append throughput. Yielding after every fold (a few
                 // microseconds each in a replay) cost a fifth of a rebuild's time in system calls.
-                if last_yield.elapsed() >= FOLD_YIELD_INTERVAL {
+                if !background && worker.watermark >= foreground_until {
+                    run_in_background();
+                    background = true;
+                }
+                if background && last_yield.elapsed() >= FOLD_YIELD_INTERVAL {
                     std::thread::yield_now();
                     last_yield = Instant::now();
                 }

@@ -350,3 +350,74 @@ fn transactions_see_their_own_changes_over_the_committed_state() {
     // Nothing reaches the store until the commit.
     assert_eq!(store.get(b"k2").unwrap(), Some(b"keep".to_vec()));
 }
+
+/// Each folded position with the nice value of the thread that folded it.
+#[cfg(target_os = "linux")]
+type NiceValues = Arc<std::sync::Mutex<Vec<(Position, i32)>>>;
+
+/// Records the nice value of the thread that folds each position.
+#[cfg(target_os = "linux")]
+#[derive(Debug)]
+struct NiceRecorder(NiceValues);
+
+#[cfg(target_os = "linux")]
+impl Projector for NiceRecorder {
+    fn name(&self) -> &str {
+        "nice"
+    }
+    fn version(&self) -> u32 {
+        1
+    }
+    fn apply(&mut self, _: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError> {
+        let nice = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+        self.0.lock().unwrap().push((logged.position, nice));
+        Ok(())
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn fold_nice_values(log: &Arc<FjallLog>, replay_until: Option<Position>) -> (Pipeline, NiceValues) {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
+    let stages =
+        vec![Stage { projector: Box::new(NiceRecorder(Arc::clone(&seen))), store, config_hash: [0; 32] }];
+    let log = Arc::clone(log) as Arc<dyn LogBackend>;
+    let pipeline = match replay_until {
+        Some(until) => Pipeline::start_replay(log, stages, until),
+        None => Pipeline::start(log, stages),
+    };
+    (pipeline.unwrap(), seen)
+}
+
+/// A rebuild nobody appends beside folded at nice 10 like live folding: on a busy machine it got a
+/// tenth of the processor time of the scan it is measured against.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_replay_folds_at_the_hosts_priority_until_it_has_caught_up_then_in_the_background() {
+    let host = rustix::process::getpriority_process(Some(rustix::thread::gettid())).unwrap();
+    if host + mnemo_pipeline::PIPELINE_NICE_INCREMENT > 19 {
+        // The background nice value would be clamped: nothing to tell apart.
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(FjallLog::open(dir.path(), LogOptions::default()).unwrap());
+    let replayed = append(&log, "a", 50);
+    let (pipeline, seen) = fold_nice_values(&log, Some(replayed));
+    pipeline.wait_until("nice", replayed, WAIT).unwrap();
+    let live = append(&log, "a", 1);
+    pipeline.wait_until("nice", live, WAIT).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 51);
+    for (position, nice) in &seen {
+        let expected =
+            if *position <= replayed { host } else { host + mnemo_pipeline::PIPELINE_NICE_INCREMENT };
+        assert_eq!(*nice, expected, "position {position}");
+    }
+
+    // A live pipeline folds everything in the background, its catch-up included.
+    let (pipeline, seen) = fold_nice_values(&log, None);
+    pipeline.wait_until("nice", live, WAIT).unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 51);
+    assert!(seen.iter().all(|(_, nice)| *nice == host + mnemo_pipeline::PIPELINE_NICE_INCREMENT), "{seen:?}");
+}

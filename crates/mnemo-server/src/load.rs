@@ -241,8 +241,10 @@ fn event_record(session: &str, event: &str, sequence: u64, text: &str) -> Result
         |e: mnemo::records::IdError| ClientError::Protocol { method: "append", detail: e.to_string() };
     let mut record = RuntimeEvent::new(
         EventId::new(event).map_err(invalid)?,
-        InvocationId::new(format!("{session}-run")).map_err(invalid)?,
-        RunId::new(format!("{session}-run")).map_err(invalid)?,
+        // Each user line starts a turn, with its own invocation and run (one invocation is one run
+        // of one turn).
+        InvocationId::new(format!("{session}-i{sequence}")).map_err(invalid)?,
+        RunId::new(format!("{session}-r{sequence}")).map_err(invalid)?,
         SessionId::new(session).map_err(invalid)?,
         TurnId::new(format!("{session}-t{sequence}")).map_err(invalid)?,
         TimestampMs(1_767_225_600_000 + sequence),

@@ -132,6 +132,8 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         memory: mnemo::records::MemoryMode::Enabled,
         subagent: false,
         title: Some("Speed up the CI pipeline".to_owned()),
+        source: None,
+        parent: None,
     };
     mnemo.append(
         &StreamId::session(&session),

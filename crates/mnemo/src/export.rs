@@ -49,6 +49,10 @@ struct SessionOut<'a> {
     subagent: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     title: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parent: Option<&'a SessionId>,
     ts: TimestampMs,
 }
 
@@ -197,6 +201,8 @@ fn export_line(
             memory: r.memory,
             subagent: r.subagent,
             title: r.title.as_deref(),
+            source: r.source.as_deref(),
+            parent: r.parent.as_ref(),
             ts,
         })?,
         Record::RuntimeEvent(event) => match compact_part(event, seen) {

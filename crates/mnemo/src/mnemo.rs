@@ -200,7 +200,7 @@ impl Mnemo {
         let pipeline = if local.lost().is_some() {
             Pipeline::start(Arc::clone(&log), Vec::new())?
         } else {
-            start_pipeline(&log, &local, &spec, &registry)?
+            start_pipeline(&log, &local, &spec, &registry, None)?
         };
         let compaction = crate::compaction::coordinator(&log, config.durability);
         Ok(Mnemo {
@@ -242,13 +242,40 @@ impl Mnemo {
     }
 
     /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
+    ///
+    /// This is the generic append path of the reference store (spec events-and-history.md §1.8):
+    /// event text is normalised, reserved facts are refused, and the log decides every event's
+    /// identity, run and tool-ledger rules. An exact retry of a stored event is not stored again:
+    /// it is answered with the original's position ([`Appended::retried`] counts them). A broken
+    /// rule is [`Error::Refused`] with its typed reason, and nothing of the append is stored.
     pub fn append(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
         records: &[Record],
     ) -> Result<Appended, Error> {
-        self.append_at(stream, expected, records, None)
+        let refused = |record: usize, reason| Error::Refused {
+            stream: stream.to_string(),
+            record,
+            reason,
+            held_at: None,
+        };
+        // NOTE: records are copied only when one needs normalising; the common case checks in place.
+        let prepared: Option<Vec<Record>> = if records.iter().any(Record::needs_generic_preparation) {
+            let mut copies = records.to_vec();
+            for (index, record) in copies.iter_mut().enumerate() {
+                record.prepare_generic_append().map_err(|reason| refused(index, reason))?;
+            }
+            Some(copies)
+        } else {
+            for (index, record) in records.iter().enumerate() {
+                if let Some(reason) = record.generic_append_refusal() {
+                    return Err(refused(index, reason));
+                }
+            }
+            None
+        };
+        self.append_at(stream, expected, prepared.as_deref().unwrap_or(records), None)
     }
 
     /// [`Mnemo::append`], acknowledged at `durability` instead of the store's own (`Buffered`: once
@@ -427,8 +454,9 @@ impl Mnemo {
         for name in &names {
             FjallStore::open(self.local.database(), name)?.reset()?;
         }
-        *pipeline = start_pipeline(&self.log, &self.local, &self.spec, &self.registry)?;
-        pipeline.wait_all(self.log.head(), CATCH_UP_TIMEOUT)?;
+        let head = self.log.head();
+        *pipeline = start_pipeline(&self.log, &self.local, &self.spec, &self.registry, Some(head))?;
+        pipeline.wait_all(head, CATCH_UP_TIMEOUT)?;
         let reports = stage_reports(&pipeline)?;
         Ok(reports.into_iter().filter(|r| names.contains(&r.name)).collect())
     }
@@ -536,8 +564,8 @@ pub(crate) fn encode_for(stream: &StreamId, record: &Record) -> Result<NewRecord
             record.stream()
         )));
     }
-    let kind = record.kind();
-    Ok(NewRecord::new(kind.code(), kind.schema_version(), record.encode()?).with_rules(record.key_rules()))
+    let code = record.kind().code();
+    Ok(NewRecord::new(code, record.schema_version(), record.encode()?).with_rules(record.key_rules()))
 }
 
 fn start_pipeline(
@@ -545,6 +573,7 @@ fn start_pipeline(
     local: &FjallLog,
     spec: &PipelineSpec,
     registry: &StageRegistry,
+    replay_until: Option<Position>,
 ) -> Result<Pipeline, Error> {
     let mut stages = Vec::with_capacity(spec.stages.len());
     for stage_spec in &spec.stages {
@@ -552,7 +581,12 @@ fn start_pipeline(
         let store: Arc<dyn StateStore> = Arc::new(FjallStore::open(local.database(), &stage_spec.name)?);
         stages.push(Stage { projector, store, config_hash: stage_spec.config_hash()? });
     }
-    Ok(Pipeline::start(Arc::clone(log), stages)?)
+    Ok(match replay_until {
+        // An explicit rebuild holds the pipeline's write lock, and every append checks the stages
+        // under its read lock first: nothing appends while it replays, so it folds in the foreground.
+        Some(until) => Pipeline::start_replay(Arc::clone(log), stages, until)?,
+        None => Pipeline::start(Arc::clone(log), stages)?,
+    })
 }
 
 /// Resets every stage that has folded beyond the log's head, once its owner accepted that the

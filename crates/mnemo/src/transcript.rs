@@ -93,6 +93,10 @@ struct SessionLine {
     #[serde(default)]
     title: Option<String>,
     #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    parent: Option<SessionId>,
+    #[serde(default)]
     ts: Option<u64>,
 }
 
@@ -402,6 +406,8 @@ fn session_line(state: &mut ParseState, line_value: SessionLine, line: usize) ->
         memory: line_value.memory.unwrap_or(MemoryMode::Enabled),
         subagent: line_value.subagent,
         title: line_value.title,
+        source: line_value.source,
+        parent: line_value.parent,
     });
     state.opened.insert(session.clone());
     let ts = record_timestamp(state, line_value.ts)?;
@@ -422,11 +428,11 @@ fn runtime_event_line(
     line_value: RuntimeEventLine,
     line: usize,
 ) -> Result<(), LineError> {
-    let mut event = line_value.event;
     let field = |f: &str| Some(format!("event.{f}"));
     // The reference decoder normalises text content (spec §1.2) before any check, so an event in
-    // either form is the same event.
-    event.normalize();
+    // either form is the same event; a reserved fact has no place on this generic path (§1.8).
+    let mut event = line_value.event;
+    mnemo_core::prepare_generic_event(&mut event).map_err(|refusal| (None, refusal.to_string()))?;
     next_timestamp(state, Some(event.ts.0)).map_err(|(_, reason)| (field("ts"), reason))?;
     event.validate().map_err(|e| (field(&e.field), e.reason.clone()))?;
     if let Some(earlier) = state.event_ids.get(&event.id) {

@@ -52,6 +52,8 @@ fn opened() -> Record {
         memory: mnemo::records::MemoryMode::Enabled,
         subagent: false,
         title: None,
+        source: None,
+        parent: None,
     })
 }
 

@@ -216,3 +216,65 @@ fn an_event_id_already_used_by_another_file_is_refused() {
     assert_eq!(mnemo.log().head(), head, "nothing appended");
     assert!(mnemo.history().session(&SessionId::new("s2").unwrap()).unwrap().is_none());
 }
+
+/// A store whose sessions were imported before session records named their source (schema
+/// version 1): the same files import again as already complete, and a grown one resumes, instead
+/// of every session line being refused as changed.
+#[test]
+fn a_session_imported_before_sources_were_recorded_is_the_same_session_when_imported_again() {
+    let files =
+        ["incremental-subagents/turn-1.jsonl", "incremental-subagents/turn-1/subagents/agent-a485154.jsonl"];
+    let (now_dir, before_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let now = open(now_dir.path());
+    for file in files {
+        import(&now, &real(file));
+    }
+    let sessions = now.history().sessions().unwrap();
+    assert!(sessions.iter().all(|s| s.source.as_deref() == Some("claude-code")), "{sessions:?}");
+    let agent = sessions.iter().find(|s| s.subagent).unwrap();
+    assert_eq!(
+        agent.parent.as_ref().map(SessionId::as_str),
+        Some(sessions.iter().find(|s| !s.subagent).unwrap().session.as_str())
+    );
+
+    // The same log as an older build wrote it: session lines without source or parent.
+    let mut exported = Vec::new();
+    now.export_transcript(&mut exported).unwrap();
+    let mut older = String::new();
+    for line in String::from_utf8(exported).unwrap().lines() {
+        let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+        if value["kind"] == "session" {
+            let object = value.as_object_mut().unwrap();
+            assert!(object.remove("source").is_some());
+            object.remove("parent");
+        }
+        older.push_str(&serde_json::to_string(&value).unwrap());
+        older.push('\n');
+    }
+    let before = open(before_dir.path());
+    before.import(older.as_bytes(), "older.jsonl", ImportFormat::Mnemo).unwrap();
+    assert!(before.history().sessions().unwrap().iter().all(|s| s.source.is_none() && s.parent.is_none()));
+
+    for file in files {
+        let again = import(&before, &real(file));
+        assert_eq!((again.status, again.records), (ImportStatus::AlreadyComplete, 0), "{file}");
+    }
+    let grown = import(&before, &real("incremental-subagents/turn-2.jsonl"));
+    assert_eq!(grown.status, ImportStatus::Resumed);
+    assert!(grown.records > 0);
+    // What the log holds is not rewritten: the sessions still name no source.
+    assert!(before.history().sessions().unwrap().iter().all(|s| s.source.is_none()));
+
+    // A session line that differs in anything else is still a changed line.
+    let mut changed = read(&real(files[0]));
+    let text = String::from_utf8(changed.clone()).unwrap();
+    let cwd =
+        serde_json::from_str::<serde_json::Value>(text.lines().find(|l| l.contains("\"cwd\"")).unwrap())
+            .unwrap()["cwd"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+    changed = text.replace(&format!("\"cwd\":\"{cwd}\""), "\"cwd\":\"/elsewhere\"").into_bytes();
+    let refused = before.import(&changed, "changed.jsonl", ImportFormat::ClaudeCode).unwrap_err();
+    assert!(refused.to_string().contains("changed since it was imported"), "{refused}");
+}

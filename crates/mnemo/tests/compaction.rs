@@ -364,12 +364,35 @@ fn the_size_floor_and_input_budget_rows() {
         outcome.history.diagnostics.fail_open_reason.as_deref(),
         Some("malformed_summary_too_small_for_fold")
     );
-    // An input that cannot fit even with every tool output omitted is refused before dispatch.
-    let (_dir, mnemo) = store(200, "max_history_tokens = 1000");
-    let scripted = Scripted::text(GOOD);
+}
+
+/// A fold larger than the summarizer's input, even with every tool output omitted, was refused
+/// before dispatch (`input_too_large`), so a bounded model could never compact a talk-heavy
+/// session. It is now summarised in rolling parts, each within the input budget (decision 0195).
+#[test]
+fn a_fold_larger_than_a_bounded_summarizers_input_is_summarised_in_rolling_parts() {
+    let (_dir, mnemo) = store(60, "max_history_tokens = 1000");
+    // A summary of about 280 tokens: over the size floor, and small enough to roll forward.
+    let summary = format!("{GOOD}\n{}", "- kept context line\n".repeat(50));
+    let scripted = Scripted::text(&summary);
     let outcome = compact_with(&mnemo, scripted.clone());
-    assert_eq!(outcome.history.diagnostics.fail_open_reason.as_deref(), Some("input_too_large"));
-    assert!(scripted.seen.lock().unwrap().is_empty(), "the model was never called");
+    let recorded = outcome.recorded.unwrap_or_else(|| panic!("{:?}", outcome.history.diagnostics));
+    let seen = scripted.seen.lock().unwrap().clone();
+    assert!(seen.len() > 1, "one call could not hold the fold: {} calls", seen.len());
+    assert_eq!(seen[0].previous_summary, None);
+    for request in &seen[1..] {
+        assert_eq!(request.previous_summary.as_deref(), Some(summary.trim()), "each part rolls forward");
+    }
+    for request in &seen {
+        let chars = request.instructions.encode_utf16().count()
+            + serde_json::to_string(&request.messages).unwrap().encode_utf16().count();
+        assert!(chars <= 4_000, "a part of {chars} chars exceeds the 1,000-token input");
+    }
+    let mnemo_core::CheckpointBody::Text { summary: recorded_summary, .. } = &recorded.checkpoint.body else {
+        panic!("a text checkpoint")
+    };
+    assert!(recorded_summary.contains("## Critical Context"), "{recorded_summary}");
+    assert!(outcome.history.diagnostics.fit.fits, "{:?}", outcome.history.diagnostics);
 }
 
 #[test]

@@ -11,13 +11,15 @@ use mnemo::records::{Position, SessionId};
 use mnemo::transcript::ImportFormat;
 use mnemo::{Config, Mnemo};
 
-const FIXTURES: [&str; 11] = [
+const FIXTURES: [&str; 13] = [
     "codex-rollout.jsonl",
+    "codex-rollout-subagent.jsonl",
     "codex-rollout-0.128.jsonl",
     "codex-rollout-legacy.jsonl",
     "codex-rollout-bare-2025.jsonl",
     "claude-code.jsonl",
     "claude-code-2.0-compaction.jsonl",
+    "claude-code-2.1.jsonl",
     "swe-agent-function-calling.traj",
     "swe-agent-thought-action.traj",
     "chat-completions.json",

@@ -2,14 +2,15 @@
 //! the real Claude Code sessions under `../shared/fixtures/real/`), the user messages, assistant
 //! texts, tool calls with their arguments, tool results with their error flags and thinking are
 //! counted from the source file line by line, by code written apart from the importers, and the
-//! same multiset must come out of the parsed log.
+//! same multiset must be in the log of a store the file was imported into.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use mnemo::records::{Content, Record, Role};
-use mnemo::transcript::{ImportFormat, parse_import};
+use mnemo::records::{Content, Position, Role, RuntimeEvent};
+use mnemo::transcript::ImportFormat;
+use mnemo::{Config, Mnemo};
 use serde_json::Value;
 
 /// One thing a transcript says, as both sides count it.
@@ -51,27 +52,30 @@ fn lines(path: &Path) -> Vec<Value> {
     text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// What the log holds, counted from the parsed records.
+/// What the log holds after the file is imported into a new store, counted from its records.
 fn from_log(path: &Path, format: ImportFormat) -> Counts {
-    let parsed = parse_import(&std::fs::read(path).unwrap(), "fixture", format).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
+    mnemo.import(&std::fs::read(path).unwrap(), &path.display().to_string(), format).unwrap();
     let mut counts = Counts::new();
-    for (_, records) in &parsed.transcript.sessions {
-        for record in records {
-            let Record::RuntimeEvent(event) = &record.record else { continue };
-            let said = match (&event.content, event.role) {
-                (Some(Content::Text(text)), Role::User) => Said::User(text.text.clone()),
-                (Some(Content::Text(text)), Role::Model) => Said::Assistant(text.text.clone()),
-                (Some(Content::Thinking(thinking)), _) => Said::Thinking(thinking.text.clone()),
-                (Some(Content::FunctionCall(call)), _) => {
-                    Said::Call(call.name.clone(), serde_json::to_string(&call.args).unwrap())
-                }
-                (Some(Content::FunctionResponse(result)), _) => {
-                    Said::Result(result.id.to_string(), result.is_error == Some(true))
-                }
-                _ => continue,
-            };
-            add(&mut counts, said);
+    for entry in mnemo.log_entries(Position::FIRST, usize::MAX).unwrap() {
+        if entry.kind != "runtime_event" {
+            continue;
         }
+        let event: RuntimeEvent = serde_json::from_value(entry.record).unwrap();
+        let said = match (&event.content, event.role) {
+            (Some(Content::Text(text)), Role::User) => Said::User(text.text.clone()),
+            (Some(Content::Text(text)), Role::Model) => Said::Assistant(text.text.clone()),
+            (Some(Content::Thinking(thinking)), _) => Said::Thinking(thinking.text.clone()),
+            (Some(Content::FunctionCall(call)), _) => {
+                Said::Call(call.name.clone(), serde_json::to_string(&call.args).unwrap())
+            }
+            (Some(Content::FunctionResponse(result)), _) => {
+                Said::Result(result.id.to_string(), result.is_error == Some(true))
+            }
+            _ => continue,
+        };
+        add(&mut counts, said);
     }
     counts
 }
@@ -136,6 +140,11 @@ fn codex_source(path: &Path) -> Counts {
                 "patch_apply_end" => {
                     failed_by_event.insert(call, !p["success"].as_bool().unwrap());
                 }
+                "mcp_tool_call_end" => {
+                    let result = &p["result"];
+                    let failed = result.get("Err").is_some() || result["Ok"]["isError"] == true;
+                    failed_by_event.insert(call, failed);
+                }
                 _ => {}
             }
         }
@@ -154,8 +163,15 @@ fn codex_source(path: &Path) -> Counts {
                 }
             }
             ("response_item", "reasoning") => {
-                for summary in p["summary"].as_array().unwrap() {
-                    add(&mut items, Said::Thinking(summary["text"].as_str().unwrap().to_owned()));
+                // Its summaries; without any, its raw reasoning text; encrypted content is unreadable.
+                let summaries = p["summary"].as_array().unwrap();
+                let texts = if summaries.is_empty() {
+                    p["content"].as_array().cloned().unwrap_or_default()
+                } else {
+                    summaries.clone()
+                };
+                for text in texts {
+                    add(&mut items, Said::Thinking(text["text"].as_str().unwrap().to_owned()));
                 }
             }
             ("event_msg", "user_message") => {
@@ -167,7 +183,7 @@ fn codex_source(path: &Path) -> Counts {
             ("event_msg", "agent_message") => {
                 add(&mut events, Said::Assistant(p["message"].as_str().unwrap().to_owned()));
             }
-            ("event_msg", "agent_reasoning") => {
+            ("event_msg", "agent_reasoning" | "agent_reasoning_raw_content") => {
                 add(&mut events, Said::Thinking(p["text"].as_str().unwrap().to_owned()));
             }
             ("response_item", "function_call") => {
@@ -179,6 +195,18 @@ fn codex_source(path: &Path) -> Counts {
             }
             ("response_item", "local_shell_call") => {
                 add(&mut counts, Said::Call("local_shell".to_owned(), canonical(&p["action"])));
+            }
+            ("response_item", "tool_search_call") => {
+                add(&mut counts, Said::Call("tool_search".to_owned(), canonical(&p["arguments"])));
+            }
+            ("response_item", "tool_search_output") => {
+                add(&mut counts, Said::Result(p["call_id"].as_str().unwrap().to_owned(), false));
+            }
+            ("response_item", "image_generation_call") => {
+                let args = serde_json::json!({"revised_prompt": p["revised_prompt"]});
+                add(&mut counts, Said::Call("image_generation".to_owned(), canonical(&args)));
+                let id = p["id"].as_str().unwrap_or_default().to_owned();
+                add(&mut counts, Said::Result(id, p["status"] == "failed"));
             }
             ("response_item", "web_search_call") => {
                 add(&mut counts, Said::Call("web_search".to_owned(), canonical(&p["action"])));
@@ -197,11 +225,37 @@ fn codex_source(path: &Path) -> Counts {
             _ => {}
         }
     }
+    let events = unshortened(&items, events);
     for said in items.keys().chain(events.keys()) {
         let n = items.get(said).copied().unwrap_or(0).max(events.get(said).copied().unwrap_or(0));
         counts.insert(said.clone(), n);
     }
     counts
+}
+
+/// Some Codex versions shorten an event's echo of an item: the beginning of the item's text (its
+/// heading), or that and `...`. Such an event counts as the item's echo.
+fn unshortened(items: &Counts, events: Counts) -> Counts {
+    let mut out = Counts::new();
+    for (said, n) in events {
+        let full = match &said {
+            Said::Assistant(text) | Said::Thinking(text) => {
+                let trimmed = text.trim_end();
+                let prefix =
+                    trimmed.strip_suffix("...").or_else(|| trimmed.strip_suffix('…')).or(Some(trimmed));
+                prefix.filter(|p| !p.trim().is_empty()).and_then(|prefix| {
+                    items.keys().find(|item| {
+                        std::mem::discriminant(*item) == std::mem::discriminant(&said)
+                            && matches!(item, Said::Assistant(t) | Said::Thinking(t)
+                                if t.len() > prefix.len() && t.starts_with(prefix.trim_end()))
+                    })
+                })
+            }
+            _ => None,
+        };
+        *out.entry(full.cloned().unwrap_or(said)).or_insert(0) += n;
+    }
+    out
 }
 
 /// The log's web-search results have generated ids; they are counted by error flag alone.
@@ -220,7 +274,13 @@ fn without_search_ids(mut log: Counts) -> Counts {
 
 #[test]
 fn codex_rollouts_lose_nothing_old_or_new_layout() {
-    for name in ["codex-rollout-0.128.jsonl", "codex-rollout-legacy.jsonl", "codex-rollout-bare-2025.jsonl"] {
+    for name in [
+        "codex-rollout.jsonl",
+        "codex-rollout-0.128.jsonl",
+        "codex-rollout-legacy.jsonl",
+        "codex-rollout-bare-2025.jsonl",
+        "codex-rollout-subagent.jsonl",
+    ] {
         let path = written(name);
         let log = without_search_ids(from_log(&path, ImportFormat::Codex));
         assert_same(&path, &codex_source(&path), &log);
@@ -338,7 +398,7 @@ fn claude_code_real_sessions_and_sub_agents_lose_nothing() {
 
 #[test]
 fn claude_code_written_sessions_lose_nothing() {
-    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl"] {
+    for name in ["claude-code.jsonl", "claude-code-2.0-compaction.jsonl", "claude-code-2.1.jsonl"] {
         let paths = vec![written(name)];
         assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
     }
@@ -434,4 +494,110 @@ fn swe_agent_trajectories_lose_nothing_in_either_layout() {
         }
         assert_same(&path, &swe_agent_source(&path), &log);
     }
+}
+
+// ---- OpenAI chat-completions ----------------------------------------------------------------
+
+/// A chat message's text: a string, or its text parts joined by newlines (images and audio are
+/// not text).
+fn chat_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| match p["type"].as_str() {
+                Some("text" | "input_text" | "output_text") => p["text"].as_str(),
+                Some("refusal") => p["refusal"].as_str(),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn chat_source(path: &Path) -> Counts {
+    let text = std::fs::read_to_string(path).unwrap();
+    let conversations: Vec<Value> = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(messages)) => vec![Value::Array(messages)],
+        Ok(body @ Value::Object(_)) => vec![body["messages"].clone()],
+        _ => lines(path).into_iter().map(|line| line["messages"].clone()).collect(),
+    };
+    let mut counts = Counts::new();
+    for messages in conversations {
+        for message in messages.as_array().unwrap() {
+            match message["role"].as_str().unwrap() {
+                "user" => {
+                    let text = chat_text(&message["content"]);
+                    if !text.is_empty() {
+                        add(&mut counts, Said::User(text));
+                    }
+                }
+                "assistant" => {
+                    let reasoning = message.get("reasoning_content").or_else(|| message.get("reasoning"));
+                    if let Some(reasoning) = reasoning.and_then(Value::as_str).filter(|r| !r.is_empty()) {
+                        add(&mut counts, Said::Thinking(reasoning.to_owned()));
+                    }
+                    let text = chat_text(&message["content"]);
+                    if !text.is_empty() {
+                        add(&mut counts, Said::Assistant(text));
+                    }
+                    for call in message["tool_calls"].as_array().into_iter().flatten() {
+                        let arguments = call["function"]["arguments"].as_str().unwrap();
+                        let args = serde_json::from_str::<Value>(arguments)
+                            .unwrap_or_else(|_| Value::String(arguments.to_owned()));
+                        let name = call["function"]["name"].as_str().unwrap().to_owned();
+                        add(&mut counts, Said::Call(name, canonical(&args)));
+                    }
+                }
+                // The chat format has no error flag on a tool message.
+                "tool" => add(
+                    &mut counts,
+                    Said::Result(message["tool_call_id"].as_str().unwrap().to_owned(), false),
+                ),
+                _ => {}
+            }
+        }
+    }
+    counts
+}
+
+#[test]
+fn chat_completions_documents_and_datasets_lose_nothing() {
+    for name in ["chat-completions.json", "chat-dataset.jsonl"] {
+        let path = written(name);
+        assert_same(&path, &chat_source(&path), &from_log(&path, ImportFormat::OpenaiChat));
+    }
+}
+
+// ---- RuntimeEvent lines (maka) --------------------------------------------------------------
+
+fn runtime_event_source(path: &Path) -> Counts {
+    let mut counts = Counts::new();
+    for line in lines(path) {
+        if line.get("invocationId").is_none() || line.get("turnId").is_none() {
+            continue;
+        }
+        let content = &line["content"];
+        let said = match (content["kind"].as_str(), line["role"].as_str()) {
+            (Some("text"), Some("user")) => Said::User(content["text"].as_str().unwrap().to_owned()),
+            (Some("text"), Some("model")) => Said::Assistant(content["text"].as_str().unwrap().to_owned()),
+            (Some("thinking"), _) => Said::Thinking(content["text"].as_str().unwrap().to_owned()),
+            (Some("function_call"), _) => {
+                Said::Call(content["name"].as_str().unwrap().to_owned(), canonical(&content["args"]))
+            }
+            (Some("function_response"), _) => {
+                Said::Result(content["id"].as_str().unwrap().to_owned(), content["isError"] == true)
+            }
+            _ => continue,
+        };
+        add(&mut counts, said);
+    }
+    counts
+}
+
+#[test]
+fn runtime_event_lines_lose_nothing() {
+    let path = written("maka-events.jsonl");
+    assert_same(&path, &runtime_event_source(&path), &from_log(&path, ImportFormat::Maka));
 }

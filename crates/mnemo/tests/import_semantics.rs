@@ -246,3 +246,112 @@ fn codex_bare_2025_rollouts_without_the_envelope_are_read() {
     assert_eq!(errors, [false, true]);
     assert!(flat.events.iter().any(|e| e.1 == Role::User && e.3.starts_with("the RSS parser")));
 }
+
+/// Each session's (id, subagent, parent, source) as its session record has them.
+fn opened(bytes: &[u8], format: ImportFormat) -> Vec<(String, bool, Option<String>, Option<String>)> {
+    let parsed = parse_import(bytes, "fixture", format).unwrap();
+    let mut sessions = Vec::new();
+    for (_, records) in &parsed.transcript.sessions {
+        for r in records {
+            if let Record::SessionOpened(s) = &r.record {
+                let parent = s.parent.as_ref().map(ToString::to_string);
+                sessions.push((s.session.to_string(), s.subagent, parent, s.source.clone()));
+            }
+        }
+    }
+    sessions
+}
+
+#[test]
+fn codex_sub_agent_rollouts_are_linked_to_the_thread_that_spawned_them() {
+    // A spawned thread's session_meta names its parent in `source.subagent.thread_spawn`.
+    let child = opened(&fixture("codex-rollout-subagent.jsonl"), ImportFormat::Auto);
+    let parent = opened(&fixture("codex-rollout-0.128.jsonl"), ImportFormat::Auto);
+    assert_eq!(
+        parent,
+        [("019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21".to_owned(), false, None, Some("codex".to_owned()))]
+    );
+    assert_eq!(
+        child,
+        [(
+            "019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77".to_owned(),
+            true,
+            Some(parent[0].0.clone()),
+            Some("codex".to_owned())
+        )]
+    );
+    // A review sub-agent names no parent thread: a sub-agent's session without a link.
+    let text = String::from_utf8(fixture("codex-rollout-subagent.jsonl")).unwrap();
+    let first = text.lines().next().unwrap();
+    let start = first.find("{\"thread_spawn\"").unwrap();
+    let end =
+        first.find(",\"agent_nickname\":\"Noether\",\"agent_role\":\"explorer\",\"model_provider\"").unwrap();
+    let review = text.replacen(&first[start..end], "\"review\"}", 1);
+    let review = opened(review.as_bytes(), ImportFormat::Codex);
+    assert_eq!((review[0].1, review[0].2.as_deref()), (true, None));
+}
+
+#[test]
+fn every_imported_session_names_the_format_it_came_from_and_claude_sub_agents_their_parent() {
+    let real = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        PathBuf::from,
+    );
+    let agent = std::fs::read(real.join("claude-code/small-with-subagents/agent-36541525.jsonl")).unwrap();
+    assert_eq!(
+        opened(&agent, ImportFormat::Auto),
+        [(
+            "4c2ddfdc-b619-4525-8d03-1950fb1b0257/agent-36541525".to_owned(),
+            true,
+            Some("4c2ddfdc-b619-4525-8d03-1950fb1b0257".to_owned()),
+            Some("claude-code".to_owned())
+        )]
+    );
+    for (name, source) in [
+        ("claude-code.jsonl", "claude-code"),
+        ("codex-rollout-legacy.jsonl", "codex"),
+        ("swe-agent-function-calling.traj", "swe-agent"),
+        ("chat-completions.json", "openai-chat"),
+    ] {
+        let sessions = opened(&fixture(name), ImportFormat::Auto);
+        assert!(!sessions.is_empty(), "{name}");
+        for (session, _, _, got) in sessions {
+            assert_eq!(got.as_deref(), Some(source), "{name}: {session}");
+        }
+    }
+    // A mnemo transcript's session line names its source itself, or none (as an export of a
+    // session a host opened does), so export → import keeps the log as it was.
+    let mnemo = b"{\"kind\":\"session\",\"session\":\"s1\",\"source\":\"codex\"}\n{\"kind\":\"session\",\"session\":\"s2\"}\n{\"session\":\"s1\",\"turn\":\"t1\",\"role\":\"user\",\"parts\":[{\"type\":\"text\",\"text\":\"hi\"}]}\n";
+    let sessions = opened(mnemo, ImportFormat::Mnemo);
+    assert_eq!(sessions[0].3.as_deref(), Some("codex"));
+    assert_eq!(sessions[1].3, None);
+    // A source that is not a lowercase name is refused naming the line and the field.
+    let bad = b"{\"kind\":\"session\",\"session\":\"s1\",\"source\":\"Claude Code\"}\n";
+    let error = parse_import(bad, "bad.jsonl", ImportFormat::Mnemo).unwrap_err().to_string();
+    assert!(error.starts_with("bad.jsonl:1:") && error.contains("source"), "{error}");
+}
+
+#[test]
+fn claude_code_2_1_commands_images_rejections_and_interruptions_keep_the_users_two_turns() {
+    let flat = flat(&fixture("claude-code-2.1.jsonl"), ImportFormat::Auto);
+    let users: Vec<&str> = flat.events.iter().filter(|e| e.1 == Role::User).map(|e| e.3.as_str()).collect();
+    assert_eq!(
+        users,
+        [
+            "Why does `cargo test -p tally totals` fail on the CI runner but not here?",
+            "Fix it, and here is the CI log for the failing case."
+        ]
+    );
+    // The caveat, the /model command and its output are the host's, in the turn of the request
+    // they come before; the rejected edit ends that turn aborted at the interruption's time.
+    let second = flat.events.iter().find(|e| e.3.starts_with("Fix it")).unwrap().0.clone();
+    let host: Vec<&(String, Role, Author, String, bool)> =
+        flat.events.iter().filter(|e| e.2 == Author::Host).collect();
+    assert_eq!(host.len(), 3, "{host:?}");
+    assert!(host.iter().all(|e| e.0 == second && e.1 == Role::System), "{host:?}");
+    assert_eq!(flat.ends.len(), 2);
+    assert_eq!(flat.ends[0].1, TurnStatus::Completed);
+    assert_eq!((flat.ends[1].0.as_str(), flat.ends[1].1), (second.as_str(), TurnStatus::Aborted));
+    assert_eq!(flat.ends[1].2, 1_771_581_711_310, "the interruption's own time");
+    assert_eq!(flat.titles, ["Half-even rounding in report totals"]);
+}

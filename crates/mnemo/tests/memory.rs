@@ -28,8 +28,8 @@ fn session(id: &str) -> SessionId {
 fn event(session_id: &str, n: u64, turn: &str, role: Role, author: Author, content: Content) -> Record {
     let mut event = RuntimeEvent::new(
         EventId::new(format!("{session_id}-e{n}")).unwrap(),
-        InvocationId::new("inv").unwrap(),
-        RunId::new("run").unwrap(),
+        InvocationId::new(format!("inv-{turn}")).unwrap(),
+        RunId::new(format!("run-{turn}")).unwrap(),
         session(session_id),
         TurnId::new(turn).unwrap(),
         TimestampMs(1_767_225_000_000 + n),
@@ -52,6 +52,8 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
         memory: MemoryMode::Enabled,
         subagent: false,
         title: None,
+        source: None,
+        parent: None,
     })];
     for (index, line) in lines.iter().enumerate() {
         records.push(text(id, index as u64 + 1, &format!("t{index}"), Role::User, Author::User, line));

@@ -33,6 +33,8 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
         memory: MemoryMode::Enabled,
         subagent: false,
         title: None,
+        source: None,
+        parent: None,
     })];
     let mut n = 0;
     for (index, line) in lines.iter().enumerate() {
@@ -42,8 +44,9 @@ fn open_session(mnemo: &Mnemo, id: &str, workspace: &str, lines: &[&str]) {
             n += 1;
             let mut event = RuntimeEvent::new(
                 EventId::new(format!("{id}-e{n}")).unwrap(),
-                InvocationId::new("inv").unwrap(),
-                RunId::new("run").unwrap(),
+                // One run of one invocation per turn (an invocation belongs to one turn).
+                InvocationId::new(format!("inv-t{index}")).unwrap(),
+                RunId::new(format!("run-t{index}")).unwrap(),
                 session(id),
                 TurnId::new(format!("t{index}")).unwrap(),
                 TimestampMs(1_767_225_000_000 + n),

@@ -19,7 +19,7 @@ use crate::txn::StateTxn;
 pub const STAGE_NAME: &str = "session-catalog";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 const SUMMARY_TAG: &[u8] = b"s\0";
 const TURN_TAG: &[u8] = b"t\0";
@@ -39,6 +39,13 @@ pub struct SessionSummary {
     pub memory: MemoryMode,
     /// Whether it is a subagent's session.
     pub subagent: bool,
+    /// The session that started it, when its session record names one.
+    #[serde(default)]
+    pub parent: Option<SessionId>,
+    /// The format it was imported from (`claude-code`, `codex`, ...), when its session record
+    /// names one.
+    #[serde(default)]
+    pub source: Option<String>,
     /// Its title, if any.
     pub title: Option<String>,
     /// RuntimeEvents recorded.
@@ -64,6 +71,8 @@ impl SessionSummary {
             incognito: false,
             memory: MemoryMode::Enabled,
             subagent: false,
+            parent: None,
+            source: None,
             title: None,
             event_count: 0,
             turn_count: 0,
@@ -123,6 +132,8 @@ impl Projector for SessionCatalog {
                 summary.incognito = opened.incognito;
                 summary.memory = opened.memory;
                 summary.subagent = opened.subagent;
+                summary.parent = opened.parent.clone();
+                summary.source = opened.source.clone();
                 summary.title = opened.title.clone();
             }
             Record::SessionFlagsChanged(changed) => {

@@ -5,7 +5,7 @@ use std::io::{BufRead, BufReader, Read as _, Seek as _, SeekFrom};
 
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
-use mnemo_log::{Durability, ExpectedRevision, NewRecord, StreamHead};
+use mnemo_log::{Durability, ExpectedRevision, KeyRefusal, NewRecord, RulePrecheck, StreamHead};
 use tracing::info_span;
 
 use super::capture::{Identities, SessionCheck, Taken};
@@ -355,12 +355,17 @@ impl Mnemo {
         })
     }
 
-    /// The first reading: every record converted, parsed, encoded and compared with the log, and
-    /// every new event's id checked against the store's; nothing is appended.
+    /// The first reading: every record converted, parsed, encoded and compared with the log, every
+    /// new event's id checked against the store's, and every new record's key rules (its run's
+    /// identity and seal, its tool call's pairing) checked against the log's key index and the
+    /// file's earlier records; nothing is appended. The writer decides the rules again as each
+    /// append lands, but a file's appends must all land or none.
     fn check_input(&self, input: &Input<'_>, source: &str, format: ImportFormat) -> Result<Checked, Error> {
         let mut records = input.records(source, format, None)?;
         let mut sessions: Vec<SessionPass> = Vec::new();
         let (mut fresh, mut interleaved, mut last_slot) = (0, false, 0);
+        let mut rules = RulePrecheck::default();
+        let held = |key: &[u8]| self.log.held_key(key);
         while let Some((slot, record)) = records.next_record()? {
             interleaved |= slot < last_slot;
             last_slot = slot;
@@ -379,6 +384,9 @@ impl Mnemo {
                 fresh += 1;
                 if let Record::RuntimeEvent(event) = &record.record {
                     self.check_event_id_is_new(event.id.as_str(), record.line, source)?;
+                }
+                if let Some(refusal) = rules.check(&encoded.rules, &held)? {
+                    return Err(rule_refused(&pass.stream, &refusal, record.line, source));
                 }
             }
         }
@@ -599,6 +607,18 @@ fn first_line_at(input: &Input<'_>, source: &str, line: usize) -> bool {
         }
     }
     false
+}
+
+/// The error for a new record that breaks a rule of the log's key index (a run sealed, a tool
+/// result without its call, ...), naming its line.
+fn rule_refused(stream: &StreamId, refusal: &KeyRefusal, line: usize, source: &str) -> Error {
+    let reason = mnemo_core::AppendRefusal::of_rule(&refusal.rule);
+    Error::Transcript(TranscriptError {
+        source_name: source.to_owned(),
+        line,
+        field: None,
+        reason: format!("{stream}: {reason}; nothing was appended"),
+    })
 }
 
 /// A record encoded for its stream; a record that does not encode names its line.

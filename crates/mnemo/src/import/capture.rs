@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 
-use mnemo_core::{Position, Record, RecordKind};
+use mnemo_core::{Position, Record, RecordKind, SessionOpened};
 use sha2::{Digest as _, Sha256};
 
 use crate::transcript::{TranscriptError, TranscriptRecord};
@@ -61,6 +61,9 @@ impl Identities {
 #[derive(Default)]
 pub(crate) struct Taken {
     records: HashMap<Identity, ([u8; 32], Position)>,
+    /// The stream's session record names no source and no parent (schema version 1: written
+    /// before sources were recorded, or by a host).
+    opened_without_source: bool,
 }
 
 impl Taken {
@@ -72,6 +75,9 @@ impl Taken {
         bytes: &[u8],
         position: Position,
     ) {
+        if let Record::SessionOpened(opened) = record {
+            self.opened_without_source = opened.source.is_none() && opened.parent.is_none();
+        }
         if let Some(identity) = identities.of(record) {
             self.records.insert(identity, (hash(bytes), position));
         }
@@ -111,7 +117,9 @@ impl SessionCheck {
                 self.fresh += 1;
                 Ok(true)
             }
-            Some((digest, position)) if *digest == hash(bytes) => {
+            Some((digest, position))
+                if *digest == hash(bytes) || self.same_but_source(&record.record, digest) =>
+            {
                 self.matched.insert(identity, (*position, record.line));
                 Ok(false)
             }
@@ -126,6 +134,18 @@ impl SessionCheck {
                 ),
             }),
         }
+    }
+
+    /// Whether `record` is a session record that differs from the one the stream holds only by
+    /// the source and parent that record lacks: a session imported before sources were recorded
+    /// is the same session (decision 0166), so its file re-imports as already complete.
+    fn same_but_source(&self, record: &Record, digest: &[u8; 32]) -> bool {
+        let Record::SessionOpened(opened) = record else { return false };
+        if !self.taken.opened_without_source {
+            return false;
+        }
+        let older = SessionOpened { source: None, parent: None, ..opened.clone() };
+        Record::SessionOpened(older).encode().is_ok_and(|bytes| hash(&bytes) == *digest)
     }
 
     /// Records the log holds already.

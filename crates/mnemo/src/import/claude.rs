@@ -21,7 +21,7 @@
 //!   Claude Code also writes summaries of other sessions into a file (their leaf is elsewhere):
 //!   those are counted as skipped;
 //! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
-//!   (`/sidechain` without an `agentId`), marked as a sub-agent's, so the id names the parent.
+//!   (`/sidechain` without an `agentId`), marked as a sub-agent's whose parent is `sessionId`.
 //!
 //! `cwd` is the workspace. Skipped and counted: other `system` lines (by subtype),
 //! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
@@ -164,6 +164,7 @@ impl ClaudeFile<'_> {
             out.session(line, &session, workspace, None, ts);
             if sidechain && let Some(value) = out.line_mut(at) {
                 value["subagent"] = json!(true);
+                value["parent"] = json!(parent);
             }
             self.sessions.insert(session.clone(), Session { place: self.order.len(), ..Session::default() });
             self.order.push(session.clone());

@@ -4,7 +4,8 @@
 //!
 //! What is kept, and from where:
 //! - the session: `session_meta` (`id`, `cwd` as the workspace; a `source` naming a sub-agent
-//!   marks the session as a sub-agent's); `event_msg` `thread_name_updated` retitles it;
+//!   marks the session as a sub-agent's, linked to the thread that spawned it when the source
+//!   names one, `thread_spawn.parent_thread_id`); `event_msg` `thread_name_updated` retitles it;
 //! - turns: `event_msg` `task_started` / `turn_started` opens one (named by its `turn_id` when it
 //!   has one), as does a `turn_context` naming a turn other than the open one; `task_complete` /
 //!   `turn_complete` ends it completed and `turn_aborted` aborted, at that line's time. Rollouts
@@ -246,11 +247,20 @@ impl Rollout<'_> {
         let workspace = payload.get("cwd").and_then(Value::as_str);
         let at = out.len();
         out.session(line, id, workspace, None, ts);
-        // `source` is "cli", "exec", "vscode", ... or {"subagent": ...} for a spawned agent.
-        if payload.get("source").and_then(|s| s.get("subagent")).is_some()
+        // `source` is "cli", "exec", "vscode", {"custom": ...}, ... or {"subagent": ...} for an
+        // agent Codex started: "review", "compact", {"other": ...}, or {"thread_spawn": {...}}
+        // naming the thread that spawned it.
+        if let Some(subagent) = payload.get("source").and_then(|s| s.get("subagent"))
             && let Some(value) = out.line_mut(at)
         {
             value["subagent"] = json!(true);
+            let parent = subagent
+                .pointer("/thread_spawn/parent_thread_id")
+                .and_then(Value::as_str)
+                .filter(|p| !p.is_empty() && *p != id);
+            if let Some(parent) = parent {
+                value["parent"] = json!(parent);
+            }
         }
         self.session = Some(id.to_owned());
         Ok(())

@@ -117,7 +117,15 @@ impl<R: BufRead> RecordStream<'_, R> {
             if let Some(record) = self.parser.pop() {
                 return Ok(Some(record));
             }
-            if let Some((line, value)) = self.out.take_settled() {
+            if let Some((line, mut value)) = self.out.take_settled() {
+                // A converted session names the format it came from (decision 0166); a mnemo
+                // session line says so itself, or not at all.
+                if self.format != ImportFormat::Mnemo
+                    && value.get("kind").and_then(Value::as_str) == Some("session")
+                    && value.get("source").is_none()
+                {
+                    value["source"] = Value::String(self.format.name().to_owned());
+                }
                 self.parser.value(value, line, self.source)?;
                 continue;
             }

@@ -1,0 +1,60 @@
+//! `ui`: the context inspector in the browser, on the loopback interface, read-only
+//! (`mnemo_server::ui`). It reads through the store server, starting it when none runs.
+
+use std::io::Write as _;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+
+use clap::Args;
+use mnemo_server::client::{ConnectOptions, StartCommand};
+use mnemo_server::ui::{Inspector, UiError, UiOptions};
+
+use crate::term::{say, say_err};
+use crate::{Cli, output};
+
+#[derive(Debug, Args)]
+pub(crate) struct UiArgs {
+    /// The port to listen on (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// The address to listen on: loopback (127.0.0.1 or ::1) unless `--allow-remote`.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    bind: IpAddr,
+    /// Listen on an address that is not loopback. Anyone who can reach it and has the printed
+    /// address (with its token) can read the whole store.
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+pub(crate) fn run(cli: &Cli, args: &UiArgs) -> anyhow::Result<ExitCode> {
+    let store = std::path::absolute(&cli.store)?;
+    let mut start = StartCommand::current_exe(&store)?;
+    if let Some(pipeline) = &cli.pipeline {
+        start.args = [vec!["--pipeline".into(), pipeline.as_os_str().to_owned()], start.args].concat();
+    }
+    if let Some(log) = &cli.log {
+        start.args = [vec!["--log".into(), log.into()], start.args].concat();
+    }
+    let mut options = UiOptions::new(args.port, ConnectOptions::new("mnemo ui").start_with(start));
+    options.address = SocketAddr::new(args.bind, args.port);
+    options.allow_remote = args.allow_remote;
+    let inspector = match Inspector::bind(&store, options) {
+        Ok(inspector) => inspector,
+        // A usage error (exit 2), refused before anything started.
+        Err(refused @ UiError::NotLoopback { .. }) => {
+            say_err!("error: {refused}");
+            return Ok(ExitCode::from(2));
+        }
+        Err(other) => return Err(other.into()),
+    };
+    let url = inspector.url()?;
+    let printed = serde_json::json!({ "url": url, "store": store.display().to_string() });
+    output(cli, &printed, || {
+        say!("Mnemo inspector for {} (read-only): open {url}", store.display());
+        say!("Press Ctrl-C to stop.");
+    });
+    // The address is read by whoever started the inspector, often through a pipe.
+    std::io::stdout().flush()?;
+    inspector.run()?;
+    Ok(ExitCode::SUCCESS)
+}
