@@ -134,6 +134,9 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
   const sessions = await call(client, 'list_sessions', {});
   assert.ok(sessions.structuredContent.sessions.some((s) => s.session === hit.session_id), text(sessions));
   assert.ok(sessions.structuredContent.sessions.every((s) => s.workspace === CODEMIE), text(sessions));
+  // Each session names the format it came from, in the rows and in the text.
+  assert.ok(sessions.structuredContent.sessions.every((s) => s.source === 'claude-code'), text(sessions));
+  assert.match(text(sessions), /\(claude-code, \d+ turns, \d+ events\)/);
 
   const context = await call(client, 'session_context', { session_id: hit.session_id });
   assert.match(text(context), /\[user\] show tools/);

@@ -69,6 +69,8 @@ def test_a_real_session_is_listed_searched_and_read(client: Client) -> None:
     assert len(sessions) == 1
     assert sessions[0].workspace == "/tmp/private"
     assert sessions[0].turn_count > 0
+    assert sessions[0].source == "claude-code"
+    assert sessions[0].parent is None
 
     found = client.search("hello.py", limit=3)
     assert isinstance(found, SearchHistoryResult)

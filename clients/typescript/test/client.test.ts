@@ -85,6 +85,8 @@ test("a real session is listed, searched and read", async () => {
     assert.equal(sessions.length, 1);
     assert.equal(sessions[0]!.workspace, "/tmp/private");
     assert.ok(sessions[0]!.turn_count > 0);
+    assert.equal(sessions[0]!.source, "claude-code");
+    assert.equal(sessions[0]!.parent, undefined);
 
     const found = await client.search("hello.py", { limit: 3 });
     assert.ok(found.rows.length > 0 && found.rows.length <= 3, "no match for hello.py");

@@ -104,6 +104,15 @@ pub(crate) fn run(cli: &Cli, args: &HookArgs) -> anyhow::Result<ExitCode> {
     if !(1..=HOOK_BUDGET_MS_MAX).contains(&args.budget_ms) {
         log.record("-", began, &format!("--budget-ms {}: expected 1..={HOOK_BUDGET_MS_MAX}", args.budget_ms));
     }
+    let tokens_max = mnemo::memory::START_BLOCK_TOKENS_MAX;
+    if !(1..=tokens_max).contains(&args.context_tokens) {
+        log.record(
+            "-",
+            began,
+            &format!("--context-tokens {}: expected 1..={tokens_max}", args.context_tokens),
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let start = match args.no_start {
         true => None,
         false => match crate::mcp_cmd::start_command(cli, &store) {

@@ -27,8 +27,14 @@ const SESSION: &str = "3fb74381-1bf4-475e-8c6f-442d872b1bcf";
 const CODEX_SESSION: &str = "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21";
 const CODEX_WORKSPACE: &str = "/home/ines/src/tally";
 
-/// The loose bound on a hook's wall time in these tests: several times its 2 s budget.
-const HOOK_WALL_MAX: Duration = Duration::from_secs(10);
+/// How many times its budget a hook may take in these tests before it counts as hanging: a loose
+/// bound (the budget itself is what the hook enforces; the times are printed).
+const BUDGETS_PER_WALL_MAX: u32 = 5;
+
+/// The budget the calls whose results a test checks run with: far above the default 2 s, so that a
+/// loaded machine running a debug build does not turn a slow capture into a failed test. The
+/// default budget is exercised by the calls that must fail.
+const GENEROUS: &[&str] = &["--budget-ms", "30000"];
 
 fn real(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
@@ -86,7 +92,13 @@ fn hook(store: &Path, host: &str, args: &[&str], input: &str) -> Ran {
     let took = began.elapsed();
     eprintln!("hook {host} {args:?}: exit {:?} in {} ms", output.status.code(), took.as_millis());
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
-    assert!(took < HOOK_WALL_MAX, "the hook took {took:?}");
+    let budget_ms = args
+        .iter()
+        .position(|a| *a == "--budget-ms")
+        .and_then(|i| args.get(i + 1))
+        .map_or(2_000, |ms| ms.parse::<u64>().unwrap_or(2_000).max(1));
+    let wall_max = Duration::from_millis(budget_ms) * BUDGETS_PER_WALL_MAX;
+    assert!(took < wall_max, "the hook took {took:?}, more than {wall_max:?}");
     Ran { output, took }
 }
 
@@ -169,7 +181,7 @@ fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memor
         &transcript,
         serde_json::json!({"source": "startup", "model": "claude-sonnet-4-5"}),
     );
-    let started = hook(&store, "claude-code", &[], &start);
+    let started = hook(&store, "claude-code", GENEROUS, &start);
     let context = additional_context(&started);
     assert!(context.contains("The user prefers tabs over spaces."), "{context}");
     assert!(context.contains("The user never uses unwrap in library code."), "{context}");
@@ -179,7 +191,7 @@ fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memor
     // The first turn ends.
     std::fs::copy(real("incremental-simple/turn-1.jsonl"), &transcript).unwrap();
     let stop = claude_input("Stop", &transcript, serde_json::json!({"stop_hook_active": false}));
-    assert_eq!(stdout(&hook(&store, "claude-code", &[], &stop)), "");
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &stop)), "");
     let after_first = events_of(&store, SESSION);
     assert!(after_first > 0);
 
@@ -192,14 +204,14 @@ fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memor
         &transcript,
         serde_json::json!({"trigger": "auto", "custom_instructions": ""}),
     );
-    assert_eq!(stdout(&hook(&store, "claude-code", &[], &compact)), "");
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &compact)), "");
     let after_grown = events_of(&store, SESSION);
     assert!(after_grown > after_first, "{after_grown} events after growth, {after_first} before");
 
     // The session ends: nothing new, nothing appended twice.
     std::fs::copy(real("incremental-simple/turn-2.jsonl"), &transcript).unwrap();
     let end = claude_input("SessionEnd", &transcript, serde_json::json!({"reason": "prompt_input_exit"}));
-    assert_eq!(stdout(&hook(&store, "claude-code", &[], &end)), "");
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &end)), "");
     assert_eq!(events_of(&store, SESSION), after_grown);
 
     // The same file imported whole into a fresh store holds the same events.
@@ -223,7 +235,7 @@ fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memor
 
     // A resumed session gets a context from its own turns, within a smaller budget when told.
     let resume = claude_input("SessionStart", &transcript, serde_json::json!({"source": "resume"}));
-    let small = hook(&store, "claude-code", &["--context-tokens", "40"], &resume);
+    let small = hook(&store, "claude-code", &["--context-tokens", "40", "--budget-ms", "30000"], &resume);
     if !stdout(&small).is_empty() {
         let context = additional_context(&small);
         assert!(tokens(&context) <= 40, "{} tokens: {context}", tokens(&context));
@@ -255,7 +267,7 @@ fn claude_code_stop_captures_the_sessions_subagent_files_too() {
     input["session_id"] = session.into();
     // A first capture of the whole session starts the server and reads both files: a larger budget
     // than the default, which a debug build on a busy machine may need.
-    assert_eq!(stdout(&hook(&store, "claude-code", &["--budget-ms", "20000"], &input.to_string())), "");
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &input.to_string())), "");
     let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
     assert!(sessions.iter().any(|s| s.session == session && !s.subagent), "{sessions:?}");
     assert!(sessions.iter().any(|s| s.subagent), "the sub-agent's file was not captured: {sessions:?}");
@@ -282,7 +294,7 @@ fn codex_input(event: &str, transcript: Option<&Path>, extra: serde_json::Value)
 #[test]
 fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
     let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
+    let store = store_with_memories(dir.path());
     let rollout = dir.path().join("sessions/2026/05/04/rollout-2026-05-04T08-12-01-019e1b7a.jsonl");
     std::fs::create_dir_all(rollout.parent().unwrap()).unwrap();
     let lines: Vec<String> = std::fs::read_to_string(written("codex-rollout-0.128.jsonl"))
@@ -293,26 +305,33 @@ fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
     std::fs::write(&rollout, lines[..30].concat()).unwrap();
 
     let turn = serde_json::json!({"turn_id": "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", "stop_hook_active": false, "last_assistant_message": "Done."});
-    assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("Stop", Some(&rollout), turn.clone()))), "");
+    assert_eq!(
+        stdout(&hook(&store, "codex", GENEROUS, &codex_input("Stop", Some(&rollout), turn.clone()))),
+        ""
+    );
     let first = events_of(&store, CODEX_SESSION);
     assert!(first > 0);
     std::fs::write(&rollout, lines.concat()).unwrap();
     let compact = serde_json::json!({"turn_id": "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", "trigger": "manual"});
-    assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("PreCompact", Some(&rollout), compact))), "");
+    assert_eq!(
+        stdout(&hook(&store, "codex", GENEROUS, &codex_input("PreCompact", Some(&rollout), compact))),
+        ""
+    );
     assert!(events_of(&store, CODEX_SESSION) > first);
 
-    // Session start with no rollout yet (`transcript_path` null): a context or nothing, in the shape
-    // Codex parses with unknown members refused.
+    // Session start with no rollout yet (`transcript_path` null), in another workspace than the one
+    // the memories were learned in: the global preferences come, that workspace's fact does not; in
+    // the shape Codex parses with unknown members refused.
     let start = hook(
         &store,
         "codex",
-        &[],
+        GENEROUS,
         &codex_input("SessionStart", None, serde_json::json!({"source": "startup"})),
     );
-    if !stdout(&start).is_empty() {
-        let context = additional_context(&start);
-        assert!(tokens(&context) <= 1_500);
-    }
+    let context = additional_context(&start);
+    assert!(context.contains("The user prefers tabs over spaces."), "{context}");
+    assert!(!context.contains("fjall"), "another workspace's item: {context}");
+    assert!(tokens(&context) <= 1_500);
     // A stop without a rollout is logged, not fatal.
     let before = log_lines(&store).len();
     assert_eq!(stdout(&hook(&store, "codex", &[], &codex_input("Stop", None, turn))), "");
@@ -341,16 +360,22 @@ fn garbage_on_stdin_exits_0_with_nothing_on_stdout_and_a_logged_line() {
         for host in ["claude-code", "codex"] {
             let ran = hook(&store, host, &[], input);
             assert_eq!(stdout(&ran), "", "input {index}");
-            assert!(ran.took < HOOK_WALL_MAX);
         }
     }
+    // Nothing was started for input that could not be read.
+    assert!(!store.join("server.sock").exists());
+    // Options out of range are bad input too.
+    let start = r#"{"session_id":"s","cwd":"/w","transcript_path":null,"hook_event_name":"SessionStart","source":"startup"}"#;
+    assert_eq!(stdout(&hook(&store, "codex", &["--context-tokens", "0"], start)), "");
+    assert_eq!(stdout(&hook(&store, "codex", &["--context-tokens", "16001"], start)), "");
     let log = log_lines(&store);
+    assert!(log[log.len() - 2].contains("--context-tokens 0: expected 1..=16000"), "{log:#?}");
+    assert!(log[log.len() - 1].contains("--context-tokens 16001"), "{log:#?}");
+    let log = log[..log.len() - 2].to_vec();
     assert_eq!(log.len(), inputs.len() * 2, "{log:#?}");
     assert!(log[0].contains("not the host's hook JSON"), "{}", log[0]);
     assert!(log[10].contains("hook_event_name \"PreToolUse\""), "{}", log[10]);
     assert!(log[12].contains("longer than"), "{}", log[12]);
-    // Nothing was started for input that could not be read.
-    assert!(!store.join("server.sock").exists());
 }
 
 #[test]
@@ -363,7 +388,7 @@ fn a_killed_server_a_locked_store_and_a_silent_server_each_end_in_exit_0_and_not
     let stop = claude_input("Stop", &transcript, serde_json::json!({"stop_hook_active": false}));
 
     // A server started by a hook, then killed without a chance to clean up (its socket stays).
-    assert!(!additional_context(&hook(&store, "claude-code", &[], &start)).is_empty());
+    assert!(!additional_context(&hook(&store, "claude-code", GENEROUS, &start)).is_empty());
     let pid = client(&store).server().pid;
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pid as i32).unwrap(),
@@ -383,7 +408,7 @@ fn a_killed_server_a_locked_store_and_a_silent_server_each_end_in_exit_0_and_not
     assert!(log.iter().all(|line| line.contains("no server answers")), "{log:#?}");
 
     // Without --no-start a hook starts a new server in place of the killed one.
-    assert!(!additional_context(&hook(&store, "claude-code", &[], &start)).is_empty());
+    assert!(!additional_context(&hook(&store, "claude-code", GENEROUS, &start)).is_empty());
     shut_down(&store);
 
     // A store another process holds (here this test, with the store open): no server can start.
@@ -396,7 +421,11 @@ fn a_killed_server_a_locked_store_and_a_silent_server_each_end_in_exit_0_and_not
     }
     let log = log_lines(&store);
     assert_eq!(log.len(), 4, "{log:#?}");
-    assert!(log[2..].iter().all(|line| line.contains("locked")), "{log:#?}");
+    // The started server's own word ("store is locked") is quoted when it came within the budget.
+    assert!(
+        log[2..].iter().all(|line| line.contains("did not start") || line.contains("time budget")),
+        "{log:#?}"
+    );
 
     // A socket that accepts and never answers: the budget ends the hook.
     let listener = std::os::unix::net::UnixListener::bind(store.join("server.sock")).unwrap();

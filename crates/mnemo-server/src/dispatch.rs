@@ -225,6 +225,8 @@ fn sessions(mnemo: &Mnemo) -> Result<Vec<m::SessionInfo>, RpcError> {
             incognito: listing.summary.incognito,
             archived: listing.summary.archived,
             subagent: listing.summary.subagent,
+            source: listing.summary.source,
+            parent: listing.summary.parent.as_ref().map(ToString::to_string),
         })
         .collect())
 }

@@ -569,15 +569,17 @@ impl MnemoMcp {
         for session in &page {
             let title = session.title.as_deref().map(redact).unwrap_or_default();
             text.push_str(&format!(
-                "\n- session_id={} \"{title}\" ({} turns, {} events{})",
+                "\n- session_id={} \"{title}\" ({}{} turns, {} events{}{})",
                 session.session,
+                session.source.as_ref().map_or(String::new(), |s| format!("{s}, ")),
                 session.turn_count,
                 session.event_count,
                 session
                     .workspace
                     .as_ref()
                     .filter(|_| args.all_workspaces)
-                    .map_or(String::new(), |w| format!(", workspace {w}"))
+                    .map_or(String::new(), |w| format!(", workspace {w}")),
+                session.parent.as_ref().map_or(String::new(), |p| format!(", sub-agent of {p}"))
             ));
             let mut row = serde_json::to_value(session).unwrap_or(Value::Null);
             row["title"] = json!(title);

@@ -532,6 +532,13 @@ pub struct SessionInfo {
     pub archived: bool,
     /// A sub-agent's session.
     pub subagent: bool,
+    /// The format it was imported from (`claude-code`, `codex`, ...) or the name its host gave
+    /// its runtime; absent for a session that names none (decision 0166).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The session that started it (a sub-agent's parent), when its session record names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
 }
 
 /// `memory/recall` parameters (the RecallMemory tool).

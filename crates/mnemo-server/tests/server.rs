@@ -133,10 +133,35 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
         })
         .unwrap();
     assert_eq!(again["status"], "already_complete", "{again:?}");
+    // One of its sub-agents, recorded by Claude Code in a file of its own.
+    let subagent_file = fixture("small-with-subagents/agent-36541525.jsonl");
+    let sub = client
+        .call::<Import>(&ImportParams {
+            path: Some(subagent_file.display().to_string()),
+            text: None,
+            source: None,
+            format: None,
+        })
+        .unwrap();
+    assert!(sub["records"].as_u64().unwrap() > 0, "{sub:?}");
 
     let sessions = client.call::<Sessions>(&Empty {}).unwrap();
-    assert_eq!(sessions.len(), 1);
-    assert_eq!(sessions[0].workspace.as_deref(), Some("/tmp/private"));
+    assert_eq!(sessions.len(), 2, "{sessions:?}");
+    let main = sessions
+        .iter()
+        .find(|s| s.session == "4c2ddfdc-b619-4525-8d03-1950fb1b0257")
+        .expect("the main session's row");
+    assert_eq!(main.workspace.as_deref(), Some("/tmp/private"));
+    // Each row names the format its session came from and, for a sub-agent, its parent.
+    assert_eq!(main.source.as_deref(), Some("claude-code"), "{main:?}");
+    assert_eq!(main.parent, None, "{main:?}");
+    assert!(!main.subagent, "{main:?}");
+    let subagent = sessions.iter().find(|s| s.subagent).expect("the sub-agent's row");
+    assert_eq!(subagent.source.as_deref(), Some("claude-code"), "{subagent:?}");
+    assert_eq!(subagent.parent.as_deref(), Some(main.session.as_str()), "{subagent:?}");
+    let wire = serde_json::to_value(subagent).unwrap();
+    assert_eq!(wire["source"], "claude-code", "{wire}");
+    assert_eq!(wire["parent"], main.session.as_str(), "{wire}");
 
     let found = client
         .call::<SearchHistory>(&SearchHistoryParams {
@@ -148,7 +173,7 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
         })
         .unwrap();
     let hit = found.rows.first().expect("a match for hello.py");
-    assert_eq!(hit.session_id, sessions[0].session);
+    assert_eq!(hit.session_id, main.session);
     let read = client
         .call::<ReadHistory>(&ReadHistoryParams {
             session_id: hit.session_id.clone(),
@@ -177,7 +202,7 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
     assert!(count(&early) < count(&now), "{} vs {}", count(&early), count(&now));
 
     let stats = client.call::<Stats>(&Empty {}).unwrap();
-    assert_eq!(stats["sessions"], 1);
+    assert_eq!(stats["sessions"], 2);
 
     let report = stop(&store, server);
     assert_eq!(report.stopped_by, StopCause::Request);

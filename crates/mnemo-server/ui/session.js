@@ -147,6 +147,9 @@ function timeTravel(timeline, events) {
   let marked = [];
   let ticket = 0;
   let timer = null;
+  // The first load (at the head) skips the diff: it doubles the work on opening a session, and the
+  // diff matters once the slider moves.
+  let compare = false;
   const go = (index) => {
     index = Math.max(0, Math.min(positions.length - 1, index));
     slider.value = String(index);
@@ -159,7 +162,8 @@ function timeTravel(timeline, events) {
   const load = async (index) => {
     const mine = ++ticket;
     const at = positions[index];
-    const prev = index > 0 ? positions[index - 1] : undefined;
+    const prev = compare && index > 0 ? positions[index - 1] : undefined;
+    compare = true;
     out.setAttribute('aria-busy', 'true');
     try {
       const context = await get('context', { session, at, prev });

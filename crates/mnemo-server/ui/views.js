@@ -21,13 +21,14 @@ export async function sessionsView(view, query, stillCurrent) {
     q ? get('search', { q }).catch((error) => ({ error: error.message })) : null,
   ]);
   if (!stillCurrent()) return;
-  if (found) renderResults(results, q, found);
+  const titles = new Map(sessions.map((s) => [s.session, s.title]));
+  if (found) renderResults(results, q, found, titles);
   else results.remove();
   mount(list, h('h2', { id: 'sessions-h' }, 'Sessions'), sessionsByWorkspace(sessions));
   if (q) announce(found?.rows ? `${found.rows.length} results for ${q}` : `search failed`);
 }
 
-function renderResults(results, q, found) {
+function renderResults(results, q, found, titles) {
   if (found.error) {
     mount(results, h('h2', { id: 'results-h' }, `Results for “${q}”`), h('p', { class: 'error', role: 'alert' }, found.error));
     return;
@@ -37,7 +38,7 @@ function renderResults(results, q, found) {
     h('h2', { id: 'results-h' }, `Results for “${q}”`, h('span', { class: 'muted' }, ` — ${rows.length} ranked${found.truncated ? ', truncated' : ''}`)),
     rows.length === 0 ? h('p', {}, 'Nothing found.') : h('ol', { class: 'hits' }, rows.map((row) =>
       h('li', { class: 'hit' },
-        h('a', { href: sessionLink(row.session_id, { event: row.message_id, turn: row.turn_id }), class: 'hit-title' }, row.title || row.session_id),
+        h('a', { href: sessionLink(row.session_id, { event: row.message_id, turn: row.turn_id }), class: 'hit-title' }, row.title || titles.get(row.session_id) || row.session_id),
         h('span', { class: 'muted' }, ` ${row.match_kind ?? ''} · ${when(row.message_timestamp ?? row.last_message_at)}`),
         h('p', { class: 'snippet' }, row.snippet ?? ''),
       ))));

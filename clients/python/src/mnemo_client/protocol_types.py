@@ -665,6 +665,11 @@ class SessionInfo:
     first_activity: Optional[int] = None
     #: The own time of its latest user or assistant message (UTC ms).
     last_activity: Optional[int] = None
+    #: The session that started it (a sub-agent's parent), when its session record names one.
+    parent: Optional[str] = None
+    #: The format it was imported from (`claude-code`, `codex`, ...) or the name its host gave
+    #: its runtime; absent for a session that names none (decision 0166).
+    source: Optional[str] = None
     #: The title to show: its own, else its first real request.
     title: Optional[str] = None
     #: Its workspace.
