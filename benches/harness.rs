@@ -214,6 +214,8 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Ben
     let (import, store, disk) = bulk_import(options)?;
     workloads.push(import);
     workloads.push(disk);
+    progress("bulk append with and without key rules");
+    workloads.push(crate::key_check::key_check(options)?);
     progress("rebuild and decode-only scan");
     let (rebuild, rebuild_cpu) = rebuild_and_scan(&store)?;
     workloads.extend(rebuild);

@@ -12,6 +12,7 @@ pub mod context_quality;
 pub mod devset;
 pub mod harness;
 pub mod import_memory;
+pub mod key_check;
 pub mod memory_workload;
 pub mod nats_workload;
 pub mod probe;

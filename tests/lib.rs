@@ -5,5 +5,6 @@
 //! - part of the product: nothing here ships;
 //! - a place for unit tests, which stay beside the code they test.
 
+pub mod children;
 pub mod nats_cluster;
 pub mod sim;

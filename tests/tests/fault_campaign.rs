@@ -9,17 +9,17 @@
 //!
 //! It reports how many acknowledged envelopes each kind lost, which must be 0 for every fault that is
 //! not storage damage, and checks that every storage damage that lost acknowledged envelopes is
-//! detected: the open refuses naming exactly the lost range, never answers from a shorter log.
+//! detected: the open refuses naming exactly the lost range (or the damage), never answers from a
+//! shorter log; and each damaged store is salvaged into a new one that verifies.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mnemo::records::Position;
 use mnemo::{Config, Error, Mnemo};
+use mnemo_acceptance::children::{self, crash_writer_killed, journal_line};
 use mnemo_acceptance::sim::{Rng, seed_from_env};
 use mnemo_log::LogError;
 
@@ -46,24 +46,17 @@ struct Campaign {
     damage: Tally,
     damage_detected: u64,
     damage_harmless: u64,
+    /// Damaged stores salvaged: each copy verifies and holds every envelope before the damage.
+    damage_salvaged: u64,
 }
 
 fn faults_from_env() -> u64 {
     std::env::var("MNEMO_FAULTS").ok().and_then(|v| v.parse().ok()).unwrap_or(FAULTS_DEFAULT)
 }
 
+/// Runs the fault writer to its end; what it acknowledged and what it printed.
 fn fault_writer(dir: &Path, seed: u64, mode: &str, amount: u64) -> (Vec<u64>, String) {
-    let output = Command::new("sh")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; exec "$0" "$@""#)
-        .arg(env!("CARGO_BIN_EXE_fault-writer"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .arg(mode)
-        .arg(amount.to_string())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let output = children::fault_writer(env!("CARGO_BIN_EXE_fault-writer"), dir, seed, mode, amount);
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success(),
@@ -71,8 +64,7 @@ fn fault_writer(dir: &Path, seed: u64, mode: &str, amount: u64) -> (Vec<u64>, St
         output.status,
         String::from_utf8_lossy(&output.stderr)
     );
-    let acks = stdout.lines().filter_map(|l| l.strip_prefix("ack ")).map(|n| n.parse().unwrap()).collect();
-    (acks, stdout)
+    (children::acks(stdout.lines()), stdout)
 }
 
 /// Reopens after a fault that is not storage damage: how many acknowledged positions are missing.
@@ -87,35 +79,8 @@ fn lost_after(dir: &Path, acknowledged: &[u64], context: &str) -> u64 {
 }
 
 fn kill(dir: &Path, seed: u64, rng: &mut Rng, tally: &mut Tally) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_crash-writer"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, received) = mpsc::channel();
-    let reader = std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut acks = vec![received.recv_timeout(Duration::from_secs(60)).unwrap()];
-    let deadline = Instant::now() + Duration::from_millis(rng.below(150));
-    while Instant::now() < deadline {
-        if let Ok(line) = received.recv_timeout(Duration::from_millis(2)) {
-            acks.push(line);
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    reader.join().unwrap();
-    acks.extend(received.try_iter());
-    let acks: Vec<u64> = acks.iter().map(|l| l.parse().unwrap()).collect();
+    let run_for = Duration::from_millis(rng.below(150));
+    let acks = crash_writer_killed(env!("CARGO_BIN_EXE_crash-writer"), dir, seed, run_for).acknowledged;
     tally.injected += 1;
     tally.acknowledged += acks.len() as u64;
     tally.lost += lost_after(dir, &acks, &format!("kill, seed {seed}"));
@@ -183,18 +148,16 @@ fn disk_full(seed: u64, campaign: &mut Campaign) {
 
 fn journal_damage(dir: &Path, seed: u64, rng: &mut Rng, campaign: &mut Campaign) {
     let (acks, stdout) = fault_writer(dir, seed, "journal", DAMAGE_APPENDS);
-    let line = stdout.lines().find_map(|l| l.strip_prefix("journal ")).unwrap();
-    let (journal, end) = line.rsplit_once(' ').unwrap();
-    let end: u64 = end.parse().unwrap();
+    let (journal, end) = journal_line(&stdout).unwrap();
     let acknowledged = acks.iter().max().copied().unwrap();
     if rng.below(2) == 0 {
-        let file = std::fs::OpenOptions::new().write(true).open(journal).unwrap();
+        let file = std::fs::OpenOptions::new().write(true).open(&journal).unwrap();
         file.set_len(rng.below(end)).unwrap();
     } else {
-        let mut bytes = std::fs::read(journal).unwrap();
+        let mut bytes = std::fs::read(&journal).unwrap();
         let at = rng.below(end) as usize;
         bytes[at] ^= 1 << rng.below(8);
-        std::fs::write(journal, bytes).unwrap();
+        std::fs::write(&journal, bytes).unwrap();
     }
     campaign.damage.injected += 1;
     campaign.damage.acknowledged += acks.len() as u64;
@@ -209,17 +172,40 @@ fn journal_damage(dir: &Path, seed: u64, rng: &mut Rng, campaign: &mut Campaign)
         }
         Err(Error::Log(LogError::AcknowledgedLost { head, lost })) => {
             assert_eq!((lost.first, lost.last), (head.next(), Position(acknowledged)), "seed {seed}");
+            let context = format!("journal cut or marker, seed {seed}");
+            assert_eq!(salvaged(dir, acknowledged, &context), lost.len(), "{context}");
             campaign.damage.lost += lost.len();
             campaign.damage_detected += 1;
+            campaign.damage_salvaged += 1;
         }
         // A flipped byte inside a batch fails its checksum, or a flipped byte in an envelope fails
-        // its hash: the open refuses, naming the damage.
+        // its hash: the open refuses, naming the damage; salvage recovers what comes before it.
         Err(error @ Error::Log(LogError::Damaged { .. } | LogError::Corrupt { .. })) => {
-            assert!(!error.to_string().is_empty());
+            let context = format!("{error}, seed {seed}");
+            campaign.damage.lost += salvaged(dir, acknowledged, &context);
             campaign.damage_detected += 1;
+            campaign.damage_salvaged += 1;
         }
         Err(error) => panic!("seed {seed}: journal damage reported as something else: {error}"),
     }
+}
+
+/// Salvages the damaged store in `dir` into a new store beside it: the copy verifies, holds a
+/// prefix of the acknowledged envelopes, and the report names the rest as lost. Returns how many
+/// acknowledged envelopes were lost.
+fn salvaged(dir: &Path, acknowledged: u64, context: &str) -> u64 {
+    let to = dir.with_file_name("salvaged");
+    let report = mnemo::log::salvage(dir, &to, &mut |_| {})
+        .unwrap_or_else(|e| panic!("{context}: salvage failed: {e}"));
+    assert!(report.recovered <= acknowledged, "{context}: {report:?}");
+    let lost =
+        (report.recovered < acknowledged).then(|| format!("{}..={acknowledged}", report.recovered + 1));
+    assert_eq!(report.lost, lost, "{context}: {report:?}");
+    let copy = Mnemo::open(&to, Config::default()).unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert_eq!(copy.log().head().0, report.recovered, "{context}");
+    let verification = copy.verify(&mut |_| {}).unwrap_or_else(|e| panic!("{context}: {e}"));
+    assert!(verification.ok(), "{context}: {verification:?}");
+    acknowledged - report.recovered
 }
 
 #[test]
@@ -246,16 +232,18 @@ fn a_fault_campaign_loses_no_acknowledged_envelope_and_detects_every_damage() {
     eprintln!(
         "{injected} faults injected ({} disk-full faults could not be: no tmpfs could be mounted); \
          acknowledged envelopes lost: kill {}, file-size limit {}, disk full {}; \
-         journal damage: {} of {} detected, {} harmless, {} acknowledged envelopes cut and reported",
+         journal damage: {} of {} detected ({} salvaged), {} harmless, {} acknowledged envelopes cut and reported",
         campaign.full_unavailable,
         campaign.kill.lost,
         campaign.fsize.lost,
         campaign.full.lost,
         campaign.damage_detected,
         campaign.damage.injected,
+        campaign.damage_salvaged,
         campaign.damage_harmless,
         campaign.damage.lost,
     );
     assert_eq!(campaign.kill.lost + campaign.fsize.lost + campaign.full.lost, 0);
     assert_eq!(campaign.damage_detected + campaign.damage_harmless, campaign.damage.injected);
+    assert_eq!(campaign.damage_salvaged, campaign.damage_detected);
 }

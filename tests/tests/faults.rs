@@ -7,11 +7,12 @@
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use mnemo::log::ExpectedRevision;
 use mnemo::records::{Position, StreamId};
 use mnemo::{Config, Mnemo};
+use mnemo_acceptance::children;
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 
 const FSIZE_ROUNDS: u64 = 3;
@@ -22,24 +23,12 @@ const TORN_ACKED_APPENDS: u64 = 16;
 /// zero, so the real end of the acknowledged bytes is at most this far past the last non-zero byte.
 const JOURNAL_TRAILING_ZEROS_MAX: u64 = 9;
 
-/// Runs the child with SIGXFSZ ignored (an ignored signal stays ignored across `exec`), so that a
-/// write past the file-size limit fails with `EFBIG` instead of killing the process.
 fn fault_writer(dir: &Path, seed: u64, mode: &str, amount: u64) -> Output {
-    Command::new("sh")
-        .arg("-c")
-        .arg(r#"trap '' XFSZ; exec "$0" "$@""#)
-        .arg(env!("CARGO_BIN_EXE_fault-writer"))
-        .arg(dir)
-        .arg(seed.to_string())
-        .arg(mode)
-        .arg(amount.to_string())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
+    children::fault_writer(env!("CARGO_BIN_EXE_fault-writer"), dir, seed, mode, amount)
 }
 
 fn acks(lines: &[&str]) -> Vec<u64> {
-    lines.iter().filter_map(|line| line.strip_prefix("ack ")).map(|n| n.parse().unwrap()).collect()
+    children::acks(lines.iter().copied())
 }
 
 /// Reopens without the fault: every acknowledged position is there, the chain and every stage verify,

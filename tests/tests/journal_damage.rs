@@ -2,15 +2,18 @@
 //! marker bytes (a batch's start or end tag, its trailer). The storage engine recovers a shorter log
 //! from such a journal; Mnemo must notice from its high-water mark that acknowledged envelopes are
 //! gone, refuse to open naming exactly the lost range, have `verify` report the same range, and
-//! salvage every envelope before the damage into a new store, byte for byte.
+//! salvage every envelope before the damage into a new store, byte for byte. A flipped byte inside a
+//! batch (it then fails its checksum, and the storage engine refuses the whole journal) is refused
+//! as damage, and salvage still recovers every envelope of the batches before it. Salvage never
+//! changes the damaged store.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use mnemo::log::{ExpectedRevision, LostRange};
 use mnemo::records::{Position, StreamId};
 use mnemo::{Config, Error, ErrorCategory, Mnemo};
+use mnemo_acceptance::children::{self, copy_dir, journal_line};
 use mnemo_acceptance::sim::{Rng, event_records, seed_from_env};
 use mnemo_log::LogError;
 
@@ -18,6 +21,8 @@ use mnemo_log::LogError;
 const ACKED_APPENDS: u64 = 48;
 const CUTS: u64 = 10;
 const FLIPS: u64 = 10;
+/// Bytes flipped inside a batch's entries.
+const INSIDE_FLIPS: u64 = 6;
 /// The storage engine's journal trailer, written after each batch's end tag and checksum.
 const TRAILER: &[u8] = b"FJL\x03";
 const END_TAG: u8 = 3;
@@ -33,36 +38,19 @@ struct Written {
 /// Runs the child on a fresh store: `ACKED_APPENDS` durable appends, then an exit without closing.
 fn write_store(seed: u64) -> Written {
     let store = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_fault-writer"))
-        .arg(store.path())
-        .arg(seed.to_string())
-        .arg("journal")
-        .arg(ACKED_APPENDS.to_string())
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
+    let output = children::fault_writer(
+        env!("CARGO_BIN_EXE_fault-writer"),
+        store.path(),
+        seed,
+        "journal",
+        ACKED_APPENDS,
+    );
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "child failed: {}", String::from_utf8_lossy(&output.stderr));
-    let acknowledged =
-        stdout.lines().filter_map(|l| l.strip_prefix("ack ")).map(|n| n.parse::<u64>().unwrap());
-    let acknowledged = acknowledged.max().unwrap();
-    let line = stdout.lines().find_map(|l| l.strip_prefix("journal ")).unwrap();
-    let (journal, end) = line.rsplit_once(' ').unwrap();
-    let journal = Path::new(journal).strip_prefix(store.path()).unwrap().to_path_buf();
-    Written { store, journal, end: end.parse().unwrap(), acknowledged }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    let acknowledged = children::acks(stdout.lines()).into_iter().max().unwrap();
+    let (journal, end) = journal_line(&stdout).unwrap();
+    let journal = journal.strip_prefix(store.path()).unwrap().to_path_buf();
+    Written { store, journal, end, acknowledged }
 }
 
 /// The journal's batch ends: the offset just past each batch's trailer.
@@ -73,6 +61,46 @@ fn batch_ends(journal: &[u8]) -> Vec<usize> {
         })
         .map(|at| at + TRAILER.len())
         .collect()
+}
+
+/// Every file of a store with its length and a hash of its bytes, by path: what salvage must leave
+/// exactly as it found it.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, u64)> {
+    use std::hash::{Hash, Hasher};
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(at) = pending.pop() {
+        for entry in std::fs::read_dir(&at).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                let mut hasher = std::collections::hash_map::DefaultHasher::new();
+                bytes.hash(&mut hasher);
+                files.push((
+                    path.strip_prefix(dir).unwrap().to_path_buf(),
+                    bytes.len() as u64,
+                    hasher.finish(),
+                ));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Salvages `store` into a new store beside it and checks that the damaged store is unchanged and
+/// that no scratch copy is left behind.
+fn salvage_untouched(store: &Path, context: &str) -> (tempfile::TempDir, PathBuf, mnemo::log::SalvageReport) {
+    let before = snapshot(store);
+    let target = tempfile::tempdir().unwrap();
+    let salvaged = target.path().join("salvaged");
+    let report = mnemo::log::salvage(store, &salvaged, &mut |_| {}).unwrap();
+    assert_eq!(snapshot(store), before, "{context}: salvage changed the damaged store");
+    let left: Vec<_> = std::fs::read_dir(target.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("salvaged")], "{context}: a scratch copy was left behind");
+    (target, salvaged, report)
 }
 
 /// The envelopes' hashes of an undamaged copy, by position.
@@ -118,9 +146,7 @@ fn check_damaged(store: &Path, acknowledged: u64, original: &[[u8; 32]], context
     assert!(reader.append(&stream, ExpectedRevision::Any, &records).is_err(), "{context}");
     drop(reader);
 
-    let target = tempfile::tempdir().unwrap();
-    let salvaged = target.path().join("salvaged");
-    let report = mnemo::log::salvage(store, &salvaged, &mut |_| {}).unwrap();
+    let (_target, salvaged, report) = salvage_untouched(store, context);
     assert_eq!(report.recovered, head.0, "{context}: {report:?}");
     assert_eq!(report.lost, Some(expected.to_string()), "{context}");
     assert_eq!(report.lost_envelopes, expected.len(), "{context}");
@@ -221,4 +247,101 @@ fn an_accepted_loss_opens_the_store_again_and_records_it() {
         std::fs::read_to_string(written.store.path().join(mnemo_log::ACCEPTED_LOSS_FILE_NAME)).unwrap();
     assert!(recorded.contains(&format!("lost {lost} accepted")), "{recorded}");
     drop(Mnemo::open(written.store.path(), Config::default()).unwrap());
+}
+
+/// The log head of a store opened without its tail check (it may have lost acknowledged envelopes).
+fn head_of(store: &Path) -> u64 {
+    let mnemo = Mnemo::open(store, Config { verify_tail_on_open: false, ..Config::default() }).unwrap();
+    mnemo.log().head().0
+}
+
+#[test]
+fn a_journal_batch_failing_its_checksum_is_refused_and_salvaged_up_to_the_batch_before_it() {
+    let seed = seed_from_env() ^ 0xC5;
+    eprintln!("journal checksum damage seed: MNEMO_SEED={seed}");
+    let mut rng = Rng::new(seed);
+    let written = write_store(seed);
+    let pristine = tempfile::tempdir().unwrap();
+    copy_dir(written.store.path(), pristine.path());
+    let original = hashes(pristine.path());
+    let journal = std::fs::read(written.store.path().join(&written.journal)).unwrap();
+    let ends = batch_ends(&journal[..written.end as usize]);
+    let (mut checksum_refusals, mut harmless, mut recovered_total) = (0, 0, 0);
+    for round in 0..INSIDE_FLIPS {
+        // A byte in the middle of a batch's entries (after the previous batch's trailer, before this
+        // one's end tag): an envelope's bytes, which the batch's checksum covers.
+        let batch = 1 + rng.below(ends.len() as u64 - 1) as usize;
+        let (start, end) = (ends[batch - 1], ends[batch] - TRAILER.len() - CHECKSUM_BYTES - 1);
+        let at = start + (end - start) / 2;
+        let context =
+            format!("round {round}: byte {at} of batch {batch} ({start}..{end}) flipped, seed {seed}");
+
+        // What every envelope before the damaged batch is: the journal cut just before it.
+        let before = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), before.path());
+        let cut = std::fs::OpenOptions::new().write(true).open(before.path().join(&written.journal)).unwrap();
+        cut.set_len(start as u64).unwrap();
+        drop(cut);
+        let intact = head_of(before.path());
+
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(pristine.path(), dir.path());
+        let path = dir.path().join(&written.journal);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at] ^= 0x5A;
+        std::fs::write(&path, bytes).unwrap();
+
+        let refused = match Mnemo::open(dir.path(), Config::default()) {
+            // A flipped length can make the batch look torn: the storage engine then drops it and
+            // what follows, which is harmless when they held only projection commits after the
+            // last acknowledged envelope.
+            Ok(mnemo) => {
+                assert!(mnemo.log().head().0 >= written.acknowledged, "{context}: silent loss");
+                harmless += 1;
+                eprintln!("{context}: only unacknowledged bytes were lost");
+                continue;
+            }
+            Err(refused) => refused,
+        };
+        assert_eq!(refused.category(), ErrorCategory::Integrity, "{context}: {refused}");
+        match &refused {
+            Error::Log(LogError::Damaged { .. }) => {
+                checksum_refusals += 1;
+                assert!(refused.to_string().contains("mnemo salvage --to DIR"), "{context}: {refused}");
+                // `verify` opens without the tail check, and is refused the same way.
+                let verify =
+                    Mnemo::open(dir.path(), Config { verify_tail_on_open: false, ..Config::default() });
+                assert_eq!(verify.unwrap_err().to_string(), refused.to_string(), "{context}");
+            }
+            // A flipped length or tag can make the batch look torn instead: a cut, named by range.
+            Error::Log(LogError::AcknowledgedLost { head, .. }) => assert!(head.0 >= intact, "{context}"),
+            other => panic!("{context}: refused as neither damage nor loss: {other}"),
+        }
+
+        let (_target, salvaged, report) = salvage_untouched(dir.path(), &context);
+        assert!(report.recovered >= intact, "{context}: {report:?}, {intact} intact");
+        if matches!(refused, Error::Log(LogError::Damaged { .. })) {
+            assert_eq!(report.recovered, intact, "{context}: {report:?}");
+            let cut =
+                report.journal_cut.as_deref().unwrap_or_else(|| panic!("{context}: no cut: {report:?}"));
+            assert!(cut.contains(&format!("after byte {start} ")), "{context}: {cut}");
+        }
+        let expected = format!("{}..={}", report.recovered + 1, written.acknowledged);
+        assert_eq!(report.lost, Some(expected), "{context}: {report:?}");
+        assert_eq!(report.lost_envelopes, written.acknowledged - report.recovered, "{context}");
+        let copy = Mnemo::open(&salvaged, Config::default()).unwrap();
+        assert!(copy.verify(&mut |_| {}).unwrap().ok(), "{context}");
+        let copied: Vec<_> = copy.log().scan(Position::FIRST).map(|e| e.unwrap().hash).collect();
+        assert_eq!(copied[..], original[..report.recovered as usize], "{context}: not the intact prefix");
+        recovered_total += report.recovered;
+        eprintln!(
+            "{context}: refused ({refused}); salvaged {} of {}",
+            report.recovered, written.acknowledged
+        );
+    }
+    eprintln!(
+        "{INSIDE_FLIPS} flipped bytes inside batches: {checksum_refusals} refused as a failed checksum, \
+         {harmless} harmless, {recovered_total} envelopes salvaged in all"
+    );
+    assert!(checksum_refusals >= INSIDE_FLIPS / 2, "only {checksum_refusals} flips failed a checksum");
 }

@@ -78,6 +78,10 @@ pub(crate) struct BenchArgs {
     /// fly, imported into a fresh store; reports the import's peak resident set size.
     #[arg(long, value_name = "MB")]
     import_memory: Option<u64>,
+    /// Run only the key-check workload: the `--events` corpus appended with and without key rules
+    /// (event identity, run claims and seals, tool-call pairing), a session at a time alternately.
+    #[arg(long)]
+    key_check: bool,
     /// The real fixtures directory of the context-quality workload.
     #[arg(long, default_value = "../shared/fixtures/real")]
     fixtures: PathBuf,
@@ -144,6 +148,31 @@ fn import_memory(cli: &Cli, args: &BenchArgs, megabytes: u64) -> anyhow::Result<
     Ok(ExitCode::SUCCESS)
 }
 
+fn key_check(cli: &Cli, options: &BenchOptions) -> anyhow::Result<ExitCode> {
+    let spinner = progress(0, "bench");
+    spinner.set_message(format!("{} events with and without key rules", options.corpus_events));
+    let row = mnemo_benches::key_check::key_check(options);
+    spinner.finish_and_clear();
+    let row = row?;
+    std::fs::create_dir_all(&options.out)?;
+    let path = options.out.join("key-check.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&row)?)?;
+    output(cli, &row, || {
+        say!(
+            "{}: {:.0} {} with key rules, {:.0} without: {:.3}x (target {}: {})",
+            row.name,
+            row.mnemo,
+            row.unit,
+            row.baseline,
+            row.ratio,
+            row.target,
+            if row.met { "met" } else { "missed" }
+        );
+        say!("wrote {}", path.display());
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(megabytes) = args.import_memory {
         return import_memory(cli, args, megabytes);
@@ -182,6 +211,9 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(sizes) = &args.memory_sizes {
         options.memory_sizes = sizes.iter().map(|n| (*n).max(1)).collect();
+    }
+    if args.key_check {
+        return key_check(cli, &options);
     }
     let spinner = progress(0, "bench");
     let result = harness::run(&options, &mut |step| spinner.set_message(step.to_owned()));

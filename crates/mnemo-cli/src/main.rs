@@ -664,6 +664,9 @@ fn salvage(cli: &Cli, to: &Path) -> anyhow::Result<ExitCode> {
         if let Some(damage) = &report.damage {
             say!("damage      {damage}");
         }
+        if let Some(cut) = &report.journal_cut {
+            say!("journal     {cut}");
+        }
         for stage in &report.stages {
             say!("stage       {:<20} at {:>8}  {}", stage.name, stage.watermark.0, stage.digest);
         }

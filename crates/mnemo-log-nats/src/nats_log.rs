@@ -134,9 +134,9 @@ impl NatsLog {
             .thread_name("mnemo-log-nats")
             .enable_all()
             .build()
-            .map_err(|source| LogError::Io {
+            .map_err(|cause| LogError::Io {
                 context: "cannot start the NATS client's runtime".to_owned(),
-                source,
+                cause,
             })?;
         let inner = run_on(runtime.handle(), connect(options))??;
         let log = NatsLog { inner: Arc::new(inner), runtime: Some(runtime) };

@@ -93,9 +93,13 @@ pub enum LogError {
     #[error("replicated log unavailable: {0}")]
     Unavailable(String),
     /// A file of the store's database is damaged: it fails its checksum, does not decode, or is
-    /// missing. Nothing was read from it. Restore the store from a copy; `mnemo verify` reports what
-    /// still verifies.
-    #[error("store {path} is damaged: {what}; restore it from a copy")]
+    /// missing. Nothing was read from it. Salvage what was written before the damage into a new
+    /// store (`mnemo salvage`, which reads the damaged store from a copy and changes nothing in it),
+    /// or restore the store from a backup.
+    #[error(
+        "store {path} is damaged: {what}; `mnemo salvage --to DIR` copies every envelope written \
+         before the damage into a new store, without changing this one, and names what was lost"
+    )]
     Damaged { path: PathBuf, what: String },
     /// A storage-engine error (I/O, a full disk, damaged files). The write did not happen.
     /// Its message names the cause in one line (see [`describe`]), so the engine's error is not
@@ -103,12 +107,60 @@ pub enum LogError {
     #[error("storage error: {}", describe(.0))]
     Storage(fjall::Error),
     /// A file-system error outside the storage engine (creating the directory, the lock file).
-    #[error("{context}: {}", fault_cause(source).map_or_else(|| source.to_string(), str::to_owned))]
-    Io {
-        context: String,
-        #[source]
-        source: std::io::Error,
+    /// Its message names the cause once (the system's error is not chained as a source to be printed
+    /// a second time).
+    #[error("{context}: {}", fault_cause(cause).map_or_else(|| cause.to_string(), str::to_owned))]
+    Io { context: String, cause: std::io::Error },
+    /// The store cannot be opened for lack of access: its file system is read-only, or this user may
+    /// not read or write one of its files. Nothing was changed. Mnemo writes to a store even to read
+    /// it (its lock file, the storage engine's journal).
+    #[error("{}", access_message(path, what, *read_only))]
+    StoreAccess {
+        /// The store directory.
+        path: PathBuf,
+        /// What failed, naming its file.
+        what: String,
+        /// Whether the file system is read-only (otherwise: permission denied).
+        read_only: bool,
     },
+}
+
+/// What an access refusal says: the store, what failed, and what to do about it.
+fn access_message(path: &std::path::Path, what: &str, read_only: bool) -> String {
+    let store = path.display();
+    if read_only {
+        return format!(
+            "store {store} is on a read-only file system ({what}); Mnemo writes to its store even to read \
+             it (the lock file, the storage engine's journal): remount the file system read-write, or \
+             copy the store to a writable place with `mnemo --store {store} salvage --to NEW_DIR` and \
+             use the copy"
+        );
+    }
+    // A path this user cannot even look at counts as there: only a store that is not there is new.
+    if matches!(path.try_exists(), Ok(false)) {
+        return format!(
+            "permission denied creating store {store} ({what}): name a store directory (--store or \
+             MNEMO_STORE) in a place this user can write to"
+        );
+    }
+    let owner = owner_note(path);
+    format!(
+        "permission denied for store {store} ({what}); Mnemo reads and writes every file of its store, \
+         even to read it: run as the user that owns the store{owner}, or give this user read and write \
+         access to the store directory and everything in it"
+    )
+}
+
+/// Who owns the store and who this process runs as, when they differ.
+fn owner_note(path: &std::path::Path) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(metadata) = std::fs::metadata(path) else { return String::new() };
+    let me = rustix::process::getuid().as_raw();
+    if metadata.uid() == me {
+        String::new()
+    } else {
+        format!(" (uid {}; this process runs as uid {me})", metadata.uid())
+    }
 }
 
 impl From<fjall::Error> for LogError {
@@ -127,8 +179,29 @@ impl LogError {
         }
     }
 
-    pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> LogError {
-        LogError::Io { context: context.into(), source }
+    pub(crate) fn io(context: impl Into<String>, cause: std::io::Error) -> LogError {
+        LogError::Io { context: context.into(), cause }
+    }
+
+    /// An open of the store in `dir` that failed for lack of access (a read-only file system, a
+    /// denied permission), as [`LogError::StoreAccess`]; any other error as it is.
+    pub(crate) fn store_access(dir: &std::path::Path, error: LogError) -> LogError {
+        let (what, cause) = match &error {
+            LogError::Io { context, cause } => (context.clone(), cause),
+            LogError::Storage(storage) => match io_error(storage) {
+                Some(cause) => {
+                    (format!("the storage engine cannot open {}", dir.join("db").display()), cause)
+                }
+                None => return error,
+            },
+            _ => return error,
+        };
+        let read_only = match cause.kind() {
+            std::io::ErrorKind::ReadOnlyFilesystem => true,
+            std::io::ErrorKind::PermissionDenied => false,
+            _ => return error,
+        };
+        LogError::StoreAccess { path: dir.to_path_buf(), what, read_only }
     }
 }
 

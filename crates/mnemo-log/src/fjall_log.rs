@@ -153,12 +153,13 @@ impl FjallLog {
     pub fn open(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         let _span = debug_span!("open_log", dir = %dir.display()).entered();
         FjallLog::open_inner(dir, options).map_err(|error| match error {
-            LogError::Storage(error) => LogError::storage(dir, error),
-            other => other,
+            LogError::Storage(error) => LogError::store_access(dir, LogError::storage(dir, error)),
+            other => LogError::store_access(dir, other),
         })
     }
 
-    fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
+    /// As [`FjallLog::open`], with the storage engine's refusal as it is (salvage looks at it).
+    pub(crate) fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         store_dir::ensure_store(dir, &create_database)?;
         let lock = acquire_lock(dir)?;
         let (db, log, streams, keys) = open_database(dir)?;

@@ -7,6 +7,7 @@
 
 mod backend;
 mod clock;
+mod damaged;
 mod envelope;
 mod error;
 mod fjall_log;
@@ -25,6 +26,7 @@ pub use backend::{
     KeyRefusal, LogBackend, NewRecord, RevisionConflict, RulePrecheck, StreamHead,
 };
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use damaged::{DamagedCopy, JournalCut};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
 pub use error::{CorruptionKind, LogError, damage, describe, diagnose, fault_cause};
 pub use fjall_log::{

@@ -47,6 +47,11 @@ pub(crate) fn ensure_store(
     }
 }
 
+/// Whether `dir` holds a store (one with its marker, or one made before stores carried it).
+pub(crate) fn is_store(dir: &Path) -> bool {
+    matches!(inspect(dir), Ok(Found::Store | Found::EarlierStore))
+}
+
 enum Found {
     Nothing,
     EmptyDir,

@@ -36,6 +36,13 @@ pub const IDLE_CHECK_INTERVAL: Duration = Duration::from_millis(250);
 /// the store closes, whatever this says; the wait bounds only reads.
 pub const SHUTDOWN_CALLS_WAIT: Duration = Duration::from_secs(30);
 
+/// When the server stops, requests a client had already sent but the connection had not read yet
+/// are read and answered `shutting_down` while they keep arriving at most this far apart...
+pub const SHUTDOWN_DRAIN_IDLE: Duration = Duration::from_millis(50);
+
+/// ...and for at most this long in all, so a client that keeps sending cannot hold the server.
+pub const SHUTDOWN_DRAIN_MAX: Duration = Duration::from_millis(500);
+
 /// Longest socket path the kernel accepts (`sun_path` holds 108 bytes with its terminating NUL).
 pub const SOCKET_PATH_BYTES_MAX: usize = 107;
 

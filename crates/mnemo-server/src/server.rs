@@ -30,8 +30,8 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use crate::dispatch;
 use crate::limits::{
     CALLS_ADMITTED_MAX, CALLS_RUNNING_MAX, CONNECTION_CALLS_MAX, CONNECTION_REPLIES_QUEUED_MAX,
-    CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL, SEAM_TIMEOUT_MAX, SUBSCRIPTIONS_MAX,
-    TAIL_ENTRIES_MAX, TAIL_POLL_INTERVAL,
+    CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL, SEAM_TIMEOUT_MAX, SHUTDOWN_DRAIN_IDLE,
+    SHUTDOWN_DRAIN_MAX, SUBSCRIPTIONS_MAX, TAIL_ENTRIES_MAX, TAIL_POLL_INTERVAL,
 };
 use crate::methods::{self as m, Method, ServerMessage};
 use crate::protocol::{JSONRPC_VERSION, PROTOCOL_VERSIONS, Reason, Request, RequestId, Response, RpcError};
@@ -498,14 +498,15 @@ where
             },
         }
     }
-    reader.abort();
-    // Requests read but not admitted when the server began to stop did nothing: say so.
+    // Requests read but not admitted when the server began to stop did nothing: say so, and as
+    // much of those the client had sent but the connection had not read yet.
     for request in waiting {
-        if request.id.is_some() {
-            let error = RpcError::new(Reason::ShuttingDown, "the server is shutting down; reconnect");
-            conn.reply(Response::failure(request.id, error)).await;
-        }
+        refuse_for_shutdown(&conn, request).await;
     }
+    if reading && shared.stopping() {
+        refuse_unread_requests(&conn, &mut frames).await;
+    }
+    reader.abort();
     // The client is gone (or the server stops): seam calls waiting for it fail now, its tails end,
     // and memory stops calling it.
     conn.seams.peer.close();
@@ -525,6 +526,32 @@ struct Connection {
     outgoing: mpsc::Sender<Outgoing>,
     tails: std::sync::Mutex<std::collections::HashMap<u64, tokio::task::JoinHandle<()>>>,
     next_tail: AtomicU64,
+}
+
+async fn refuse_for_shutdown(conn: &Connection, request: Request) {
+    if request.id.is_some() {
+        let error = RpcError::new(Reason::ShuttingDown, "the server is shutting down; reconnect");
+        conn.reply(Response::failure(request.id, error)).await;
+    }
+}
+
+/// Reads the requests a stopping connection still receives, while they arrive at most
+/// [`SHUTDOWN_DRAIN_IDLE`] apart and for at most [`SHUTDOWN_DRAIN_MAX`], and answers each
+/// `shutting_down`: a client never has to guess whether a request it sent before the stop ran.
+async fn refuse_unread_requests(conn: &Connection, frames: &mut mpsc::Receiver<std::io::Result<Frame>>) {
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_DRAIN_MAX;
+    loop {
+        let quiet = (tokio::time::Instant::now() + SHUTDOWN_DRAIN_IDLE).min(deadline);
+        match tokio::time::timeout_at(quiet, frames.recv()).await {
+            Ok(Some(Ok(Frame::Line(line)))) => {
+                if let Incoming::Request(request) = parse_frame(&line) {
+                    refuse_for_shutdown(conn, request).await;
+                }
+            }
+            Ok(Some(Ok(Frame::TooLarge))) => {}
+            _ => return,
+        }
+    }
 }
 
 impl Connection {

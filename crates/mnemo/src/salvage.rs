@@ -1,22 +1,31 @@
 //! Salvage: every envelope of a damaged store whose hash chain still verifies, from position 1 up to
 //! the first damage, copied into a new store, with a report of exactly what was lost.
 //!
+//! The damaged store is never opened in place (the storage engine would repair, and so change, what
+//! it opens): its log is read from a private copy beside the new store, whose journal is cut before
+//! the first batch the storage engine refuses (see `mnemo_log::DamagedCopy`), and the copy is deleted
+//! at the end.
+//!
 //! The copy keeps each envelope's position, stream, revision, record and time, so its hashes are
 //! the original's: the new log is the intact prefix of the old one, byte for byte. The new store's
 //! projections are folded from it as for any store.
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::Path;
 
 use mnemo_core::limits::{APPEND_BYTES_MAX, APPEND_RECORDS_MAX};
 use mnemo_core::{Position, StreamId, TimestampMs};
 use mnemo_log::{
-    ChainVerifier, Durability, Envelope, ExpectedRevision, FjallLog, GENESIS_HASH, LogBackend, LogOptions,
-    NewRecord,
+    ChainVerifier, DamagedCopy, Durability, Envelope, ExpectedRevision, FjallLog, GENESIS_HASH, LogBackend,
+    LogOptions, NewRecord,
 };
 use tracing::info_span;
 
 use crate::error::Error;
 use crate::mnemo::{Config, Mnemo, StageReport};
+
+/// The prefix of the scratch directory that holds the damaged store's copy during a salvage.
+const SCRATCH_PREFIX: &str = ".mnemo-salvage-";
 
 /// What `salvage` recovered and what it could not.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -36,6 +45,9 @@ pub struct SalvageReport {
     pub lost_envelopes: u64,
     /// What stopped the copy: the first damage met, if any.
     pub damage: Option<String>,
+    /// Where the damaged store's journal had to be cut for the storage engine to read it (a batch
+    /// that fails its checksum or does not decode), if it had to be.
+    pub journal_cut: Option<String>,
     /// The new store's stages, folded from the recovered log.
     pub stages: Vec<StageReport>,
 }
@@ -46,7 +58,8 @@ pub fn salvage(from: &Path, to: &Path, progress: &mut dyn FnMut(Position)) -> Re
     let _span = info_span!("salvage", from = %from.display(), to = %to.display()).entered();
     let acknowledged = mnemo_log::read_high_water(from)?.map_or(Position::ZERO, |mark| mark.position);
     let options = LogOptions { verify_tail_on_open: false, ..LogOptions::default() };
-    let source = FjallLog::open(from, options)?;
+    let copy = DamagedCopy::open(from, &scratch_beside(to)?, &options)?;
+    let source = copy.log();
     let target = Mnemo::open(to, Config { durability: Durability::SyncAll, ..Config::default() })?;
     if target.log().head() > Position::ZERO {
         return Err(Error::InvalidInput(format!(
@@ -55,13 +68,14 @@ pub fn salvage(from: &Path, to: &Path, progress: &mut dyn FnMut(Position)) -> Re
             target.log().head()
         )));
     }
-    let (recovered, damage) = copy_verified(&source, &target, progress)?;
+    let (recovered, damage) = copy_verified(source, &target, progress)?;
     // NOTE: envelopes are copied verbatim, without their key rules (a store written before the key
     // index may hold an event twice, and the copy must keep it to hash as the original): the index
     // is built from the copy once it is complete.
     target.local.rebuild_key_index(mnemo_core::key_rules_of_encoded)?;
     let known_head = source.head().max(acknowledged);
-    drop(source);
+    let journal_cut = copy.journal_cut().map(ToString::to_string);
+    drop(copy);
     target.catch_up()?;
     let stages = target.stats()?.stages;
     target.close()?;
@@ -74,8 +88,25 @@ pub fn salvage(from: &Path, to: &Path, progress: &mut dyn FnMut(Position)) -> Re
         lost,
         lost_envelopes: known_head.0.saturating_sub(recovered.0),
         damage,
+        journal_cut,
         stages,
     })
+}
+
+/// A new scratch directory's path beside the store `to` (whose parent is created if missing), for
+/// the copy of the damaged store: on the file system the salvaged store goes to.
+fn scratch_beside(to: &Path) -> Result<std::path::PathBuf, Error> {
+    let parent = match to.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mnemo_log::PRIVATE_DIR_MODE)
+        .create(&parent)
+        .map_err(|source| Error::Write { path: parent.display().to_string(), source })?;
+    let name = to.file_name().map_or_else(|| "store".into(), |n| n.to_string_lossy().into_owned());
+    Ok(parent.join(format!("{SCRATCH_PREFIX}{name}.{}", std::process::id())))
 }
 
 /// A run of envelopes that go into one append: one stream, one time, within the append limits.

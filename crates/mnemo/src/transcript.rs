@@ -209,9 +209,9 @@ struct ParseState {
     sessions: Vec<SessionId>,
     index: BTreeMap<SessionId, usize>,
     opened: BTreeSet<SessionId>,
-    /// Every event id met, with the SHA-256 of its event's canonical encoding: a repeated id is
-    /// told apart from an exact repeat of the event without holding the events.
-    event_ids: BTreeMap<EventId, [u8; 32]>,
+    /// Every event id met, with a digest of its event's canonical encoding: a repeated id is told
+    /// apart from an exact repeat of the event without holding the events.
+    event_ids: EventIds,
     tool_calls: BTreeSet<(SessionId, ToolCallId)>,
     turns: BTreeSet<(SessionId, TurnId)>,
     /// Event lines seen per turn, for the ids derived for lines that give none.
@@ -438,7 +438,7 @@ fn runtime_event_line(
     if let Some(earlier) = state.event_ids.get(&event.id) {
         // An exact repeat of an event (a runtime that logged a retry) is the same event: it is
         // taken once. The same id with another payload is an identity conflict (spec §1.8 item 8).
-        if *earlier == event_digest(&event) {
+        if earlier == event_digest(&event) {
             return Ok(());
         }
         return Err((
@@ -446,7 +446,7 @@ fn runtime_event_line(
             format!("event id {} is used by an earlier line with another payload", event.id),
         ));
     }
-    state.event_ids.insert(event.id.clone(), event_digest(&event));
+    state.event_ids.insert(&event.id, event_digest(&event));
     let session = event.session_id.clone();
     // A call made here may be answered by a later `parts` line.
     if let Some(Content::FunctionCall(call)) = &event.content {
@@ -457,13 +457,48 @@ fn runtime_event_line(
     push(state, &session, Record::RuntimeEvent(event), ts, line)
 }
 
-/// SHA-256 of an event's JSON (its fields in declaration order, object keys sorted): equal events,
+/// Bytes of the SHA-256 prefixes [`EventIds`] keeps of an id and of its event.
+const EVENT_DIGEST_BYTES: usize = 16;
+
+/// A digest of an event id or an event: the first [`EVENT_DIGEST_BYTES`] of its SHA-256.
+type EventDigest = [u8; EVENT_DIGEST_BYTES];
+
+/// The event ids of one file, each with its event's digest, held as digests: 32 bytes an entry
+/// where the ids themselves cost about a hundred, so that the check does not make an import's
+/// memory grow with the file beyond that (a 500 MB transcript holds some 400,000 events). Two ids
+/// or events whose 128-bit digests are equal are taken for equal; the chance of that among a
+/// million events is about 10^-27.
+#[derive(Default)]
+struct EventIds(std::collections::HashMap<EventDigest, EventDigest>);
+
+impl EventIds {
+    /// The digest of the event met earlier under `id`.
+    fn get(&self, id: &EventId) -> Option<EventDigest> {
+        self.0.get(&digest_of(id.as_str().as_bytes())).copied()
+    }
+
+    fn insert(&mut self, id: &EventId, event: EventDigest) {
+        self.0.insert(digest_of(id.as_str().as_bytes()), event);
+    }
+}
+
+fn digest_of(bytes: &[u8]) -> EventDigest {
+    let full: [u8; 32] = Sha256::digest(bytes).into();
+    let mut digest = [0; EVENT_DIGEST_BYTES];
+    digest.copy_from_slice(&full[..EVENT_DIGEST_BYTES]);
+    digest
+}
+
+/// A digest of an event's JSON (its fields in declaration order, object keys sorted): equal events,
 /// equal digests, without a copy of the event.
-fn event_digest(event: &RuntimeEvent) -> [u8; 32] {
+fn event_digest(event: &RuntimeEvent) -> EventDigest {
     let mut hasher = Sha256::new();
     // NOTE: writing into a hasher cannot fail, and a RuntimeEvent always serializes.
     let _ = serde_json::to_writer(&mut hasher, event);
-    hasher.finalize().into()
+    let full: [u8; 32] = hasher.finalize().into();
+    let mut digest = [0; EVENT_DIGEST_BYTES];
+    digest.copy_from_slice(&full[..EVENT_DIGEST_BYTES]);
+    digest
 }
 
 fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(), LineError> {
@@ -490,7 +525,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         let field = format!("parts[{index}]");
         let id = event_id(event.id.as_deref(), &event.session, &event.turn, ordinal, index, part_count)
             .map_err(|reason| (Some("id".to_owned()), reason))?;
-        if state.event_ids.contains_key(&id) {
+        if state.event_ids.get(&id).is_some() {
             return Err((Some("id".to_owned()), format!("event id {id} is used by an earlier line")));
         }
         let content =
@@ -516,7 +551,7 @@ fn event_line(state: &mut ParseState, event: EventLine, line: usize) -> Result<(
         runtime_event
             .validate()
             .map_err(|e| (Some(join(&field, Some(e.field.clone()))), e.reason.clone()))?;
-        state.event_ids.insert(runtime_event.id.clone(), event_digest(&runtime_event));
+        state.event_ids.insert(&runtime_event.id, event_digest(&runtime_event));
         state.turns.insert((event.session.clone(), event.turn.clone()));
         push(state, &event.session, Record::RuntimeEvent(runtime_event), ts, line)?;
     }

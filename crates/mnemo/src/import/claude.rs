@@ -26,7 +26,7 @@
 //! `cwd` is the workspace. Skipped and counted: other `system` lines (by subtype),
 //! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Map, Value, json};
 
@@ -63,14 +63,28 @@ struct Session {
     place: usize,
 }
 
+/// A digest of a line's `uuid`: the first 16 bytes of its SHA-256. Two uuids of a file with equal
+/// digests would be taken for one (a chance of about 10^-27 among a million lines).
+type UuidDigest = [u8; 16];
+
+fn uuid_digest(uuid: &str) -> UuidDigest {
+    use sha2::Digest as _;
+    let full: [u8; 32] = sha2::Sha256::digest(uuid.as_bytes()).into();
+    let mut digest = [0; 16];
+    digest.copy_from_slice(&full[..16]);
+    digest
+}
+
 /// A Claude Code file read a line at a time.
 pub(crate) struct ClaudeFile<'a> {
     source: &'a str,
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
-    /// The session of every line read so far, by `uuid` (as its place in `order`).
-    uuids: BTreeMap<String, usize>,
+    /// The session of every line read so far, by a digest of its `uuid` (as its place in `order`):
+    /// some 20 bytes a line where the uuids themselves cost about a hundred (see
+    /// [`uuid_digest`]), so that a long file does not grow the import's memory beyond that.
+    uuids: HashMap<UuidDigest, u32>,
 }
 
 impl<'a> ClaudeFile<'a> {
@@ -80,7 +94,7 @@ impl<'a> ClaudeFile<'a> {
             sessions: BTreeMap::new(),
             order: Vec::new(),
             tool_names: BTreeMap::new(),
-            uuids: BTreeMap::new(),
+            uuids: HashMap::new(),
         }
     }
 
@@ -156,7 +170,7 @@ impl ClaudeFile<'_> {
             self.order.push(session.clone());
         }
         if let Some(state) = self.sessions.get(&session) {
-            self.uuids.insert(uuid.clone(), state.place);
+            self.uuids.insert(uuid_digest(&uuid), u32::try_from(state.place).unwrap_or(u32::MAX));
         }
         Ok((session, uuid, ts))
     }
@@ -165,7 +179,7 @@ impl ClaudeFile<'_> {
     /// also writes summaries of other sessions into a file; those are skipped and counted.
     fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
         let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
-        let session = self.uuids.get(leaf).and_then(|place| self.order.get(*place));
+        let session = self.uuids.get(&uuid_digest(leaf)).and_then(|place| self.order.get(*place as usize));
         match (session, object.get("summary").and_then(Value::as_str)) {
             (Some(session), Some(summary)) if !summary.trim().is_empty() => {
                 let session = session.clone();
