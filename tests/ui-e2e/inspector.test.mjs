@@ -150,6 +150,8 @@ async function steps(page, url) {
   // Sessions, then a search by keyboard.
   await page.goto(url);
   await page.getByRole('heading', { name: 'Sessions', level: 1 }).waitFor();
+  // Each imported session says which format it came from.
+  await page.getByRole('cell', { name: 'claude-code', exact: true }).first().waitFor();
   await shot(page, '01-sessions');
   await page.getByLabel('Search all sessions').fill('hello.py');
   await page.keyboard.press('Enter');

@@ -59,7 +59,7 @@ function sessionsByWorkspace(sessions) {
       h('tbody', {}, rows.map((s) => h('tr', {},
         h('td', {}, h('a', { href: sessionLink(s.session), title: s.session }, s.title || s.session)),
         h('td', {}, when(s.last_activity)),
-        h('td', {}, s.source_format ?? s.format ?? '–'),
+        h('td', {}, s.source ?? '–'),
         h('td', { class: 'num' }, count(s.event_count)),
         h('td', { class: 'num' }, count(s.turn_count)),
         h('td', {}, [s.subagent && 'sub-agent', s.incognito && 'incognito', s.archived && 'archived'].filter(Boolean).join(', ')),
