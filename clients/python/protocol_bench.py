@@ -32,7 +32,7 @@ def main() -> None:
         append_us = []
         for i in range(calls):
             text = f"{WORDS[i % len(WORDS)]} {WORDS[(i * 3) % len(WORDS)]} number {i}"
-            event = records.text_message(SESSION, f"t{i}", f"bench-{i}", "user", text, timestamp_ms=START_MS + i, run="bench-run")
+            event = records.text_message(SESSION, f"t{i}", f"bench-{i}", "user", text, timestamp_ms=START_MS + i, run=f"bench-run-{i}")
             began = time.perf_counter_ns()
             client.append(f"session/{SESSION}", [event], expected_revision="any")
             append_us.append((time.perf_counter_ns() - began) // 1000)

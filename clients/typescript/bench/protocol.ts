@@ -26,7 +26,7 @@ async function main(): Promise<void> {
     const appendUs: number[] = [];
     for (let i = 0; i < calls; i++) {
       const text = `${WORDS[i % WORDS.length]} ${WORDS[(i * 3) % WORDS.length]} number ${i}`;
-      const event = records.textMessage(SESSION, `t${i}`, `bench-${i}`, "user", text, START_MS + i, "bench-run");
+      const event = records.textMessage(SESSION, `t${i}`, `bench-${i}`, "user", text, START_MS + i, `bench-run-${i}`);
       const began = process.hrtime.bigint();
       await client.append(`session/${SESSION}`, [event], "any");
       appendUs.push(micros(began));

@@ -174,8 +174,8 @@ pub(crate) fn table(report: &ProtocolReport) -> String {
 fn event(i: usize) -> anyhow::Result<Record> {
     let mut record = RuntimeEvent::new(
         EventId::new(format!("bench-{i}"))?,
-        InvocationId::new("bench-run")?,
-        RunId::new("bench-run")?,
+        InvocationId::new(format!("bench-run-{i}"))?,
+        RunId::new(format!("bench-run-{i}"))?,
         SessionId::new(SESSION)?,
         TurnId::new(format!("t{i}"))?,
         TimestampMs(START_MS + i as u64),
