@@ -9,41 +9,17 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod common;
+use common::{start, stop};
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use mnemo_server::client::{Client, ClientError, ConnectOptions};
-use mnemo_server::methods::{Empty, Shutdown, WireRecord};
-use mnemo_server::server::{ServeOptions, ServeReport, serve};
+use mnemo_server::client::{Client, ConnectOptions};
+use mnemo_server::methods::{Empty, WireRecord};
 use serde_json::{Value, json};
-
-/// A server on `store` in a thread of this process; returns once it answers.
-fn start(store: &Path) -> JoinHandle<ServeReport> {
-    let dir = store.to_path_buf();
-    let handle = std::thread::spawn(move || {
-        let mut options = ServeOptions::default();
-        options.idle_exit = None;
-        serve(&dir, options).unwrap()
-    });
-    let began = Instant::now();
-    loop {
-        match Client::connect(store, &ConnectOptions::new("probe")) {
-            Ok(_) => return handle,
-            Err(ClientError::NoServer { .. }) if began.elapsed() < Duration::from_secs(30) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(other) => panic!("server did not come up: {other}"),
-        }
-    }
-}
-
-fn stop(store: &Path, server: JoinHandle<ServeReport>) -> ServeReport {
-    Client::connect(store, &ConnectOptions::new("test")).unwrap().call::<Shutdown>(&Empty {}).unwrap();
-    server.join().unwrap()
-}
 
 /// A raw, initialized connection: frames in, frames out, its own ids.
 struct Raw {

@@ -7,11 +7,13 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod common;
+use common::{start, stop};
+
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mnemo_server::client::{Client, ClientError, ConnectOptions};
@@ -21,40 +23,15 @@ use mnemo_server::methods::{
     Transcript, TranscriptParams, WireRecord,
 };
 use mnemo_server::protocol::Reason;
-use mnemo_server::server::{ServeOptions, ServeReport, StopCause, serve};
+use mnemo_server::server::{ServeOptions, StopCause, serve};
 use serde_json::{Value, json};
 
 fn fixture(path: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
 }
 
-/// A server on `store` in a thread of this process; returns once it answers.
-fn start(store: &Path) -> JoinHandle<ServeReport> {
-    let dir = store.to_path_buf();
-    let handle = std::thread::spawn(move || {
-        let mut options = ServeOptions::default();
-        options.idle_exit = None;
-        serve(&dir, options).unwrap()
-    });
-    let began = Instant::now();
-    loop {
-        match Client::connect(store, &ConnectOptions::new("probe")) {
-            Ok(_) => return handle,
-            Err(ClientError::NoServer { .. }) if began.elapsed() < Duration::from_secs(30) => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(other) => panic!("server did not come up: {other}"),
-        }
-    }
-}
-
 fn client(store: &Path) -> Client {
     Client::connect(store, &ConnectOptions::new("test")).unwrap()
-}
-
-fn stop(store: &Path, server: JoinHandle<ServeReport>) -> ServeReport {
-    client(store).call::<Shutdown>(&Empty {}).unwrap();
-    server.join().unwrap()
 }
 
 /// A user text event of session `s1` in `append`'s wire form.
