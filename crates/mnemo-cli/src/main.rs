@@ -461,6 +461,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 "events",
                 "turns",
                 "flags",
+                "parent",
                 "title",
             ]
             .map(str::to_owned),
@@ -491,10 +492,11 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
                 if flags.is_empty() { "-".to_owned() } else { flags.join(",") },
+                s.parent.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false, false]) {
             say!("{row}");
         }
     });
