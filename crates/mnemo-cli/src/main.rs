@@ -477,6 +477,8 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
             if s.subagent {
                 flags.push("sub");
+            } else if s.parent.is_some() {
+                flags.push("fork");
             }
             let title = match (&listing.display_title, listing.title_from_request) {
                 (Some(title), true) => format!("“{title}”"),
