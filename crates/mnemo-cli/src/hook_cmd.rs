@@ -249,7 +249,8 @@ impl Job {
     }
 
     fn capture_file(&self, client: &mut Client, file: &Path) -> anyhow::Result<()> {
-        let params = CaptureParams { path: file.display().to_string(), format: Some(self.host.name().to_owned()) };
+        let params =
+            CaptureParams { path: file.display().to_string(), format: Some(self.host.name().to_owned()) };
         client.call::<Capture>(&params)?;
         Ok(())
     }

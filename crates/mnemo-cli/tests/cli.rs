@@ -520,9 +520,17 @@ fn sessions_text_names_the_parent_of_each_sub_agent_session() {
     };
     assert_eq!(parent_of(&format!("{parent}/agent-36541525")), parent, "{text}");
     assert_eq!(parent_of(parent), "-", "{text}");
-    assert_eq!(parent_of("019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77"), "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21", "{text}");
+    assert_eq!(
+        parent_of("019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77"),
+        "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21",
+        "{text}"
+    );
     // A forked Codex session names the session it was forked from, flagged as a fork.
-    assert_eq!(parent_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"), "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21", "{text}");
+    assert_eq!(
+        parent_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"),
+        "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21",
+        "{text}"
+    );
     let flags_at = lines[0].find("flags").unwrap();
     let flags_of = |session: &str| {
         let line = lines.iter().find(|l| column(l, session_at) == session).unwrap();

@@ -310,7 +310,8 @@ fn claude_code_subagent_stop_captures_the_sub_agents_transcript_linked_to_its_pa
     let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
     let child = format!("{session}/agent-a485154");
     let captured = sessions.iter().find(|s| s.session == child);
-    let captured = captured.unwrap_or_else(|| panic!("no {child}: {sessions:?}; log {:?}", log_lines(&store)));
+    let captured =
+        captured.unwrap_or_else(|| panic!("no {child}: {sessions:?}; log {:?}", log_lines(&store)));
     assert!(captured.subagent);
     assert_eq!(captured.parent.as_deref(), Some(session));
     assert_eq!(captured.source.as_deref(), Some("claude-code"));
@@ -330,7 +331,10 @@ fn claude_code_subagent_stop_captures_the_sub_agents_transcript_linked_to_its_pa
     subagent_stop();
     let log = log_lines(&store);
     assert_eq!(log.len(), 1, "{log:?}");
-    assert!(log[0].contains("SubagentStop") && log[0].contains("agent-a485154.jsonl: no such file"), "{log:?}");
+    assert!(
+        log[0].contains("SubagentStop") && log[0].contains("agent-a485154.jsonl: no such file"),
+        "{log:?}"
+    );
     shut_down(&store);
 }
 
