@@ -127,7 +127,7 @@ fn setup_creates_missing_files_and_remove_deletes_them_again() {
     }
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap()).unwrap();
-    assert_eq!(settings["hooks"].as_object().unwrap().len(), 4);
+    assert_eq!(settings["hooks"].as_object().unwrap().len(), 5);
     ok(&setup(home, &["claude-code", "--remove", "--yes"]));
     ok(&setup(home, &["codex", "--remove", "--yes"]));
     for file in [".claude/settings.json", ".claude.json", ".codex/config.toml"] {
