@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::Duration;
 
-use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
+use mnemo_core::{Digest, Position, Record, SessionId, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, BatchLimits, Clock, Durability, ExpectedRevision, FjallLog,
     LogBackend, LogOptions, LostRange, NewRecord, SystemClock,
@@ -72,6 +72,19 @@ pub struct LogEntry {
     pub hash: String,
     /// The record as JSON.
     pub record: serde_json::Value,
+}
+
+fn log_entry(envelope: mnemo_log::Envelope) -> Result<LogEntry, Error> {
+    let logged = mnemo_pipeline::LoggedRecord::decode(envelope.clone())?;
+    Ok(LogEntry {
+        position: envelope.position,
+        stream: envelope.stream.to_string(),
+        revision: envelope.revision.0,
+        kind: logged.record.kind().name().to_owned(),
+        timestamp: envelope.timestamp,
+        hash: envelope.hash_hex(),
+        record: serde_json::from_slice(&envelope.record).unwrap_or(serde_json::Value::Null),
+    })
 }
 
 /// A stage's state as `rebuild` and `stats` report it.
@@ -385,19 +398,21 @@ impl Mnemo {
     pub fn log_entries(&self, from: Position, limit: usize) -> Result<Vec<LogEntry>, Error> {
         let mut entries = Vec::new();
         for envelope in self.log.scan(from.max(Position::FIRST)).take(limit) {
-            let envelope = envelope?;
-            let logged = mnemo_pipeline::LoggedRecord::decode(envelope.clone())?;
-            entries.push(LogEntry {
-                position: envelope.position,
-                stream: envelope.stream.to_string(),
-                revision: envelope.revision.0,
-                kind: logged.record.kind().name().to_owned(),
-                timestamp: envelope.timestamp,
-                hash: envelope.hash_hex(),
-                record: serde_json::from_slice(&envelope.record).unwrap_or(serde_json::Value::Null),
-            });
+            entries.push(log_entry(envelope?)?);
         }
         Ok(entries)
+    }
+
+    /// One stream's envelopes from revision `from`, at most `limit`, with their records decoded:
+    /// reads only that stream, however long the log.
+    pub fn stream_entries(
+        &self,
+        stream: &StreamId,
+        from: StreamRevision,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>, Error> {
+        let page = crate::blocking::wait(|| self.log.read_stream(stream, from, limit))?;
+        page.into_iter().map(log_entry).collect()
     }
 
     /// Refuses to go on while a stage has failed or panicked ([`PipelineError::StageStopped`]

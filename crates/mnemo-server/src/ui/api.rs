@@ -3,19 +3,29 @@
 //! whole.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::http::{Request, Response};
-use super::store::Reads;
+use super::store::{Reads, Timeline};
 use crate::client::ClientError;
 use crate::methods::{
-    self as m, ContextParams, Empty, LogParams, MemoryGetParams, SearchHistoryParams, ToolContext,
+    self as m, ClaimsParams, ContextParams, Empty, LogParams, MemoryGetParams, MemoryListParams,
+    RecallBlockParams, SearchHistoryParams, ToolContext,
 };
 
 /// Longest text (message, thinking, arguments, result) a timeline or context carries, in chars;
 /// the rest is fetched by position.
 pub(crate) const TEXT_CHARS_MAX: usize = 2_000;
+
+/// Longest preview of folded text (thinking, tool arguments and results) a timeline carries, in
+/// chars: the page shows it folded and fetches the whole event when it is opened.
+pub(crate) const PREVIEW_CHARS_MAX: usize = 240;
+
+/// Events in a timeline's first answer: enough for the first screen; the page asks for the rest
+/// (`from`) while the first is already shown.
+pub(crate) const TIMELINE_FIRST_EVENTS: usize = 150;
 
 /// Most search results one request asks for (the SearchHistory tool's own maximum).
 pub(crate) const SEARCH_ROWS_MAX: i64 = 10;
@@ -30,6 +40,8 @@ pub(crate) fn answer(reads: &Reads, request: &Request) -> Response {
         "/api/search" => search(reads, request),
         "/api/timeline" => timeline(reads, request),
         "/api/context" => context(reads, request),
+        "/api/recall" => recall(reads, request),
+        "/api/claims" => claims(reads, request),
         "/api/event" => event(reads, request),
         "/api/memory" => memory_list(reads),
         "/api/memory/item" => memory_item(reads, request),
@@ -63,7 +75,10 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::NotFound(_) => 404,
             ApiError::Store(ClientError::Rpc(error))
-                if error.reason() == crate::protocol::Reason::InvalidParams =>
+                if matches!(
+                    error.reason(),
+                    crate::protocol::Reason::InvalidParams | crate::protocol::Reason::InvalidInput
+                ) =>
             {
                 400
             }
@@ -114,19 +129,22 @@ fn search(reads: &Reads, request: &Request) -> Answer {
     Ok(serde_json::to_value(found).unwrap_or(Value::Null))
 }
 
-/// Shortens `text` to [`TEXT_CHARS_MAX`] chars; the flag says whether it was cut.
-fn shorten(text: &str) -> (String, bool) {
-    match text.char_indices().nth(TEXT_CHARS_MAX) {
+/// Shortens `text` to `chars` chars; the flag says whether it was cut.
+fn shorten(text: &str, chars: usize) -> (String, bool) {
+    match text.char_indices().nth(chars) {
         Some((cut, _)) => (text[..cut].to_owned(), true),
         None => (text.to_owned(), false),
     }
 }
 
-fn shortened(out: &mut Map<String, Value>, name: &str, text: &str) {
-    let (text, cut) = shorten(text);
-    out.insert(name.to_owned(), Value::String(text));
+/// `text` as member `name`, shortened to `chars`; a cut one is flagged (`<name>_cut`) with its
+/// whole length (`<name>_chars`).
+fn shortened(out: &mut Map<String, Value>, name: &str, text: &str, chars: usize) {
+    let (short, cut) = shorten(text, chars);
+    out.insert(name.to_owned(), Value::String(short));
     if cut {
         out.insert(format!("{name}_cut"), Value::Bool(true));
+        out.insert(format!("{name}_chars"), Value::from(text.chars().count()));
     }
 }
 
@@ -150,13 +168,27 @@ pub(crate) fn shape_event(record: &Value) -> Value {
     let content = record.get("content").cloned().unwrap_or(Value::Null);
     let kind = content.get("kind").and_then(Value::as_str).unwrap_or("none").to_owned();
     match kind.as_str() {
-        "text" | "thinking" => {
-            shortened(&mut out, "text", content.get("text").and_then(Value::as_str).unwrap_or(""))
-        }
+        "text" => shortened(
+            &mut out,
+            "text",
+            content.get("text").and_then(Value::as_str).unwrap_or(""),
+            TEXT_CHARS_MAX,
+        ),
+        "thinking" => shortened(
+            &mut out,
+            "text",
+            content.get("text").and_then(Value::as_str).unwrap_or(""),
+            PREVIEW_CHARS_MAX,
+        ),
         "function_call" => {
             out.insert("name".into(), content.get("name").cloned().unwrap_or(Value::Null));
             out.insert("call".into(), content.get("id").cloned().unwrap_or(Value::Null));
-            shortened(&mut out, "args", &as_text(content.get("args").unwrap_or(&Value::Null)));
+            shortened(
+                &mut out,
+                "args",
+                &as_text(content.get("args").unwrap_or(&Value::Null)),
+                PREVIEW_CHARS_MAX,
+            );
         }
         "function_response" => {
             out.insert("name".into(), content.get("name").cloned().unwrap_or(Value::Null));
@@ -164,11 +196,21 @@ pub(crate) fn shape_event(record: &Value) -> Value {
             let is_error =
                 content.get("isError").or_else(|| content.get("is_error")).and_then(Value::as_bool);
             out.insert("error".into(), Value::Bool(is_error.unwrap_or(false)));
-            shortened(&mut out, "result", &as_text(content.get("result").unwrap_or(&Value::Null)));
+            shortened(
+                &mut out,
+                "result",
+                &as_text(content.get("result").unwrap_or(&Value::Null)),
+                PREVIEW_CHARS_MAX,
+            );
         }
         "error" => {
             out.insert("error".into(), Value::Bool(true));
-            shortened(&mut out, "text", content.get("message").and_then(Value::as_str).unwrap_or(""));
+            shortened(
+                &mut out,
+                "text",
+                content.get("message").and_then(Value::as_str).unwrap_or(""),
+                TEXT_CHARS_MAX,
+            );
         }
         _ => {}
     }
@@ -180,27 +222,58 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(value, |value, key| value.get(key).unwrap_or(&Value::Null))
 }
 
+/// A session's timeline. The first answer carries every position, checkpoint and memory commit
+/// but only the first [`TIMELINE_FIRST_EVENTS`] events (`total` says how many there are); with
+/// `from` (and `through`, the count the first answer gave), the events from that index on, from
+/// the timeline the first answer shaped.
 fn timeline(reads: &Reads, request: &Request) -> Answer {
     let session = required(request, "session")?.to_owned();
-    let stream = format!("session/{session}");
-    let (positions, memory, head) = reads.with_index(|index| {
-        let memory: Vec<Value> = index
-            .memory()
-            .iter()
-            .filter(|entry| field(entry, &["record", "session"]).as_str() == Some(session.as_str()))
-            .cloned()
-            .collect();
-        (index.positions(&stream).to_vec(), memory, index.head())
-    })?;
-    if positions.is_empty() {
+    if let Some(from) = number(request, "from")? {
+        let through = number(request, "through")?;
+        let kept = match reads.kept_timeline(&session) {
+            Some(kept) if through.is_none_or(|through| through as usize == kept.events.len()) => kept,
+            _ => read_timeline(reads, &session)?.0,
+        };
+        let from = (from as usize).min(kept.events.len());
+        let through = through.map_or(kept.events.len(), |t| (t as usize).clamp(from, kept.events.len()));
+        return Ok(json!({ "session": session, "from": from, "events": &kept.events[from..through] }));
+    }
+    let (kept, rest) = read_timeline(reads, &session)?;
+    let first = &kept.events[..kept.events.len().min(TIMELINE_FIRST_EVENTS)];
+    Ok(json!({
+        "session": session,
+        "positions": rest.positions,
+        "total": kept.events.len(),
+        "events": first,
+        "checkpoints": rest.checkpoints,
+        "memory": rest.memory,
+    }))
+}
+
+/// What a timeline's first answer carries besides its events.
+struct TimelineFrame {
+    positions: Vec<u64>,
+    checkpoints: Vec<Value>,
+    memory: Vec<Value>,
+}
+
+/// Reads `session`'s stream (and the memory streams it may have written to), shapes it, and keeps
+/// the shaped events for the requests that page through them.
+fn read_timeline(reads: &Reads, session: &str) -> Result<(Arc<Timeline>, TimelineFrame), ApiError> {
+    let envelopes = reads.stream(&format!("session/{session}"))?;
+    if envelopes.is_empty() {
         return Err(ApiError::NotFound(format!("no session {session:?} in the log")));
     }
-    let envelopes = reads.envelopes(&positions)?;
+    let mut positions = Vec::with_capacity(envelopes.len());
     let mut events = Vec::with_capacity(envelopes.len());
     let mut checkpoints = Vec::new();
     let mut event_positions = BTreeMap::new();
+    let mut scopes = BTreeSet::from(["global".to_owned()]);
     for envelope in &envelopes {
         let position = envelope.get("position").cloned().unwrap_or(Value::Null);
+        if let Some(at) = position.as_u64() {
+            positions.push(at);
+        }
         let kind = envelope.get("kind").and_then(Value::as_str).unwrap_or_default();
         let record = envelope.get("record").unwrap_or(&Value::Null);
         match kind {
@@ -216,6 +289,11 @@ fn timeline(reads: &Reads, request: &Request) -> Answer {
                 events.push(shaped);
             }
             "checkpoint_recorded" => checkpoints.push(shape_checkpoint(envelope, &event_positions)),
+            "session_opened" => {
+                if let Some(workspace) = record.get("workspace").and_then(Value::as_str) {
+                    scopes.insert(format!("workspace:{workspace}"));
+                }
+            }
             _ => events.push(json!({
                 "position": position,
                 "kind": kind,
@@ -224,15 +302,15 @@ fn timeline(reads: &Reads, request: &Request) -> Answer {
             })),
         }
     }
-    let memory: Vec<Value> = memory.iter().map(shape_memory_commit).collect();
-    Ok(json!({
-        "session": session,
-        "head": head,
-        "positions": positions,
-        "events": events,
-        "checkpoints": checkpoints,
-        "memory": memory,
-    }))
+    let memory: Vec<Value> = reads
+        .memory(&scopes)?
+        .iter()
+        .filter(|entry| field(entry, &["record", "session"]).as_str() == Some(session))
+        .map(shape_memory_commit)
+        .collect();
+    let kept = Arc::new(Timeline { session: session.to_owned(), events });
+    reads.keep_timeline(Arc::clone(&kept));
+    Ok((kept, TimelineFrame { positions, checkpoints, memory }))
 }
 
 /// A checkpoint with the positions of the first and last event it folds.
@@ -313,7 +391,7 @@ fn shape_item(item: &Value) -> Value {
             let text = item
                 .get("text")
                 .map_or_else(|| as_text(item.get("message").unwrap_or(&Value::Null)), as_text);
-            shortened(&mut out, "text", &text);
+            shortened(&mut out, "text", &text, TEXT_CHARS_MAX);
         }
     }
     Value::Object(out)
@@ -381,19 +459,62 @@ fn context(reads: &Reads, request: &Request) -> Answer {
     Ok(answer)
 }
 
+/// The push recall block the session's next request would have received at position `at`: the
+/// memory items as they stood then, matched against the session's turns up to it.
+fn recall(reads: &Reads, request: &Request) -> Answer {
+    let session = required(request, "session")?.to_owned();
+    let at =
+        number(request, "at")?.ok_or_else(|| ApiError::BadRequest("missing query parameter `at`".into()))?;
+    let block = reads.call::<m::RecallBlock>(&RecallBlockParams { session, query: None, as_of: Some(at) })?;
+    let mut answer = Value::Object(block);
+    answer["position"] = Value::from(at);
+    Ok(answer)
+}
+
+/// A checkpoint's claims, each with the events that support it.
+fn claims(reads: &Reads, request: &Request) -> Answer {
+    let params = ClaimsParams {
+        session: required(request, "session")?.to_owned(),
+        checkpoint: required(request, "checkpoint")?.to_owned(),
+    };
+    Ok(Value::Object(reads.call::<m::Claims>(&params)?))
+}
+
 fn event(reads: &Reads, request: &Request) -> Answer {
     let position = number(request, "position")?
         .ok_or_else(|| ApiError::BadRequest("missing query parameter `position`".into()))?;
-    let page = reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1) })?;
+    let page = reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1), stream: None })?;
     page.into_iter()
         .find(|entry| entry.get("position").and_then(Value::as_u64) == Some(position))
         .map(Value::Object)
         .ok_or_else(|| ApiError::NotFound(format!("no envelope at position {position}")))
 }
 
+/// Every envelope of the memory streams, in log order: the global scope's, each session
+/// workspace's and that of every item `memory/list` names (read by stream, not by scanning the log).
+fn memory_entries(reads: &Reads) -> Result<Vec<Value>, ApiError> {
+    let mut scopes = BTreeSet::from(["global".to_owned()]);
+    for session in reads.call::<m::Sessions>(&Empty {})? {
+        if let Some(workspace) = session.workspace {
+            scopes.insert(format!("workspace:{workspace}"));
+        }
+    }
+    let listed = MemoryListParams {
+        include_archived: true,
+        limit: Some(MEMORY_ITEMS_MAX as u64),
+        ..MemoryListParams::default()
+    };
+    for item in reads.call::<m::MemoryList>(&listed)? {
+        if let Some(scope) = item.get("fields").and_then(|f| f.get("scope")).and_then(Value::as_str) {
+            scopes.insert(scope.to_owned());
+        }
+    }
+    Ok(reads.memory(&scopes)?)
+}
+
 /// Every item the memory streams name, with the positions that touched it.
 fn memory_list(reads: &Reads) -> Answer {
-    let entries = reads.with_index(|index| index.memory().to_vec())?;
+    let entries = memory_entries(reads)?;
     let mut items: BTreeMap<String, Value> = BTreeMap::new();
     for entry in &entries {
         for (item, fields) in touched_items(entry) {
@@ -437,9 +558,11 @@ fn memory_item(reads: &Reads, request: &Request) -> Answer {
     let current = reads
         .call::<m::MemoryGet>(&MemoryGetParams { item: item.clone() })?
         .ok_or_else(|| ApiError::NotFound(format!("no memory item {item:?}")))?;
-    let history: Vec<Value> = reads.with_index(|index| {
-        index
-            .memory()
+    // The item's commits and mutations are on its scope's stream.
+    let scope =
+        field(&Value::Object(current.clone()), &["fields", "scope"]).as_str().unwrap_or("global").to_owned();
+    let history: Vec<Value> = reads
+        .memory(&BTreeSet::from([scope]))?
             .iter()
             .filter(|entry| touched_items(entry).iter().any(|(id, _)| *id == item))
             .map(|entry| {
@@ -457,7 +580,7 @@ fn memory_item(reads: &Reads, request: &Request) -> Answer {
                 })
             })
             .collect()
-    })?;
+    ;
     Ok(json!({ "item": current, "history": history }))
 }
 
@@ -465,7 +588,10 @@ fn health(reads: &Reads) -> Answer {
     let stats = reads.call::<m::Stats>(&Empty {})?;
     let head = stats.get("head").and_then(Value::as_u64).unwrap_or(0);
     let last = if head > 0 {
-        reads.call::<m::Log>(&LogParams { from: Some(head), limit: Some(1) })?.into_iter().next()
+        reads
+            .call::<m::Log>(&LogParams { from: Some(head), limit: Some(1), stream: None })?
+            .into_iter()
+            .next()
     } else {
         None
     };
