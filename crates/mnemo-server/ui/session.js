@@ -14,7 +14,6 @@ export async function sessionView(view, session, query, stillCurrent) {
   // commit come with the rest, which is asked for at once.
   const first = await get('timeline', { session });
   if (!stillCurrent()) return;
-  const rest = get('timeline', { session, from: first.events.length });
   const panel = h('section', { class: 'panel', 'aria-label': 'Time travel and checkpoints', dataset: { session } });
   const events = h('ol', { class: 'timeline', 'aria-label': 'Timeline' });
   events.append(...timelineRows({ checkpoints: [], memory: [] }, [], panel).add(first.events));
@@ -27,9 +26,11 @@ export async function sessionView(view, session, query, stillCurrent) {
   const travel = timeTravel(session, first.last_position, events);
   mount(panel, travel.node, h('div', { id: 'checkpoint-panel' }));
   view.dataset.renderMs = String(Math.round(performance.now() - started));
-  // The context at the session's end loads while the rest of the timeline arrives.
-  travel.go(0, { now: true });
-  const timeline = await rest;
+  // The context at the session's end comes next; the rest of the timeline is asked for once it is
+  // shown (on a busy machine the two would only slow each other down).
+  await travel.go(0, { now: true });
+  if (!stillCurrent()) return;
+  const timeline = await get('timeline', { session, from: first.events.length });
   if (!stillCurrent()) return;
   const bands = bandsOf(timeline.checkpoints);
   const rows = timelineRows(timeline, bands, panel);
@@ -223,8 +224,9 @@ function timeTravel(session, lastPosition, events) {
     slider.value = String(index);
     show(index);
     clearTimeout(timer);
-    if (now) load(index);
-    else timer = setTimeout(() => load(index), 120);
+    if (now) return load(index);
+    timer = setTimeout(() => load(index), 120);
+    return undefined;
   };
   /** Marks the timeline rows of the events in the context shown (rows may arrive later). */
   const mark = () => {
@@ -253,10 +255,11 @@ function timeTravel(session, lastPosition, events) {
     } finally {
       if (mine === ticket) out.removeAttribute('aria-busy');
     }
-    const block = await recall;
-    if (mine !== ticket) return;
-    mount(recallOut, recallView(block));
-    recallOut.dataset.position = String(at);
+    recall.then((block) => {
+      if (mine !== ticket) return;
+      mount(recallOut, recallView(block));
+      recallOut.dataset.position = String(at);
+    });
   };
   slider.addEventListener('input', () => go(Number(slider.value)));
   const node = h('section', { class: 'travel', 'aria-labelledby': 'travel-h' },
