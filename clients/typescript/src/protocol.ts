@@ -231,6 +231,8 @@ export interface Limits {
 export interface LogParams {
   /** The first position (default 1); with `stream`, the first revision in it (default 0). */
   from?: number | null;
+  /** With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent). */
+  last?: boolean;
   /** Envelopes to return, 1..=`LOG_ENTRIES_MAX` (default 50). */
   limit?: number | null;
   /** Read only this stream (`session/<id>`, `memory/<scope>`), however long the log. */

@@ -648,7 +648,7 @@ pub struct ContextParams {
 }
 
 /// `log` parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogParams {
     /// The first position (default 1); with `stream`, the first revision in it (default 0).
@@ -660,6 +660,9 @@ pub struct LogParams {
     /// Read only this stream (`session/<id>`, `memory/<scope>`), however long the log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream: Option<String>,
+    /// With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
 }
 
 /// Most envelopes one `log` call returns.

@@ -10,37 +10,42 @@ const ROWS_PER_STEP = 1000;
 
 export async function sessionView(view, session, query, stillCurrent) {
   const started = performance.now();
-  const timeline = await get('timeline', { session });
+  // The first screen and where the session ends come first; every position, checkpoint and memory
+  // commit come with the rest, which is asked for at once.
+  const first = await get('timeline', { session });
   if (!stillCurrent()) return;
-  const bands = bandsOf(timeline.checkpoints);
   const panel = h('section', { class: 'panel', 'aria-label': 'Time travel and checkpoints', dataset: { session } });
   const events = h('ol', { class: 'timeline', 'aria-label': 'Timeline' });
-  const rows = timelineRows(timeline, bands, panel);
-  events.append(...rows.add(timeline.events));
+  events.append(...timelineRows({ checkpoints: [], memory: [] }, [], panel).add(first.events));
+  const facts = h('p', { class: 'muted' }, `${count(first.envelopes)} log positions`);
   mount(view,
     h('p', {}, h('a', { href: '#/' }, '← All sessions')),
     h('h1', { class: 'session-title' }, session),
-    h('p', { class: 'muted' }, `${count(timeline.positions.length)} log positions · ${count(timeline.checkpoints.length)} checkpoints · ${count(timeline.memory.length)} memory commits`),
+    facts,
     h('div', { class: 'split' }, h('section', { class: 'events', 'aria-label': 'Events' }, events), panel));
-  const travel = timeTravel(timeline, events);
+  const travel = timeTravel(session, first.last_position, events);
   mount(panel, travel.node, h('div', { id: 'checkpoint-panel' }));
   view.dataset.renderMs = String(Math.round(performance.now() - started));
-  // The context at the head loads while the rest of the timeline arrives.
-  travel.go(timeline.positions.length - 1, { now: true });
-  let shown = timeline.events.length;
-  if (shown < timeline.total) {
-    const rest = await get('timeline', { session, from: shown, through: timeline.total });
+  // The context at the session's end comes next; the rest of the timeline is asked for once it is
+  // shown (on a busy machine the two would only slow each other down).
+  await travel.go(0, { now: true });
+  if (!stillCurrent()) return;
+  const timeline = await get('timeline', { session, from: first.events.length });
+  if (!stillCurrent()) return;
+  const bands = bandsOf(timeline.checkpoints);
+  const rows = timelineRows(timeline, bands, panel);
+  // The first screen again, now with its checkpoint bands and memory markers.
+  events.replaceChildren(...rows.add(first.events));
+  travel.positions(timeline.positions);
+  for (let at = 0; at < timeline.events.length; at += ROWS_PER_STEP) {
+    await nextFrame();
     if (!stillCurrent()) return;
-    for (let at = 0; at < rest.events.length; at += ROWS_PER_STEP) {
-      await nextFrame();
-      if (!stillCurrent()) return;
-      events.append(...rows.add(rest.events.slice(at, at + ROWS_PER_STEP)));
-    }
-    shown += rest.events.length;
+    events.append(...rows.add(timeline.events.slice(at, at + ROWS_PER_STEP)));
   }
   events.append(...rows.finish());
+  mount(facts, `${count(timeline.positions.length)} log positions · ${count(timeline.checkpoints.length)} checkpoints · ${count(timeline.memory.length)} memory commits`);
   travel.mark();
-  view.dataset.events = String(shown);
+  view.dataset.events = String(first.events.length + timeline.events.length);
   view.dataset.completeMs = String(Math.round(performance.now() - started));
   focusTarget(events, query);
 }
@@ -195,13 +200,13 @@ function focusTarget(events, query) {
   announce('Showing the linked event');
 }
 
-function timeTravel(timeline, events) {
-  const positions = timeline.positions;
-  const slider = h('input', { type: 'range', id: 'travel', min: 0, max: Math.max(0, positions.length - 1), step: 1, value: positions.length - 1 });
+function timeTravel(session, lastPosition, events) {
+  // Until the whole timeline has arrived, the slider knows only the session's last position.
+  let positions = [lastPosition];
+  const slider = h('input', { type: 'range', id: 'travel', min: 0, max: 0, step: 1, value: 0, disabled: true });
   const label = h('output', { for: 'travel', id: 'travel-label' });
   const out = h('div', { id: 'context-out', 'aria-live': 'polite' });
   const recallOut = h('div', { id: 'recall-out' });
-  const session = timeline.session;
   let inContext = [];
   let marked = [];
   let ticket = 0;
@@ -209,15 +214,19 @@ function timeTravel(timeline, events) {
   // The first load (at the head) skips the diff: it doubles the work on opening a session, and the
   // diff matters once the slider moves.
   let compare = false;
-  const go = (index, { now = false } = {}) => {
-    index = Math.max(0, Math.min(positions.length - 1, index));
-    slider.value = String(index);
+  const show = (index) => {
     const at = positions[index];
     slider.setAttribute('aria-valuetext', `log position ${at}, ${index + 1} of ${positions.length}`);
     label.textContent = `Position ${at} (${index + 1} of ${positions.length})`;
+  };
+  const go = (index, { now = false } = {}) => {
+    index = Math.max(0, Math.min(positions.length - 1, index));
+    slider.value = String(index);
+    show(index);
     clearTimeout(timer);
-    if (now) load(index);
-    else timer = setTimeout(() => load(index), 120);
+    if (now) return load(index);
+    timer = setTimeout(() => load(index), 120);
+    return undefined;
   };
   /** Marks the timeline rows of the events in the context shown (rows may arrive later). */
   const mark = () => {
@@ -246,10 +255,11 @@ function timeTravel(timeline, events) {
     } finally {
       if (mine === ticket) out.removeAttribute('aria-busy');
     }
-    const block = await recall;
-    if (mine !== ticket) return;
-    mount(recallOut, recallView(block));
-    recallOut.dataset.position = String(at);
+    recall.then((block) => {
+      if (mine !== ticket) return;
+      mount(recallOut, recallView(block));
+      recallOut.dataset.position = String(at);
+    });
   };
   slider.addEventListener('input', () => go(Number(slider.value)));
   const node = h('section', { class: 'travel', 'aria-labelledby': 'travel-h' },
@@ -261,7 +271,18 @@ function timeTravel(timeline, events) {
       slider,
       h('button', { type: 'button', 'aria-label': 'Next position', onclick: () => go(Number(slider.value) + 1) }, '▶')),
     label, out);
-  return { node, go, mark };
+  /** Every position of the session, once the whole timeline has arrived; the slider stays where it is. */
+  const setPositions = (all) => {
+    const at = positions[Number(slider.value)];
+    positions = all.length ? all : positions;
+    const index = Math.max(0, positions.indexOf(at));
+    slider.max = String(positions.length - 1);
+    slider.value = String(index);
+    slider.disabled = false;
+    show(index);
+    mark();
+  };
+  return { node, go, mark, positions: setPositions };
 }
 
 /** The push recall block as of a position. */

@@ -415,6 +415,16 @@ impl Mnemo {
         page.into_iter().map(log_entry).collect()
     }
 
+    /// One stream's last `limit` envelopes (fewer when it holds fewer), in order, with their records
+    /// decoded: found from the stream's head, not by reading the stream.
+    pub fn stream_tail(&self, stream: &StreamId, limit: usize) -> Result<Vec<LogEntry>, Error> {
+        let Some(head) = self.log.stream_head(stream)? else {
+            return Ok(Vec::new());
+        };
+        let from = StreamRevision((head.revision.0 + 1).saturating_sub(limit as u64));
+        self.stream_entries(stream, from, limit)
+    }
+
     /// Refuses to go on while a stage has failed or panicked ([`PipelineError::StageStopped`]
     /// naming it): what is appended now would not reach that stage's readers. `rebuild` restarts
     /// the pipeline.

@@ -224,6 +224,8 @@ class LogParams:
 
     #: The first position (default 1); with `stream`, the first revision in it (default 0).
     from_: Optional[int] = field(default=None, metadata={"wire": "from"})
+    #: With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent).
+    last: Optional[bool] = None
     #: Envelopes to return, 1..=`LOG_ENTRIES_MAX` (default 50).
     limit: Optional[int] = None
     #: Read only this stream (`session/<id>`, `memory/<scope>`), however long the log.

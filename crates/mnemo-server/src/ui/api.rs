@@ -3,12 +3,11 @@
 //! whole.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
 use super::http::{Request, Response};
-use super::store::{Reads, Timeline};
+use super::store::Reads;
 use crate::client::ClientError;
 use crate::methods::{
     self as m, ClaimsParams, ContextParams, Empty, LogParams, MemoryGetParams, MemoryListParams,
@@ -21,10 +20,10 @@ pub(crate) const TEXT_CHARS_MAX: usize = 2_000;
 
 /// Longest preview of folded text (thinking, tool arguments and results) a timeline carries, in
 /// chars: the page shows it folded and fetches the whole event when it is opened.
-pub(crate) const PREVIEW_CHARS_MAX: usize = 240;
+pub(crate) const PREVIEW_CHARS_MAX: usize = 80;
 
-/// Events in a timeline's first answer: enough for the first screen; the page asks for the rest
-/// (`from`) while the first is already shown.
+/// Envelopes in a timeline's first answer: enough for the first screen; the page asks for the
+/// rest (`from`) while the first is already shown.
 pub(crate) const TIMELINE_FIRST_EVENTS: usize = 150;
 
 /// Most search results one request asks for (the SearchHistory tool's own maximum).
@@ -222,44 +221,88 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(value, |value, key| value.get(key).unwrap_or(&Value::Null))
 }
 
-/// A session's timeline. The first answer carries every position, checkpoint and memory commit
-/// but only the first [`TIMELINE_FIRST_EVENTS`] events (`total` says how many there are); with
-/// `from` (and `through`, the count the first answer gave), the events from that index on, from
-/// the timeline the first answer shaped.
+/// A session's timeline, in two answers so that a long one shows at once. Without `from`: the
+/// first [`TIMELINE_FIRST_EVENTS`] envelopes shaped, and where the stream ends (`last_position`,
+/// `envelopes`), read from the stream's two ends only. With `from` (an index into the shaped
+/// events): the events from there on, with every position, checkpoint and memory commit.
 fn timeline(reads: &Reads, request: &Request) -> Answer {
     let session = required(request, "session")?.to_owned();
+    let stream = format!("session/{session}");
     if let Some(from) = number(request, "from")? {
-        let through = number(request, "through")?;
-        let kept = match reads.kept_timeline(&session) {
-            Some(kept) if through.is_none_or(|through| through as usize == kept.events.len()) => kept,
-            _ => read_timeline(reads, &session)?.0,
-        };
-        let from = (from as usize).min(kept.events.len());
-        let through = through.map_or(kept.events.len(), |t| (t as usize).clamp(from, kept.events.len()));
-        return Ok(json!({ "session": session, "from": from, "events": &kept.events[from..through] }));
+        let (events, frame) = read_timeline(reads, &session)?;
+        let from = (from as usize).min(events.len());
+        return Ok(json!({
+            "session": session,
+            "from": from,
+            "total": events.len(),
+            "events": &events[from..],
+            "positions": frame.positions,
+            "checkpoints": frame.checkpoints,
+            "memory": frame.memory,
+        }));
     }
-    let (kept, rest) = read_timeline(reads, &session)?;
-    let first = &kept.events[..kept.events.len().min(TIMELINE_FIRST_EVENTS)];
+    let (first, last) = reads.stream_ends(&stream, TIMELINE_FIRST_EVENTS as u64)?;
+    let Some(last) = last else {
+        return Err(ApiError::NotFound(format!("no session {session:?} in the log")));
+    };
+    let mut events = Vec::with_capacity(first.len());
+    let mut positions = Vec::with_capacity(first.len());
+    let mut event_positions = BTreeMap::new();
+    for envelope in &first {
+        if let Some(at) = envelope.get("position").and_then(Value::as_u64) {
+            positions.push(at);
+        }
+        if let Some(event) = shape_entry(envelope, &mut event_positions) {
+            events.push(event);
+        }
+    }
     Ok(json!({
         "session": session,
-        "positions": rest.positions,
-        "total": kept.events.len(),
-        "events": first,
-        "checkpoints": rest.checkpoints,
-        "memory": rest.memory,
+        "events": events,
+        "envelopes": last.get("revision").and_then(Value::as_u64).map_or(0, |revision| revision + 1),
+        "last_position": last.get("position"),
+        "complete": first.len() < TIMELINE_FIRST_EVENTS,
+        "positions": positions,
     }))
 }
 
-/// What a timeline's first answer carries besides its events.
+/// What a timeline's second answer carries besides its events.
 struct TimelineFrame {
     positions: Vec<u64>,
     checkpoints: Vec<Value>,
     memory: Vec<Value>,
 }
 
-/// Reads `session`'s stream (and the memory streams it may have written to), shapes it, and keeps
-/// the shaped events for the requests that page through them.
-fn read_timeline(reads: &Reads, session: &str) -> Result<(Arc<Timeline>, TimelineFrame), ApiError> {
+/// A session envelope as a timeline row (`None` for those that are not rows: checkpoints, the
+/// session's opening); remembers where each runtime event is.
+fn shape_entry(envelope: &Value, event_positions: &mut BTreeMap<String, u64>) -> Option<Value> {
+    let position = envelope.get("position").cloned().unwrap_or(Value::Null);
+    let kind = envelope.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let record = envelope.get("record").unwrap_or(&Value::Null);
+    match kind {
+        "runtime_event" => {
+            let mut shaped = shape_event(record);
+            if let (Some(id), Some(at)) = (record.get("id").and_then(Value::as_str), position.as_u64()) {
+                event_positions.insert(id.to_owned(), at);
+            }
+            if let Value::Object(map) = &mut shaped {
+                map.insert("position".into(), position);
+                map.insert("kind".into(), "event".into());
+            }
+            Some(shaped)
+        }
+        "checkpoint_recorded" | "session_opened" => None,
+        _ => Some(json!({
+            "position": position,
+            "kind": kind,
+            "turn": record.get("turn").or_else(|| record.get("turnId")),
+            "status": record.get("status"),
+        })),
+    }
+}
+
+/// Reads `session`'s stream (and the memory streams it may have written to) and shapes it.
+fn read_timeline(reads: &Reads, session: &str) -> Result<(Vec<Value>, TimelineFrame), ApiError> {
     let envelopes = reads.stream(&format!("session/{session}"))?;
     if envelopes.is_empty() {
         return Err(ApiError::NotFound(format!("no session {session:?} in the log")));
@@ -270,36 +313,20 @@ fn read_timeline(reads: &Reads, session: &str) -> Result<(Arc<Timeline>, Timelin
     let mut event_positions = BTreeMap::new();
     let mut scopes = BTreeSet::from(["global".to_owned()]);
     for envelope in &envelopes {
-        let position = envelope.get("position").cloned().unwrap_or(Value::Null);
-        if let Some(at) = position.as_u64() {
+        if let Some(at) = envelope.get("position").and_then(Value::as_u64) {
             positions.push(at);
         }
-        let kind = envelope.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let record = envelope.get("record").unwrap_or(&Value::Null);
-        match kind {
-            "runtime_event" => {
-                let mut shaped = shape_event(record);
-                if let (Some(id), Some(at)) = (record.get("id").and_then(Value::as_str), position.as_u64()) {
-                    event_positions.insert(id.to_owned(), at);
-                }
-                if let Value::Object(map) = &mut shaped {
-                    map.insert("position".into(), position);
-                    map.insert("kind".into(), "event".into());
-                }
-                events.push(shaped);
-            }
-            "checkpoint_recorded" => checkpoints.push(shape_checkpoint(envelope, &event_positions)),
-            "session_opened" => {
-                if let Some(workspace) = record.get("workspace").and_then(Value::as_str) {
+        match envelope.get("kind").and_then(Value::as_str) {
+            Some("checkpoint_recorded") => checkpoints.push(shape_checkpoint(envelope, &event_positions)),
+            Some("session_opened") => {
+                if let Some(workspace) = field(envelope, &["record", "workspace"]).as_str() {
                     scopes.insert(format!("workspace:{workspace}"));
                 }
             }
-            _ => events.push(json!({
-                "position": position,
-                "kind": kind,
-                "turn": record.get("turn").or_else(|| record.get("turnId")),
-                "status": record.get("status"),
-            })),
+            _ => {}
+        }
+        if let Some(event) = shape_entry(envelope, &mut event_positions) {
+            events.push(event);
         }
     }
     let memory: Vec<Value> = reads
@@ -308,9 +335,7 @@ fn read_timeline(reads: &Reads, session: &str) -> Result<(Arc<Timeline>, Timelin
         .filter(|entry| field(entry, &["record", "session"]).as_str() == Some(session))
         .map(shape_memory_commit)
         .collect();
-    let kept = Arc::new(Timeline { session: session.to_owned(), events });
-    reads.keep_timeline(Arc::clone(&kept));
-    Ok((kept, TimelineFrame { positions, checkpoints, memory }))
+    Ok((events, TimelineFrame { positions, checkpoints, memory }))
 }
 
 /// A checkpoint with the positions of the first and last event it folds.
@@ -483,7 +508,8 @@ fn claims(reads: &Reads, request: &Request) -> Answer {
 fn event(reads: &Reads, request: &Request) -> Answer {
     let position = number(request, "position")?
         .ok_or_else(|| ApiError::BadRequest("missing query parameter `position`".into()))?;
-    let page = reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1), stream: None })?;
+    let page =
+        reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1), ..LogParams::default() })?;
     page.into_iter()
         .find(|entry| entry.get("position").and_then(Value::as_u64) == Some(position))
         .map(Value::Object)
@@ -589,7 +615,7 @@ fn health(reads: &Reads) -> Answer {
     let head = stats.get("head").and_then(Value::as_u64).unwrap_or(0);
     let last = if head > 0 {
         reads
-            .call::<m::Log>(&LogParams { from: Some(head), limit: Some(1), stream: None })?
+            .call::<m::Log>(&LogParams { from: Some(head), limit: Some(1), ..LogParams::default() })?
             .into_iter()
             .next()
     } else {

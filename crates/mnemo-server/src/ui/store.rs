@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
 use serde_json::Value;
 
@@ -38,15 +38,6 @@ pub(crate) struct Reads {
     store: PathBuf,
     connect: ConnectOptions,
     idle: Mutex<Vec<Client>>,
-    /// The last timeline shaped, whose later events a page asks for after its first screen.
-    timeline: Mutex<Option<Arc<Timeline>>>,
-}
-
-/// A session's shaped timeline events.
-#[derive(Debug)]
-pub(crate) struct Timeline {
-    pub(crate) session: String,
-    pub(crate) events: Vec<Value>,
 }
 
 /// Most idle connections to the store server kept for the next calls.
@@ -54,7 +45,7 @@ pub(crate) const READ_CONNECTIONS_MAX: usize = 4;
 
 impl Reads {
     pub(crate) fn new(store: PathBuf, connect: ConnectOptions) -> Reads {
-        Reads { store, connect, idle: Mutex::new(Vec::new()), timeline: Mutex::new(None) }
+        Reads { store, connect, idle: Mutex::new(Vec::new()) }
     }
 
     /// Connects now (starting the store server if the options say so), so that a store that cannot
@@ -99,17 +90,6 @@ impl Reads {
         result
     }
 
-    /// The timeline kept from the last full read of `session`, if it is that session's.
-    pub(crate) fn kept_timeline(&self, session: &str) -> Option<Arc<Timeline>> {
-        let kept = self.timeline.lock().unwrap_or_else(PoisonError::into_inner);
-        kept.as_ref().filter(|timeline| timeline.session == session).cloned()
-    }
-
-    /// Keeps `timeline` for the requests that page through it.
-    pub(crate) fn keep_timeline(&self, timeline: Arc<Timeline>) {
-        *self.timeline.lock().unwrap_or_else(PoisonError::into_inner) = Some(timeline);
-    }
-
     /// Every envelope of `stream`, in order: read by stream, however long the log.
     pub(crate) fn stream(&self, stream: &str) -> Result<Vec<Value>, ClientError> {
         let mut out = Vec::new();
@@ -118,6 +98,7 @@ impl Reads {
                 from: Some(out.len() as u64),
                 limit: Some(LOG_ENTRIES_MAX),
                 stream: Some(stream.to_owned()),
+                last: false,
             };
             let page = self.call::<m::Log>(&params)?;
             let full = page.len() as u64 == LOG_ENTRIES_MAX;
@@ -126,6 +107,20 @@ impl Reads {
                 return Ok(out);
             }
         }
+    }
+
+    /// The first `count` envelopes of `stream` and its last one (`None` when the stream is empty).
+    pub(crate) fn stream_ends(
+        &self,
+        stream: &str,
+        count: u64,
+    ) -> Result<(Vec<Value>, Option<Value>), ClientError> {
+        let first =
+            LogParams { from: Some(0), limit: Some(count), stream: Some(stream.to_owned()), last: false };
+        let head = self.call::<m::Log>(&first)?.into_iter().map(Value::Object).collect();
+        let last = LogParams { from: None, limit: Some(1), stream: Some(stream.to_owned()), last: true };
+        let tail = self.call::<m::Log>(&last)?.into_iter().next().map(Value::Object);
+        Ok((head, tail))
     }
 
     /// The envelopes of the memory streams of `scopes` (`global`, `workspace:<id>`), in log order.
