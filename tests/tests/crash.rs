@@ -47,13 +47,16 @@ fn acknowledged_appends_survive_sigkill() {
         );
     }
 
+    let verified = Instant::now();
     let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
     let verification = mnemo.verify(&mut |_| {}).unwrap();
     assert!(verification.envelopes >= acknowledged.len() as u64);
     assert!(verification.ok(), "verify after {KILLS} kills: {verification:?} (seed {seed})");
     eprintln!(
-        "{} acknowledged appends over {KILLS} kills, {} envelopes verified",
+        "{} acknowledged appends over {KILLS} kills, {} envelopes verified (chain and every stage \
+         rebuilt) in {:.2} s",
         acknowledged.len(),
-        verification.envelopes
+        verification.envelopes,
+        verified.elapsed().as_secs_f64()
     );
 }

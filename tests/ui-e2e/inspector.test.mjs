@@ -40,6 +40,15 @@ const PREFS = [
   { session: 'prefs', turn: 't1', kind: 'turn_end', status: 'completed' },
 ];
 
+/** A session in the same workspace, recorded after the fact was remembered: its next request
+ *  gets the fact pushed, while the sessions recorded before it never could have. */
+const LATER = [
+  { kind: 'session', session: 'later', workspace: '/tmp/private', title: 'Setting up the build' },
+  { session: 'later', turn: 't1', role: 'user', ts: 1765396600000, parts: [{ type: 'text', text: 'Install the build dependencies with pnpm.' }] },
+  { session: 'later', turn: 't1', role: 'model', ts: 1765396601000, parts: [{ type: 'text', text: 'Installing them now.' }] },
+  { session: 'later', turn: 't1', kind: 'turn_end', status: 'completed' },
+];
+
 /** A long session: turns of a request, a tool call, its result (every tenth an error) and a reply. */
 function largeSession(events) {
   const lines = [{ kind: 'session', session: 'big', workspace: '/work/big', title: 'A long session' }];
@@ -69,6 +78,9 @@ function buildStore(dir) {
   writeFileSync(prefs, PREFS.map((line) => JSON.stringify(line)).join('\n') + '\n');
   run(store, 'import', prefs);
   run(store, 'memory', 'remember', 'prefs');
+  const later = join(dir, 'later.jsonl');
+  writeFileSync(later, LATER.map((line) => JSON.stringify(line)).join('\n') + '\n');
+  run(store, 'import', later);
   if (largeEvents > 0) {
     const big = join(dir, 'big.jsonl');
     writeFileSync(big, largeSession(largeEvents));
@@ -152,6 +164,7 @@ async function steps(page, url) {
   await page.getByRole('heading', { name: 'Sessions', level: 1 }).waitFor();
   // Each imported session says which format it came from.
   await page.getByRole('cell', { name: 'claude-code', exact: true }).first().waitFor();
+  assert.equal(await page.getByRole('heading', { name: 'Sessions', exact: true }).count(), 1, 'one Sessions heading');
   await shot(page, '01-sessions');
   await page.getByLabel('Search all sessions').fill('hello.py');
   await page.keyboard.press('Enter');
@@ -177,6 +190,7 @@ async function steps(page, url) {
   const atCheckpoint = await page.locator('#context-summary').innerText();
   assert.match(atCheckpoint, /stands on checkpoint/, 'at the checkpoint the context stands on it');
   assert.match(await page.locator('#context-checkpoint').innerText(), /hello\.py/, 'the summary is shown');
+  await page.locator(`#recall-out[data-position="${checkpointPosition}"]`).waitFor();
   await shot(page, '04-context-after-checkpoint');
 
   await page.keyboard.press('ArrowLeft');
@@ -194,11 +208,39 @@ async function steps(page, url) {
   assert.match(diff, /\+ checkpoint:/, 'the diff shows the checkpoint arriving');
   assert.match(diff, /− event:/, 'and the folded events leaving');
 
-  // The checkpoint panel.
+  // The checkpoint panel: each claim linked to the events that support it.
   await page.locator('.band-start button').first().click();
   await page.locator('#checkpoint-h').waitFor();
   assert.match(await page.locator('.checkpoint').innerText(), /claims checked/);
+  await page.locator('#claims-out:not([aria-busy])').waitFor();
+  const claims = page.locator('.claims > li.claim');
+  assert.ok(await claims.count() > 0, 'the claims are listed');
+  const linked = page.locator('.claims > li.claim.supported a.claim-event').first();
+  const claimText = await linked.locator('xpath=ancestor::li[1]/code').innerText();
+  const claimPosition = await linked.getAttribute('data-position');
+  await linked.click();
+  const supporting = page.locator('.event.target');
+  await supporting.waitFor();
+  assert.equal(await supporting.getAttribute('data-position'), claimPosition, 'the claim link lands on its event');
+  assert.match(await supporting.getAttribute('class'), /folded/, 'the supporting event is one the checkpoint folds');
+  const envelope = await page.evaluate(async (position) => {
+    const token = new URLSearchParams(window.location.search).get('token');
+    return (await fetch(`/api/event?position=${position}`, { headers: { 'X-Mnemo-Token': token } })).json();
+  }, claimPosition);
+  assert.ok(JSON.stringify(envelope.record).includes(JSON.stringify(claimText).slice(1, -1)), `event ${claimPosition} states ${claimText}`);
   await shot(page, '06-checkpoint');
+
+  // The session the fact was remembered from speaks of pnpm, but at its positions the fact did not
+  // exist yet: nothing was pushed then (the memory as it stood, not as it stands).
+  await page.goto(`${url.split('#')[0]}#/session/prefs`);
+  await page.locator('#recall-out[data-position]').waitFor();
+  assert.match(await page.locator('#recall-summary').innerText(), /No memory item/, 'no recall before the fact existed');
+  // A session recorded after it was remembered: its time travel shows the fact pushed.
+  await page.goto(`${url.split('#')[0]}#/session/later`);
+  await page.locator('#recall-out[data-position]').waitFor();
+  assert.match(await page.locator('#recall-summary').innerText(), /1 item/, 'the remembered fact is pushed');
+  assert.match(await page.locator('.recall-item').first().innerText(), /pnpm/);
+  await shot(page, '06b-pushed-recall');
 
   // Memory: open the item, follow its evidence link to the source turn.
   await page.getByRole('link', { name: 'Memory', exact: true }).click();
@@ -231,11 +273,14 @@ async function large(page, url) {
   const opened = Date.now() - began;
   await page.locator('#context-out[data-position]').waitFor({ timeout: 600_000 });
   const withContext = Date.now() - began;
+  await page.locator('.view[data-complete-ms]').waitFor({ timeout: 600_000 });
+  const complete = Date.now() - began;
   const events = await page.locator('.timeline > li.event[data-event]').count();
   assert.equal(events, largeEvents, 'every event is on the timeline');
   assert.equal(await page.locator('.event.is-error').count(), largeEvents / 40, 'errors highlighted');
   await shot(page, '10-large-session');
-  console.log(`large session: ${largeEvents} events opened in ${opened} ms (timeline shown), ${withContext} ms with the context at the head`);
+  console.log(`large session: ${largeEvents} events opened in ${opened} ms (first screen of the timeline shown), ` +
+    `${withContext} ms with the context at the head, ${complete} ms with every row`);
 }
 
 main().catch((error) => {

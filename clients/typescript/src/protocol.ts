@@ -53,6 +53,14 @@ export interface CaptureParams {
   path: string;
 }
 
+/** `compaction/claims` parameters. */
+export interface ClaimsParams {
+  /** The checkpoint, one the session stream records. */
+  checkpoint: string;
+  /** The session. */
+  session: string;
+}
+
 /** `compaction/prepare` and `compaction/compact` parameters. */
 export interface CompactParams {
   /** Use the seams this connection registered (default true); false: the embedded summarizer. */
@@ -221,10 +229,14 @@ export interface Limits {
 
 /** `log` parameters. */
 export interface LogParams {
-  /** The first position (default 1). */
+  /** The first position (default 1); with `stream`, the first revision in it (default 0). */
   from?: number | null;
+  /** With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent). */
+  last?: boolean;
   /** Envelopes to return, 1..=`LOG_ENTRIES_MAX` (default 50). */
   limit?: number | null;
+  /** Read only this stream (`session/<id>`, `memory/<scope>`), however long the log. */
+  stream?: string | null;
 }
 
 /** How a key search matches. */
@@ -461,6 +473,11 @@ export interface RebuildParams {
 
 /** `memory/recall_block` parameters. */
 export interface RecallBlockParams {
+  /**
+   * The block as it would have been built at this log position (the memory items as they stood
+   * then, the session's turns up to it).
+   */
+  as_of?: number | null;
   /** What to look for instead of the recent turns. */
   query?: string | null;
   /** The session whose recent turns (or `query`) select the items. */
@@ -838,6 +855,10 @@ export interface Methods {
     params: CaptureParams;
     result: JsonObject;
   };
+  "compaction/claims": {
+    params: ClaimsParams;
+    result: JsonObject;
+  };
   "compaction/compact": {
     params: CompactParams;
     result: CompactResult;
@@ -975,6 +996,7 @@ export type MethodName = keyof Methods;
 export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "append": false,
   "capture": true,
+  "compaction/claims": true,
   "compaction/compact": false,
   "compaction/context": true,
   "compaction/copy": true,
@@ -1037,6 +1059,7 @@ export interface Notifications {
 export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "append": {"properties":{"first_position":{"format":"uint64","minimum":0,"type":"integer"},"last_position":{"format":"uint64","minimum":0,"type":"integer"},"last_revision":{"format":"uint64","minimum":0,"type":"integer"}},"required":["first_position","last_position","last_revision"],"type":"object"},
   "capture": {"additionalProperties":true,"type":"object"},
+  "compaction/claims": {"additionalProperties":true,"type":"object"},
   "compaction/compact": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
   "compaction/context": {"additionalProperties":true,"type":"object"},
   "compaction/copy": {"additionalProperties":true,"type":"object"},

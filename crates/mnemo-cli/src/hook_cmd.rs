@@ -7,6 +7,8 @@
 //!   memory to give: nothing is printed.
 //! - `Stop`, `PreCompact`, `SessionEnd`: captures the transcript the host names (its complete
 //!   lines; what the store holds already is recognised and not appended again).
+//! - `SubagentStop`: captures the sub-agent's own transcript (`agent_transcript_path`), which
+//!   the importer links to its parent session as it links every sub-agent's file.
 //!
 //! Everything goes through the store server (started when none runs), so a running `mnemo serve`
 //! or `mnemo mcp` on the same store is no obstacle. A hook runs inside the agent's loop: whatever
@@ -91,6 +93,9 @@ struct HookInput {
     transcript_path: Option<String>,
     cwd: String,
     hook_event_name: String,
+    /// `SubagentStop`: the sub-agent's own transcript (`transcript_path` is its parent's).
+    #[serde(default)]
+    agent_transcript_path: Option<String>,
 }
 
 /// What a hook that worked prints: nothing, or one JSON document.
@@ -167,8 +172,9 @@ impl Job {
         match input.hook_event_name.as_str() {
             "SessionStart" => self.session_start(&input),
             "Stop" | "PreCompact" | "SessionEnd" => self.capture(&input).map(|()| None),
+            "SubagentStop" => self.capture_subagent(&input).map(|()| None),
             other => anyhow::bail!(
-                "hook_event_name {other:?}: expected SessionStart, Stop, PreCompact or SessionEnd"
+                "hook_event_name {other:?}: expected SessionStart, Stop, SubagentStop, PreCompact or SessionEnd"
             ),
         }
     }
@@ -222,10 +228,30 @@ impl Job {
         let path = transcript_path(transcript, &input.cwd);
         let mut client = self.connect()?;
         for file in std::iter::once(path.clone()).chain(subagent_files(self.host, &path)) {
-            let params =
-                CaptureParams { path: file.display().to_string(), format: Some(self.host.name().to_owned()) };
-            client.call::<Capture>(&params)?;
+            self.capture_file(&mut client, &file)?;
         }
+        Ok(())
+    }
+
+    /// A sub-agent finished: its own transcript is captured. Its lines name the session that ran
+    /// it (Claude Code's `sessionId` with `isSidechain`, Codex's `thread_spawn` source), which the
+    /// importer records as the sub-agent session's parent; the parent's transcript waits for the
+    /// parent's own `Stop`.
+    fn capture_subagent(&self, input: &HookInput) -> anyhow::Result<()> {
+        let transcript =
+            input.agent_transcript_path.as_deref().filter(|path| !path.is_empty()).ok_or_else(|| {
+                anyhow::anyhow!("no agent_transcript_path in the {} input", input.hook_event_name)
+            })?;
+        let path = transcript_path(transcript, &input.cwd);
+        anyhow::ensure!(path.is_file(), "agent_transcript_path {}: no such file", path.display());
+        let mut client = self.connect()?;
+        self.capture_file(&mut client, &path)
+    }
+
+    fn capture_file(&self, client: &mut Client, file: &Path) -> anyhow::Result<()> {
+        let params =
+            CaptureParams { path: file.display().to_string(), format: Some(self.host.name().to_owned()) };
+        client.call::<Capture>(&params)?;
         Ok(())
     }
 }

@@ -461,6 +461,7 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 "events",
                 "turns",
                 "flags",
+                "parent",
                 "title",
             ]
             .map(str::to_owned),
@@ -476,6 +477,8 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
             }
             if s.subagent {
                 flags.push("sub");
+            } else if s.parent.is_some() {
+                flags.push("fork");
             }
             let title = match (&listing.display_title, listing.title_from_request) {
                 (Some(title), true) => format!("“{title}”"),
@@ -491,10 +494,11 @@ fn sessions(cli: &Cli) -> anyhow::Result<ExitCode> {
                 s.event_count.to_string(),
                 s.turn_count.to_string(),
                 if flags.is_empty() { "-".to_owned() } else { flags.join(",") },
+                s.parent.as_ref().map_or_else(|| "-".to_owned(), ToString::to_string),
                 title,
             ]);
         }
-        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false]) {
+        for row in aligned(&rows, &[false, false, false, false, false, true, true, false, false, false]) {
             say!("{row}");
         }
     });

@@ -479,3 +479,63 @@ fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() 
     let sample = json.as_array().unwrap().iter().find(|s| s["session"] == "sess-2026-01-05-auth").unwrap();
     assert!(sample["source"].is_null() && sample["parent"].is_null(), "{sample}");
 }
+
+/// The text view of `sessions` named no sub-agent's parent (only `--json` had it), so a Claude
+/// Code session's sub-agents could not be told apart from sessions of their own.
+#[test]
+fn sessions_text_names_the_parent_of_each_sub_agent_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code");
+    let parent = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let codex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    for path in [
+        real.join(format!("small-with-subagents/{parent}.jsonl")),
+        real.join("small-with-subagents/agent-36541525.jsonl"),
+        real.join("small-with-subagents/agent-50243ee8.jsonl"),
+        codex.join("codex-rollout-subagent.jsonl"),
+        codex.join("codex-rollout-forked.jsonl"),
+    ] {
+        let output = mnemo(&store, &["import", path.to_str().unwrap()]);
+        assert_eq!(code(&output), 0, "{}: {}", path.display(), stderr(&output));
+    }
+    let output = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines[0].find("parent").unwrap_or_else(|| panic!("no parent column: {text}"));
+    let column = |line: &str, at: usize| {
+        let chars: Vec<char> = line.chars().collect();
+        chars[at..].iter().collect::<String>().split_whitespace().next().unwrap().to_owned()
+    };
+    let session_at = lines[0].find("session").unwrap();
+    let parent_of = |session: &str| {
+        let line = lines
+            .iter()
+            .find(|l| column(l, session_at) == session)
+            .unwrap_or_else(|| panic!("{session}: {text}"));
+        let chars: Vec<char> = line.chars().collect();
+        assert!(chars[at - 1] == ' ' && chars[at] != ' ', "parent not at {at}: {line}");
+        column(line, at)
+    };
+    assert_eq!(parent_of(&format!("{parent}/agent-36541525")), parent, "{text}");
+    assert_eq!(parent_of(parent), "-", "{text}");
+    assert_eq!(
+        parent_of("019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77"),
+        "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21",
+        "{text}"
+    );
+    // A forked Codex session names the session it was forked from, flagged as a fork.
+    assert_eq!(
+        parent_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"),
+        "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21",
+        "{text}"
+    );
+    let flags_at = lines[0].find("flags").unwrap();
+    let flags_of = |session: &str| {
+        let line = lines.iter().find(|l| column(l, session_at) == session).unwrap();
+        column(line, flags_at)
+    };
+    assert_eq!(flags_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"), "fork", "{text}");
+    assert_eq!(flags_of(&format!("{parent}/agent-36541525")), "sub", "{text}");
+}

@@ -87,7 +87,9 @@ fn run_rust(scenario: &Value, store: &Path) -> Value {
     let mut head = Value::Null;
     let mut from = 1;
     loop {
-        let page = client.call::<Log>(&LogParams { from: Some(from), limit: Some(LOG_PAGE) }).unwrap();
+        let page = client
+            .call::<Log>(&LogParams { from: Some(from), limit: Some(LOG_PAGE), ..LogParams::default() })
+            .unwrap();
         let Some(last) = page.last() else { break };
         head = Value::Object(last.clone());
         from += LOG_PAGE;

@@ -275,6 +275,69 @@ fn claude_code_stop_captures_the_sessions_subagent_files_too() {
     shut_down(&store);
 }
 
+/// Claude Code runs `SubagentStop` when a sub-agent finishes, naming the parent's transcript
+/// (`transcript_path`) and the sub-agent's own (`agent_transcript_path`). The event was refused
+/// ("hook_event_name \"SubagentStop\": expected ...", logged) and the sub-agent's work waited for
+/// the parent's next `Stop`.
+#[test]
+fn claude_code_subagent_stop_captures_the_sub_agents_transcript_linked_to_its_parent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let project = dir.path().join("projects/-Users-User-repo-codemie-ai-codemie-code");
+    let session = "e9fb405b-169f-40eb-9396-7e75076f045d";
+    let transcript = project.join(format!("{session}.jsonl"));
+    let agent = project.join(session).join("subagents/agent-a485154.jsonl");
+    std::fs::create_dir_all(agent.parent().unwrap()).unwrap();
+    std::fs::copy(real("incremental-subagents/turn-1.jsonl"), &transcript).unwrap();
+    std::fs::copy(real("incremental-subagents/turn-1/subagents/agent-a485154.jsonl"), &agent).unwrap();
+    let subagent_stop = || {
+        let mut input: serde_json::Value = serde_json::from_str(&claude_input(
+            "SubagentStop",
+            &transcript,
+            serde_json::json!({
+                "stop_hook_active": false,
+                "agent_id": "a485154",
+                "agent_type": "solution-architect",
+                "agent_transcript_path": agent.display().to_string(),
+                "last_assistant_message": "Perfect! Now I have a comprehensive understanding of the codebase.",
+            }),
+        ))
+        .unwrap();
+        input["session_id"] = session.into();
+        assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &input.to_string())), "");
+    };
+    subagent_stop();
+    let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
+    let child = format!("{session}/agent-a485154");
+    let captured = sessions.iter().find(|s| s.session == child);
+    let captured =
+        captured.unwrap_or_else(|| panic!("no {child}: {sessions:?}; log {:?}", log_lines(&store)));
+    assert!(captured.subagent);
+    assert_eq!(captured.parent.as_deref(), Some(session));
+    assert_eq!(captured.source.as_deref(), Some("claude-code"));
+    // Only the sub-agent's file was read: the parent's turn is still running.
+    assert!(!sessions.iter().any(|s| s.session == session), "{sessions:?}");
+    let first = captured.event_count;
+
+    // The sub-agent file as it stood later (one line new in the middle, which adds no event):
+    // captured again without complaint and without appending anything twice.
+    std::fs::copy(real("incremental-subagents/turn-2/subagents/agent-a485154.jsonl"), &agent).unwrap();
+    subagent_stop();
+    assert_eq!(events_of(&store, &child), first);
+    assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
+
+    // A sub-agent whose transcript is not there is logged, and nothing else happens.
+    std::fs::remove_file(&agent).unwrap();
+    subagent_stop();
+    let log = log_lines(&store);
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(
+        log[0].contains("SubagentStop") && log[0].contains("agent-a485154.jsonl: no such file"),
+        "{log:?}"
+    );
+    shut_down(&store);
+}
+
 /// Codex's members for an event, as its `codex-rs/hooks` input schemas require them.
 fn codex_input(event: &str, transcript: Option<&Path>, extra: serde_json::Value) -> String {
     let mut input = serde_json::json!({

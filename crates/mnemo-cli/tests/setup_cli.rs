@@ -72,7 +72,9 @@ fn claude_code_setup_is_shown_then_written_then_removed_byte_for_byte() {
     assert_eq!(settings["hooks"]["Stop"][0]["hooks"][0]["command"], "notify-send done");
     assert!(settings_text.starts_with(&SETTINGS[..SETTINGS.find("            }\n        ]").unwrap()]));
     let store = home.join(".mnemo").display().to_string();
-    for (event, index) in [("SessionStart", 0), ("Stop", 1), ("PreCompact", 0), ("SessionEnd", 0)] {
+    for (event, index) in
+        [("SessionStart", 0), ("Stop", 1), ("SubagentStop", 0), ("PreCompact", 0), ("SessionEnd", 0)]
+    {
         let hook = &settings["hooks"][event][index]["hooks"][0];
         assert_eq!(hook["type"], "command", "{event}");
         let command = hook["command"].as_str().unwrap();
@@ -125,7 +127,7 @@ fn setup_creates_missing_files_and_remove_deletes_them_again() {
     }
     let settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(home.join(".claude/settings.json")).unwrap()).unwrap();
-    assert_eq!(settings["hooks"].as_object().unwrap().len(), 4);
+    assert_eq!(settings["hooks"].as_object().unwrap().len(), 5);
     ok(&setup(home, &["claude-code", "--remove", "--yes"]));
     ok(&setup(home, &["codex", "--remove", "--yes"]));
     for file in [".claude/settings.json", ".claude.json", ".codex/config.toml"] {

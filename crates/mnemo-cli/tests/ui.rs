@@ -109,6 +109,23 @@ impl Ui {
         (status, answer[end + 4..].to_vec())
     }
 
+    /// A session's whole timeline: the first answer's events followed by the rest's, with the rest's
+    /// positions, checkpoints and memory commits.
+    fn timeline(&self, session: &str) -> Value {
+        let first = self.api(&format!("timeline?session={}", encode(session)));
+        let shown = first["events"].as_array().unwrap().len();
+        let mut rest = self.api(&format!("timeline?session={}&from={shown}", encode(session)));
+        assert_eq!(rest["from"], shown);
+        let mut events = first["events"].as_array().unwrap().clone();
+        events.extend(rest["events"].as_array().unwrap().iter().cloned());
+        assert_eq!(rest["total"], events.len());
+        let positions = rest["positions"].as_array().unwrap();
+        assert_eq!(first["envelopes"], positions.len(), "the first answer knows how long the stream is");
+        assert_eq!(&first["last_position"], positions.last().unwrap(), "and where it ends");
+        rest["events"] = Value::Array(events);
+        rest
+    }
+
     /// GET `/api/{path}` with the token; the JSON answer (panics on another status than 200).
     fn api(&self, path: &str) -> Value {
         let separator = if path.contains('?') { '&' } else { '?' };
@@ -215,11 +232,10 @@ fn a_ui_session_leaves_the_store_unchanged() {
         let found = ui.api("search?q=hello.py");
         assert!(found["rows"].as_array().unwrap().iter().any(|row| row["session_id"] == session.as_str()));
         for listed in sessions.as_array().unwrap() {
-            let timeline =
-                ui.api(&format!("timeline?session={}", encode(listed["session"].as_str().unwrap())));
+            let timeline = ui.timeline(listed["session"].as_str().unwrap());
             assert!(!timeline["events"].as_array().unwrap().is_empty());
         }
-        let timeline = ui.api(&format!("timeline?session={session}"));
+        let timeline = ui.timeline(&session);
         let checkpoint = &timeline["checkpoints"][0];
         assert!(checkpoint["summary"].as_str().unwrap().contains("hello.py"), "{checkpoint}");
         let positions: Vec<u64> =
@@ -248,7 +264,7 @@ fn time_travel_across_a_checkpoint_shows_the_summary_replace_the_events_it_folds
     let dir = tempfile::tempdir().unwrap();
     let (store, session) = real_store(dir.path());
     let ui = Ui::start(&store);
-    let timeline = ui.api(&format!("timeline?session={session}"));
+    let timeline = ui.timeline(&session);
     let checkpoint = &timeline["checkpoints"][0];
     let at = checkpoint["position"].as_u64().unwrap();
     let positions: Vec<u64> =
@@ -313,25 +329,140 @@ fn a_ten_thousand_event_session_opens() {
     let began = Instant::now();
     let timeline = ui.api("timeline?session=big");
     let first = began.elapsed();
-    let events = timeline["events"].as_array().unwrap();
+    let shown = timeline["events"].as_array().unwrap().len();
+    assert!(shown < 1_000, "the first answer carries a first screen, not {shown} events");
+    assert_eq!(timeline["envelopes"], 10_001, "the session's opening and its events");
+    let began = Instant::now();
+    let rest = ui.api(&format!("timeline?session=big&from={shown}"));
+    let second = began.elapsed();
+    assert_eq!(rest["from"], shown);
+    let events: Vec<&Value> =
+        timeline["events"].as_array().unwrap().iter().chain(rest["events"].as_array().unwrap()).collect();
+    assert_eq!(rest["total"], events.len());
     let runtime_events = events.iter().filter(|e| e["kind"] == "event").count();
     assert_eq!(runtime_events, 10_000);
     assert_eq!(events.iter().filter(|e| e["error"] == true).count(), 250, "every tenth result is an error");
-    let began = Instant::now();
-    let again = ui.api("timeline?session=big");
-    let second = began.elapsed();
-    assert_eq!(again["positions"], timeline["positions"]);
+    let positions: Vec<u64> = events.iter().map(|e| e["position"].as_u64().unwrap()).collect();
+    assert!(
+        positions.windows(2).all(|w| w[0] < w[1]),
+        "the pages join in log order, without a gap or repeat"
+    );
+    let result = events.iter().find(|e| e["content"] == "function_response").unwrap();
+    assert_eq!(result["result_cut"], true, "long tool results travel as a preview: {result}");
+    let timeline = rest;
     let last = timeline["positions"].as_array().unwrap().last().unwrap().as_u64().unwrap();
     let began = Instant::now();
     let context = ui.api(&format!("context?session=big&at={last}&prev={}", last - 1));
     let travel = began.elapsed();
     assert!(context["tokens"].as_u64().is_some());
     println!(
-        "10,000-event session ({} build): timeline {} ms (first, log index built), {} ms (again); \
+        "10,000-event session ({} build): timeline {} ms (first screen), {} ms (the rest); \
          context at the head with its diff {} ms",
         if cfg!(debug_assertions) { "debug" } else { "release" },
         first.as_millis(),
         second.as_millis(),
         travel.as_millis()
     );
+}
+
+#[test]
+fn checkpoint_claims_link_each_supported_claim_to_covered_events_that_state_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, session) = real_store(dir.path());
+    let ui = Ui::start(&store);
+    let timeline = ui.timeline(&session);
+    let checkpoint = &timeline["checkpoints"][0];
+    let id = checkpoint["checkpoint"].as_str().unwrap();
+    let (first, through) =
+        (checkpoint["first_position"].as_u64().unwrap(), checkpoint["through_position"].as_u64().unwrap());
+    let report = ui.api(&format!("claims?session={session}&checkpoint={id}"));
+    let claims = report["claims"].as_array().unwrap();
+    assert!(!claims.is_empty(), "{report}");
+    assert_eq!(report["matches_recorded"], true, "checked again, the claims agree with the recorded report");
+    assert_eq!(claims.len() as u64, checkpoint["faithfulness"]["checked"].as_u64().unwrap());
+    let mut linked = 0;
+    for claim in claims {
+        let text = claim["claim"].as_str().unwrap();
+        let events = claim["events"].as_array().unwrap();
+        if claim["supported"] == false {
+            assert!(events.is_empty(), "an unsupported claim links no event: {claim}");
+            continue;
+        }
+        assert!(events.len() as u64 <= claim["event_count"].as_u64().unwrap());
+        for event in events {
+            let position = event["position"].as_u64().unwrap();
+            assert!(
+                (first..=through).contains(&position),
+                "{text}: {position} is outside {first}..={through}"
+            );
+            let envelope = ui.api(&format!("event?position={position}"));
+            assert_eq!(envelope["record"]["id"], event["event"]);
+            let stated = envelope["record"].to_string();
+            let escaped = serde_json::to_string(text).unwrap();
+            assert!(
+                stated.contains(&escaped[1..escaped.len() - 1]),
+                "event {position} does not state the claim {text:?}: {stated}"
+            );
+            linked += 1;
+        }
+    }
+    assert!(linked > 0, "some claim links its events: {report}");
+    let (status, _) =
+        ui.request("GET", &format!("/api/claims?session={session}&checkpoint=nope&token={}", ui.token), &[]);
+    assert_eq!(status, 400, "an unknown checkpoint is a bad request: {status}");
+}
+
+/// A Mnemo transcript of one turn in workspace `/tmp/private`.
+fn one_turn(session: &str, user: &str, model: &str, ts: u64) -> String {
+    [
+        serde_json::json!({"kind": "session", "session": session, "workspace": "/tmp/private", "title": session}),
+        serde_json::json!({"session": session, "turn": "t1", "role": "user", "ts": ts,
+            "parts": [{"type": "text", "text": user}]}),
+        serde_json::json!({"session": session, "turn": "t1", "role": "model", "ts": ts + 1,
+            "parts": [{"type": "text", "text": model}]}),
+        serde_json::json!({"session": session, "turn": "t1", "kind": "turn_end", "status": "completed"}),
+    ]
+    .iter()
+    .map(|line| format!("{line}\n"))
+    .collect()
+}
+
+#[test]
+fn time_travel_shows_the_recall_block_as_memory_stood_at_the_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let prefs = dir.path().join("prefs.jsonl");
+    let text = "Remember that this project always uses pnpm, never npm.";
+    std::fs::write(&prefs, one_turn("prefs", text, "Noted: pnpm only.", 1_765_395_600_000)).unwrap();
+    mnemo(&store, &["import", prefs.to_str().unwrap()]);
+    mnemo(&store, &["memory", "remember", "prefs"]);
+    let later = dir.path().join("later.jsonl");
+    let build =
+        one_turn("later", "Install the build dependencies with pnpm.", "Installing.", 1_765_396_600_000);
+    std::fs::write(&later, build).unwrap();
+    mnemo(&store, &["import", later.to_str().unwrap()]);
+    let ui = Ui::start(&store);
+    let last = |session: &str| {
+        let timeline = ui.timeline(session);
+        timeline["positions"].as_array().unwrap().last().unwrap().as_u64().unwrap()
+    };
+    let pushed = |session: &str, at: u64| -> Vec<String> {
+        let block = ui.api(&format!("recall?session={session}&at={at}"));
+        assert_eq!(block["position"], at);
+        block["items"].as_array().unwrap().iter().map(|i| i["content"].as_str().unwrap().to_owned()).collect()
+    };
+    // The session the fact came from speaks of pnpm, but at its positions the fact was not stored yet.
+    let prefs_last = last("prefs");
+    assert_eq!(
+        pushed("prefs", prefs_last),
+        Vec::<String>::new(),
+        "nothing was pushed before the fact existed"
+    );
+    let head = ui.api("health")["stats"]["head"].as_u64().unwrap();
+    assert!(pushed("prefs", head).iter().any(|c| c.contains("pnpm")), "at the head the same text recalls it");
+    let later_items = pushed("later", last("later"));
+    assert!(later_items.iter().any(|c| c.contains("pnpm")), "{later_items:?}");
+    let (status, _) =
+        ui.request("GET", &format!("/api/recall?session=later&at={}&token={}", head + 5, ui.token), &[]);
+    assert_eq!(status, 400, "a position beyond the head is a bad request");
 }

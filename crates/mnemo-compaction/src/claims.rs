@@ -26,6 +26,19 @@ pub enum ClaimKind {
     Quoted,
 }
 
+impl ClaimKind {
+    /// Its name in reports: `path`, `code`, `identifier`, `number`, `quoted`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ClaimKind::Path => "path",
+            ClaimKind::Code => "code",
+            ClaimKind::Identifier => "identifier",
+            ClaimKind::Number => "number",
+            ClaimKind::Quoted => "quoted",
+        }
+    }
+}
+
 fn trim_token(token: &str) -> &str {
     token
         .trim_matches(|c: char| {

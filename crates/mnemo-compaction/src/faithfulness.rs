@@ -9,6 +9,7 @@
 
 use mnemo_core::redaction::REDACTED;
 use mnemo_core::{Content, FaithfulnessReport, RuntimeEvent};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::claims::claims;
@@ -73,6 +74,52 @@ pub fn check_faithfulness(summary: &str, covered: &[RuntimeEvent]) -> Faithfulne
     let unsupported =
         found.iter().filter(|(_, claim)| !supported(claim, &evidence)).map(|(_, c)| c.clone()).collect();
     FaithfulnessReport { checked: found.len() as u64, unsupported }
+}
+
+/// Most supporting events [`claim_support`] names for one claim (the count of all is kept).
+pub const CLAIM_EVENTS_MAX: usize = 20;
+
+/// One claim of a summary and where the covered events support it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClaimSupport {
+    /// The claim as the summary states it.
+    pub claim: String,
+    /// `path`, `code`, `identifier`, `number` or `quoted`.
+    pub kind: &'static str,
+    /// Whether the covered events support it, as [`check_faithfulness`] decides.
+    pub supported: bool,
+    /// Indexes (into the covered events) of the first [`CLAIM_EVENTS_MAX`] events whose own text
+    /// supports it. A supported claim may have none: found only across two events' texts.
+    pub events: Vec<usize>,
+    /// How many covered events support it on their own.
+    pub event_count: usize,
+}
+
+/// Every claim of `summary`, in the order [`check_faithfulness`] finds them, each with the covered
+/// events that support it: the report of [`check_faithfulness`] with its evidence.
+pub fn claim_support(summary: &str, covered: &[RuntimeEvent]) -> Vec<ClaimSupport> {
+    let evidence = evidence_text(covered);
+    let per_event: Vec<String> =
+        covered.iter().map(|event| evidence_text(std::slice::from_ref(event))).collect();
+    claims(summary)
+        .into_iter()
+        .map(|(kind, claim)| {
+            let supported = supported(&claim, &evidence);
+            let mut events = Vec::new();
+            let mut event_count = 0;
+            if supported {
+                for (index, text) in per_event.iter().enumerate() {
+                    if self::supported(&claim, text) {
+                        event_count += 1;
+                        if events.len() < CLAIM_EVENTS_MAX {
+                            events.push(index);
+                        }
+                    }
+                }
+            }
+            ClaimSupport { claim, kind: kind.name(), supported, events, event_count }
+        })
+        .collect()
 }
 
 /// Whether `claim` occurs in `evidence`, each [`REDACTED`] marker in it standing for at least one
@@ -157,6 +204,29 @@ mod tests {
         assert_eq!(report.unsupported, vec!["cargo bench", "src/main.rs", "E0599", "7"]);
         assert!(exceeds(&report, Some(0.5)));
         assert!(!exceeds(&report, None));
+    }
+
+    #[test]
+    fn each_claim_names_the_events_that_state_it_and_agrees_with_the_report() {
+        let covered = vec![
+            text_event("e1", "t1", "user", "fix src/lib.rs please"),
+            call("e2", "t1", "c1", "shell", json!({"cmd": "cargo test"})),
+            result("e3", "t1", "c1", "shell", json!("src/lib.rs:42: error[E0308]")),
+        ];
+        let summary = "Fixed src/lib.rs after `cargo test` failed with E0308; see E0599.";
+        let support = claim_support(summary, &covered);
+        let report = check_faithfulness(summary, &covered);
+        assert_eq!(support.len() as u64, report.checked);
+        let unsupported: Vec<&str> =
+            support.iter().filter(|c| !c.supported).map(|c| c.claim.as_str()).collect();
+        assert_eq!(unsupported, report.unsupported);
+        let of = |claim: &str| support.iter().find(|c| c.claim == claim).unwrap();
+        assert_eq!(of("src/lib.rs").events, [0, 2]);
+        assert_eq!(of("src/lib.rs").event_count, 2);
+        assert_eq!(of("src/lib.rs").kind, "path");
+        assert_eq!(of("cargo test").events, [1]);
+        assert_eq!(of("E0308").events, [2]);
+        assert!(!of("E0599").supported && of("E0599").events.is_empty());
     }
 
     #[test]

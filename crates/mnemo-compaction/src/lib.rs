@@ -51,7 +51,10 @@ pub use copy::{
 };
 pub use error::CompactionError;
 pub use extractive::{EXTRACTIVE_SUMMARIZER_NAME, EXTRACTIVE_SUMMARIZER_VERSION, ExtractiveSummarizer};
-pub use faithfulness::{check_faithfulness, evidence_text, exceeds as faithfulness_exceeds};
+pub use faithfulness::{
+    CLAIM_EVENTS_MAX, ClaimSupport, check_faithfulness, claim_support, evidence_text,
+    exceeds as faithfulness_exceeds,
+};
 pub use fit::{
     Dropped, ELIDED_RESULT_CHARS_MIN, Elision, FitReport, RESULT_BUDGET_DIVISOR, UnfitReason, WINDOW_MIN,
     elide_event, elision_marker, fit_history, result_cap_chars,

@@ -50,8 +50,9 @@ pub struct SessionOpened {
     /// name a host gives its runtime; absent when not recorded. Schema version 2 (decision 0166).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub source: Option<String>,
-    /// The session that started this one, for a subagent's session whose parent is known.
-    /// Schema version 2 (decision 0166).
+    /// The session this one came from: for a subagent's session the session that started it,
+    /// for any other session the one it was forked from; absent when unknown or none. Schema
+    /// version 2 (decisions 0166, 0168).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub parent: Option<SessionId>,
 }

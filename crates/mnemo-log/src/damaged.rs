@@ -25,6 +25,7 @@ use tracing::{debug, info};
 use crate::error::LogError;
 use crate::fjall_log::{DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LogOptions};
 use crate::store_dir::{self, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
+use crate::store_lock::StoreLock;
 
 /// What closes each batch of the storage engine's journal: the end tag, an 8-byte checksum of the
 /// batch, then this trailer.
@@ -86,7 +87,7 @@ impl DamagedCopy {
                 ),
             ));
         }
-        let _lock = lock_shared(from)?;
+        let _lock = StoreLock::acquire_shared(from)?;
         DirBuilder::new().mode(PRIVATE_DIR_MODE).create(scratch).map_err(|e| {
             LogError::io(format!("cannot create the scratch directory {}", scratch.display()), e)
         })?;
@@ -114,25 +115,6 @@ impl Drop for DamagedCopy {
         drop(self.log.take());
         if let Err(error) = std::fs::remove_dir_all(&self.scratch) {
             tracing::warn!(scratch = %self.scratch.display(), %error, "cannot remove the salvage scratch copy");
-        }
-    }
-}
-
-/// Takes the store's lock shared, from a read-only handle: a writer holds it exclusively, so a
-/// store in use is refused, and nothing in the store is created or changed. A store without a lock
-/// file has never been opened by a process that could still hold it.
-fn lock_shared(dir: &Path) -> Result<Option<File>, LogError> {
-    let path = dir.join(LOCK_FILE_NAME);
-    let file = match File::open(&path) {
-        Ok(file) => file,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(LogError::io(format!("cannot open lock file {}", path.display()), error)),
-    };
-    match file.try_lock_shared() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(LogError::Locked { path: dir.to_path_buf() }),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(LogError::io(format!("cannot lock {}", path.display()), e))
         }
     }
 }

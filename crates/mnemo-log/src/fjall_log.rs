@@ -1,7 +1,7 @@
 //! The embedded log on fjall: opening and recovery, reads, and the handle that queues appends
 //! for the writer thread.
 
-use std::fs::{File, TryLockError};
+use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,6 +27,7 @@ use crate::limits::{
 };
 use crate::reply::PendingAppend;
 use crate::store_dir;
+use crate::store_lock::StoreLock;
 use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
@@ -144,8 +145,8 @@ pub struct FjallLog {
     writer: Option<JoinHandle<()>>,
     lost: Option<LostRange>,
     accepted: Option<LostRange>,
-    // Held for the life of the handle: the OS releases the lock when the file is closed.
-    _lock: File,
+    // Held for the life of the handle, released when it is dropped.
+    _lock: StoreLock,
 }
 
 impl FjallLog {
@@ -160,8 +161,12 @@ impl FjallLog {
 
     /// As [`FjallLog::open`], with the storage engine's refusal as it is (salvage looks at it).
     pub(crate) fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
-        store_dir::ensure_store(dir, &create_database)?;
-        let lock = acquire_lock(dir)?;
+        // A store this open created is opened under the lock its creation took: letting it go to
+        // take it again would leave a moment in which another process could hold it.
+        let lock = match store_dir::ensure_store(dir, &create_database)? {
+            Some(lock) => lock,
+            None => StoreLock::acquire(dir)?,
+        };
         let (db, log, streams, keys) = open_database(dir)?;
 
         let shared = Arc::new(Shared {
@@ -467,28 +472,13 @@ fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace),
 }
 
 /// Creates an empty store's database in `dir` (the temporary directory a new store is built in) and
-/// makes it durable, so that the store is complete when it is renamed into place.
-fn create_database(dir: &Path) -> Result<(), LogError> {
-    let _lock = acquire_lock(dir)?;
+/// makes it durable, so that the store is complete when it is renamed into place. Returns the store's
+/// lock, still held, for the open that follows the rename.
+fn create_database(dir: &Path) -> Result<StoreLock, LogError> {
+    let lock = StoreLock::acquire(dir)?;
     let (db, _, _, _) = open_database(dir)?;
     db.persist(fjall::PersistMode::SyncAll)?;
-    Ok(())
-}
-
-fn acquire_lock(dir: &Path) -> Result<File, LogError> {
-    let path = dir.join(LOCK_FILE_NAME);
-    let file = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(store_dir::PRIVATE_FILE_MODE)
-        .open(&path)
-        .map_err(|e| LogError::io(format!("cannot open lock file {}", path.display()), e))?;
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(LogError::Locked { path: dir.to_path_buf() }),
-        Err(TryLockError::Error(e)) => Err(LogError::io(format!("cannot lock {}", path.display()), e)),
-    }
+    Ok(lock)
 }
 
 fn check_format(meta: &Keyspace) -> Result<(), LogError> {
@@ -645,4 +635,26 @@ pub(crate) fn shared_for_tests(dir: &Path) -> Result<Shared, LogError> {
         tail: Tail::default(),
         poisoned: Mutex::new(None),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+    use super::*;
+
+    /// Regression: a closed store's lock stayed held while a process started by another thread
+    /// (between its fork and its exec) held a copy of the lock's descriptor, and opening the store
+    /// again failed with "store is locked by another process".
+    #[test]
+    fn a_store_reopens_while_a_child_process_holds_a_copy_of_its_lock_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = FjallLog::open(dir.path(), LogOptions::default()).unwrap();
+        let mut child = log._lock.child_holding_a_copy();
+        drop(log);
+        let reopened = FjallLog::open(dir.path(), LogOptions::default());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(reopened.unwrap().head(), Position::ZERO);
+    }
 }

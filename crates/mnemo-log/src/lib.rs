@@ -17,6 +17,7 @@ mod keys;
 pub mod limits;
 mod reply;
 mod store_dir;
+mod store_lock;
 mod tail;
 mod verify;
 mod writer;

@@ -13,6 +13,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::LogError;
+use crate::store_lock::StoreLock;
 
 /// The file whose presence makes a directory a store.
 pub const STORE_MARKER_FILE_NAME: &str = "mnemo-store";
@@ -31,17 +32,18 @@ pub const PRIVATE_DIR_MODE: u32 = 0o700;
 /// Mode of every file Mnemo creates.
 pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
+/// What fills a new store's temporary directory; it returns the store's lock, taken in there.
+pub(crate) type CreateStore<'a> = &'a dyn Fn(&Path) -> Result<StoreLock, LogError>;
+
 /// Makes sure `dir` holds a store, creating it when nothing is there: `create` fills the temporary
-/// directory the store is built in (the database, before it is renamed into place). A store made by
-/// an earlier version, before stores carried their marker, is recognised by the storage engine's own
-/// files in its database directory, and gets its marker.
-pub(crate) fn ensure_store(
-    dir: &Path,
-    create: &dyn Fn(&Path) -> Result<(), LogError>,
-) -> Result<(), LogError> {
+/// directory the store is built in (the database, before it is renamed into place) and takes the
+/// store's lock there, which is returned still held when this call created the store. A store made
+/// by an earlier version, before stores carried their marker, is recognised by the storage engine's
+/// own files in its database directory, and gets its marker.
+pub(crate) fn ensure_store(dir: &Path, create: CreateStore<'_>) -> Result<Option<StoreLock>, LogError> {
     match inspect(dir)? {
-        Found::Store => Ok(()),
-        Found::EarlierStore => write_marker(dir),
+        Found::Store => Ok(None),
+        Found::EarlierStore => write_marker(dir).map(|()| None),
         Found::Nothing | Found::EmptyDir => create_store(dir, create),
         Found::Other(entries) => Err(LogError::NotAStore { path: dir.to_path_buf(), entries }),
     }
@@ -119,8 +121,9 @@ pub(crate) fn create_private_file(path: &Path) -> std::io::Result<File> {
 }
 
 /// Builds the store under a temporary name beside `dir` and renames it into place, so that a crash
-/// leaves either no store or a complete empty one. An empty directory at `dir` is replaced.
-fn create_store(dir: &Path, create: &dyn Fn(&Path) -> Result<(), LogError>) -> Result<(), LogError> {
+/// leaves either no store or a complete empty one. An empty directory at `dir` is replaced. Returns
+/// the new store's lock, or `None` when another process created the store meanwhile.
+fn create_store(dir: &Path, create: CreateStore<'_>) -> Result<Option<StoreLock>, LogError> {
     let (parent, name) = split(dir)?;
     DirBuilder::new()
         .recursive(true)
@@ -129,31 +132,38 @@ fn create_store(dir: &Path, create: &dyn Fn(&Path) -> Result<(), LogError>) -> R
         .map_err(|e| LogError::io(format!("cannot create {}", parent.display()), e))?;
     remove_abandoned(&parent, &name);
     let temporary = parent.join(format!("{CREATING_PREFIX}{name}.{}", std::process::id()));
-    let built = build(&temporary, create).and_then(|()| {
+    // NOTE: the lock moves with the directory: it is held on the file, whatever its path.
+    let built = build(&temporary, create).and_then(|lock| {
         std::fs::rename(&temporary, dir).map_err(|e| {
             LogError::io(format!("cannot move the new store into place at {}", dir.display()), e)
-        })
+        })?;
+        Ok(lock)
     });
-    if let Err(error) = built {
-        // The temporary directory is ours: it was created new above.
-        let _ = std::fs::remove_dir_all(&temporary);
-        // Another process may have created the store meanwhile; then it is simply there.
-        return match inspect(dir)? {
-            Found::Store => Ok(()),
-            _ => Err(error),
-        };
-    }
-    sync_dir(&parent)
+    let lock = match built {
+        Ok(lock) => lock,
+        Err(error) => {
+            // The temporary directory is ours: it was created new above.
+            let _ = std::fs::remove_dir_all(&temporary);
+            // Another process may have created the store meanwhile; then it is simply there.
+            return match inspect(dir)? {
+                Found::Store => Ok(None),
+                _ => Err(error),
+            };
+        }
+    };
+    sync_dir(&parent)?;
+    Ok(Some(lock))
 }
 
-fn build(temporary: &Path, create: &dyn Fn(&Path) -> Result<(), LogError>) -> Result<(), LogError> {
+fn build(temporary: &Path, create: CreateStore<'_>) -> Result<StoreLock, LogError> {
     DirBuilder::new()
         .mode(PRIVATE_DIR_MODE)
         .create(temporary)
         .map_err(|e| LogError::io(format!("cannot create {}", temporary.display()), e))?;
     write_marker(temporary)?;
-    create(temporary)?;
-    sync_dir(temporary)
+    let lock = create(temporary)?;
+    sync_dir(temporary)?;
+    Ok(lock)
 }
 
 /// The directory a store path lives in, and its name there.
@@ -213,8 +223,9 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
     }
 
-    fn make_nothing(_: &Path) -> Result<(), LogError> {
-        Ok(())
+    /// Fills a new store with nothing but its lock.
+    fn make_nothing(dir: &Path) -> Result<StoreLock, LogError> {
+        StoreLock::acquire(dir)
     }
 
     #[test]
@@ -228,6 +239,21 @@ mod tests {
         let beside: Vec<_> = std::fs::read_dir(dir.parent().unwrap()).unwrap().flatten().collect();
         assert_eq!(beside.len(), 1, "{beside:?}");
         ensure_store(&dir, &make_nothing).unwrap();
+    }
+
+    /// Regression: the creation's lock was let go and taken again by the open that followed, and a
+    /// process started meanwhile by another thread (holding a copy of the lock's descriptor until
+    /// its exec) made that open fail with "store is locked by another process".
+    #[test]
+    fn a_new_store_is_handed_over_under_the_lock_its_creation_took() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("store");
+        let lock = ensure_store(&dir, &make_nothing).unwrap().unwrap();
+        assert!(matches!(StoreLock::acquire(&dir), Err(LogError::Locked { .. })));
+        // A store that is already there is not created again, and its lock is left to the opener.
+        assert!(ensure_store(&dir, &make_nothing).unwrap().is_none());
+        drop(lock);
+        StoreLock::acquire(&dir).unwrap();
     }
 
     #[test]
@@ -248,7 +274,7 @@ mod tests {
     fn a_failed_creation_leaves_nothing() {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("store");
-        let failing = |_: &Path| Err(LogError::Closed);
+        let failing = |_: &Path| -> Result<StoreLock, LogError> { Err(LogError::Closed) };
         assert!(matches!(ensure_store(&dir, &failing), Err(LogError::Closed)));
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
     }

@@ -415,6 +415,23 @@ fn log(mnemo: &Mnemo, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
         )
         .with_limit(m::LOG_ENTRIES_MAX));
     }
-    let entries = mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize).map_err(store)?;
+    if p.last && (p.stream.is_none() || p.from.is_some()) {
+        return Err(RpcError::new(
+            Reason::InvalidParams,
+            "log: `last` reads a `stream`'s end, without `from`",
+        ));
+    }
+    let entries = match p.stream {
+        Some(stream) => {
+            let stream = StreamId::new(stream).map_err(invalid_id("stream"))?;
+            if p.last {
+                mnemo.stream_tail(&stream, limit as usize)
+            } else {
+                mnemo.stream_entries(&stream, StreamRevision(p.from.unwrap_or(0)), limit as usize)
+            }
+        }
+        None => mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize),
+    }
+    .map_err(store)?;
     entries.iter().map(object).collect()
 }

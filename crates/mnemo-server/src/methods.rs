@@ -125,6 +125,7 @@ pub const METHOD_NAMES: &[&str] = &[
     RecoverOverflow::NAME,
     CopySession::NAME,
     Policy::NAME,
+    Claims::NAME,
     Extract::NAME,
     RecallBlock::NAME,
     MemoryList::NAME,
@@ -647,15 +648,21 @@ pub struct ContextParams {
 }
 
 /// `log` parameters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LogParams {
-    /// The first position (default 1).
+    /// The first position (default 1); with `stream`, the first revision in it (default 0).
     #[serde(default)]
     pub from: Option<u64>,
     /// Envelopes to return, 1..=`LOG_ENTRIES_MAX` (default 50).
     #[serde(default)]
     pub limit: Option<u64>,
+    /// Read only this stream (`session/<id>`, `memory/<scope>`), however long the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream: Option<String>,
+    /// With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub last: bool,
 }
 
 /// Most envelopes one `log` call returns.
@@ -697,6 +704,7 @@ pub fn schemas() -> Value {
     entry::<RecoverOverflow>(&mut methods);
     entry::<CopySession>(&mut methods);
     entry::<Policy>(&mut methods);
+    entry::<Claims>(&mut methods);
     entry::<Extract>(&mut methods);
     entry::<RecallBlock>(&mut methods);
     entry::<MemoryList>(&mut methods);

@@ -379,3 +379,55 @@ fn a_connection_over_the_limit_gets_one_overloaded_answer_and_is_closed() {
     drop(held);
     stop(&store, server);
 }
+
+#[test]
+fn log_reads_one_stream_from_a_revision_or_its_last_envelopes_without_the_others() {
+    use mnemo_server::methods::{Log, LogParams};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    for file in
+        ["incremental-simple/turn-2.jsonl", "small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"]
+    {
+        let params = ImportParams {
+            path: Some(fixture(file).display().to_string()),
+            text: None,
+            source: None,
+            format: None,
+        };
+        client.call::<Import>(&params).unwrap();
+    }
+    let stream = "session/4c2ddfdc-b619-4525-8d03-1950fb1b0257".to_owned();
+    let all = client.call::<Log>(&LogParams { limit: Some(1000), ..LogParams::default() }).unwrap();
+    let expected: Vec<&serde_json::Map<String, Value>> =
+        all.iter().filter(|e| e["stream"] == stream.as_str()).collect();
+    assert!(expected.len() > 3 && expected.len() < all.len(), "two sessions in the log");
+    let mut read = |params: LogParams| client.call::<Log>(&params);
+    let whole =
+        read(LogParams { limit: Some(1000), stream: Some(stream.clone()), ..LogParams::default() }).unwrap();
+    assert_eq!(whole.iter().collect::<Vec<_>>(), expected, "exactly that stream's envelopes, in order");
+    let from_two =
+        read(LogParams { from: Some(2), limit: Some(2), stream: Some(stream.clone()), last: false }).unwrap();
+    assert_eq!(from_two.iter().map(|e| e["revision"].as_u64().unwrap()).collect::<Vec<_>>(), [2, 3]);
+    let tail =
+        read(LogParams { limit: Some(2), stream: Some(stream.clone()), last: true, ..LogParams::default() })
+            .unwrap();
+    assert_eq!(tail.iter().collect::<Vec<_>>(), expected[expected.len() - 2..], "the stream's last two");
+    let none =
+        read(LogParams { limit: Some(5), stream: Some("session/nobody".into()), last: true, from: None })
+            .unwrap();
+    assert!(none.is_empty());
+    for refused in [
+        LogParams { limit: Some(1), last: true, ..LogParams::default() },
+        LogParams { from: Some(1), limit: Some(1), stream: Some(stream.clone()), last: true },
+        LogParams { limit: Some(1), stream: Some("elsewhere/x".into()), ..LogParams::default() },
+    ] {
+        match read(refused.clone()) {
+            Err(ClientError::Rpc(error)) => assert_eq!(error.reason(), Reason::InvalidParams, "{refused:?}"),
+            other => panic!("{refused:?} was not refused: {other:?}"),
+        }
+    }
+    drop(client);
+    stop(&store, server);
+}

@@ -5,25 +5,57 @@
 import { get } from './api.js';
 import { h, mount, when, count, announce, sessionLink } from './dom.js';
 
+/** Rows appended to the timeline per step while the rest of a long session arrives. */
+const ROWS_PER_STEP = 1000;
+
 export async function sessionView(view, session, query, stillCurrent) {
   const started = performance.now();
-  const timeline = await get('timeline', { session });
+  // The first screen and where the session ends come first; every position, checkpoint and memory
+  // commit come with the rest, which is asked for at once.
+  const first = await get('timeline', { session });
   if (!stillCurrent()) return;
-  const bands = bandsOf(timeline.checkpoints);
-  const panel = h('section', { class: 'panel', 'aria-label': 'Time travel and checkpoints' });
+  const panel = h('section', { class: 'panel', 'aria-label': 'Time travel and checkpoints', dataset: { session } });
   const events = h('ol', { class: 'timeline', 'aria-label': 'Timeline' });
-  events.append(...timelineItems(timeline, bands, panel));
+  events.append(...timelineRows({ checkpoints: [], memory: [] }, [], panel).add(first.events));
+  const facts = h('p', { class: 'muted' }, `${count(first.envelopes)} log positions`);
   mount(view,
     h('p', {}, h('a', { href: '#/' }, '← All sessions')),
     h('h1', { class: 'session-title' }, session),
-    h('p', { class: 'muted' }, `${count(timeline.positions.length)} log positions · ${count(timeline.checkpoints.length)} checkpoints · ${count(timeline.memory.length)} memory commits`),
+    facts,
     h('div', { class: 'split' }, h('section', { class: 'events', 'aria-label': 'Events' }, events), panel));
-  const travel = timeTravel(timeline, events);
+  const travel = timeTravel(session, first.last_position, events);
   mount(panel, travel.node, h('div', { id: 'checkpoint-panel' }));
-  travel.go(timeline.positions.length - 1);
   view.dataset.renderMs = String(Math.round(performance.now() - started));
-  view.dataset.events = String(timeline.events.length);
+  // The context at the session's end comes next; the rest of the timeline is asked for once it is
+  // shown (on a busy machine the two would only slow each other down).
+  await travel.go(0, { now: true });
+  if (!stillCurrent()) return;
+  const timeline = await get('timeline', { session, from: first.events.length });
+  if (!stillCurrent()) return;
+  const bands = bandsOf(timeline.checkpoints);
+  const rows = timelineRows(timeline, bands, panel);
+  // The first screen again, now with its checkpoint bands and memory markers.
+  events.replaceChildren(...rows.add(first.events));
+  travel.positions(timeline.positions);
+  for (let at = 0; at < timeline.events.length; at += ROWS_PER_STEP) {
+    await nextFrame();
+    if (!stillCurrent()) return;
+    events.append(...rows.add(timeline.events.slice(at, at + ROWS_PER_STEP)));
+  }
+  events.append(...rows.finish());
+  mount(facts, `${count(timeline.positions.length)} log positions · ${count(timeline.checkpoints.length)} checkpoints · ${count(timeline.memory.length)} memory commits`);
+  travel.mark();
+  view.dataset.events = String(first.events.length + timeline.events.length);
+  view.dataset.completeMs = String(Math.round(performance.now() - started));
   focusTarget(events, query);
+}
+
+/** Resolves at the next animation frame (or soon, when the page is hidden). */
+function nextFrame() {
+  return new Promise((done) => {
+    const timer = setTimeout(done, 50);
+    requestAnimationFrame(() => { clearTimeout(timer); done(); });
+  });
 }
 
 /** For every checkpoint, the position range of the events it folds. */
@@ -33,26 +65,31 @@ function bandsOf(checkpoints) {
     .map((c) => ({ checkpoint: c, from: c.first_position, to: c.through_position }));
 }
 
-function timelineItems(timeline, bands, panel) {
+/** Builds the timeline's rows a batch of events at a time, with the checkpoint and memory markers
+ *  between them in log order; `finish` gives the markers after the last event. */
+function timelineRows(timeline, bands, panel) {
   const markers = [
-    ...timeline.checkpoints.map((c) => ({ position: c.position, node: checkpointMarker(c, panel) })),
-    ...timeline.memory.map((m) => ({ position: m.position, node: memoryMarker(m) })),
+    ...timeline.checkpoints.map((c) => ({ position: c.position, node: () => checkpointMarker(c, panel) })),
+    ...timeline.memory.map((m) => ({ position: m.position, node: () => memoryMarker(m) })),
   ].sort((a, b) => a.position - b.position);
-  const out = [];
   let turn = null;
   let next = 0;
-  for (const event of timeline.events) {
-    while (next < markers.length && markers[next].position < event.position) out.push(markers[next++].node);
-    if (event.turn && event.turn !== turn) {
-      turn = event.turn;
-      out.push(h('li', { class: 'turn', dataset: { turn } }, h('h2', {}, `Turn ${turn}`)));
+  const add = (batch) => {
+    const out = [];
+    for (const event of batch) {
+      while (next < markers.length && markers[next].position < event.position) out.push(markers[next++].node());
+      if (event.turn && event.turn !== turn) {
+        turn = event.turn;
+        out.push(h('li', { class: 'turn', dataset: { turn } }, h('h2', {}, `Turn ${turn}`)));
+      }
+      const band = bands.find((b) => event.position >= b.from && event.position <= b.to);
+      if (band && event.position === band.from) out.push(bandStart(band, panel));
+      out.push(eventItem(event, band));
     }
-    const band = bands.find((b) => event.position >= b.from && event.position <= b.to);
-    if (band && event.position === band.from) out.push(bandStart(band, panel));
-    out.push(eventItem(event, band));
-  }
-  while (next < markers.length) out.push(markers[next++].node);
-  return out;
+    return out;
+  };
+  const finish = () => markers.slice(next).map((m) => m.node());
+  return { add, finish };
 }
 
 function bandStart(band, panel) {
@@ -92,14 +129,13 @@ function eventItem(event, band) {
   let body;
   switch (event.content) {
     case 'thinking':
-      body = h('details', {}, h('summary', {}, `Thinking (${count(event.text.length)} characters)`), h('pre', {}, event.text), more(event, 'text'));
+      body = folded(event, 'text', `Thinking (${count(event.text_chars ?? event.text.length)} characters)`);
       break;
     case 'function_call':
-      body = h('details', {}, h('summary', {}, 'Tool call ', h('code', {}, event.name)), h('pre', {}, event.args), more(event, 'args'));
+      body = folded(event, 'args', ['Tool call ', h('code', {}, event.name)]);
       break;
     case 'function_response':
-      body = h('details', { open: event.error }, h('summary', {}, event.error ? h('strong', { class: 'error-label' }, 'Error from ') : 'Result of ', h('code', {}, event.name)),
-        h('pre', {}, event.result), more(event, 'result'));
+      body = folded(event, 'result', [event.error ? h('strong', { class: 'error-label' }, 'Error from ') : 'Result of ', h('code', {}, event.name)], event.error);
       break;
     case 'error':
       body = h('div', {}, h('strong', { class: 'error-label' }, 'Error: '), event.text);
@@ -108,6 +144,32 @@ function eventItem(event, band) {
       body = h('div', { class: 'text' }, event.text ?? `(${event.content})`, more(event, 'text'));
   }
   return h('li', attrs, head, ' ', event.ts ? h('time', { class: 'muted' }, when(event.ts)) : null, body);
+}
+
+/** Folded text (thinking, tool arguments, results): the timeline carries a preview; opening it
+ *  fetches the whole text when the preview was cut. */
+function folded(event, field, summary, open = false) {
+  const pre = h('pre', {}, event[field] ?? '');
+  const details = h('details', { open }, h('summary', {}, summary), pre);
+  if (!event[`${field}_cut`]) return details;
+  const note = h('p', { class: 'muted' }, `Preview of ${count(event[`${field}_chars`])} characters; open to read it whole.`);
+  details.append(note);
+  let loading = null;
+  const load = () => {
+    loading ??= get('event', { position: event.position }).then((envelope) => {
+      pre.textContent = wholeText(envelope.record?.content, field);
+      note.remove();
+    }).catch((error) => { note.textContent = `Could not load the whole text: ${error.message}`; loading = null; });
+  };
+  details.addEventListener('toggle', () => { if (details.open) load(); });
+  if (open) load();
+  return details;
+}
+
+/** The whole text of a content member, as the timeline would have shown it uncut. */
+function wholeText(content, field) {
+  const value = field === 'args' ? content?.args : field === 'result' ? content?.result : content?.text;
+  return typeof value === 'string' ? value : JSON.stringify(value ?? null, null, 2);
 }
 
 /** A button that fetches the whole envelope when the timeline's text was shortened. */
@@ -138,26 +200,39 @@ function focusTarget(events, query) {
   announce('Showing the linked event');
 }
 
-function timeTravel(timeline, events) {
-  const positions = timeline.positions;
-  const slider = h('input', { type: 'range', id: 'travel', min: 0, max: Math.max(0, positions.length - 1), step: 1, value: positions.length - 1 });
+function timeTravel(session, lastPosition, events) {
+  // Until the whole timeline has arrived, the slider knows only the session's last position.
+  let positions = [lastPosition];
+  const slider = h('input', { type: 'range', id: 'travel', min: 0, max: 0, step: 1, value: 0, disabled: true });
   const label = h('output', { for: 'travel', id: 'travel-label' });
   const out = h('div', { id: 'context-out', 'aria-live': 'polite' });
-  const session = timeline.session;
+  const recallOut = h('div', { id: 'recall-out' });
+  let inContext = [];
   let marked = [];
   let ticket = 0;
   let timer = null;
   // The first load (at the head) skips the diff: it doubles the work on opening a session, and the
   // diff matters once the slider moves.
   let compare = false;
-  const go = (index) => {
-    index = Math.max(0, Math.min(positions.length - 1, index));
-    slider.value = String(index);
+  const show = (index) => {
     const at = positions[index];
     slider.setAttribute('aria-valuetext', `log position ${at}, ${index + 1} of ${positions.length}`);
     label.textContent = `Position ${at} (${index + 1} of ${positions.length})`;
+  };
+  const go = (index, { now = false } = {}) => {
+    index = Math.max(0, Math.min(positions.length - 1, index));
+    slider.value = String(index);
+    show(index);
     clearTimeout(timer);
+    if (now) return load(index);
     timer = setTimeout(() => load(index), 120);
+    return undefined;
+  };
+  /** Marks the timeline rows of the events in the context shown (rows may arrive later). */
+  const mark = () => {
+    for (const node of marked) node.classList.remove('in-context');
+    marked = inContext.map((position) => events.querySelector(`#pos-${position}`)).filter(Boolean);
+    for (const node of marked) node.classList.add('in-context');
   };
   const load = async (index) => {
     const mine = ++ticket;
@@ -165,32 +240,65 @@ function timeTravel(timeline, events) {
     const prev = compare && index > 0 ? positions[index - 1] : undefined;
     compare = true;
     out.setAttribute('aria-busy', 'true');
+    recallOut.removeAttribute('data-position');
+    // The pushed recall is read beside the context, never before it.
+    const recall = get('recall', { session, at }).catch((error) => ({ error: error.message }));
     try {
       const context = await get('context', { session, at, prev });
       if (mine !== ticket) return;
-      for (const node of marked) node.classList.remove('in-context');
-      marked = context.items.filter((i) => i.kind === 'event')
-        .map((i) => events.querySelector(`#pos-${i.position}`)).filter(Boolean);
-      for (const node of marked) node.classList.add('in-context');
-      mount(out, contextView(context));
+      inContext = context.items.filter((i) => i.kind === 'event').map((i) => i.position);
+      mark();
+      mount(out, contextView(context), recallOut);
       out.dataset.position = String(at);
     } catch (error) {
       if (mine === ticket) mount(out, h('p', { class: 'error', role: 'alert' }, error.message));
     } finally {
       if (mine === ticket) out.removeAttribute('aria-busy');
     }
+    recall.then((block) => {
+      if (mine !== ticket) return;
+      mount(recallOut, recallView(block));
+      recallOut.dataset.position = String(at);
+    });
   };
   slider.addEventListener('input', () => go(Number(slider.value)));
   const node = h('section', { class: 'travel', 'aria-labelledby': 'travel-h' },
     h('h2', { id: 'travel-h' }, 'Time travel'),
-    h('p', { class: 'muted' }, 'The context the next request would have received at a log position: the checkpoint summary, the kept tail and what search retrieved.'),
+    h('p', { class: 'muted' }, 'The context the next request would have received at a log position: the checkpoint summary, the kept tail, what search retrieved, and the pushed memory recall.'),
     h('label', { for: 'travel' }, 'Log position'),
     h('div', { class: 'travel-row' },
       h('button', { type: 'button', 'aria-label': 'Previous position', onclick: () => go(Number(slider.value) - 1) }, '◀'),
       slider,
       h('button', { type: 'button', 'aria-label': 'Next position', onclick: () => go(Number(slider.value) + 1) }, '▶')),
     label, out);
-  return { node, go };
+  /** Every position of the session, once the whole timeline has arrived; the slider stays where it is. */
+  const setPositions = (all) => {
+    const at = positions[Number(slider.value)];
+    positions = all.length ? all : positions;
+    const index = Math.max(0, positions.indexOf(at));
+    slider.max = String(positions.length - 1);
+    slider.value = String(index);
+    slider.disabled = false;
+    show(index);
+    mark();
+  };
+  return { node, go, mark, positions: setPositions };
+}
+
+/** The push recall block as of a position. */
+function recallView(block) {
+  const heading = h('h3', { id: 'recall-h' }, 'Pushed recall');
+  if (block.error) return [heading, h('p', { class: 'error', role: 'alert' }, `Could not rebuild the recall block: ${block.error}`)];
+  const items = block.items ?? [];
+  return [heading,
+    h('p', { class: 'muted' }, 'The memory block the push route (memory/recall_block) builds for the next request, rebuilt as of this position: the memory items as they stood then, matched against the session’s turns up to it. The log does not record whether the host sent it.'),
+    items.length === 0 ? h('p', { id: 'recall-summary' }, 'No memory item would have been pushed.')
+      : [h('p', { id: 'recall-summary' }, `${items.length} item${items.length === 1 ? '' : 's'}, ${count(block.tokens)} tokens`),
+        h('ul', { class: 'recall' }, items.map((item) => h('li', {},
+          h('a', { href: '#/memory/' + encodeURIComponent(item.item), class: 'recall-item' }, item.content),
+          h('span', { class: 'muted' }, ` ${item.kind}${item.standing ? ', standing' : ''} · version ${item.version}`)))),
+        h('details', { class: 'summary' }, h('summary', {}, 'The block as sent'), h('pre', { id: 'recall-text' }, block.text))],
+  ];
 }
 
 function contextView(context) {
@@ -225,6 +333,8 @@ function contextView(context) {
 function jump(position) {
   const node = document.getElementById(`pos-${position}`);
   if (!node) return;
+  for (const old of document.querySelectorAll('.event.target')) old.classList.remove('target');
+  node.classList.add('target');
   node.scrollIntoView({ block: 'center' });
   node.focus({ preventScroll: true });
 }
@@ -237,6 +347,7 @@ function brief(event) {
 function showCheckpoint(c, panel) {
   const target = panel.querySelector('#checkpoint-panel');
   const report = c.faithfulness;
+  const claimsOut = h('div', { id: 'claims-out', 'aria-busy': 'true' }, h('p', { class: 'muted' }, 'Linking each claim to its events…'));
   mount(target, h('section', { class: 'checkpoint', 'aria-labelledby': 'checkpoint-h' },
     h('h2', { id: 'checkpoint-h', tabindex: '-1' }, `Checkpoint ${c.checkpoint}`),
     h('dl', { class: 'facts' },
@@ -248,6 +359,27 @@ function showCheckpoint(c, panel) {
     h('h3', {}, 'Faithfulness'),
     report ? h('p', {}, `${count(report.checked)} claims checked against the covered events; ${report.unsupported.length} unsupported.`)
       : h('p', {}, 'No faithfulness report recorded.'),
-    report && report.unsupported.length ? h('ul', { class: 'unsupported' }, report.unsupported.map((claim) => h('li', {}, h('code', {}, claim), ' — unsupported'))) : null));
+    claimsOut));
   target.querySelector('h2').focus();
+  get('claims', { session: panel.dataset.session, checkpoint: c.checkpoint })
+    .then((claims) => mount(claimsOut, claimsView(claims)))
+    .catch((error) => mount(claimsOut, h('p', { class: 'error', role: 'alert' }, `Could not link the claims: ${error.message}`)))
+    .finally(() => claimsOut.removeAttribute('aria-busy'));
+}
+
+/** Each claim of a summary with links to the events that support it, or marked unsupported. */
+function claimsView(claims) {
+  const list = claims.claims ?? [];
+  if (list.length === 0) return h('p', {}, 'The summary states no checkable claim (paths, commands, identifiers, numbers, quoted text).');
+  const unsupported = list.filter((claim) => !claim.supported).length;
+  return [
+    h('p', {}, `${list.length} claims, ${unsupported} unsupported, checked again against the ${count(claims.covered_events)} covered events.`,
+      claims.matches_recorded === false ? h('strong', { class: 'error-label' }, ' This differs from the report recorded with the checkpoint.') : ''),
+    h('ol', { class: 'claims' }, list.map((claim) => h('li', { class: claim.supported ? 'claim supported' : 'claim unsupported' },
+      h('code', {}, claim.claim), ' ', h('span', { class: 'muted' }, claim.kind), ' — ',
+      !claim.supported ? h('strong', { class: 'error-label' }, 'unsupported')
+        : claim.events.length === 0 ? 'supported only across several events'
+          : ['supported by ', claim.events.map((e, i) => [i ? ', ' : '', h('a', { href: `#pos-${e.position}`, class: 'claim-event', dataset: { position: e.position }, onclick: (event) => { event.preventDefault(); jump(e.position); } }, `position ${e.position}`)]),
+            claim.event_count > claim.events.length ? ` and ${count(claim.event_count - claim.events.length)} more` : '']))),
+  ];
 }

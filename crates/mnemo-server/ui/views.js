@@ -14,8 +14,9 @@ export async function sessionsView(view, query, stillCurrent) {
     input,
     h('button', { type: 'submit' }, 'Search'));
   const results = h('section', { 'aria-labelledby': 'results-h', class: 'results' });
-  const list = h('section', { 'aria-labelledby': 'sessions-h' }, h('h2', { id: 'sessions-h' }, 'Sessions'), h('p', { class: 'muted' }, 'Loading…'));
-  mount(view, h('h1', {}, 'Sessions'), form, results, list);
+  // The page's one "Sessions" heading names the list too; each workspace has its own heading.
+  const list = h('section', { 'aria-labelledby': 'sessions-h' }, h('p', { class: 'muted' }, 'Loading…'));
+  mount(view, h('h1', { id: 'sessions-h' }, 'Sessions'), form, results, list);
   const [sessions, found] = await Promise.all([
     get('sessions'),
     q ? get('search', { q }).catch((error) => ({ error: error.message })) : null,
@@ -24,7 +25,7 @@ export async function sessionsView(view, query, stillCurrent) {
   const titles = new Map(sessions.map((s) => [s.session, s.title]));
   if (found) renderResults(results, q, found, titles);
   else results.remove();
-  mount(list, h('h2', { id: 'sessions-h' }, 'Sessions'), sessionsByWorkspace(sessions));
+  mount(list, sessionsByWorkspace(sessions));
   if (q) announce(found?.rows ? `${found.rows.length} results for ${q}` : `search failed`);
 }
 
@@ -53,7 +54,7 @@ function sessionsByWorkspace(sessions) {
     groups.get(key).push(session);
   }
   return [...groups].map(([workspace, rows]) => h('section', { class: 'workspace' },
-    h('h3', {}, workspace),
+    h('h2', {}, workspace),
     h('table', {},
       h('thead', {}, h('tr', {}, ['Title', 'Last activity', 'Format', 'Events', 'Turns', 'Flags'].map((t) => h('th', { scope: 'col' }, t)))),
       h('tbody', {}, rows.map((s) => h('tr', {},

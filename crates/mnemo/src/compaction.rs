@@ -21,7 +21,10 @@ use mnemo_compaction::{
     SessionLedger, WriterSeams,
 };
 use mnemo_core::BoundaryDisposition;
-use mnemo_core::{CopyBoundary, Position, Record, SessionId, StreamId, TimestampMs, TurnId};
+use mnemo_core::{
+    CheckpointBody, CheckpointId, CopyBoundary, EventId, FaithfulnessReport, Position, Record, RuntimeEvent,
+    SessionId, StreamId, TimestampMs, TurnId,
+};
 use mnemo_log::{
     AppendOutcome, AppendRequest, BatchLimits, Durability, ExpectedRevision, LogBackend, NewRecord,
 };
@@ -638,4 +641,113 @@ fn latest_request(events: &[mnemo_compaction::LoggedEvent], turn: Option<&TurnId
         }
         _ => None,
     })
+}
+
+/// One claim of a checkpoint's summary and the events that support it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct LinkedClaim {
+    /// The claim as the summary states it.
+    pub claim: String,
+    /// `path`, `code`, `identifier`, `number` or `quoted`.
+    pub kind: &'static str,
+    /// Whether the covered events support it (the faithfulness check's rule).
+    pub supported: bool,
+    /// The first [`CLAIM_EVENTS_MAX`](mnemo_compaction::CLAIM_EVENTS_MAX) covered events whose own
+    /// text supports it. A supported claim may have none: found only across two events' texts.
+    pub events: Vec<ClaimEvent>,
+    /// How many covered events support it on their own.
+    pub event_count: usize,
+}
+
+/// A covered event supporting a claim.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClaimEvent {
+    /// Its log position.
+    pub position: Position,
+    /// Its id.
+    pub event: EventId,
+}
+
+/// A checkpoint's faithfulness report with each claim linked to its evidence.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CheckpointClaims {
+    /// The checkpoint.
+    pub checkpoint: CheckpointId,
+    /// Where it was recorded.
+    pub position: Position,
+    /// The covered events found on the session stream (the checkpoint's `coverage.event_count`
+    /// when the stream holds them all).
+    pub covered_events: u64,
+    /// Every claim of its summary, in order; empty for a provider-state checkpoint (nothing to read).
+    pub claims: Vec<LinkedClaim>,
+    /// The report recorded with the checkpoint, when it has one.
+    pub recorded: Option<FaithfulnessReport>,
+    /// Whether checking again found exactly the unsupported claims the recorded report lists.
+    pub matches_recorded: Option<bool>,
+}
+
+impl Mnemo {
+    /// `checkpoint` of `session`, its summary's claims each linked to the covered events that
+    /// support it (or marked unsupported), by the faithfulness check's own rule.
+    pub(crate) fn checkpoint_claims(
+        &self,
+        session: &SessionId,
+        checkpoint: &CheckpointId,
+    ) -> Result<CheckpointClaims, Error> {
+        let ledger = self.ledger(session, None)?;
+        let logged = ledger
+            .recorded_checkpoints()?
+            .into_iter()
+            .find(|c| &c.checkpoint.checkpoint == checkpoint)
+            .ok_or_else(|| Error::InvalidInput(format!("no checkpoint {checkpoint} in session {session}")))?;
+        // The covered events: the compactable events from the session's start through the one the
+        // coverage ends at, recorded before the checkpoint (the events its writer folded).
+        let coverage = &logged.checkpoint.coverage;
+        let mut covered = Vec::new();
+        for event in ledger.compactable_from(mnemo_core::StreamRevision(0), None)? {
+            if event.position > logged.position {
+                break;
+            }
+            let last = event.event.id == coverage.through.event;
+            covered.push(event);
+            if last {
+                break;
+            }
+        }
+        let events: Vec<RuntimeEvent> = covered.iter().map(|e| e.event.clone()).collect();
+        let claims = match &logged.checkpoint.body {
+            CheckpointBody::Text { summary, .. } => mnemo_compaction::claim_support(summary, &events),
+            _ => Vec::new(),
+        };
+        let claims: Vec<LinkedClaim> = claims
+            .into_iter()
+            .map(|support| LinkedClaim {
+                events: support
+                    .events
+                    .iter()
+                    .filter_map(|&index| covered.get(index))
+                    .map(|e| ClaimEvent { position: e.position, event: e.event.id.clone() })
+                    .collect(),
+                claim: support.claim,
+                kind: support.kind,
+                supported: support.supported,
+                event_count: support.event_count,
+            })
+            .collect();
+        let recorded = logged.checkpoint.faithfulness.clone();
+        let matches_recorded = recorded.as_ref().map(|report| {
+            let unsupported: Vec<&String> =
+                claims.iter().filter(|c| !c.supported).map(|c| &c.claim).collect();
+            report.checked == claims.len() as u64
+                && report.unsupported.iter().collect::<Vec<_>>() == unsupported
+        });
+        Ok(CheckpointClaims {
+            checkpoint: checkpoint.clone(),
+            position: logged.position,
+            covered_events: covered.len() as u64,
+            claims,
+            recorded,
+            matches_recorded,
+        })
+    }
 }

@@ -21,7 +21,8 @@ use mnemo_pipeline::stages::session_catalog::SessionSummary;
 
 use crate::Result;
 use crate::compaction::{
-    CompactOptions, ContextOptions, CopyReport, MidTurnOptions, OverflowRecovery, ProviderOverflow,
+    CheckpointClaims, CompactOptions, ContextOptions, CopyReport, MidTurnOptions, OverflowRecovery,
+    ProviderOverflow,
 };
 use crate::history::{SessionListing, SessionTranscript};
 use crate::memory::{ExtractToolResult, MemoryModels, StartBlockRequest};
@@ -247,7 +248,19 @@ impl Memory<'_> {
     /// The push route: the block of items relevant to the session's recent turns (or `query`) that
     /// fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
     pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> Result<RecallBlock> {
-        self.mnemo.recall_block(session, query)
+        self.mnemo.recall_block(session, query, None)
+    }
+
+    /// The push block as it would have been built at log position `as_of`: the memory items as
+    /// they stood then (the memory index folded afresh from the log up to it) matched against the
+    /// session's turns up to it (or `query`). Linear in the position, as every `as_of` read.
+    pub fn recall_block_as_of(
+        &self,
+        session: &SessionId,
+        query: Option<&str>,
+        as_of: Position,
+    ) -> Result<RecallBlock> {
+        self.mnemo.recall_block(session, query, Some(as_of))
     }
 
     /// The push route at a session's start, when the store may not hold the session yet: the
@@ -286,6 +299,12 @@ impl<'a> Compaction<'a> {
     /// would make shows as `compaction_due`.
     pub fn context(&self, session: &SessionId, options: &ContextOptions) -> Result<AssembledHistory> {
         self.mnemo.context(session, options)
+    }
+
+    /// A checkpoint's faithfulness report with each claim of its summary linked to the covered
+    /// events that support it, or marked unsupported (the check's own rule, run again).
+    pub fn claims(&self, session: &SessionId, checkpoint: &CheckpointId) -> Result<CheckpointClaims> {
+        self.mnemo.checkpoint_claims(session, checkpoint)
     }
 
     /// Compacts `session` now (the manual trigger). A failure to summarize or record is not an

@@ -26,8 +26,8 @@ pub use mnemo_memory::{
 };
 
 use mnemo_core::{
-    CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryScope, OperationId, Record, SessionId,
-    StreamId, StreamRevision, ToolCallId, TurnId, WorkspaceId,
+    CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryScope, OperationId, Position, Record,
+    SessionId, StreamId, StreamRevision, ToolCallId, TurnId, WorkspaceId,
 };
 use mnemo_log::{Clock, ExpectedRevision};
 use mnemo_memory::{
@@ -402,17 +402,59 @@ impl Mnemo {
 
     /// The push route: the block of items relevant to the session's recent turns (or `query`)
     /// that fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
+    ///
+    /// With `as_of`, the block as it would have been built at that log position: the memory index
+    /// folded afresh from the log up to it and the session's events up to it (exact, and linear in
+    /// the position, as every `as_of` read).
     pub(crate) fn recall_block(
         &self,
         session: &SessionId,
         query: Option<&str>,
+        as_of: Option<Position>,
     ) -> Result<RecallBlock, Error> {
         let workspace = self.recall_workspace(session)?;
-        let text = mnemo_memory::recall_text(query, || ExtractionHost::session_events(self, session))?;
+        let text = mnemo_memory::recall_text(query, || match as_of {
+            None => ExtractionHost::session_events(self, session),
+            Some(position) => self.session_events_through(session, position).map_err(host_error),
+        })?;
         let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
         let budget = mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config));
-        let store = MemoryLedger::state(self)?;
+        let store = match as_of {
+            None => MemoryLedger::state(self)?,
+            Some(position) => self.store_as_of(mnemo_memory::STAGE_NAME, Some(position))?,
+        };
         Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
+    }
+
+    /// A session's runtime events at log positions up to `through`, numbered as
+    /// [`ExtractionHost::session_events`] numbers them.
+    fn session_events_through(
+        &self,
+        session: &SessionId,
+        through: Position,
+    ) -> Result<Vec<SessionEvent>, Error> {
+        let stream = StreamId::session(session);
+        let mut events = Vec::new();
+        let mut from = StreamRevision(0);
+        loop {
+            let page =
+                crate::blocking::wait(|| self.log.read_stream(&stream, from, SESSION_PAGE_ENVELOPES_MAX))?;
+            let Some(last) = page.last() else { break };
+            from = StreamRevision(last.revision.0 + 1);
+            let full = page.len() == SESSION_PAGE_ENVELOPES_MAX;
+            for envelope in page {
+                if envelope.position > through {
+                    return Ok(events);
+                }
+                if let Record::RuntimeEvent(event) = mnemo_pipeline::LoggedRecord::decode(envelope)?.record {
+                    events.push(SessionEvent { ordinal: events.len() as u64 + 1, event });
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(events)
     }
 
     /// The push route at a session's start, when the store may not hold the session yet (a host

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::Duration;
 
-use mnemo_core::{Digest, Position, Record, SessionId, StreamId, TimestampMs};
+use mnemo_core::{Digest, Position, Record, SessionId, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, BatchLimits, Clock, Durability, ExpectedRevision, FjallLog,
     LogBackend, LogOptions, LostRange, NewRecord, SystemClock,
@@ -72,6 +72,19 @@ pub struct LogEntry {
     pub hash: String,
     /// The record as JSON.
     pub record: serde_json::Value,
+}
+
+fn log_entry(envelope: mnemo_log::Envelope) -> Result<LogEntry, Error> {
+    let logged = mnemo_pipeline::LoggedRecord::decode(envelope.clone())?;
+    Ok(LogEntry {
+        position: envelope.position,
+        stream: envelope.stream.to_string(),
+        revision: envelope.revision.0,
+        kind: logged.record.kind().name().to_owned(),
+        timestamp: envelope.timestamp,
+        hash: envelope.hash_hex(),
+        record: serde_json::from_slice(&envelope.record).unwrap_or(serde_json::Value::Null),
+    })
 }
 
 /// A stage's state as `rebuild` and `stats` report it.
@@ -167,6 +180,8 @@ pub struct Mnemo {
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
+    /// Where captures of growing files left off (memory only).
+    pub(crate) file_cursors: crate::import::FileCursors,
 }
 
 impl Mnemo {
@@ -214,6 +229,7 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
+            file_cursors: crate::import::FileCursors::default(),
         })
     }
 
@@ -382,19 +398,31 @@ impl Mnemo {
     pub fn log_entries(&self, from: Position, limit: usize) -> Result<Vec<LogEntry>, Error> {
         let mut entries = Vec::new();
         for envelope in self.log.scan(from.max(Position::FIRST)).take(limit) {
-            let envelope = envelope?;
-            let logged = mnemo_pipeline::LoggedRecord::decode(envelope.clone())?;
-            entries.push(LogEntry {
-                position: envelope.position,
-                stream: envelope.stream.to_string(),
-                revision: envelope.revision.0,
-                kind: logged.record.kind().name().to_owned(),
-                timestamp: envelope.timestamp,
-                hash: envelope.hash_hex(),
-                record: serde_json::from_slice(&envelope.record).unwrap_or(serde_json::Value::Null),
-            });
+            entries.push(log_entry(envelope?)?);
         }
         Ok(entries)
+    }
+
+    /// One stream's envelopes from revision `from`, at most `limit`, with their records decoded:
+    /// reads only that stream, however long the log.
+    pub fn stream_entries(
+        &self,
+        stream: &StreamId,
+        from: StreamRevision,
+        limit: usize,
+    ) -> Result<Vec<LogEntry>, Error> {
+        let page = crate::blocking::wait(|| self.log.read_stream(stream, from, limit))?;
+        page.into_iter().map(log_entry).collect()
+    }
+
+    /// One stream's last `limit` envelopes (fewer when it holds fewer), in order, with their records
+    /// decoded: found from the stream's head, not by reading the stream.
+    pub fn stream_tail(&self, stream: &StreamId, limit: usize) -> Result<Vec<LogEntry>, Error> {
+        let Some(head) = self.log.stream_head(stream)? else {
+            return Ok(Vec::new());
+        };
+        let from = StreamRevision((head.revision.0 + 1).saturating_sub(limit as u64));
+        self.stream_entries(stream, from, limit)
     }
 
     /// Refuses to go on while a stage has failed or panicked ([`PipelineError::StageStopped`]

@@ -184,14 +184,29 @@ fn retries_are_known_after_reopen_and_after_the_index_is_built_from_the_log() {
             .unwrap();
         mnemo.close().unwrap();
     }
+    let known = |mnemo: &Mnemo, store: &str| {
+        let retry = mnemo
+            .append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "a")])
+            .unwrap();
+        assert_eq!((retry.first_position, retry.retried), (Position(2), 1), "a retry to the {store}");
+        let other =
+            mnemo.append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "b")]);
+        assert!(
+            matches!(other, Err(Error::Refused { reason: AppendRefusal::IdentityConflict { .. }, .. })),
+            "another payload to the {store}: {other:?}"
+        );
+    };
     let mnemo = open(dir.path());
-    let retry =
-        mnemo.append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "a")]).unwrap();
-    assert_eq!((retry.first_position, retry.retried), (Position(2), 1));
-    assert!(matches!(
-        mnemo.append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "b")]),
-        Err(Error::Refused { reason: AppendRefusal::IdentityConflict { .. }, .. })
-    ));
+    known(&mnemo, "reopened store");
+    mnemo.close().unwrap();
+    // A salvaged store's envelopes are copied verbatim and its key index is built from them.
+    let salvaged = tempfile::tempdir().unwrap();
+    let to = salvaged.path().join("store");
+    mnemo::log::salvage(dir.path(), &to, &mut |_| {}).unwrap();
+    let mnemo = open(&to);
+    assert_eq!(mnemo.log().head(), Position(2));
+    known(&mnemo, "salvaged store");
+    assert_eq!(mnemo.log().head(), Position(2), "a retry appends nothing to the salvaged store");
 }
 
 /// The reference runtime's event lines (the `maka` format), one of them logged twice.

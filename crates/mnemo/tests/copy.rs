@@ -111,6 +111,33 @@ fn a_retried_copy_returns_the_committed_copy_even_after_the_source_grew() {
 }
 
 #[test]
+fn the_same_copy_made_twice_at_once_returns_one_committed_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    mnemo.import_transcript(turns_jsonl(50).as_bytes(), "racing").unwrap();
+    // Two hosts retry the same copy at the same moment: both find no target, both append, the log
+    // takes one; the other is answered with the committed copy instead of a revision conflict.
+    for round in 0..4 {
+        let target = SessionId::new(format!("s-copy-race-{round}")).unwrap();
+        let start = std::sync::Barrier::new(2);
+        let copies: Vec<_> = std::thread::scope(|scope| {
+            let copy = || {
+                start.wait();
+                mnemo.compaction().copy(&sid(), None, Some(target.clone()))
+            };
+            let workers = [scope.spawn(copy), scope.spawn(copy)];
+            workers.map(|worker| worker.join().unwrap()).into_iter().collect()
+        });
+        let [first, second] = [&copies[0], &copies[1]].map(|copy| match copy {
+            Ok(report) => report.clone(),
+            Err(error) => panic!("round {round}: a racing copy failed: {error:?}"),
+        });
+        assert_eq!(first, second, "round {round}: both copies answer the one committed copy");
+        assert_eq!(first.events, 200);
+    }
+}
+
+#[test]
 fn a_copy_through_a_turn_keeps_its_events_logged_after_the_next_turn_began() {
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());

@@ -99,7 +99,8 @@ fn history_search_is_off_by_default() {
 fn a_folded_turn_that_matches_the_request_comes_back_in_log_order_within_the_budget() {
     let (_dir, mnemo) = store("max_history_tokens = 2000\nhistory_search = true");
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
-    let report = history.diagnostics.history_search.clone().unwrap();
+    let report =
+        history.diagnostics.history_search.clone().expect("no history search report: it did not run");
     assert_eq!(report.query.as_deref(), Some("where did the zanzibar ledger export go"));
     let found = retrieved(&history);
     assert_eq!(found.len(), 1, "{:?}", history.items);
@@ -130,13 +131,15 @@ fn the_limits_bound_hits_neighbours_and_tokens() {
         "max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_results = 1\nhistory_search_around = 0",
     );
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
-    let report = history.diagnostics.history_search.clone().unwrap();
+    let report =
+        history.diagnostics.history_search.clone().expect("no history search report: it did not run");
     assert_eq!((report.hits_taken, report.events), (1, 1), "{report:?}");
 
     let (_dir, mnemo) =
         store("max_history_tokens = 2000\nhistory_search = true\nhistory_search_max_tokens = 60");
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
-    let report = history.diagnostics.history_search.clone().unwrap();
+    let report =
+        history.diagnostics.history_search.clone().expect("no history search report: it did not run");
     assert!(report.skipped_events > 0, "an event over the budget is skipped and counted: {report:?}");
     assert!(report.tokens <= 60, "{report:?}");
 

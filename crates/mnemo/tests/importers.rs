@@ -348,3 +348,63 @@ fn every_fixture_imports_into_one_store_and_says_which_format_it_chose() {
     assert_eq!((again.status, again.records), (mnemo::transcript::ImportStatus::AlreadyComplete, 0));
     assert_eq!(mnemo.log().head(), head);
 }
+
+/// A forked Codex rollout begins with its own `session_meta` naming the session it was forked
+/// from (`forked_from_id`), then holds the history Codex copied from that session, the other
+/// session's `session_meta` first. Such a file was refused at its second line ("a second
+/// session ... in a rollout of session ...") and the fork's origin was not kept.
+#[test]
+fn a_forked_codex_rollout_is_one_session_whose_parent_is_the_session_it_was_forked_from() {
+    let fork = "019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05";
+    let origin = "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21";
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    let report = mnemo.import(&fixture("codex-rollout-forked.jsonl"), "forked", ImportFormat::Auto).unwrap();
+    assert_eq!((report.format, report.sessions, report.sessions_in_file), (ImportFormat::Codex, 1, 1));
+    assert_eq!(report.skipped.get("session_meta (of the forked history)"), Some(&1), "{report:?}");
+    let sessions = mnemo.history().sessions().unwrap();
+    let [session] = sessions.as_slice() else { panic!("{sessions:?}") };
+    assert_eq!(session.session.as_str(), fork);
+    assert_eq!(session.parent.as_ref().map(|p| p.as_str()), Some(origin));
+    assert!(!session.subagent, "a fork is not a sub-agent's session");
+    assert_eq!(session.source.as_deref(), Some("codex"));
+
+    // The copied history is the fork's: its first request, then the fork's own.
+    let parsed = parse_import(&fixture("codex-rollout-forked.jsonl"), "forked", ImportFormat::Codex).unwrap();
+    let texts: Vec<String> = parsed.transcript.sessions[0]
+        .1
+        .iter()
+        .filter_map(|r| match &r.record {
+            Record::RuntimeEvent(e) if e.role == mnemo::records::Role::User => match &e.content {
+                Some(Content::Text(t)) => Some(t.text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "The totals test fails after the currency change. Fix it and keep rounding half-even.",
+            "Round the tax line half-even too."
+        ],
+        "{texts:?}"
+    );
+
+    // The session it was forked from imports beside it, as its own session.
+    let report = mnemo.import(&fixture("codex-rollout-0.128.jsonl"), "origin", ImportFormat::Codex).unwrap();
+    assert_eq!(report.sessions, 1);
+    let origin_session = mnemo.history().sessions().unwrap();
+    let origin_session = origin_session.iter().find(|s| s.session.as_str() == origin).unwrap();
+    assert!(origin_session.parent.is_none());
+
+    // A second session's meta line that is not the fork's history is still refused.
+    let bytes = String::from_utf8(fixture("codex-rollout-forked.jsonl")).unwrap().replacen(
+        &format!("\"id\":\"{origin}\""),
+        "\"id\":\"019e1bff-0000-7000-8000-000000000000\"",
+        1,
+    );
+    let error = parse_import(bytes.as_bytes(), "forked", ImportFormat::Codex).unwrap_err();
+    assert_eq!(error.line, 2, "{error}");
+    assert!(error.reason.contains("a second session"), "{error}");
+}

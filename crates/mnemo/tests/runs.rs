@@ -241,8 +241,17 @@ fn the_import_paths_refuse_what_the_generic_path_refuses() {
     assert!(sealed.contains("run r1 of session sm is sealed"), "{sealed}");
     let orphaned = import_maka(&[hello.clone(), orphan]).unwrap_err().to_string();
     assert!(orphaned.contains("tool result for c9, which invocation i1 never called"), "{orphaned}");
-    let fact = import_maka(&[hello, reserved]).unwrap_err().to_string();
+    let fact = import_maka(&[hello.clone(), reserved]).unwrap_err().to_string();
     assert!(fact.contains("workspace facts are reserved"), "{fact}");
+    // Run identity: the invocation moves to another turn, or the run to another invocation.
+    let other_turn = maka_line("m6", json!({"turnId": "t2", "content": {"kind": "text", "text": "x"}}));
+    let moved = import_maka(&[hello.clone(), other_turn]).unwrap_err().to_string();
+    assert!(moved.starts_with("run.jsonl:2:"), "{moved}");
+    assert!(moved.contains("invocation i1 of session sm already belongs to another run or turn"), "{moved}");
+    let other_invocation =
+        maka_line("m7", json!({"invocationId": "i2", "content": {"kind": "text", "text": "x"}}));
+    let moved = import_maka(&[hello, other_invocation]).unwrap_err().to_string();
+    assert!(moved.contains("run r1 of session sm already belongs to another invocation or turn"), "{moved}");
 }
 
 #[test]

@@ -147,16 +147,19 @@ fn compaction_over_a_session_that_streamed_succeeds() {
     let mnemo = open(dir.path());
     streamed_session(&mnemo);
     let outcome = block_on(mnemo.compaction().compact(&sid(), &CompactOptions::default())).unwrap();
-    let recorded = outcome
-        .recorded
-        .unwrap_or_else(|| panic!("nothing recorded: {:?}", outcome.history.diagnostics.reason));
+    let why = |d: &mnemo::compaction::Diagnostics| {
+        format!("reason {:?}, failed open {:?}", d.reason, d.fail_open_reason)
+    };
+    let recorded =
+        outcome.recorded.unwrap_or_else(|| panic!("nothing recorded: {}", why(&outcome.history.diagnostics)));
     assert!(recorded.checkpoint.coverage.event_count > 0);
     // A later compaction over more streamed turns succeeds as well (it used to fail for good).
     for turn in 11..16 {
         append(&mnemo, &streamed_turn(turn, &["a", "b"], &["c"], true));
     }
     let again = block_on(mnemo.compaction().compact(&sid(), &CompactOptions::default())).unwrap();
-    let second = again.recorded.unwrap_or_else(|| panic!("{:?}", again.history.diagnostics.reason));
+    let second =
+        again.recorded.unwrap_or_else(|| panic!("nothing recorded: {}", why(&again.history.diagnostics)));
     assert!(second.checkpoint.coverage.event_count > recorded.checkpoint.coverage.event_count);
     let history = mnemo.compaction().context(&sid(), &ContextOptions::default()).unwrap();
     assert_eq!(history.boundary.as_ref().unwrap().checkpoint, second.checkpoint.checkpoint);

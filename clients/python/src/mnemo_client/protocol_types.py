@@ -62,6 +62,16 @@ class CaptureParams:
 
 
 @dataclass(frozen=True)
+class ClaimsParams:
+    """`compaction/claims` parameters."""
+
+    #: The checkpoint, one the session stream records.
+    checkpoint: str
+    #: The session.
+    session: str
+
+
+@dataclass(frozen=True)
 class CompactParams:
     """`compaction/prepare` and `compaction/compact` parameters."""
 
@@ -212,10 +222,14 @@ class Limits:
 class LogParams:
     """`log` parameters."""
 
-    #: The first position (default 1).
+    #: The first position (default 1); with `stream`, the first revision in it (default 0).
     from_: Optional[int] = field(default=None, metadata={"wire": "from"})
+    #: With `stream`: its last `limit` envelopes instead of those from `from` (which must be absent).
+    last: Optional[bool] = None
     #: Envelopes to return, 1..=`LOG_ENTRIES_MAX` (default 50).
     limit: Optional[int] = None
+    #: Read only this stream (`session/<id>`, `memory/<scope>`), however long the log.
+    stream: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -475,6 +489,9 @@ class RecallBlockParams:
 
     #: The session whose recent turns (or `query`) select the items.
     session: str
+    #: The block as it would have been built at this log position (the memory items as they stood
+    #: then, the session's turns up to it).
+    as_of: Optional[int] = None
     #: What to look for instead of the recent turns.
     query: Optional[str] = None
 
@@ -836,6 +853,7 @@ __all__ = [
     "AppendResult",
     "AppendedParams",
     "CaptureParams",
+    "ClaimsParams",
     "CompactParams",
     "CompactResult",
     "ContextParams",

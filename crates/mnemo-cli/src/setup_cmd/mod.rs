@@ -2,7 +2,7 @@
 //! a coding agent a memory, written into the host's own configuration (`docs/HOOKS.md`).
 //!
 //! - Claude Code: the `mnemo` MCP server in `~/.claude.json` (`mcpServers`, its user scope) and the
-//!   `SessionStart`, `Stop`, `PreCompact` and `SessionEnd` hooks in `~/.claude/settings.json`
+//!   `SessionStart`, `Stop`, `SubagentStop`, `PreCompact` and `SessionEnd` hooks in `~/.claude/settings.json`
 //!   (`$CLAUDE_CONFIG_DIR` instead of `~/.claude` and `~` when set).
 //! - Codex: `[mcp_servers.mnemo]` and `[[hooks.SessionStart]]`, `[[hooks.Stop]]` and
 //!   `[[hooks.PreCompact]]` in `~/.codex/config.toml` (`$CODEX_HOME` when set), as one marked block.
@@ -241,7 +241,7 @@ fn pretty(value: &serde_json::Value) -> String {
 // Claude Code ----------------------------------------------------------------------------------
 
 /// The hook events setup registers with Claude Code.
-const CLAUDE_EVENTS: [&str; 4] = ["SessionStart", "Stop", "PreCompact", "SessionEnd"];
+const CLAUDE_EVENTS: [&str; 5] = ["SessionStart", "Stop", "SubagentStop", "PreCompact", "SessionEnd"];
 
 /// `settings.json` and `.claude.json`.
 fn claude_paths() -> anyhow::Result<(PathBuf, PathBuf)> {

@@ -28,6 +28,11 @@ pub(crate) fn call(
         m::RecoverOverflow::NAME => run::<m::RecoverOverflow>(params, |p| overflow(mnemo, runtime, seams, p)),
         m::CopySession::NAME => run::<m::CopySession>(params, |p| copy(mnemo, p)),
         m::Policy::NAME => run::<m::Policy>(params, |_| object(&mnemo.compaction().policy().map_err(store)?)),
+        m::Claims::NAME => run::<m::Claims>(params, |p| {
+            let session = session_id(p.session)?;
+            let checkpoint = records::CheckpointId::new(p.checkpoint).map_err(invalid_id("checkpoint"))?;
+            object(&mnemo.compaction().claims(&session, &checkpoint).map_err(store)?)
+        }),
         m::Extract::NAME => run::<m::Extract>(params, |p| {
             let session = session_id(p.session)?;
             let terminal =
@@ -36,7 +41,11 @@ pub(crate) fn call(
         }),
         m::RecallBlock::NAME => run::<m::RecallBlock>(params, |p| {
             let session = session_id(p.session)?;
-            object(&mnemo.memory().recall_block(&session, p.query.as_deref()).map_err(store)?)
+            let block = match p.as_of {
+                None => mnemo.memory().recall_block(&session, p.query.as_deref()),
+                Some(at) => mnemo.memory().recall_block_as_of(&session, p.query.as_deref(), Position(at)),
+            };
+            object(&block.map_err(store)?)
         }),
         m::MemoryList::NAME => run::<m::MemoryList>(params, |p| {
             let request = ListRequest {

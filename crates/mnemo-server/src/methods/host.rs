@@ -30,6 +30,10 @@ method!(
     /// `compaction().policy`: the store's compaction policy.
     Policy, "compaction/policy", repeatable: true, Empty => Object);
 method!(
+    /// `compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
+    /// linked to the covered events that support it, or marked unsupported.
+    Claims, "compaction/claims", repeatable: true, ClaimsParams => Object);
+method!(
     /// `memory().extract`: agent-requested extraction of incidental facts, through the registered
     /// `MemoryProposer` when a client registered one.
     Extract, "memory/extract", repeatable: true, ExtractParams => Object);
@@ -291,6 +295,16 @@ pub struct ExtractParams {
     pub terminal_event: Option<String>,
 }
 
+/// `compaction/claims` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimsParams {
+    /// The session.
+    pub session: String,
+    /// The checkpoint, one the session stream records.
+    pub checkpoint: String,
+}
+
 /// `memory/recall_block` parameters.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -300,6 +314,10 @@ pub struct RecallBlockParams {
     /// What to look for instead of the recent turns.
     #[serde(default)]
     pub query: Option<String>,
+    /// The block as it would have been built at this log position (the memory items as they stood
+    /// then, the session's turns up to it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_of: Option<u64>,
 }
 
 /// `memory/list` parameters.

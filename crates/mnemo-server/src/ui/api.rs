@@ -10,12 +10,21 @@ use super::http::{Request, Response};
 use super::store::Reads;
 use crate::client::ClientError;
 use crate::methods::{
-    self as m, ContextParams, Empty, LogParams, MemoryGetParams, SearchHistoryParams, ToolContext,
+    self as m, ClaimsParams, ContextParams, Empty, LogParams, MemoryGetParams, MemoryListParams,
+    RecallBlockParams, SearchHistoryParams, ToolContext,
 };
 
 /// Longest text (message, thinking, arguments, result) a timeline or context carries, in chars;
 /// the rest is fetched by position.
 pub(crate) const TEXT_CHARS_MAX: usize = 2_000;
+
+/// Longest preview of folded text (thinking, tool arguments and results) a timeline carries, in
+/// chars: the page shows it folded and fetches the whole event when it is opened.
+pub(crate) const PREVIEW_CHARS_MAX: usize = 80;
+
+/// Envelopes in a timeline's first answer: enough for the first screen; the page asks for the
+/// rest (`from`) while the first is already shown.
+pub(crate) const TIMELINE_FIRST_EVENTS: usize = 150;
 
 /// Most search results one request asks for (the SearchHistory tool's own maximum).
 pub(crate) const SEARCH_ROWS_MAX: i64 = 10;
@@ -30,6 +39,8 @@ pub(crate) fn answer(reads: &Reads, request: &Request) -> Response {
         "/api/search" => search(reads, request),
         "/api/timeline" => timeline(reads, request),
         "/api/context" => context(reads, request),
+        "/api/recall" => recall(reads, request),
+        "/api/claims" => claims(reads, request),
         "/api/event" => event(reads, request),
         "/api/memory" => memory_list(reads),
         "/api/memory/item" => memory_item(reads, request),
@@ -63,7 +74,10 @@ impl ApiError {
             ApiError::BadRequest(_) => 400,
             ApiError::NotFound(_) => 404,
             ApiError::Store(ClientError::Rpc(error))
-                if error.reason() == crate::protocol::Reason::InvalidParams =>
+                if matches!(
+                    error.reason(),
+                    crate::protocol::Reason::InvalidParams | crate::protocol::Reason::InvalidInput
+                ) =>
             {
                 400
             }
@@ -114,19 +128,22 @@ fn search(reads: &Reads, request: &Request) -> Answer {
     Ok(serde_json::to_value(found).unwrap_or(Value::Null))
 }
 
-/// Shortens `text` to [`TEXT_CHARS_MAX`] chars; the flag says whether it was cut.
-fn shorten(text: &str) -> (String, bool) {
-    match text.char_indices().nth(TEXT_CHARS_MAX) {
+/// Shortens `text` to `chars` chars; the flag says whether it was cut.
+fn shorten(text: &str, chars: usize) -> (String, bool) {
+    match text.char_indices().nth(chars) {
         Some((cut, _)) => (text[..cut].to_owned(), true),
         None => (text.to_owned(), false),
     }
 }
 
-fn shortened(out: &mut Map<String, Value>, name: &str, text: &str) {
-    let (text, cut) = shorten(text);
-    out.insert(name.to_owned(), Value::String(text));
+/// `text` as member `name`, shortened to `chars`; a cut one is flagged (`<name>_cut`) with its
+/// whole length (`<name>_chars`).
+fn shortened(out: &mut Map<String, Value>, name: &str, text: &str, chars: usize) {
+    let (short, cut) = shorten(text, chars);
+    out.insert(name.to_owned(), Value::String(short));
     if cut {
         out.insert(format!("{name}_cut"), Value::Bool(true));
+        out.insert(format!("{name}_chars"), Value::from(text.chars().count()));
     }
 }
 
@@ -150,13 +167,27 @@ pub(crate) fn shape_event(record: &Value) -> Value {
     let content = record.get("content").cloned().unwrap_or(Value::Null);
     let kind = content.get("kind").and_then(Value::as_str).unwrap_or("none").to_owned();
     match kind.as_str() {
-        "text" | "thinking" => {
-            shortened(&mut out, "text", content.get("text").and_then(Value::as_str).unwrap_or(""))
-        }
+        "text" => shortened(
+            &mut out,
+            "text",
+            content.get("text").and_then(Value::as_str).unwrap_or(""),
+            TEXT_CHARS_MAX,
+        ),
+        "thinking" => shortened(
+            &mut out,
+            "text",
+            content.get("text").and_then(Value::as_str).unwrap_or(""),
+            PREVIEW_CHARS_MAX,
+        ),
         "function_call" => {
             out.insert("name".into(), content.get("name").cloned().unwrap_or(Value::Null));
             out.insert("call".into(), content.get("id").cloned().unwrap_or(Value::Null));
-            shortened(&mut out, "args", &as_text(content.get("args").unwrap_or(&Value::Null)));
+            shortened(
+                &mut out,
+                "args",
+                &as_text(content.get("args").unwrap_or(&Value::Null)),
+                PREVIEW_CHARS_MAX,
+            );
         }
         "function_response" => {
             out.insert("name".into(), content.get("name").cloned().unwrap_or(Value::Null));
@@ -164,11 +195,21 @@ pub(crate) fn shape_event(record: &Value) -> Value {
             let is_error =
                 content.get("isError").or_else(|| content.get("is_error")).and_then(Value::as_bool);
             out.insert("error".into(), Value::Bool(is_error.unwrap_or(false)));
-            shortened(&mut out, "result", &as_text(content.get("result").unwrap_or(&Value::Null)));
+            shortened(
+                &mut out,
+                "result",
+                &as_text(content.get("result").unwrap_or(&Value::Null)),
+                PREVIEW_CHARS_MAX,
+            );
         }
         "error" => {
             out.insert("error".into(), Value::Bool(true));
-            shortened(&mut out, "text", content.get("message").and_then(Value::as_str).unwrap_or(""));
+            shortened(
+                &mut out,
+                "text",
+                content.get("message").and_then(Value::as_str).unwrap_or(""),
+                TEXT_CHARS_MAX,
+            );
         }
         _ => {}
     }
@@ -180,59 +221,121 @@ fn field<'a>(value: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(value, |value, key| value.get(key).unwrap_or(&Value::Null))
 }
 
+/// A session's timeline, in two answers so that a long one shows at once. Without `from`: the
+/// first [`TIMELINE_FIRST_EVENTS`] envelopes shaped, and where the stream ends (`last_position`,
+/// `envelopes`), read from the stream's two ends only. With `from` (an index into the shaped
+/// events): the events from there on, with every position, checkpoint and memory commit.
 fn timeline(reads: &Reads, request: &Request) -> Answer {
     let session = required(request, "session")?.to_owned();
     let stream = format!("session/{session}");
-    let (positions, memory, head) = reads.with_index(|index| {
-        let memory: Vec<Value> = index
-            .memory()
-            .iter()
-            .filter(|entry| field(entry, &["record", "session"]).as_str() == Some(session.as_str()))
-            .cloned()
-            .collect();
-        (index.positions(&stream).to_vec(), memory, index.head())
-    })?;
-    if positions.is_empty() {
+    if let Some(from) = number(request, "from")? {
+        let (events, frame) = read_timeline(reads, &session)?;
+        let from = (from as usize).min(events.len());
+        return Ok(json!({
+            "session": session,
+            "from": from,
+            "total": events.len(),
+            "events": &events[from..],
+            "positions": frame.positions,
+            "checkpoints": frame.checkpoints,
+            "memory": frame.memory,
+        }));
+    }
+    let (first, last) = reads.stream_ends(&stream, TIMELINE_FIRST_EVENTS as u64)?;
+    let Some(last) = last else {
+        return Err(ApiError::NotFound(format!("no session {session:?} in the log")));
+    };
+    let mut events = Vec::with_capacity(first.len());
+    let mut positions = Vec::with_capacity(first.len());
+    let mut event_positions = BTreeMap::new();
+    for envelope in &first {
+        if let Some(at) = envelope.get("position").and_then(Value::as_u64) {
+            positions.push(at);
+        }
+        if let Some(event) = shape_entry(envelope, &mut event_positions) {
+            events.push(event);
+        }
+    }
+    Ok(json!({
+        "session": session,
+        "events": events,
+        "envelopes": last.get("revision").and_then(Value::as_u64).map_or(0, |revision| revision + 1),
+        "last_position": last.get("position"),
+        "complete": first.len() < TIMELINE_FIRST_EVENTS,
+        "positions": positions,
+    }))
+}
+
+/// What a timeline's second answer carries besides its events.
+struct TimelineFrame {
+    positions: Vec<u64>,
+    checkpoints: Vec<Value>,
+    memory: Vec<Value>,
+}
+
+/// A session envelope as a timeline row (`None` for those that are not rows: checkpoints, the
+/// session's opening); remembers where each runtime event is.
+fn shape_entry(envelope: &Value, event_positions: &mut BTreeMap<String, u64>) -> Option<Value> {
+    let position = envelope.get("position").cloned().unwrap_or(Value::Null);
+    let kind = envelope.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let record = envelope.get("record").unwrap_or(&Value::Null);
+    match kind {
+        "runtime_event" => {
+            let mut shaped = shape_event(record);
+            if let (Some(id), Some(at)) = (record.get("id").and_then(Value::as_str), position.as_u64()) {
+                event_positions.insert(id.to_owned(), at);
+            }
+            if let Value::Object(map) = &mut shaped {
+                map.insert("position".into(), position);
+                map.insert("kind".into(), "event".into());
+            }
+            Some(shaped)
+        }
+        "checkpoint_recorded" | "session_opened" => None,
+        _ => Some(json!({
+            "position": position,
+            "kind": kind,
+            "turn": record.get("turn").or_else(|| record.get("turnId")),
+            "status": record.get("status"),
+        })),
+    }
+}
+
+/// Reads `session`'s stream (and the memory streams it may have written to) and shapes it.
+fn read_timeline(reads: &Reads, session: &str) -> Result<(Vec<Value>, TimelineFrame), ApiError> {
+    let envelopes = reads.stream(&format!("session/{session}"))?;
+    if envelopes.is_empty() {
         return Err(ApiError::NotFound(format!("no session {session:?} in the log")));
     }
-    let envelopes = reads.envelopes(&positions)?;
+    let mut positions = Vec::with_capacity(envelopes.len());
     let mut events = Vec::with_capacity(envelopes.len());
     let mut checkpoints = Vec::new();
     let mut event_positions = BTreeMap::new();
+    let mut scopes = BTreeSet::from(["global".to_owned()]);
     for envelope in &envelopes {
-        let position = envelope.get("position").cloned().unwrap_or(Value::Null);
-        let kind = envelope.get("kind").and_then(Value::as_str).unwrap_or_default();
-        let record = envelope.get("record").unwrap_or(&Value::Null);
-        match kind {
-            "runtime_event" => {
-                let mut shaped = shape_event(record);
-                if let (Some(id), Some(at)) = (record.get("id").and_then(Value::as_str), position.as_u64()) {
-                    event_positions.insert(id.to_owned(), at);
+        if let Some(at) = envelope.get("position").and_then(Value::as_u64) {
+            positions.push(at);
+        }
+        match envelope.get("kind").and_then(Value::as_str) {
+            Some("checkpoint_recorded") => checkpoints.push(shape_checkpoint(envelope, &event_positions)),
+            Some("session_opened") => {
+                if let Some(workspace) = field(envelope, &["record", "workspace"]).as_str() {
+                    scopes.insert(format!("workspace:{workspace}"));
                 }
-                if let Value::Object(map) = &mut shaped {
-                    map.insert("position".into(), position);
-                    map.insert("kind".into(), "event".into());
-                }
-                events.push(shaped);
             }
-            "checkpoint_recorded" => checkpoints.push(shape_checkpoint(envelope, &event_positions)),
-            _ => events.push(json!({
-                "position": position,
-                "kind": kind,
-                "turn": record.get("turn").or_else(|| record.get("turnId")),
-                "status": record.get("status"),
-            })),
+            _ => {}
+        }
+        if let Some(event) = shape_entry(envelope, &mut event_positions) {
+            events.push(event);
         }
     }
-    let memory: Vec<Value> = memory.iter().map(shape_memory_commit).collect();
-    Ok(json!({
-        "session": session,
-        "head": head,
-        "positions": positions,
-        "events": events,
-        "checkpoints": checkpoints,
-        "memory": memory,
-    }))
+    let memory: Vec<Value> = reads
+        .memory(&scopes)?
+        .iter()
+        .filter(|entry| field(entry, &["record", "session"]).as_str() == Some(session))
+        .map(shape_memory_commit)
+        .collect();
+    Ok((events, TimelineFrame { positions, checkpoints, memory }))
 }
 
 /// A checkpoint with the positions of the first and last event it folds.
@@ -313,7 +416,7 @@ fn shape_item(item: &Value) -> Value {
             let text = item
                 .get("text")
                 .map_or_else(|| as_text(item.get("message").unwrap_or(&Value::Null)), as_text);
-            shortened(&mut out, "text", &text);
+            shortened(&mut out, "text", &text, TEXT_CHARS_MAX);
         }
     }
     Value::Object(out)
@@ -381,19 +484,63 @@ fn context(reads: &Reads, request: &Request) -> Answer {
     Ok(answer)
 }
 
+/// The push recall block the session's next request would have received at position `at`: the
+/// memory items as they stood then, matched against the session's turns up to it.
+fn recall(reads: &Reads, request: &Request) -> Answer {
+    let session = required(request, "session")?.to_owned();
+    let at =
+        number(request, "at")?.ok_or_else(|| ApiError::BadRequest("missing query parameter `at`".into()))?;
+    let block = reads.call::<m::RecallBlock>(&RecallBlockParams { session, query: None, as_of: Some(at) })?;
+    let mut answer = Value::Object(block);
+    answer["position"] = Value::from(at);
+    Ok(answer)
+}
+
+/// A checkpoint's claims, each with the events that support it.
+fn claims(reads: &Reads, request: &Request) -> Answer {
+    let params = ClaimsParams {
+        session: required(request, "session")?.to_owned(),
+        checkpoint: required(request, "checkpoint")?.to_owned(),
+    };
+    Ok(Value::Object(reads.call::<m::Claims>(&params)?))
+}
+
 fn event(reads: &Reads, request: &Request) -> Answer {
     let position = number(request, "position")?
         .ok_or_else(|| ApiError::BadRequest("missing query parameter `position`".into()))?;
-    let page = reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1) })?;
+    let page =
+        reads.call::<m::Log>(&LogParams { from: Some(position), limit: Some(1), ..LogParams::default() })?;
     page.into_iter()
         .find(|entry| entry.get("position").and_then(Value::as_u64) == Some(position))
         .map(Value::Object)
         .ok_or_else(|| ApiError::NotFound(format!("no envelope at position {position}")))
 }
 
+/// Every envelope of the memory streams, in log order: the global scope's, each session
+/// workspace's and that of every item `memory/list` names (read by stream, not by scanning the log).
+fn memory_entries(reads: &Reads) -> Result<Vec<Value>, ApiError> {
+    let mut scopes = BTreeSet::from(["global".to_owned()]);
+    for session in reads.call::<m::Sessions>(&Empty {})? {
+        if let Some(workspace) = session.workspace {
+            scopes.insert(format!("workspace:{workspace}"));
+        }
+    }
+    let listed = MemoryListParams {
+        include_archived: true,
+        limit: Some(MEMORY_ITEMS_MAX as u64),
+        ..MemoryListParams::default()
+    };
+    for item in reads.call::<m::MemoryList>(&listed)? {
+        if let Some(scope) = item.get("fields").and_then(|f| f.get("scope")).and_then(Value::as_str) {
+            scopes.insert(scope.to_owned());
+        }
+    }
+    Ok(reads.memory(&scopes)?)
+}
+
 /// Every item the memory streams name, with the positions that touched it.
 fn memory_list(reads: &Reads) -> Answer {
-    let entries = reads.with_index(|index| index.memory().to_vec())?;
+    let entries = memory_entries(reads)?;
     let mut items: BTreeMap<String, Value> = BTreeMap::new();
     for entry in &entries {
         for (item, fields) in touched_items(entry) {
@@ -437,9 +584,11 @@ fn memory_item(reads: &Reads, request: &Request) -> Answer {
     let current = reads
         .call::<m::MemoryGet>(&MemoryGetParams { item: item.clone() })?
         .ok_or_else(|| ApiError::NotFound(format!("no memory item {item:?}")))?;
-    let history: Vec<Value> = reads.with_index(|index| {
-        index
-            .memory()
+    // The item's commits and mutations are on its scope's stream.
+    let scope =
+        field(&Value::Object(current.clone()), &["fields", "scope"]).as_str().unwrap_or("global").to_owned();
+    let history: Vec<Value> = reads
+        .memory(&BTreeSet::from([scope]))?
             .iter()
             .filter(|entry| touched_items(entry).iter().any(|(id, _)| *id == item))
             .map(|entry| {
@@ -457,7 +606,7 @@ fn memory_item(reads: &Reads, request: &Request) -> Answer {
                 })
             })
             .collect()
-    })?;
+    ;
     Ok(json!({ "item": current, "history": history }))
 }
 
@@ -465,7 +614,10 @@ fn health(reads: &Reads) -> Answer {
     let stats = reads.call::<m::Stats>(&Empty {})?;
     let head = stats.get("head").and_then(Value::as_u64).unwrap_or(0);
     let last = if head > 0 {
-        reads.call::<m::Log>(&LogParams { from: Some(head), limit: Some(1) })?.into_iter().next()
+        reads
+            .call::<m::Log>(&LogParams { from: Some(head), limit: Some(1), ..LogParams::default() })?
+            .into_iter()
+            .next()
     } else {
         None
     };

@@ -118,12 +118,6 @@ impl Inspector {
         let busy = Arc::new(AtomicUsize::new(0));
         let token: Arc<str> = Arc::from(self.token.as_str());
         let port = self.local_addr().map_err(UiError::Accept)?.port();
-        // Reading the log index once now, while the first page loads, keeps it off the first
-        // timeline's time; a failure here is met again (and reported) by the request that needs it.
-        let warm = Arc::clone(&self.reads);
-        let _ = std::thread::Builder::new().name("mnemo-ui-index".into()).spawn(move || {
-            let _ = warm.with_index(|_| ());
-        });
         for stream in self.listener.incoming() {
             let mut stream = match stream {
                 Ok(stream) => stream,

@@ -4,7 +4,7 @@
 //! [`ReadMethod`]; `append`, `import`, `memory/remember` and `shutdown` are not, so a call to them
 //! does not compile.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
 
@@ -26,120 +26,110 @@ impl ReadMethod for m::Context {}
 impl ReadMethod for m::Stats {}
 impl ReadMethod for m::Verify {}
 impl ReadMethod for m::Log {}
+impl ReadMethod for m::RecallBlock {}
+impl ReadMethod for m::Claims {}
+impl ReadMethod for m::MemoryList {}
 
-/// One connection to the store server, shared by the inspector's request threads (one call at a
-/// time), opened again after it breaks.
+/// Connections to the store server, shared by the inspector's request threads: one per call in
+/// flight (at most [`READ_CONNECTIONS_MAX`] kept idle), each opened again after it breaks. Calls on
+/// separate connections run side by side, so a page's timeline and context load together.
 #[derive(Debug)]
 pub(crate) struct Reads {
     store: PathBuf,
     connect: ConnectOptions,
-    client: Mutex<Option<Client>>,
-    index: Mutex<LogIndex>,
+    idle: Mutex<Vec<Client>>,
 }
+
+/// Most idle connections to the store server kept for the next calls.
+pub(crate) const READ_CONNECTIONS_MAX: usize = 4;
 
 impl Reads {
     pub(crate) fn new(store: PathBuf, connect: ConnectOptions) -> Reads {
-        Reads { store, connect, client: Mutex::new(None), index: Mutex::new(LogIndex::default()) }
+        Reads { store, connect, idle: Mutex::new(Vec::new()) }
     }
 
     /// Connects now (starting the store server if the options say so), so that a store that cannot
     /// be served is reported before the inspector's address is printed.
     pub(crate) fn connect(&self) -> Result<(), ClientError> {
-        let mut client = self.client.lock().unwrap_or_else(PoisonError::into_inner);
-        if client.is_none() {
-            *client = Some(Client::connect(&self.store, &self.connect)?);
-        }
+        let client = Client::connect(&self.store, &self.connect)?;
+        self.put_back(client);
         Ok(())
+    }
+
+    fn put_back(&self, client: Client) {
+        let mut idle = self.idle.lock().unwrap_or_else(PoisonError::into_inner);
+        if idle.len() < READ_CONNECTIONS_MAX {
+            idle.push(client);
+        }
     }
 
     /// Calls a read method; a broken connection is opened again once (every read method is
     /// repeatable).
     pub(crate) fn call<M: ReadMethod>(&self, params: &M::Params) -> Result<M::Result, ClientError> {
-        let mut slot = self.client.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(client) = slot.as_mut() {
+        let taken = self.idle.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        if let Some(mut client) = taken {
             match client.call::<M>(params) {
-                Err(ClientError::Rpc(error)) => return Err(ClientError::Rpc(error)),
-                Err(_) => *slot = None,
-                Ok(result) => return Ok(result),
+                Err(ClientError::Rpc(error)) => {
+                    self.put_back(client);
+                    return Err(ClientError::Rpc(error));
+                }
+                // A broken connection is dropped; a fresh one answers below.
+                Err(_) => {}
+                Ok(result) => {
+                    self.put_back(client);
+                    return Ok(result);
+                }
             }
         }
         let mut client = Client::connect(&self.store, &self.connect)?;
         let result = client.call::<M>(params);
-        *slot = Some(client);
+        let healthy = matches!(result, Ok(_) | Err(ClientError::Rpc(_)));
+        if healthy {
+            self.put_back(client);
+        }
         result
     }
 
-    /// Envelopes at `positions` (ascending), fetched in runs of consecutive positions.
-    pub(crate) fn envelopes(&self, positions: &[u64]) -> Result<Vec<Value>, ClientError> {
-        let mut out = Vec::with_capacity(positions.len());
-        let mut at = 0;
-        while at < positions.len() {
-            let start = positions[at];
-            let mut run = 1;
-            while at + run < positions.len()
-                && positions[at + run] == start + run as u64
-                && (run as u64) < LOG_ENTRIES_MAX
-            {
-                run += 1;
-            }
-            let page = self.call::<m::Log>(&LogParams { from: Some(start), limit: Some(run as u64) })?;
-            out.extend(page.into_iter().map(Value::Object));
-            at += run;
-        }
-        Ok(out)
-    }
-
-    /// Runs `body` on the log index brought up to the log's head.
-    pub(crate) fn with_index<T>(&self, body: impl FnOnce(&LogIndex) -> T) -> Result<T, ClientError> {
-        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
-        index.catch_up(self)?;
-        Ok(body(&index))
-    }
-}
-
-/// Which positions each stream holds, read once from the log and extended as it grows; the
-/// envelopes of the small, often-read streams (`memory/...`) are kept whole.
-#[derive(Debug, Default)]
-pub(crate) struct LogIndex {
-    /// The last position read.
-    through: u64,
-    streams: BTreeMap<String, Vec<u64>>,
-    memory: Vec<Value>,
-}
-
-impl LogIndex {
-    fn catch_up(&mut self, reads: &Reads) -> Result<(), ClientError> {
+    /// Every envelope of `stream`, in order: read by stream, however long the log.
+    pub(crate) fn stream(&self, stream: &str) -> Result<Vec<Value>, ClientError> {
+        let mut out = Vec::new();
         loop {
-            let page = reads
-                .call::<m::Log>(&LogParams { from: Some(self.through + 1), limit: Some(LOG_ENTRIES_MAX) })?;
-            let count = page.len() as u64;
-            for entry in page {
-                let Some(position) = entry.get("position").and_then(Value::as_u64) else { continue };
-                let stream = entry.get("stream").and_then(Value::as_str).unwrap_or_default().to_owned();
-                if stream.starts_with("memory/") {
-                    self.memory.push(Value::Object(entry.clone()));
-                }
-                self.streams.entry(stream).or_default().push(position);
-                self.through = self.through.max(position);
-            }
-            if count < LOG_ENTRIES_MAX {
-                return Ok(());
+            let params = LogParams {
+                from: Some(out.len() as u64),
+                limit: Some(LOG_ENTRIES_MAX),
+                stream: Some(stream.to_owned()),
+                last: false,
+            };
+            let page = self.call::<m::Log>(&params)?;
+            let full = page.len() as u64 == LOG_ENTRIES_MAX;
+            out.extend(page.into_iter().map(Value::Object));
+            if !full {
+                return Ok(out);
             }
         }
     }
 
-    /// The positions of `stream`, ascending.
-    pub(crate) fn positions(&self, stream: &str) -> &[u64] {
-        self.streams.get(stream).map_or(&[], Vec::as_slice)
+    /// The first `count` envelopes of `stream` and its last one (`None` when the stream is empty).
+    pub(crate) fn stream_ends(
+        &self,
+        stream: &str,
+        count: u64,
+    ) -> Result<(Vec<Value>, Option<Value>), ClientError> {
+        let first =
+            LogParams { from: Some(0), limit: Some(count), stream: Some(stream.to_owned()), last: false };
+        let head = self.call::<m::Log>(&first)?.into_iter().map(Value::Object).collect();
+        let last = LogParams { from: None, limit: Some(1), stream: Some(stream.to_owned()), last: true };
+        let tail = self.call::<m::Log>(&last)?.into_iter().next().map(Value::Object);
+        Ok((head, tail))
     }
 
-    /// Every envelope of the `memory/...` streams, in log order.
-    pub(crate) fn memory(&self) -> &[Value] {
-        &self.memory
-    }
-
-    /// The last position read.
-    pub(crate) fn head(&self) -> u64 {
-        self.through
+    /// The envelopes of the memory streams of `scopes` (`global`, `workspace:<id>`), in log order.
+    pub(crate) fn memory(&self, scopes: &BTreeSet<String>) -> Result<Vec<Value>, ClientError> {
+        let mut out = Vec::new();
+        for scope in scopes {
+            out.extend(self.stream(&format!("memory/{scope}"))?);
+        }
+        out.sort_by_key(|entry| entry.get("position").and_then(Value::as_u64).unwrap_or_default());
+        Ok(out)
     }
 }

@@ -5,7 +5,10 @@
 //! What is kept, and from where:
 //! - the session: `session_meta` (`id`, `cwd` as the workspace; a `source` naming a sub-agent
 //!   marks the session as a sub-agent's, linked to the thread that spawned it when the source
-//!   names one, `thread_spawn.parent_thread_id`); `event_msg` `thread_name_updated` retitles it;
+//!   names one, `thread_spawn.parent_thread_id`; a forked session is linked to the session it was
+//!   forked from, `forked_from_id`); `event_msg` `thread_name_updated` retitles it. A forked
+//!   rollout goes on with the history Codex copied from the session it was forked from, that
+//!   session's own `session_meta` first: the history is kept as the fork's, the meta line skipped;
 //! - turns: `event_msg` `task_started` / `turn_started` opens one (named by its `turn_id` when it
 //!   has one), as does a `turn_context` naming a turn other than the open one; `task_complete` /
 //!   `turn_complete` ends it completed and `turn_aborted` aborted, at that line's time. Rollouts
@@ -80,6 +83,7 @@ enum From {
     Event,
 }
 
+#[derive(Clone)]
 pub(crate) struct Rollout<'a> {
     source: &'a str,
     session: Option<String>,
@@ -93,6 +97,9 @@ pub(crate) struct Rollout<'a> {
     failed: BTreeMap<String, bool>,
     /// A bare rollout's working directory, from its first lines.
     bare_cwd: Option<String>,
+    /// The session this rollout was forked from, and the sessions that one was forked from,
+    /// as far as the rollout's meta lines tell.
+    forked_from: Vec<String>,
     /// The last line read.
     last_line: usize,
 }
@@ -110,7 +117,36 @@ impl<'a> Rollout<'a> {
             results: BTreeMap::new(),
             failed: BTreeMap::new(),
             bare_cwd: bare_cwd(first_lines),
+            forked_from: Vec::new(),
             last_line: 1,
+        }
+    }
+
+    /// The same state, naming another source in its errors (a capture resumed from it).
+    pub(crate) fn with_source<'b>(self, source: &'b str) -> Rollout<'b> {
+        let Rollout {
+            source: _,
+            session,
+            turns,
+            tool_names,
+            unechoed,
+            results,
+            failed,
+            bare_cwd,
+            forked_from,
+            last_line,
+        } = self;
+        Rollout {
+            source,
+            session,
+            turns,
+            tool_names,
+            unechoed,
+            results,
+            failed,
+            bare_cwd,
+            forked_from,
+            last_line,
         }
     }
 
@@ -232,9 +268,22 @@ impl Rollout<'_> {
         out: &mut Converted,
     ) -> Result<(), TranscriptError> {
         let id = str_field(payload, "id", self.source, line, "payload")?;
+        let forked_from = payload
+            .get("forked_from_id")
+            .and_then(Value::as_str)
+            .filter(|from| !from.is_empty() && *from != id);
         if let Some(previous) = &self.session {
             if previous == id {
                 out.skip("session_meta (repeated)");
+                return Ok(());
+            }
+            // A forked rollout holds, after its own session_meta, the history it was forked from
+            // as Codex copied it: the session_meta of the session it was forked from (and of that
+            // one's, when it was a fork too), then that session's lines. They are this session's
+            // history; the other session's meta line is not this session's.
+            if self.forked_from.iter().any(|from| from == id) {
+                self.forked_from.extend(forked_from.map(str::to_owned));
+                out.skip("session_meta (of the forked history)");
                 return Ok(());
             }
             return Err(error(
@@ -249,19 +298,22 @@ impl Rollout<'_> {
         out.session(line, id, workspace, None, ts);
         // `source` is "cli", "exec", "vscode", {"custom": ...}, ... or {"subagent": ...} for an
         // agent Codex started: "review", "compact", {"other": ...}, or {"thread_spawn": {...}}
-        // naming the thread that spawned it.
-        if let Some(subagent) = payload.get("source").and_then(|s| s.get("subagent"))
-            && let Some(value) = out.line_mut(at)
-        {
-            value["subagent"] = json!(true);
-            let parent = subagent
-                .pointer("/thread_spawn/parent_thread_id")
-                .and_then(Value::as_str)
-                .filter(|p| !p.is_empty() && *p != id);
-            if let Some(parent) = parent {
+        // naming the thread that spawned it. A sub-agent's parent is the thread that spawned it;
+        // any other session's is the one it was forked from (`forked_from_id`), if any.
+        let subagent = payload.get("source").and_then(|s| s.get("subagent"));
+        let spawned_by = subagent
+            .and_then(|s| s.pointer("/thread_spawn/parent_thread_id"))
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty() && *p != id);
+        if let Some(value) = out.line_mut(at) {
+            if subagent.is_some() {
+                value["subagent"] = json!(true);
+            }
+            if let Some(parent) = spawned_by.or(forked_from) {
                 value["parent"] = json!(parent);
             }
         }
+        self.forked_from.extend(forked_from.map(str::to_owned));
         self.session = Some(id.to_owned());
         Ok(())
     }
