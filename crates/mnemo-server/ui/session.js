@@ -161,8 +161,12 @@ function folded(event, field, summary, open = false) {
       note.remove();
     }).catch((error) => { note.textContent = `Could not load the whole text: ${error.message}`; loading = null; });
   };
-  details.addEventListener('toggle', () => { if (details.open) load(); });
-  if (open) load();
+  // One shown open (an error) waits for a click: a long session may hold hundreds of them.
+  if (open) {
+    note.replaceChildren(h('button', { type: 'button', class: 'linkish', onclick: load }, `Shortened to ${count(event[field].length)} of ${count(event[`${field}_chars`])} characters: show it whole`));
+  } else {
+    details.addEventListener('toggle', () => { if (details.open) load(); });
+  }
   return details;
 }
 
