@@ -263,12 +263,29 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
             Some(ErrorCategory::Integrity) => "integrity",
             _ => "failure",
         };
-        let message = format!("{error:#}");
+        let message = error_text(error);
         print_json(&serde_json::json!({ "error": { "kind": kind, "message": message } }));
     }
     // A closed stderr must not turn the error's exit code into a panic's.
-    say_err!("error: {error:#}");
+    say_err!("error: {}", error_text(error));
     ExitCode::from(code)
+}
+
+/// The error and its causes on one line, each cause once: many errors already name their
+/// cause in their own message (`cannot read FILE: CAUSE`), so a cause whose text the line
+/// already ends with is not repeated.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
@@ -316,6 +333,7 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
 /// before it stay committed (their reports are printed), and the error names the failing file,
 /// its line, what was committed before it and what was not imported.
 fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) -> anyhow::Result<ExitCode> {
+    refuse_folders(files)?;
     let mnemo = open(cli, true)?;
     let mut reports = Vec::new();
     let bar = progress(files.len() as u64, "importing");
@@ -340,6 +358,18 @@ fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) 
     bar.finish_and_clear();
     output(cli, &reports, || print_import_reports(&reports, format));
     Ok(ExitCode::SUCCESS)
+}
+
+/// A folder given to `import` is refused before anything is read, naming the command that
+/// captures folders, so that no file of the list is imported.
+fn refuse_folders(files: &[String]) -> Result<(), Error> {
+    match files.iter().find(|file| Path::new(file).is_dir()) {
+        Some(folder) => Err(Error::InvalidInput(format!(
+            "{folder} is a folder: `mnemo import` reads transcript files; \
+             `mnemo sync {folder}` imports every session file under a folder"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// What a multi-file import that stopped at `file` leaves: which files were committed, which not.

@@ -88,6 +88,30 @@ fn a_bad_line_is_exit_2_names_the_line_and_appends_nothing() {
 }
 
 #[test]
+fn an_error_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = mnemo(&dir.path().join("store"), &["import", "/nonexistent/file.jsonl"]);
+    let message = stderr(&missing);
+    assert_eq!(message.matches("No such file").count(), 1, "the cause repeated: {message}");
+}
+
+#[test]
+fn a_folder_given_to_import_is_refused_naming_sync_and_nothing_is_imported() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let folder = dir.path().join("sessions");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::copy(SAMPLE, folder.join("coding-session.jsonl")).unwrap();
+    let output = mnemo(&store, &["import", SAMPLE, folder.to_str().unwrap()]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains(&format!("{} is a folder", folder.display())), "{message}");
+    assert!(message.contains("mnemo sync"), "{message}");
+    assert!(!message.contains("os error"), "{message}");
+    assert_eq!(code(&mnemo(&store, &["sessions"])), 1, "the file before the folder was not imported either");
+}
+
+#[test]
 fn errors_in_json_mode_are_a_json_document_too() {
     let dir = tempfile::tempdir().unwrap();
     let output = mnemo(&dir.path().join("s"), &["import", "/nonexistent.jsonl", "--json"]);

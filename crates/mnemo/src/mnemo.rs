@@ -180,6 +180,8 @@ pub struct Mnemo {
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
+    /// Where captures of growing files left off (memory only).
+    pub(crate) file_cursors: crate::import::FileCursors,
 }
 
 impl Mnemo {
@@ -227,6 +229,7 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
+            file_cursors: crate::import::FileCursors::default(),
         })
     }
 

@@ -8,9 +8,9 @@
 
 pub use crate::export::ExportReport;
 pub use crate::import::{
-    CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX,
-    IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus, NO_CONVERSATION_LINES, ParsedImport,
-    detect_format, parse_import,
+    CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, FileCursor,
+    IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportCursor, ImportFormat, ImportReport, ImportStatus,
+    NO_CONVERSATION_LINES, ParsedImport, detect_format, parse_import,
 };
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -204,7 +204,7 @@ fn yes() -> bool {
 
 /// What the parser remembers across lines, for the checks that span lines. Records leave it as
 /// they are parsed (`ready`), so a reader of a long file holds the checks' keys, not the records.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct ParseState {
     sessions: Vec<SessionId>,
     index: BTreeMap<SessionId, usize>,
@@ -223,7 +223,7 @@ struct ParseState {
 
 /// The mnemo format's parser, fed a line at a time: what the lines yield comes out as records in
 /// file order, each with its session's place among the sessions met so far.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct TranscriptParser {
     state: ParseState,
 }
@@ -468,7 +468,7 @@ type EventDigest = [u8; EVENT_DIGEST_BYTES];
 /// memory grow with the file beyond that (a 500 MB transcript holds some 400,000 events). Two ids
 /// or events whose 128-bit digests are equal are taken for equal; the chance of that among a
 /// million events is about 10^-27.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct EventIds(std::collections::HashMap<EventDigest, EventDigest>);
 
 impl EventIds {

@@ -186,7 +186,7 @@ impl Summary {
             Outcome::Failed { .. } => self.failed += 1,
             Outcome::Captured(Captured::NothingYet) => self.partial_lines_left += 1,
             Outcome::Captured(Captured::NoConversation { .. }) => self.without_conversation += 1,
-            Outcome::Captured(Captured::Imported { report, partial_tail_bytes }) => {
+            Outcome::Captured(Captured::Imported { report, partial_tail_bytes, .. }) => {
                 self.records_appended += report.records;
                 if *partial_tail_bytes > 0 {
                     self.partial_lines_left += 1;
@@ -290,7 +290,9 @@ fn describe(outcome: &Outcome) -> Option<String> {
         Outcome::Captured(Captured::NoConversation { format }) => {
             return Some(format!("{format}: no conversation lines yet"));
         }
-        Outcome::Captured(Captured::Imported { report, partial_tail_bytes }) => (report, *partial_tail_bytes),
+        Outcome::Captured(Captured::Imported { report, partial_tail_bytes, .. }) => {
+            (report, *partial_tail_bytes)
+        }
     };
     let what = match report.status {
         ImportStatus::Imported => {

@@ -10,6 +10,7 @@ use tracing::info_span;
 
 use super::capture::{Identities, SessionCheck, Taken};
 use super::lines::{LineReader, RawLine};
+use super::stream::StreamState;
 use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, RecordStream, detect_format};
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
@@ -114,16 +115,25 @@ impl<'i> Input<'i> {
     }
 
     /// The records of the input in `format` (never `auto`), from its first byte; at most `bytes`
-    /// of it when given.
+    /// of it when given. With `resume`, the input is what follows the bytes the state's stream
+    /// read, and its records are those that follow the state's.
     fn records<'s>(
         &self,
         source: &'s str,
         format: ImportFormat,
         bytes: Option<u64>,
+        resume: Option<&StreamState>,
     ) -> Result<RecordStream<'s, Box<dyn BufRead + 'i>>, Error>
     where
         'i: 's,
     {
+        if let Some(state) = resume {
+            let reader: Box<dyn BufRead + 'i> = match bytes {
+                Some(limit) => Box::new(self.open(source)?.take(limit)),
+                None => self.open(source)?,
+            };
+            return Ok(RecordStream::resumed(reader, source, state.clone()));
+        }
         let reader: Box<dyn BufRead + 'i> = match bytes {
             Some(limit) => Box::new(self.open(source)?.take(limit)),
             None => self.open(source)?,
@@ -151,6 +161,51 @@ struct SessionPass {
     stream: StreamId,
     head: Option<StreamHead>,
     check: SessionCheck,
+    /// The identities the file's records before this reading's first had (a resumed capture).
+    start: Identities,
+    /// Whether the session's records before this reading's first were compared with the log by
+    /// an earlier capture (a resumed capture).
+    resumed: bool,
+}
+
+/// Where a capture of a growing file left off: the file's records stream as it stood at the end of
+/// the complete lines read, and what each of its sessions' streams held then. A capture of the
+/// file grown since reads only what follows (`Mnemo::import_resumed`), as long as the file's
+/// bytes before it are the same (the caller checks) and the sessions' streams hold nothing more
+/// ([`Mnemo::import_cursor_is_current`]). It lives in memory only.
+pub struct ImportCursor {
+    state: StreamState,
+    sessions: Vec<CursorSession>,
+}
+
+struct CursorSession {
+    stream: StreamId,
+    /// The stream's head after the capture.
+    revision: Option<StreamRevision>,
+    taken: Taken,
+    identities: Identities,
+}
+
+impl ImportCursor {
+    /// The format the file was read in.
+    pub fn format(&self) -> ImportFormat {
+        self.state.format()
+    }
+
+    /// The bytes of the file read (whole lines, the last ending with its newline).
+    pub fn bytes(&self) -> u64 {
+        self.state.bytes()
+    }
+}
+
+impl std::fmt::Debug for ImportCursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportCursor")
+            .field("format", &self.format())
+            .field("bytes", &self.bytes())
+            .field("sessions", &self.sessions.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What the first reading of an input found: everything an import reports, and what the second
@@ -166,6 +221,10 @@ struct Checked {
     /// Whether a session's records come after another session's began (then the records are
     /// appended a session at a time, one reading each).
     interleaved: bool,
+    /// The stream's state at the end of the input, when asked for.
+    end: Option<StreamState>,
+    /// Records the file yielded before this reading (a resumed capture).
+    before: usize,
 }
 
 /// The append being gathered: one session's records, in file order.
@@ -241,7 +300,7 @@ impl Mnemo {
             let bytes = input.whole(path)?;
             return self.import(&bytes, path, format);
         }
-        self.import_input(&input, path, format)
+        self.import_input(&input, path, format, None, false).map(|(report, _)| report)
     }
 
     /// The format the first lines of a file name, read from its start.
@@ -299,7 +358,58 @@ impl Mnemo {
             ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
             format => format,
         };
-        self.import_input(&Input::Bytes(bytes), source, format)
+        self.import_input(&Input::Bytes(bytes), source, format, None, false).map(|(report, _)| report)
+    }
+
+    /// Imports `bytes`, the complete lines of a file that may grow, as [`Mnemo::import`] does,
+    /// and returns with the report where the import left off: a cursor from which
+    /// [`Mnemo::import_resumed`] reads only what the file holds beyond those bytes. No cursor for
+    /// a format that is one JSON document, or bytes whose last line has no newline.
+    pub fn import_resumable(
+        &self,
+        bytes: &[u8],
+        source: &str,
+        format: ImportFormat,
+    ) -> Result<(ImportReport, Option<ImportCursor>), Error> {
+        if bytes.len() as u64 > IMPORT_FILE_BYTES_MAX {
+            return Err(too_large(source, Some(bytes.len() as u64)));
+        }
+        let format = match format {
+            ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
+            format => format,
+        };
+        self.import_input(&Input::Bytes(bytes), source, format, None, !format.is_whole_document())
+    }
+
+    /// Imports `more`, what a file holds beyond the bytes `cursor` read (complete lines), as
+    /// importing the whole file would: the file's records that follow those the cursor's import
+    /// yielded, each compared with what its session's stream holds, the new ones appended. The
+    /// caller makes sure the file's first [`ImportCursor::bytes`] are the bytes the cursor's import
+    /// read, and [`Mnemo::import_cursor_is_current`] that the streams hold nothing more since.
+    pub fn import_resumed(
+        &self,
+        more: &[u8],
+        source: &str,
+        cursor: ImportCursor,
+    ) -> Result<(ImportReport, Option<ImportCursor>), Error> {
+        let total = cursor.bytes().saturating_add(more.len() as u64);
+        if total > IMPORT_FILE_BYTES_MAX {
+            return Err(too_large(source, Some(total)));
+        }
+        let format = cursor.format();
+        self.import_input(&Input::Bytes(more), source, format, Some(cursor), true)
+    }
+
+    /// Whether every session `cursor` saw holds in the log what it held when the cursor was
+    /// made: nothing was appended to them since, by this import or another writer.
+    pub fn import_cursor_is_current(&self, cursor: &ImportCursor) -> Result<bool, Error> {
+        for session in &cursor.sessions {
+            let head = self.log.stream_head(&session.stream)?.map(|head| head.revision);
+            if head != session.revision {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     fn import_input(
@@ -307,24 +417,54 @@ impl Mnemo {
         input: &Input<'_>,
         source: &str,
         format: ImportFormat,
-    ) -> Result<ImportReport, Error> {
+        resume: Option<ImportCursor>,
+        keep_cursor: bool,
+    ) -> Result<(ImportReport, Option<ImportCursor>), Error> {
         let _span = info_span!("import", source, format = format.name()).entered();
+        let (state, resumed_sessions) = match resume {
+            Some(ImportCursor { state, sessions }) => (Some(state), sessions),
+            None => (None, Vec::new()),
+        };
         // NOTE: the first reading checks every record (converted, parsed, encoded, compared with
         // the log, its event id new to the store) before the second appends any, so a record the
         // log would refuse refuses the whole file, not a tail of it.
         let checked = self
-            .check_input(input, source, format)
-            .map_err(|error| probe_document(input, source, format, error))?;
-        let (mut created, mut already, mut store_ahead) = (0, 0, 0);
+            .check_input(input, source, format, state.as_ref(), resumed_sessions, keep_cursor)
+            .map_err(|error| match state {
+                Some(_) => error,
+                None => probe_document(input, source, format, error),
+            })?;
+        let (mut created, mut already, mut store_ahead) = (0, checked.before, 0);
         for pass in &checked.sessions {
             created += usize::from(pass.head.is_none());
             already += pass.check.already();
-            store_ahead += pass.check.finish(source, pass.stream.as_str())?;
+            // NOTE: a resumed session's earlier records were compared with the log by the capture
+            // that made the cursor, of the same bytes: only a session the file did not yield
+            // before is checked for records the log holds that the file does not.
+            if !pass.resumed {
+                store_ahead += pass.check.finish(source, pass.stream.as_str())?;
+            }
         }
         let fresh = checked.fresh;
         let (lines, format, skipped, sessions_in_file) =
             (checked.lines, checked.format, checked.skipped.clone(), checked.sessions.len());
-        let positions = if fresh == 0 { None } else { self.append_input(input, source, checked)? };
+        let identities: Vec<Identities> =
+            checked.sessions.iter().map(|pass| pass.check.identities().clone()).collect();
+        let mut end = checked.end.clone();
+        let (positions, passes) = if fresh == 0 {
+            let passes = checked
+                .sessions
+                .into_iter()
+                .map(|pass| (pass.stream, pass.head.map(|h| h.revision), pass.check.into_taken()))
+                .collect();
+            (None, passes)
+        } else {
+            self.append_input(input, source, checked, state.as_ref())?
+        };
+        let cursor = match end.take() {
+            Some(end) if keep_cursor => Some(self.cursor_after(end, passes, identities)?),
+            _ => None,
+        };
         if let Some((_, last)) = positions {
             // NOTE: the import is committed here. A stage that cannot fold it now (a full disk fails
             // its commit too) catches up when the store is next opened; failing the import would
@@ -340,7 +480,7 @@ impl Mnemo {
         } else {
             ImportStatus::Imported
         };
-        Ok(ImportReport {
+        let report = ImportReport {
             source: source.to_owned(),
             status,
             lines,
@@ -352,7 +492,25 @@ impl Mnemo {
             positions,
             format,
             skipped,
-        })
+        };
+        Ok((report, cursor))
+    }
+
+    /// The cursor of an import that read up to `end`: each session's stream as the log holds it
+    /// now (what the import appended read back, so the cursor holds what the log holds).
+    fn cursor_after(
+        &self,
+        end: StreamState,
+        passes: Vec<(StreamId, Option<StreamRevision>, Taken)>,
+        identities: Vec<Identities>,
+    ) -> Result<ImportCursor, Error> {
+        let mut sessions = Vec::with_capacity(passes.len());
+        for ((stream, revision, mut taken), identities) in passes.into_iter().zip(identities) {
+            let from = revision.map_or(StreamRevision::FIRST, |r| StreamRevision(r.0 + 1));
+            let revision = self.read_taken(&stream, from, &mut taken)?.or(revision);
+            sessions.push(CursorSession { stream, revision, taken, identities });
+        }
+        Ok(ImportCursor { state: end, sessions })
     }
 
     /// The first reading: every record converted, parsed, encoded and compared with the log, every
@@ -360,9 +518,27 @@ impl Mnemo {
     /// identity and seal, its tool call's pairing) checked against the log's key index and the
     /// file's earlier records; nothing is appended. The writer decides the rules again as each
     /// append lands, but a file's appends must all land or none.
-    fn check_input(&self, input: &Input<'_>, source: &str, format: ImportFormat) -> Result<Checked, Error> {
-        let mut records = input.records(source, format, None)?;
+    fn check_input(
+        &self,
+        input: &Input<'_>,
+        source: &str,
+        format: ImportFormat,
+        resume: Option<&StreamState>,
+        resumed: Vec<CursorSession>,
+        keep_end: bool,
+    ) -> Result<Checked, Error> {
+        let mut records = input.records(source, format, None, resume)?;
+        if keep_end {
+            records.keep_end_state();
+        }
+        let before = resume.map_or(0, |state| state.yielded);
         let mut sessions: Vec<SessionPass> = Vec::new();
+        for session in resumed {
+            let head = self.log.stream_head(&session.stream)?;
+            let start = session.identities.clone();
+            let check = SessionCheck::resumed(session.taken, session.identities);
+            sessions.push(SessionPass { stream: session.stream, head, check, start, resumed: true });
+        }
         let (mut fresh, mut interleaved, mut last_slot) = (0, false, 0);
         let mut rules = RulePrecheck::default();
         let held = |key: &[u8]| self.log.held_key(key);
@@ -372,13 +548,19 @@ impl Mnemo {
             if slot == sessions.len() {
                 let stream = StreamId::session(&records.sessions()[slot]);
                 let head = self.log.stream_head(&stream)?;
-                let taken = match head {
-                    Some(_) => self.taken(&stream)?,
-                    None => Taken::default(),
-                };
-                sessions.push(SessionPass { stream, head, check: SessionCheck::new(taken) });
+                let mut taken = Taken::default();
+                if head.is_some() {
+                    self.read_taken(&stream, StreamRevision::FIRST, &mut taken)?;
+                }
+                let (check, start) = (SessionCheck::new(taken), Identities::default());
+                sessions.push(SessionPass { stream, head, check, start, resumed: false });
             }
-            let pass = &mut sessions[slot];
+            let Some(pass) = sessions.get_mut(slot) else {
+                return Err(Error::InvalidInput(format!(
+                    "{source}: line {} names a session the reading did not meet in order",
+                    record.line
+                )));
+            };
             let encoded = encode_record(&pass.stream, &record, source)?;
             if pass.check.record(&record, &encoded.bytes, source, pass.stream.as_str())? {
                 fresh += 1;
@@ -395,23 +577,29 @@ impl Mnemo {
             format: records.format(),
             skipped: records.skipped().clone(),
             read: records.read(),
+            end: records.end_state(),
             sessions,
             fresh,
             interleaved,
+            before,
         })
     }
 
     /// The second reading: the records the first found new, appended session by session in order
     /// of first appearance, each session's in file order. A file whose sessions interleave is read
     /// once per session, so that what it holds in memory stays one line and one append.
+    #[expect(clippy::type_complexity, reason = "positions, and each session's stream, head and records")]
     fn append_input(
         &self,
         input: &Input<'_>,
         source: &str,
         checked: Checked,
-    ) -> Result<Option<(Position, Position)>, Error> {
+        resume: Option<&StreamState>,
+    ) -> Result<(Option<(Position, Position)>, Vec<(StreamId, Option<StreamRevision>, Taken)>), Error> {
         let Checked { sessions, fresh, read, format, interleaved, .. } = checked;
         let count = sessions.len();
+        let heads: Vec<Option<StreamRevision>> =
+            sessions.iter().map(|p| p.head.map(|h| h.revision)).collect();
         let mut appender = Appender {
             mnemo: self,
             sessions: sessions
@@ -419,7 +607,7 @@ impl Mnemo {
                 .map(|pass| {
                     let expected =
                         pass.head.map_or(ExpectedRevision::NoStream, |h| ExpectedRevision::Exact(h.revision));
-                    (pass.stream, expected, SessionCheck::new(pass.check.into_taken()))
+                    (pass.stream, expected, SessionCheck::resumed(pass.check.into_taken(), pass.start))
                 })
                 .collect(),
             gathering: None,
@@ -430,7 +618,7 @@ impl Mnemo {
         let readings: Vec<Option<usize>> =
             if interleaved { (0..count).map(Some).collect() } else { vec![None] };
         for only in readings {
-            let mut records = input.records(source, format, read.map(|(bytes, _)| bytes))?;
+            let mut records = input.records(source, format, read.map(|(bytes, _)| bytes), resume)?;
             loop {
                 let next = match records.next_record() {
                     Ok(next) => next,
@@ -451,28 +639,40 @@ impl Mnemo {
             let what = format!("a second reading found {} records to append, not {fresh}", appender.appended);
             return Err(appender.changed(source, what));
         }
-        Ok(appender.positions)
+        let positions = appender.positions;
+        let passes = appender
+            .sessions
+            .into_iter()
+            .zip(heads)
+            .map(|((stream, _, check), head)| (stream, head, check.into_taken()))
+            .collect();
+        Ok((positions, passes))
     }
 
-    /// What a session's stream holds, by identity.
-    fn taken(&self, stream: &StreamId) -> Result<Taken, Error> {
-        let mut taken = Taken::default();
-        let mut identities = Identities::default();
-        let mut from = StreamRevision::FIRST;
+    /// Adds what a session's stream holds from revision `from` on to `taken`, by identity;
+    /// returns the last revision read, if any.
+    fn read_taken(
+        &self,
+        stream: &StreamId,
+        from: StreamRevision,
+        taken: &mut Taken,
+    ) -> Result<Option<StreamRevision>, Error> {
+        let (mut from, mut last_read) = (from, None);
         loop {
             let envelopes = self.log.read_stream(stream, from, STREAM_READ_ENVELOPES)?;
             let Some(last) = envelopes.last() else { break };
             from = StreamRevision(last.revision.0 + 1);
+            last_read = Some(last.revision);
             for envelope in &envelopes {
                 let record = Record::decode(envelope.kind, envelope.kind_schema, &envelope.record)
                     .map_err(|e| Error::InvalidInput(format!("{stream} at {}: {e}", envelope.position)))?;
-                taken.add(&mut identities, &record, &envelope.record, envelope.position);
+                taken.add(&record, &envelope.record, envelope.position);
             }
             if envelopes.len() < STREAM_READ_ENVELOPES {
                 break;
             }
         }
-        Ok(taken)
+        Ok(last_read)
     }
 
     /// Refuses the file when one of its new events reuses an event id the store already holds

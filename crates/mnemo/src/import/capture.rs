@@ -32,7 +32,7 @@ pub(crate) enum Identity {
 }
 
 /// Gives each record of a session its identity, in stream order.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Identities {
     counts: HashMap<u16, u64>,
 }
@@ -61,6 +61,8 @@ impl Identities {
 #[derive(Default)]
 pub(crate) struct Taken {
     records: HashMap<Identity, ([u8; 32], Position)>,
+    /// The identities of the stream's records so far.
+    identities: Identities,
     /// The stream's session record names no source and no parent (schema version 1: written
     /// before sources were recorded, or by a host).
     opened_without_source: bool,
@@ -68,17 +70,11 @@ pub(crate) struct Taken {
 
 impl Taken {
     /// Notes one record read from the stream (records of kinds an import never writes are ignored).
-    pub(crate) fn add(
-        &mut self,
-        identities: &mut Identities,
-        record: &Record,
-        bytes: &[u8],
-        position: Position,
-    ) {
+    pub(crate) fn add(&mut self, record: &Record, bytes: &[u8], position: Position) {
         if let Record::SessionOpened(opened) = record {
             self.opened_without_source = opened.source.is_none() && opened.parent.is_none();
         }
-        if let Some(identity) = identities.of(record) {
+        if let Some(identity) = self.identities.of(record) {
             self.records.insert(identity, (hash(bytes), position));
         }
     }
@@ -96,7 +92,13 @@ pub(crate) struct SessionCheck {
 
 impl SessionCheck {
     pub(crate) fn new(taken: Taken) -> Self {
-        SessionCheck { taken, identities: Identities::default(), matched: HashMap::new(), fresh: 0 }
+        Self::resumed(taken, Identities::default())
+    }
+
+    /// A check of what follows the records a file yielded earlier, whose identities `identities`
+    /// gave.
+    pub(crate) fn resumed(taken: Taken, identities: Identities) -> Self {
+        SessionCheck { taken, identities, matched: HashMap::new(), fresh: 0 }
     }
 
     /// Whether `record` (encoded as `bytes`) is to be appended: it is not when the stream holds it
@@ -200,6 +202,11 @@ impl SessionCheck {
     /// What the stream holds, for a second reading of the file.
     pub(crate) fn into_taken(self) -> Taken {
         self.taken
+    }
+
+    /// The identities given so far to the file's records.
+    pub(crate) fn identities(&self) -> &Identities {
+        &self.identities
     }
 }
 

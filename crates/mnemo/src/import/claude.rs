@@ -55,7 +55,7 @@ const COMMAND_PREFIXES: [&str; 8] = [
 /// The text Claude Code puts before local command output.
 const CAVEAT: &str = "Caveat:";
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Session {
     turns: Turns,
     last_line: usize,
@@ -76,6 +76,7 @@ fn uuid_digest(uuid: &str) -> UuidDigest {
 }
 
 /// A Claude Code file read a line at a time.
+#[derive(Clone)]
 pub(crate) struct ClaudeFile<'a> {
     source: &'a str,
     sessions: BTreeMap<String, Session>,
@@ -96,6 +97,12 @@ impl<'a> ClaudeFile<'a> {
             tool_names: BTreeMap::new(),
             uuids: HashMap::new(),
         }
+    }
+
+    /// The same state, naming another source in its errors (a capture resumed from it).
+    pub(crate) fn with_source<'b>(self, source: &'b str) -> ClaudeFile<'b> {
+        let ClaudeFile { source: _, sessions, order, tool_names, uuids } = self;
+        ClaudeFile { source, sessions, order, tool_names, uuids }
     }
 
     /// Converts one line. What it yields is final once it returns: no later line amends it.

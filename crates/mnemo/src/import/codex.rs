@@ -83,6 +83,7 @@ enum From {
     Event,
 }
 
+#[derive(Clone)]
 pub(crate) struct Rollout<'a> {
     source: &'a str,
     session: Option<String>,
@@ -118,6 +119,34 @@ impl<'a> Rollout<'a> {
             bare_cwd: bare_cwd(first_lines),
             forked_from: Vec::new(),
             last_line: 1,
+        }
+    }
+
+    /// The same state, naming another source in its errors (a capture resumed from it).
+    pub(crate) fn with_source<'b>(self, source: &'b str) -> Rollout<'b> {
+        let Rollout {
+            source: _,
+            session,
+            turns,
+            tool_names,
+            unechoed,
+            results,
+            failed,
+            bare_cwd,
+            forked_from,
+            last_line,
+        } = self;
+        Rollout {
+            source,
+            session,
+            turns,
+            tool_names,
+            unechoed,
+            results,
+            failed,
+            bare_cwd,
+            forked_from,
+            last_line,
         }
     }
 

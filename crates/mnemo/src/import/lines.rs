@@ -42,6 +42,19 @@ impl<R: BufRead> LineReader<R> {
         }
     }
 
+    /// A reader of what follows the first `lines` lines of an input, `bytes` long and ending in
+    /// a newline: it numbers, counts and hashes what it reads as if it had read them first (the
+    /// hash covers only what it reads itself).
+    pub(crate) fn resume(reader: R, lines: usize, bytes: u64) -> Self {
+        LineReader {
+            line: lines,
+            bytes,
+            newlines: lines as u64,
+            last_was_newline: true,
+            ..LineReader::new(reader)
+        }
+    }
+
     /// The next line, or `None` after the last.
     pub(crate) fn next_line(&mut self) -> std::io::Result<Option<RawLine<'_>>> {
         if self.done {
@@ -94,6 +107,11 @@ impl<R: BufRead> LineReader<R> {
     pub(crate) fn lines(&self) -> usize {
         let newlines = usize::try_from(self.newlines).unwrap_or(usize::MAX);
         newlines + usize::from(!self.last_was_newline)
+    }
+
+    /// Whether what was read so far is one or more lines, each ended by its newline.
+    pub(crate) fn ends_at_a_line_end(&self) -> bool {
+        self.bytes > 0 && self.last_was_newline
     }
 
     /// Bytes read so far.

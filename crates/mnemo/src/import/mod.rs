@@ -11,6 +11,7 @@ mod capture;
 mod chat;
 mod claude;
 mod codex;
+mod cursors;
 mod lines;
 mod maka;
 mod stream;
@@ -27,7 +28,11 @@ use sha2::{Digest as _, Sha256};
 use crate::error::Error;
 use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
-pub use append::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
+pub use append::{
+    DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportCursor, ImportReport, ImportStatus,
+};
+pub(crate) use cursors::FileCursors;
+pub use cursors::{CAPTURE_CURSORS_MAX, FileCursor};
 pub(crate) use lines::{LineReader, RawLine};
 pub use stream::CONVERT_HOLD_LINES_MAX;
 pub(crate) use stream::RecordStream;
@@ -320,7 +325,7 @@ pub(crate) fn error(
 /// What a converter produced and the parser has not taken yet: mnemo lines tagged with their source
 /// line, and skip counts. Lines are numbered from the file's first; a converter may amend a line
 /// until it is settled, and the parser takes settled lines only.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Converted {
     lines: std::collections::VecDeque<(usize, Value)>,
     /// The number of the first line in `lines` (lines before it were taken).
@@ -449,7 +454,7 @@ impl Converted {
 /// Turn bookkeeping shared by the converters of chat-shaped formats: a user message opens a new
 /// turn once the current one has had its user message, and an open turn is ended when the next
 /// opens and at the end of the file.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub(crate) struct Turns {
     count: u64,
     current: Option<String>,

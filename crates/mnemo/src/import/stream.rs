@@ -24,6 +24,7 @@ use crate::transcript::{TranscriptParser, TranscriptRecord, line_too_long};
 pub const CONVERT_HOLD_LINES_MAX: usize = 4096;
 
 /// How a stream turns source lines into mnemo lines.
+#[derive(Clone)]
 enum Converter<'s> {
     /// Mnemo lines are parsed as they are.
     Mnemo,
@@ -49,6 +50,52 @@ pub(crate) struct RecordStream<'s, R> {
     /// Lines of a whole document (counted when it was read).
     whole_lines: Option<usize>,
     ended: bool,
+    /// Records yielded so far.
+    yielded: usize,
+    /// Whether to keep the state the input's end found, before the converter's last lines.
+    keep_end: bool,
+    /// That state, once the end was reached.
+    end: Option<StreamState>,
+}
+
+/// Where a stream of a JSON Lines input stood at the end of what it read, before the converter's
+/// last lines (which end what a longer input might go on with): reading more of the same input
+/// from there yields what reading it all from its start yields after the records already yielded.
+#[derive(Clone)]
+pub(crate) struct StreamState {
+    format: ImportFormat,
+    converter: Converter<'static>,
+    out: Converted,
+    parser: TranscriptParser,
+    /// Lines and bytes read.
+    lines: usize,
+    bytes: u64,
+    /// Records yielded.
+    pub(crate) yielded: usize,
+}
+
+impl StreamState {
+    /// Bytes of the input read.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// The format read.
+    pub(crate) fn format(&self) -> ImportFormat {
+        self.format
+    }
+}
+
+impl Converter<'_> {
+    fn with_source(self, source: &str) -> Converter<'_> {
+        match self {
+            Converter::Mnemo => Converter::Mnemo,
+            Converter::Claude(file) => Converter::Claude(file.with_source(source)),
+            Converter::Codex(rollout) => Converter::Codex(rollout.with_source(source)),
+            Converter::Maka => Converter::Maka,
+            Converter::Whole => Converter::Whole,
+        }
+    }
 }
 
 impl<'s, R: BufRead> RecordStream<'s, R> {
@@ -70,6 +117,9 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             ahead: std::collections::VecDeque::new(),
             whole_lines: None,
             ended: false,
+            yielded: 0,
+            keep_end: false,
+            end: None,
         };
         if format == ImportFormat::Codex {
             // A bare rollout names its working directory in one of its first lines.
@@ -83,6 +133,37 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             stream.converter = Converter::Codex(Rollout::new(source, &first));
         }
         Ok(stream)
+    }
+
+    /// A stream that goes on from `state` with `reader`, which reads what follows the bytes the
+    /// state's stream read.
+    pub(crate) fn resumed(reader: R, source: &'s str, state: StreamState) -> Self {
+        let StreamState { format, converter, out, parser, lines, bytes, yielded } = state;
+        RecordStream {
+            source,
+            format,
+            reader: Some(LineReader::resume(reader, lines, bytes)),
+            converter: converter.with_source(source),
+            out,
+            parser,
+            ahead: std::collections::VecDeque::new(),
+            whole_lines: None,
+            ended: false,
+            yielded,
+            keep_end: false,
+            end: None,
+        }
+    }
+
+    /// Keeps the state the end of the input finds (see [`StreamState`]), for
+    /// [`RecordStream::end_state`].
+    pub(crate) fn keep_end_state(&mut self) {
+        self.keep_end = true;
+    }
+
+    /// The state kept at the end of the input, once the stream has ended.
+    pub(crate) fn end_state(&mut self) -> Option<StreamState> {
+        self.end.take()
     }
 }
 
@@ -106,6 +187,9 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             ahead: std::collections::VecDeque::new(),
             whole_lines: Some(lines),
             ended: false,
+            yielded: 0,
+            keep_end: false,
+            end: None,
         })
     }
 }
@@ -115,6 +199,7 @@ impl<R: BufRead> RecordStream<'_, R> {
     pub(crate) fn next_record(&mut self) -> Result<Option<(usize, TranscriptRecord)>, Error> {
         loop {
             if let Some(record) = self.parser.pop() {
+                self.yielded += 1;
                 return Ok(Some(record));
             }
             if let Some((line, mut value)) = self.out.take_settled() {
@@ -181,6 +266,21 @@ impl<R: BufRead> RecordStream<'_, R> {
 
     /// At the end of the input: the converter's last lines, then the checks of a whole file.
     fn finish(&mut self) -> Result<(), Error> {
+        if self.keep_end
+            && let Some(reader) = &self.reader
+            && reader.ends_at_a_line_end()
+            && self.ahead.is_empty()
+        {
+            self.end = Some(StreamState {
+                format: self.format,
+                converter: self.converter.clone().with_source(""),
+                out: self.out.clone(),
+                parser: self.parser.clone(),
+                lines: reader.lines(),
+                bytes: reader.bytes(),
+                yielded: self.yielded,
+            });
+        }
         match &mut self.converter {
             Converter::Claude(file) => file.finish(&mut self.out),
             Converter::Codex(rollout) => rollout.finish(&mut self.out),
