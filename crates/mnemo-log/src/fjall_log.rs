@@ -621,6 +621,22 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
     Ok(())
 }
 
+/// A store's shared state without its writer, for tests of what the writer decides.
+#[cfg(test)]
+pub(crate) fn shared_for_tests(dir: &Path) -> Result<Shared, LogError> {
+    let (db, log, streams, keys) = open_database(dir)?;
+    Ok(Shared {
+        db,
+        dir: dir.to_path_buf(),
+        log,
+        streams,
+        keys,
+        key_rules_of: None,
+        tail: Tail::default(),
+        poisoned: Mutex::new(None),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]

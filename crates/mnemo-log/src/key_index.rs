@@ -11,6 +11,7 @@
 //!   behind the log's head is built from the log when the store opens).
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
 use mnemo_core::{KeyRule, Position, StreamId, StreamRevision};
 
@@ -31,64 +32,64 @@ const CATCH_UP_BATCH_KEYS: usize = 4096;
 /// written before the index existed, or a salvaged store's. `mnemo-core` supplies it.
 pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> Vec<KeyRule>;
 
-/// The record an identity key stands for, to tell a retry from a conflict.
-#[derive(Debug, Clone)]
-pub(crate) struct Holder {
-    stream: StreamId,
-    kind: u16,
-    kind_schema: u16,
-    bytes: Vec<u8>,
+/// The record an identity key written by this group stands for, to tell a retry from a conflict:
+/// borrowed from its request, which lives as long as the group.
+#[derive(Debug, Clone, Copy)]
+struct Holder<'a> {
+    stream: &'a StreamId,
+    record: &'a NewRecord,
 }
 
 /// A key written by a request of the group not yet committed.
-#[derive(Debug, Clone)]
-pub(crate) struct PendingKey {
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PendingKey<'a> {
     position: Position,
-    value: Vec<u8>,
+    /// The claimed value (empty but for a claim), borrowed from the rule.
+    value: &'a [u8],
     /// For an identity key, the record holding it.
-    holder: Option<Holder>,
+    holder: Option<Holder<'a>>,
 }
 
-impl PendingKey {
+impl PendingKey<'_> {
     /// The key index value: the position, then the claimed value.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut value = Vec::with_capacity(8 + self.value.len());
-        value.extend_from_slice(&self.position.to_key());
-        value.extend_from_slice(&self.value);
-        value
+        encode_value(self.position, self.value)
     }
 }
 
-/// Keys written by the group so far.
-pub(crate) type GroupKeys = HashMap<Vec<u8>, PendingKey>;
-
-/// What the index says of a request.
-pub(crate) enum Decision {
-    /// Per record, where it already is when it is a retry (`None`: a new record), and the keys the
-    /// new records write, in order.
-    Go { retried: Vec<Option<Position>>, writes: Vec<(Vec<u8>, PendingKey)> },
-    /// A rule is broken; nothing of the request is appended.
-    Refused(KeyRefusal),
+fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
+    let mut value = Vec::with_capacity(8 + claimed.len());
+    value.extend_from_slice(&position.to_key());
+    value.extend_from_slice(claimed);
+    value
 }
 
-/// A key as held: by a record of this group or request, or in the committed index.
-enum Held {
-    Pending(PendingKey),
+/// A key as the group knows it: each key is read from the committed index at most once per group,
+/// since nothing but the group's own batch changes that index before the group commits.
+#[derive(Debug)]
+enum Known<'a> {
+    /// Not in the committed index and not written by the group.
+    Absent,
+    /// In the committed index.
     Logged { position: Position, value: Vec<u8> },
+    /// Written by a request of the group (a key is only ever written where it was absent).
+    Pending(PendingKey<'a>),
 }
 
-impl Held {
-    fn position(&self) -> Position {
+impl Known<'_> {
+    fn held_at(&self) -> Option<Position> {
         match self {
-            Held::Pending(pending) => pending.position,
-            Held::Logged { position, .. } => *position,
+            Known::Absent => None,
+            Known::Logged { position, .. } => Some(*position),
+            Known::Pending(pending) => Some(pending.position),
         }
     }
 
-    fn value(&self) -> &[u8] {
+    fn value(&self) -> Option<&[u8]> {
         match self {
-            Held::Pending(pending) => &pending.value,
-            Held::Logged { value, .. } => value,
+            Known::Absent => None,
+            Known::Logged { value, .. } => Some(value),
+            Known::Pending(pending) => Some(pending.value),
         }
     }
 
@@ -98,11 +99,11 @@ impl Held {
             s == stream && kind == record.kind && schema == record.kind_schema && bytes == record.bytes
         };
         match self {
-            Held::Pending(PendingKey { holder: Some(h), .. }) => {
-                Ok(same(&h.stream, h.kind, h.kind_schema, &h.bytes))
+            Known::Absent | Known::Pending(PendingKey { holder: None, .. }) => Ok(false),
+            Known::Pending(PendingKey { holder: Some(h), .. }) => {
+                Ok(same(h.stream, h.record.kind, h.record.kind_schema, &h.record.bytes))
             }
-            Held::Pending(PendingKey { holder: None, .. }) => Ok(false),
-            Held::Logged { position, .. } => {
+            Known::Logged { position, .. } => {
                 let envelope = shared.read(*position)?.ok_or_else(|| LogError::Corrupt {
                     position: *position,
                     kind: CorruptionKind::StreamIndex(
@@ -126,115 +127,180 @@ pub(crate) fn mark_key() -> &'static [u8] {
     MARK_KEY
 }
 
-/// Looks keys up through the request's own writes, the group's, then the committed index.
-struct Lookup<'a> {
-    shared: &'a Shared,
-    group: &'a GroupKeys,
-    request: HashMap<Vec<u8>, PendingKey>,
-    order: Vec<Vec<u8>>,
+/// The keys of one group commit as far as its requests have looked them up or written them, keyed
+/// by the bytes of the requests' own rules (nothing is copied).
+#[derive(Debug, Default)]
+pub(crate) struct GroupKeys<'a> {
+    known: HashMap<&'a [u8], Known<'a>>,
 }
 
-impl Lookup<'_> {
-    fn get(&self, key: &[u8]) -> Result<Option<Held>, LogError> {
-        if let Some(pending) = self.request.get(key).or_else(|| self.group.get(key)) {
-            return Ok(Some(Held::Pending(pending.clone())));
-        }
-        logged(self.shared, key)
-    }
+/// The keys a request writes, in order, each with its holder.
+pub(crate) type Writes<'a> = Vec<(&'a [u8], PendingKey<'a>)>;
 
-    fn write(&mut self, key: &[u8], pending: PendingKey) {
-        if self.request.insert(key.to_vec(), pending).is_none() {
-            self.order.push(key.to_vec());
-        }
-    }
+/// What the index says of a request.
+pub(crate) enum Decision<'a> {
+    /// Per record, where it already is when it is a retry (`None`: a new record), and the keys the
+    /// new records write, in order. The group already holds them: the writer either writes them
+    /// with the request's envelopes or takes them back with [`GroupKeys::undo`].
+    Go { retried: Vec<Option<Position>>, writes: Writes<'a> },
+    /// A rule is broken; nothing of the request is appended and the group holds none of its keys.
+    Refused(KeyRefusal),
 }
 
-/// Decides a request's rules. `first_position` is where its first new record will land.
-pub(crate) fn decide(
-    shared: &Shared,
-    group: &GroupKeys,
-    request: &AppendRequest,
-    first_position: Position,
-) -> Result<Decision, LogError> {
-    let mut lookup = Lookup { shared, group, request: HashMap::new(), order: Vec::new() };
-    let mut retried = Vec::with_capacity(request.records.len());
-    let mut next = first_position;
-    for (index, record) in request.records.iter().enumerate() {
-        let refuse = |rule: &KeyRule, held: Option<&Held>| {
-            Decision::Refused(KeyRefusal {
-                record: index,
-                rule: rule.clone(),
-                held_at: held.map(Held::position),
-            })
-        };
-        let mut original = None;
+impl<'a> GroupKeys<'a> {
+    /// The key as the group knows it, read from the committed index the first time.
+    fn get(&mut self, shared: &Shared, key: &'a [u8]) -> Result<&Known<'a>, LogError> {
+        match self.known.entry(key) {
+            Entry::Occupied(entry) => Ok(entry.into_mut()),
+            Entry::Vacant(entry) => Ok(entry.insert(logged(shared, key)?)),
+        }
+    }
+
+    /// Writes `key` for a record; `writes[from..]` are the record's own earlier writes.
+    fn write(&mut self, writes: &mut Writes<'a>, from: usize, key: &'a [u8], pending: PendingKey<'a>) {
+        // NOTE: a key is written only where it was absent, or again by the same record (an
+        // identity after a claim of the same bytes): the record's earlier write is replaced, so
+        // that undoing the request leaves the key absent as it found it.
+        self.known.insert(key, Known::Pending(pending));
+        match writes[from..].iter_mut().find(|(written, _)| *written == key) {
+            Some(earlier) => earlier.1 = pending,
+            None => writes.push((key, pending)),
+        }
+    }
+
+    /// Takes back the keys of a request that is not appended after all.
+    pub(crate) fn undo(&mut self, writes: &Writes<'a>) {
+        for (key, _) in writes {
+            self.known.insert(key, Known::Absent);
+        }
+    }
+
+    /// Decides a request's rules against the group's keys and the committed index. `first_position`
+    /// is where its first new record will land.
+    pub(crate) fn decide(
+        &mut self,
+        shared: &Shared,
+        request: &'a AppendRequest,
+        first_position: Position,
+    ) -> Result<Decision<'a>, LogError> {
+        let mut writes = Writes::new();
+        match self.decide_records(shared, request, first_position, &mut writes) {
+            Ok(Ok(retried)) => Ok(Decision::Go { retried, writes }),
+            Ok(Err(refusal)) => {
+                self.undo(&writes);
+                Ok(Decision::Refused(refusal))
+            }
+            Err(error) => {
+                self.undo(&writes);
+                Err(error)
+            }
+        }
+    }
+
+    /// Per record, where it already is when it is a retry; or the first rule broken. The keys the
+    /// new records write are held by the group and listed in `writes` as they are decided.
+    fn decide_records(
+        &mut self,
+        shared: &Shared,
+        request: &'a AppendRequest,
+        first_position: Position,
+        writes: &mut Writes<'a>,
+    ) -> Result<Result<Vec<Option<Position>>, KeyRefusal>, LogError> {
+        let mut retried = Vec::with_capacity(request.records.len());
+        let mut next = first_position;
+        for (index, record) in request.records.iter().enumerate() {
+            let refuse = |rule: &KeyRule, held_at| KeyRefusal { record: index, rule: rule.clone(), held_at };
+            match self.identity(shared, &request.stream, record)? {
+                Identity::Retry(original) => {
+                    retried.push(Some(original));
+                    continue;
+                }
+                Identity::Conflict(rule, held_at) => return Ok(Err(refuse(rule, Some(held_at)))),
+                Identity::New => {}
+            }
+            let from = writes.len();
+            for rule in &record.rules {
+                let key = rule.key();
+                let write = if matches!(rule, KeyRule::Identity(_)) {
+                    // Looked up by `identity` just now: absent, or written by this very record.
+                    Some(&[][..])
+                } else {
+                    let known = self.get(shared, key)?;
+                    match (rule, known.value()) {
+                        (KeyRule::Claim { value, .. }, None) => Some(value.as_slice()),
+                        (KeyRule::Claim { value, .. }, Some(held)) if held == value.as_slice() => None,
+                        (KeyRule::Unique(_), None) => Some(&[][..]),
+                        (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                        // A claim of another value, a unique or forbidden key held, a required key
+                        // absent; and a rule this build does not know refuses rather than passing
+                        // unchecked.
+                        _ => return Ok(Err(refuse(rule, known.held_at()))),
+                    }
+                };
+                if let Some(value) = write {
+                    let holder = matches!(rule, KeyRule::Identity(_))
+                        .then_some(Holder { stream: &request.stream, record });
+                    self.write(writes, from, key, PendingKey { position: next, value, holder });
+                }
+            }
+            next = next.next();
+            retried.push(None);
+        }
+        Ok(Ok(retried))
+    }
+
+    /// What the record's identity keys say: the first one held tells a retry (held by the same
+    /// record) from a conflict; none held, the record is new.
+    fn identity(
+        &mut self,
+        shared: &Shared,
+        stream: &StreamId,
+        record: &'a NewRecord,
+    ) -> Result<Identity<'a>, LogError> {
         for rule in &record.rules {
             let KeyRule::Identity(key) = rule else { continue };
-            let Some(held) = lookup.get(key)? else { continue };
-            if !held.is_record(shared, &request.stream, record)? {
-                return Ok(refuse(rule, Some(&held)));
-            }
-            original = Some(held.position());
-            break;
+            let known = self.get(shared, key)?;
+            let Some(held_at) = known.held_at() else { continue };
+            return Ok(if known.is_record(shared, stream, record)? {
+                Identity::Retry(held_at)
+            } else {
+                Identity::Conflict(rule, held_at)
+            });
         }
-        if original.is_some() {
-            retried.push(original);
-            continue;
-        }
-        for rule in &record.rules {
-            let held = lookup.get(rule.key())?;
-            let write = match (rule, &held) {
-                (KeyRule::Identity(_), _) => Some(Vec::new()),
-                (KeyRule::Claim { value, .. }, None) => Some(value.clone()),
-                (KeyRule::Claim { value, .. }, Some(held)) if held.value() == value.as_slice() => None,
-                (KeyRule::Unique(_), None) => Some(Vec::new()),
-                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
-                (KeyRule::Claim { .. } | KeyRule::Unique(_) | KeyRule::Forbids(_), Some(held)) => {
-                    return Ok(refuse(rule, Some(held)));
-                }
-                (KeyRule::Requires(_), None) => return Ok(refuse(rule, None)),
-                // A rule this build does not know refuses rather than passing unchecked.
-                (_, held) => return Ok(refuse(rule, held.as_ref())),
-            };
-            if let Some(value) = write {
-                let holder = matches!(rule, KeyRule::Identity(_)).then(|| Holder {
-                    stream: request.stream.clone(),
-                    kind: record.kind,
-                    kind_schema: record.kind_schema,
-                    bytes: record.bytes.clone(),
-                });
-                lookup.write(rule.key(), PendingKey { position: next, value, holder });
-            }
-        }
-        next = next.next();
-        retried.push(None);
+        Ok(Identity::New)
     }
-    let Lookup { mut request, order, .. } = lookup;
-    let writes = order.into_iter().filter_map(|key| request.remove(&key).map(|p| (key, p))).collect();
-    Ok(Decision::Go { retried, writes })
 }
 
-fn logged(shared: &Shared, key: &[u8]) -> Result<Option<Held>, LogError> {
+/// What a record's identity says of it.
+enum Identity<'a> {
+    New,
+    /// The same record is already at this position (or written by the group at it).
+    Retry(Position),
+    /// Another record holds the identity, at this position.
+    Conflict(&'a KeyRule, Position),
+}
+
+fn logged(shared: &Shared, key: &[u8]) -> Result<Known<'static>, LogError> {
     match shared.keys.get(framed(key))? {
-        None => Ok(None),
+        None => Ok(Known::Absent),
         Some(value) => {
             let position = decode_position(&value)?;
-            Ok(Some(Held::Logged { position, value: value[8..].to_vec() }))
+            Ok(Known::Logged { position, value: value[8..].to_vec() })
         }
     }
 }
 
 /// The position of the record holding `key` in the committed index.
 pub(crate) fn holder(shared: &Shared, key: &[u8]) -> Result<Option<Position>, LogError> {
-    Ok(logged(shared, key)?.map(|held| held.position()))
+    Ok(logged(shared, key)?.held_at())
 }
 
 /// The committed index's entry for `key`.
 pub(crate) fn held_key(shared: &Shared, key: &[u8]) -> Result<Option<crate::backend::HeldKey>, LogError> {
-    Ok(logged(shared, key)?.and_then(|held| match held {
-        Held::Logged { position, value } => Some(crate::backend::HeldKey { position, value }),
-        Held::Pending(_) => None,
-    }))
+    Ok(match logged(shared, key)? {
+        Known::Logged { position, value } => Some(crate::backend::HeldKey { position, value }),
+        Known::Absent | Known::Pending(_) => None,
+    })
 }
 
 fn decode_position(value: &[u8]) -> Result<Position, LogError> {
@@ -283,9 +349,8 @@ pub(crate) fn catch_up(
             // The first holder keeps a key: a store written before the index may hold a retry
             // twice, and the original is the one every later retry is answered with.
             let key = rule.key();
-            if !written.contains_key(key) && logged(shared, key)?.is_none() {
-                let pending = PendingKey { position, value, holder: None };
-                batch.insert(&shared.keys, framed(key), pending.encode());
+            if !written.contains_key(key) && holder(shared, key)?.is_none() {
+                batch.insert(&shared.keys, framed(key), encode_value(position, &value));
                 written.insert(key.to_vec(), position);
             }
         }
@@ -358,4 +423,89 @@ pub(crate) fn retried_revision(actual: Option<StreamRevision>) -> StreamRevision
     // A retried record is in this very stream (the holder's stream is compared), so the stream
     // exists; `FIRST` is never reached.
     actual.unwrap_or(StreamRevision::FIRST)
+}
+
+#[cfg(test)]
+mod tests {
+    use mnemo_core::KeyRule;
+
+    use super::*;
+    use crate::backend::ExpectedRevision;
+    use crate::fjall_log::shared_for_tests;
+
+    fn request(stream: &str, records: Vec<NewRecord>) -> AppendRequest {
+        let stream = StreamId::new(stream.to_owned()).expect("stream id");
+        AppendRequest::new(stream, ExpectedRevision::Any, records)
+    }
+
+    fn event(id: &str, bytes: &[u8], rules: Vec<KeyRule>) -> NewRecord {
+        let mut all = vec![KeyRule::Identity(id.as_bytes().to_vec())];
+        all.extend(rules);
+        NewRecord::new(1, 1, bytes.to_vec()).with_rules(all)
+    }
+
+    fn claim(key: &str, value: &str) -> KeyRule {
+        KeyRule::Claim { key: key.as_bytes().to_vec(), value: value.as_bytes().to_vec() }
+    }
+
+    #[test]
+    fn a_request_taken_back_leaves_its_keys_to_the_next_request_of_the_group() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared_for_tests(dir.path()).expect("store");
+        let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
+        let second = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
+        let mut group = GroupKeys::default();
+        // The writer takes the first request back (its expected revision did not match).
+        let Decision::Go { writes, .. } = group.decide(&shared, &first, Position(1)).expect("decide") else {
+            panic!("the first request is refused");
+        };
+        assert_eq!(writes.len(), 2);
+        group.undo(&writes);
+        let decided = group.decide(&shared, &second, Position(1)).expect("decide");
+        assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
+    }
+
+    #[test]
+    fn a_refused_request_holds_none_of_the_keys_its_earlier_records_wrote() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared_for_tests(dir.path()).expect("store");
+        let refused = request(
+            "session/a",
+            vec![event("e1", b"one", vec![claim("run", "a")]), event("e2", b"two", vec![claim("run", "b")])],
+        );
+        let next = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
+        let mut group = GroupKeys::default();
+        let Decision::Refused(refusal) = group.decide(&shared, &refused, Position(1)).expect("decide") else {
+            panic!("two claims of one key with two values are taken");
+        };
+        assert_eq!((refusal.record, refusal.held_at), (1, Some(Position(1))));
+        let decided = group.decide(&shared, &next, Position(1)).expect("decide");
+        assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
+    }
+
+    #[test]
+    fn keys_written_earlier_in_the_group_decide_retries_and_conflicts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared_for_tests(dir.path()).expect("store");
+        let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
+        let retry = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
+        let conflict = request("session/a", vec![event("e1", b"changed", vec![])]);
+        let other_claim = request("session/a", vec![event("e2", b"two", vec![claim("run", "b")])]);
+        let mut group = GroupKeys::default();
+        assert!(matches!(group.decide(&shared, &first, Position(7)).expect("decide"), Decision::Go { .. }));
+        let decided = group.decide(&shared, &retry, Position(8)).expect("decide");
+        assert!(
+            matches!(decided, Decision::Go { ref retried, ref writes } if retried == &[Some(Position(7))] && writes.is_empty())
+        );
+        let Decision::Refused(refusal) = group.decide(&shared, &conflict, Position(8)).expect("decide")
+        else {
+            panic!("the same identity with other bytes is taken");
+        };
+        assert_eq!((refusal.record, refusal.held_at), (0, Some(Position(7))));
+        let Decision::Refused(refusal) = group.decide(&shared, &other_claim, Position(8)).expect("decide")
+        else {
+            panic!("a claim of another value is taken");
+        };
+        assert_eq!(refusal.rule, claim("run", "b"));
+    }
 }

@@ -92,7 +92,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     let mut last_hash = state.last_hash;
     let mut last_timestamp = state.last_timestamp;
 
-    let mut group_keys = key_index::GroupKeys::new();
+    let mut group_keys = key_index::GroupKeys::default();
     for pending in &group {
         let request = &pending.request;
         let current = match group_heads.get(&request.stream) {
@@ -107,7 +107,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             }
         };
         let actual = current.map(|head| head.revision);
-        let (retried, writes) = match key_index::decide(shared, &group_keys, request, next_position) {
+        let (retried, writes) = match group_keys.decide(shared, request, next_position) {
             Ok(Decision::Go { retried, writes }) => (retried, writes),
             Ok(Decision::Refused(refusal)) => {
                 outcomes.push(Ok(AppendOutcome::Refused(refusal)));
@@ -131,6 +131,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             continue;
         }
         if !request.expected.matches(actual) {
+            group_keys.undo(&writes);
             outcomes
                 .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
             continue;
@@ -141,6 +142,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
             Ok(staged) => staged,
             Err(error) => {
+                group_keys.undo(&writes);
                 outcomes.push(Err(error));
                 continue;
             }
@@ -150,9 +152,8 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
         }
         batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
-        for (key, holder) in writes {
-            batch.insert(&shared.keys, key_index::framed(&key), holder.encode());
-            group_keys.insert(key, holder);
+        for (key, pending) in &writes {
+            batch.insert(&shared.keys, key_index::framed(key), pending.encode());
         }
         let first_position = originals.iter().copied().fold(next_position, Position::min);
         let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
@@ -168,6 +169,8 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         last_hash = staged.last_hash;
         last_timestamp = staged.timestamp;
     }
+    // The group's keys borrow its requests, which are answered below.
+    drop(group_keys);
     if state.keys_complete && next_position > state.next_position {
         batch.insert(&shared.keys, key_index::mark_key(), Position(next_position.0 - 1).to_key());
     }
