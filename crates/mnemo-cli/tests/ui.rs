@@ -347,8 +347,10 @@ fn a_ten_thousand_event_session_opens() {
         positions.windows(2).all(|w| w[0] < w[1]),
         "the pages join in log order, without a gap or repeat"
     );
-    let result = events.iter().find(|e| e["content"] == "function_response").unwrap();
+    let result = events.iter().find(|e| e["content"] == "function_response" && e["error"] == false).unwrap();
     assert_eq!(result["result_cut"], true, "long tool results travel as a preview: {result}");
+    let error = events.iter().find(|e| e["error"] == true).unwrap();
+    assert!(error.get("result_cut").is_none(), "an error's result is shown open, whole: {error}");
     let timeline = rest;
     let last = timeline["positions"].as_array().unwrap().last().unwrap().as_u64().unwrap();
     let began = Instant::now();

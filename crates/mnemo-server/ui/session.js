@@ -161,8 +161,12 @@ function folded(event, field, summary, open = false) {
       note.remove();
     }).catch((error) => { note.textContent = `Could not load the whole text: ${error.message}`; loading = null; });
   };
-  details.addEventListener('toggle', () => { if (details.open) load(); });
-  if (open) load();
+  // One shown open (an error) waits for a click: a long session may hold hundreds of them.
+  if (open) {
+    note.replaceChildren(h('button', { type: 'button', class: 'linkish', onclick: load }, `Shortened to ${count(event[field].length)} of ${count(event[`${field}_chars`])} characters: show it whole`));
+  } else {
+    details.addEventListener('toggle', () => { if (details.open) load(); });
+  }
   return details;
 }
 
@@ -209,6 +213,13 @@ function timeTravel(session, lastPosition, events) {
   const recallOut = h('div', { id: 'recall-out' });
   let inContext = [];
   let marked = [];
+  // The item keys and tokens of the last contexts shown, by position.
+  const seen = new Map();
+  const remember = (context) => {
+    seen.delete(context.position);
+    seen.set(context.position, { position: context.position, keys: context.items.map((i) => i.key), tokens: context.tokens });
+    if (seen.size > CONTEXTS_KEPT) seen.delete(seen.keys().next().value);
+  };
   let ticket = 0;
   let timer = null;
   // The first load (at the head) skips the diff: it doubles the work on opening a session, and the
@@ -237,14 +248,20 @@ function timeTravel(session, lastPosition, events) {
   const load = async (index) => {
     const mine = ++ticket;
     const at = positions[index];
-    const prev = compare && index > 0 ? positions[index - 1] : undefined;
+    const before = compare && index > 0 ? positions[index - 1] : undefined;
     compare = true;
+    // Stepping forward, the previous position's context is usually at hand: the diff is made here
+    // rather than by assembling that context again.
+    const known = before === undefined ? undefined : seen.get(before);
+    const prev = known ? undefined : before;
     out.setAttribute('aria-busy', 'true');
     recallOut.removeAttribute('data-position');
     // The pushed recall is read beside the context, never before it.
     const recall = get('recall', { session, at }).catch((error) => ({ error: error.message }));
     try {
       const context = await get('context', { session, at, prev });
+      remember(context);
+      if (known) context.diff = diffOf(known, context);
       if (mine !== ticket) return;
       inContext = context.items.filter((i) => i.kind === 'event').map((i) => i.position);
       mark();
@@ -283,6 +300,21 @@ function timeTravel(session, lastPosition, events) {
     mark();
   };
   return { node, go, mark, positions: setPositions };
+}
+
+/** Contexts whose item keys the time-travel panel keeps for diffs. */
+const CONTEXTS_KEPT = 64;
+
+/** What came and went between two contexts, as the server's `diff` says it. */
+function diffOf(before, context) {
+  const had = new Set(before.keys);
+  const has = new Set(context.items.map((i) => i.key));
+  return {
+    from: before.position,
+    added: context.items.map((i) => i.key).filter((key) => !had.has(key)),
+    removed: before.keys.filter((key) => !has.has(key)),
+    tokens_before: before.tokens,
+  };
 }
 
 /** The push recall block as of a position. */

@@ -195,12 +195,9 @@ pub(crate) fn shape_event(record: &Value) -> Value {
             let is_error =
                 content.get("isError").or_else(|| content.get("is_error")).and_then(Value::as_bool);
             out.insert("error".into(), Value::Bool(is_error.unwrap_or(false)));
-            shortened(
-                &mut out,
-                "result",
-                &as_text(content.get("result").unwrap_or(&Value::Null)),
-                PREVIEW_CHARS_MAX,
-            );
+            // An error's result is shown open, so it travels as a text rather than a preview.
+            let chars = if is_error.unwrap_or(false) { TEXT_CHARS_MAX } else { PREVIEW_CHARS_MAX };
+            shortened(&mut out, "result", &as_text(content.get("result").unwrap_or(&Value::Null)), chars);
         }
         "error" => {
             out.insert("error".into(), Value::Bool(true));
