@@ -472,13 +472,12 @@ fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace),
 }
 
 /// Creates an empty store's database in `dir` (the temporary directory a new store is built in) and
-/// makes it durable, so that the store is complete when it is renamed into place. Returns the store's
-/// lock, still held, for the open that follows the rename.
-fn create_database(dir: &Path) -> Result<StoreLock, LogError> {
-    let lock = StoreLock::acquire(dir)?;
+/// makes it durable, so that the store is complete when it is renamed into place. The store's lock is
+/// already held there, and is handed to the open that follows the rename.
+fn create_database(dir: &Path) -> Result<(), LogError> {
     let (db, _, _, _) = open_database(dir)?;
     db.persist(fjall::PersistMode::SyncAll)?;
-    Ok(lock)
+    Ok(())
 }
 
 fn check_format(meta: &Keyspace) -> Result<(), LogError> {

@@ -32,8 +32,8 @@ pub const PRIVATE_DIR_MODE: u32 = 0o700;
 /// Mode of every file Mnemo creates.
 pub const PRIVATE_FILE_MODE: u32 = 0o600;
 
-/// What fills a new store's temporary directory; it returns the store's lock, taken in there.
-pub(crate) type CreateStore<'a> = &'a dyn Fn(&Path) -> Result<StoreLock, LogError>;
+/// What fills a new store's temporary directory, under the store's lock (taken there before).
+pub(crate) type CreateStore<'a> = &'a dyn Fn(&Path) -> Result<(), LogError>;
 
 /// Makes sure `dir` holds a store, creating it when nothing is there: `create` fills the temporary
 /// directory the store is built in (the database, before it is renamed into place) and takes the
@@ -160,8 +160,12 @@ fn build(temporary: &Path, create: CreateStore<'_>) -> Result<StoreLock, LogErro
         .mode(PRIVATE_DIR_MODE)
         .create(temporary)
         .map_err(|e| LogError::io(format!("cannot create {}", temporary.display()), e))?;
+    // The lock is taken before the marker is written: a directory of ours that holds the marker
+    // then always has its lock held while its creator lives, so no other process takes it for
+    // abandoned and removes it under the creator.
+    let lock = StoreLock::acquire(temporary)?;
     write_marker(temporary)?;
-    let lock = create(temporary)?;
+    create(temporary)?;
     sync_dir(temporary)?;
     Ok(lock)
 }
@@ -200,9 +204,8 @@ fn remove_abandoned(parent: &Path, name: &str) {
 fn creation_in_progress(temporary: &Path) -> bool {
     let Ok(file) = OpenOptions::new().write(true).open(temporary.join(crate::fjall_log::LOCK_FILE_NAME))
     else {
-        // No lock file yet: the creator is between the marker and the database, or crashed there.
-        // A creator that is alive finishes within moments; one that crashed left a directory only a
-        // later attempt under the same process id would reuse, so leave it.
+        // No lock file: the lock is taken before the marker is written, so this is not a directory
+        // this version made; leave it.
         return true;
     };
     !matches!(file.try_lock(), Ok(()))
@@ -223,9 +226,9 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o777
     }
 
-    /// Fills a new store with nothing but its lock.
-    fn make_nothing(dir: &Path) -> Result<StoreLock, LogError> {
-        StoreLock::acquire(dir)
+    /// Fills a new store with nothing.
+    fn make_nothing(_: &Path) -> Result<(), LogError> {
+        Ok(())
     }
 
     #[test]
@@ -274,7 +277,7 @@ mod tests {
     fn a_failed_creation_leaves_nothing() {
         let parent = tempfile::tempdir().unwrap();
         let dir = parent.path().join("store");
-        let failing = |_: &Path| -> Result<StoreLock, LogError> { Err(LogError::Closed) };
+        let failing = |_: &Path| -> Result<(), LogError> { Err(LogError::Closed) };
         assert!(matches!(ensure_store(&dir, &failing), Err(LogError::Closed)));
         assert_eq!(std::fs::read_dir(parent.path()).unwrap().count(), 0);
     }
