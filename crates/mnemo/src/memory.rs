@@ -183,6 +183,11 @@ impl ExtractionHost for Mnemo {
 
 impl Mnemo {
     fn session_records(&self, session: &SessionId) -> Result<Vec<Record>, Error> {
+        self.session_records_through(session, Position(u64::MAX))
+    }
+
+    /// A session's records at log positions up to `through`, read page by page.
+    fn session_records_through(&self, session: &SessionId, through: Position) -> Result<Vec<Record>, Error> {
         let stream = StreamId::session(session);
         let mut records = Vec::new();
         let mut from = StreamRevision(0);
@@ -193,6 +198,9 @@ impl Mnemo {
             from = StreamRevision(last.revision.0 + 1);
             let full = page.len() == SESSION_PAGE_ENVELOPES_MAX;
             for envelope in page {
+                if envelope.position > through {
+                    return Ok(records);
+                }
                 records.push(mnemo_pipeline::LoggedRecord::decode(envelope)?.record);
             }
             if !full {
@@ -433,28 +441,15 @@ impl Mnemo {
         session: &SessionId,
         through: Position,
     ) -> Result<Vec<SessionEvent>, Error> {
-        let stream = StreamId::session(session);
-        let mut events = Vec::new();
-        let mut from = StreamRevision(0);
-        loop {
-            let page =
-                crate::blocking::wait(|| self.log.read_stream(&stream, from, SESSION_PAGE_ENVELOPES_MAX))?;
-            let Some(last) = page.last() else { break };
-            from = StreamRevision(last.revision.0 + 1);
-            let full = page.len() == SESSION_PAGE_ENVELOPES_MAX;
-            for envelope in page {
-                if envelope.position > through {
-                    return Ok(events);
-                }
-                if let Record::RuntimeEvent(event) = mnemo_pipeline::LoggedRecord::decode(envelope)?.record {
-                    events.push(SessionEvent { ordinal: events.len() as u64 + 1, event });
-                }
-            }
-            if !full {
-                break;
-            }
-        }
-        Ok(events)
+        let events =
+            self.session_records_through(session, through)?.into_iter().filter_map(|record| match record {
+                Record::RuntimeEvent(event) => Some(event),
+                _ => None,
+            });
+        Ok(events
+            .enumerate()
+            .map(|(index, event)| SessionEvent { ordinal: index as u64 + 1, event })
+            .collect())
     }
 
     /// The push route at a session's start, when the store may not hold the session yet (a host
