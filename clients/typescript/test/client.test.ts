@@ -7,7 +7,16 @@ import { existsSync, realpathSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
-import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, StartFailed, type WireRecord } from "../src/index.js";
+import {
+  Client,
+  ConnectionLost,
+  MnemoError,
+  NoServer,
+  PROTOCOL_VERSION,
+  StartFailed,
+  type JsonObject,
+  type WireRecord,
+} from "../src/index.js";
 import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
 
 const CLAUDE_SESSION = join(
@@ -164,6 +173,38 @@ test("remember, then recall", async () => {
     assert.equal((await client.remember("s1")).requested_items[0]!.item, item, "remember is repeatable");
     const got = await client.memoryGet(item);
     assert.ok(got !== null);
+  } finally {
+    await done();
+  }
+});
+
+test("the recall block as of a position before a fact was remembered lacks it", async () => {
+  const { client, done } = await started();
+  try {
+    await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
+    const head = async () => (await client.stats()).head as number;
+    const before = await head();
+    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const after = await head();
+    assert.ok(after > before);
+    type Block = { items: { item: string }[]; text: string; tokens: number };
+    const items = (block: JsonObject) => (block as unknown as Block).items.map((i) => i.item);
+
+    const now = await client.recallBlock("s1", "unwrap");
+    assert.ok(items(now).includes(item));
+    assert.match(now.text as string, /never uses unwrap in library code/);
+    assert.ok((now.tokens as number) > 0);
+    assert.deepEqual(await client.recallBlock("s1", { query: "unwrap", as_of: after }), now);
+    const then = await client.recallBlock("s1", { query: "unwrap", as_of: before });
+    assert.ok(!items(then).includes(item));
+    assert.doesNotMatch(then.text as string, /unwrap/);
+    // Without a query the session's own turns up to the position select the items.
+    assert.ok(items(await client.recallBlock("s1", { as_of: after })).includes(item));
+    assert.ok(!items(await client.recallBlock("s1", { as_of: before })).includes(item));
+
+    const beyond = await rejects(client.recallBlock("s1", { as_of: after + 100 }));
+    assert.equal(beyond.reason, "invalid_input");
+    assert.match(beyond.message, new RegExp(String(after + 100)));
   } finally {
     await done();
   }
