@@ -3,9 +3,11 @@
 // recall, the server's typed errors, pipelined calls, racing starts and reconnecting.
 
 import assert from "node:assert/strict";
-import { existsSync, realpathSync } from "node:fs";
-import { join } from "node:path";
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
+import { promisify } from "node:util";
 
 import {
   Client,
@@ -17,7 +19,7 @@ import {
   type JsonObject,
   type WireRecord,
 } from "../src/index.js";
-import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
+import { PACKAGE_DIR, REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
 
 const CLAUDE_SESSION = join(
   REAL_FIXTURES,
@@ -315,6 +317,34 @@ test("a binary that cannot start is reported as StartFailed saying why", async (
       Client.spawn(store, { mnemoBin: "/nonexistent/mnemo" }),
       (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
     );
+  } finally {
+    await cleanup();
+  }
+});
+
+test("the README's example runs as written against a real server and shows the conflict it catches", async () => {
+  const readme = readFileSync(join(PACKAGE_DIR, "README.md"), "utf8");
+  const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.ok(example, "the README has no ts example");
+  // The example has no type annotation: it runs as JavaScript once its placeholders are filled.
+  const { store, cleanup } = freshStore();
+  const filled = [
+    ['from "mnemo-client"', `from ${JSON.stringify(join(PACKAGE_DIR, "dist", "src", "index.js"))}`],
+    ['"/path/to/store"', JSON.stringify(store)],
+    ['mnemoBin: "mnemo"', `mnemoBin: ${JSON.stringify(mnemoBin())}`],
+    ['"session.jsonl"', JSON.stringify(CLAUDE_SESSION)],
+  ].reduce((code, [placeholder, value]) => {
+    assert.ok(code.includes(placeholder!), `the example has no ${placeholder}`);
+    return code.replace(placeholder!, value!);
+  }, example);
+  const script = join(dirname(store), "readme.mjs");
+  writeFileSync(script, filled);
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [script]);
+    const [version, conflict, ...rest] = stdout.trim().split("\n");
+    assert.match(version!, /^\d+\.\d+\.\d+\S* \d+$/, stdout);
+    assert.equal(conflict, "no_stream 0", `the second append is the conflict the example catches: ${stdout}`);
+    assert.deepEqual(rest, []);
   } finally {
     await cleanup();
   }
