@@ -193,3 +193,46 @@ fn compact_without_a_window_records_a_checkpoint_the_next_context_uses() {
     assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
     assert!(calls > 100, "{calls}");
 }
+
+#[test]
+fn a_claude_code_file_that_writes_earlier_lines_again_imports_them_once() {
+    // Claude Code writes history again into a session file in some modes (with
+    // `--input-format stream-json` each exchange was preceded by the earlier ones once more): the
+    // real session's first turn (lines 2-14) written again before its second turn. The whole file
+    // was refused ("event id ... is used by an earlier line"), so the session was never captured.
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(&original).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut repeated: Vec<&str> = lines[..14].to_vec();
+    repeated.extend(&lines[1..14]);
+    repeated.extend(&lines[14..]);
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+
+    let once = dir.path().join("once");
+    let expected = ok_json(&mnemo(&once, &["--json", "import", original.to_str().unwrap()]));
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let records = |report: &Value| report[0]["records"].clone();
+    assert_eq!(records(&imported), records(&expected), "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(skipped["repeated line (an earlier line's uuid, saying the same)"], 9, "{imported}");
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let show = |store: &Path| ok_json(&mnemo(store, &["--json", "show", session]));
+    assert_eq!(show(&store), show(&once));
+    // Importing it again appends nothing.
+    let again = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!((again[0]["records"].as_u64(), again[0]["already"].as_u64()), (Some(0), Some(22)), "{again}");
+
+    // The same uuid saying something else is still refused, naming the line.
+    let mut changed: Value = serde_json::from_str(repeated[14]).unwrap();
+    changed["message"]["content"] = Value::String("something else".into());
+    let changed = changed.to_string();
+    repeated[14] = &changed;
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+    let refused = mnemo(&dir.path().join("refused"), &["import", file.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(error.contains("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl:15:"), "{error}");
+}

@@ -23,6 +23,12 @@
 //! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
 //!   (`/sidechain` without an `agentId`), marked as a sub-agent's whose parent is `sessionId`.
 //!
+//! A line that repeats an earlier line of the file, the same `uuid` saying the same (its time and
+//! `parentUuid` aside), is the same line written again and is skipped and counted: Claude Code
+//! writes history again into a file in some versions and modes (`--input-format stream-json`
+//! duplicated each earlier exchange before the next one). The same `uuid` saying something else
+//! is an error naming the line.
+//!
 //! `cwd` is the workspace. Skipped and counted: other `system` lines (by subtype),
 //! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
 
@@ -67,6 +73,28 @@ struct Session {
 /// digests would be taken for one (a chance of about 10^-27 among a million lines).
 type UuidDigest = [u8; 16];
 
+/// A digest of what a line says, its `timestamp` and `parentUuid` aside (the first 8 bytes of the
+/// SHA-256 of the rest): the same `uuid` with the same digest is the same line written again.
+type LineDigest = [u8; 8];
+
+fn line_digest(object: &Map<String, Value>) -> LineDigest {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    for (key, value) in object {
+        if key != "timestamp" && key != "parentUuid" {
+            hasher.update(key.as_bytes());
+            hasher.update([0]);
+            // Serialized straight into the hash: a line's content can be hundreds of kilobytes.
+            let _ = serde_json::to_writer(&mut hasher, value);
+            hasher.update([0]);
+        }
+    }
+    let full: [u8; 32] = hasher.finalize().into();
+    let mut digest = [0; 8];
+    digest.copy_from_slice(&full[..8]);
+    digest
+}
+
 fn uuid_digest(uuid: &str) -> UuidDigest {
     use sha2::Digest as _;
     let full: [u8; 32] = sha2::Sha256::digest(uuid.as_bytes()).into();
@@ -82,10 +110,11 @@ pub(crate) struct ClaudeFile<'a> {
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
-    /// The session of every line read so far, by a digest of its `uuid` (as its place in `order`):
-    /// some 20 bytes a line where the uuids themselves cost about a hundred (see
-    /// [`uuid_digest`]), so that a long file does not grow the import's memory beyond that.
-    uuids: HashMap<UuidDigest, u32>,
+    /// The session of every line read so far (as its place in `order`) and a digest of what the
+    /// line says, by a digest of its `uuid`: some 28 bytes a line where the uuids themselves cost
+    /// about a hundred (see [`uuid_digest`]), so that a long file does not grow the import's
+    /// memory beyond that.
+    uuids: HashMap<UuidDigest, (u32, LineDigest)>,
 }
 
 impl<'a> ClaudeFile<'a> {
@@ -113,6 +142,10 @@ impl<'a> ClaudeFile<'a> {
     ) -> Result<(), TranscriptError> {
         let SourceLine { line, object } = source_line;
         let kind = str_field(object, "type", self.source, *line, "")?;
+        if matches!(kind, "user" | "assistant" | "system") && self.repeated(object) {
+            out.skip("repeated line (an earlier line's uuid, saying the same)");
+            return Ok(());
+        }
         match kind {
             "user" | "assistant" => self.message(object, kind, *line, out)?,
             "system" => self.system(object, *line, out)?,
@@ -120,6 +153,14 @@ impl<'a> ClaudeFile<'a> {
             other => out.skip(other),
         }
         Ok(())
+    }
+
+    /// Whether the line repeats an earlier line: its `uuid`, saying the same.
+    fn repeated(&self, object: &Map<String, Value>) -> bool {
+        let Some(uuid) = object.get("uuid").and_then(Value::as_str) else {
+            return false;
+        };
+        self.uuids.get(&uuid_digest(uuid)).is_some_and(|(_, digest)| *digest == line_digest(object))
     }
 
     /// At the end of the file: each session's open turn as `Turns::finish` leaves it.
@@ -177,7 +218,8 @@ impl ClaudeFile<'_> {
             self.order.push(session.clone());
         }
         if let Some(state) = self.sessions.get(&session) {
-            self.uuids.insert(uuid_digest(&uuid), u32::try_from(state.place).unwrap_or(u32::MAX));
+            let place = u32::try_from(state.place).unwrap_or(u32::MAX);
+            self.uuids.insert(uuid_digest(&uuid), (place, line_digest(object)));
         }
         Ok((session, uuid, ts))
     }
@@ -186,7 +228,8 @@ impl ClaudeFile<'_> {
     /// also writes summaries of other sessions into a file; those are skipped and counted.
     fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
         let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
-        let session = self.uuids.get(&uuid_digest(leaf)).and_then(|place| self.order.get(*place as usize));
+        let session =
+            self.uuids.get(&uuid_digest(leaf)).and_then(|(place, _)| self.order.get(*place as usize));
         match (session, object.get("summary").and_then(Value::as_str)) {
             (Some(session), Some(summary)) if !summary.trim().is_empty() => {
                 let session = session.clone();
