@@ -12,8 +12,10 @@ import pytest
 from conftest import mnemo_bin
 from mnemo_client import (
     AsyncClient,
+    ClaimsResult,
     Client,
     CompactResult,
+    FaithfulnessReport,
     MnemoError,
     StartFailed,
     SummarizeParams,
@@ -135,30 +137,31 @@ def test_checkpoint_claims_link_supported_claims_to_covered_events_that_state_th
     checkpoint = compacted.recorded["checkpoint"]
 
     report = client.claims("cl", checkpoint["checkpoint"])
-    assert report["checkpoint"] == checkpoint["checkpoint"]
-    assert report["position"] == compacted.recorded["position"]
-    assert report["covered_events"] == checkpoint["coverage"]["event_count"]
+    assert isinstance(report, ClaimsResult)
+    assert report.checkpoint == checkpoint["checkpoint"]
+    assert report.position == compacted.recorded["position"]
+    assert report.covered_events == checkpoint["coverage"]["event_count"]
     # Checked again, the claims agree with the faithfulness report stored with the checkpoint.
-    assert report["recorded"] == checkpoint["faithfulness"]
-    assert report["matches_recorded"] is True
-    claims = {c["claim"]: c for c in report["claims"]}
-    assert len(report["claims"]) == checkpoint["faithfulness"]["checked"]
+    assert report.recorded == FaithfulnessReport(**checkpoint["faithfulness"])
+    assert report.matches_recorded is True
+    claims = {c.claim: c for c in report.claims}
+    assert len(report.claims) == checkpoint["faithfulness"]["checked"]
 
     unsupported = claims["src/legacy_cache.rs"]
-    assert (unsupported["supported"], unsupported["events"], unsupported["event_count"]) == (False, [], 0)
-    assert "src/legacy_cache.rs" in report["recorded"]["unsupported"]
+    assert (unsupported.supported, unsupported.events, unsupported.event_count) == (False, [], 0)
+    assert "src/legacy_cache.rs" in report.recorded.unsupported
 
     cached = claims["target/"]
-    assert cached["supported"] is True
+    assert cached.supported is True
     # Every covered model reply states it; the answer links the first CLAIM_EVENTS_MAX of them.
-    assert cached["event_count"] == checkpoint["coverage"]["turn_count"] > CLAIM_EVENTS_MAX
-    assert len(cached["events"]) == CLAIM_EVENTS_MAX
-    positions = [e["position"] for e in cached["events"]]
-    assert positions == sorted(positions) and positions[-1] < report["position"]
-    for linked in cached["events"]:
-        (envelope,) = client.log(start=linked["position"], limit=1)
-        assert envelope["position"] == linked["position"]
-        assert envelope["record"]["id"] == linked["event"]
+    assert cached.event_count == checkpoint["coverage"]["turn_count"] > CLAIM_EVENTS_MAX
+    assert len(cached.events) == CLAIM_EVENTS_MAX
+    positions = [e.position for e in cached.events]
+    assert positions == sorted(positions) and positions[-1] < report.position
+    for linked in cached.events:
+        (envelope,) = client.log(start=linked.position, limit=1)
+        assert envelope["position"] == linked.position
+        assert envelope["record"]["id"] == linked.event
         assert "target/" in envelope["record"]["content"]["text"], envelope
 
     with pytest.raises(MnemoError) as unknown:

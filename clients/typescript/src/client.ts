@@ -18,6 +18,7 @@ import {
   type AppendedParams,
   type AppendResult,
   type ClaimsParams,
+  type ClaimsResult,
   type CompactParams,
   type CompactResult,
   type ContextParams,
@@ -638,14 +639,13 @@ export class Client {
   }
 
   /**
-   * A checkpoint's summary checked claim by claim (`checkpoint`, `position`, `covered_events`,
-   * `claims`, `recorded`, `matches_recorded`): each claim (`claim`, `kind`, `supported`) with the
-   * first covered events that state it on their own (`events`: `position`, `event`; `event_count`
-   * of them in all), `recorded` the faithfulness report stored with the checkpoint and
-   * `matches_recorded` whether checking again found the unsupported claims it lists. An unknown
-   * checkpoint rejects with `MnemoError` (`invalid_input`).
+   * A checkpoint's summary checked claim by claim: each `LinkedClaim` (`claim`, `kind`,
+   * `supported`) has the first 20 covered events that state it on their own (`events`: `position`,
+   * `event`; `event_count` of them in all); `recorded` is the faithfulness report stored with the
+   * checkpoint and `matches_recorded` whether checking again found the unsupported claims it lists.
+   * An unknown checkpoint rejects with `MnemoError` (`invalid_input`).
    */
-  async claims(session: string, checkpoint: string): Promise<Methods["compaction/claims"]["result"]> {
+  async claims(session: string, checkpoint: string): Promise<ClaimsResult> {
     const params: ClaimsParams = { session, checkpoint };
     return this.call("compaction/claims", params);
   }

@@ -182,8 +182,7 @@ test("a checkpoint's claims link to covered events that state them, and an unsta
     // Checked again, the claims agree with the faithfulness report stored with the checkpoint.
     assert.deepEqual(report.recorded, checkpoint.faithfulness);
     assert.equal(report.matches_recorded, true);
-    type Claim = { claim: string; supported: boolean; events: { position: number; event: string }[]; event_count: number };
-    const claims = report.claims as Claim[];
+    const claims = report.claims;
     assert.equal(claims.length, checkpoint.faithfulness.checked);
 
     const unsupported = claims.find((c) => c.claim === "src/legacy_cache.rs");

@@ -31,6 +31,7 @@ from .types import (
     AppendedParams,
     AppendResult,
     ClaimsParams,
+    ClaimsResult,
     CompactResult,
     CursorResult,
     ExportResult,
@@ -357,14 +358,14 @@ class _Methods:
         return self._invoke("compaction/policy", None, _object("compaction/policy"))
 
     def claims(self, session: str, checkpoint: str) -> Any:
-        """A checkpoint's summary checked claim by claim (``{checkpoint, position, covered_events,
-        claims, recorded, matches_recorded}``): each claim (``claim``, ``kind``, ``supported``) with
-        the first covered events that state it on their own (``events``: ``position``, ``event``;
-        ``event_count`` of them in all), ``recorded`` the faithfulness report stored with the
-        checkpoint and ``matches_recorded`` whether checking again found the unsupported claims it
-        lists. An unknown checkpoint raises :class:`MnemoError` (``invalid_input``)."""
+        """A checkpoint's summary checked claim by claim: :class:`ClaimsResult`. Each
+        :class:`LinkedClaim` (``claim``, ``kind``, ``supported``) has the first 20 covered events
+        that state it on their own (``events``: ``position``, ``event``; ``event_count`` of them in
+        all); ``recorded`` is the faithfulness report stored with the checkpoint and
+        ``matches_recorded`` whether checking again found the unsupported claims it lists. An
+        unknown checkpoint raises :class:`MnemoError` (``invalid_input``)."""
         params = to_wire(ClaimsParams(session=session, checkpoint=checkpoint))
-        return self._invoke("compaction/claims", params, _object("compaction/claims"))
+        return self._invoke("compaction/claims", params, _typed(ClaimsResult, "compaction/claims"))
 
     def log(self, *, start: Optional[int] = None, limit: Optional[int] = None) -> Any:
         """Envelopes of the log from position ``start`` (default 1)."""
