@@ -236,3 +236,46 @@ fn a_claude_code_file_that_writes_earlier_lines_again_imports_them_once() {
     let error = String::from_utf8_lossy(&refused.stderr);
     assert!(error.contains("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl:15:"), "{error}");
 }
+
+#[test]
+fn a_claude_code_result_whose_call_line_is_missing_keeps_the_file_importable() {
+    // Claude Code sometimes writes a tool result whose assistant line (the call) it never wrote
+    // (a background task stopped mid-flight), and its compaction has dropped calls whose results
+    // stay. The real session without its line 4 (the call that created hello.py): the whole file
+    // was refused ("tool result for toolu_…, which no earlier tool call in this session made").
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(original).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let call: Value = serde_json::from_str(lines.remove(3)).unwrap();
+    let id = call["message"]["content"][0]["id"].as_str().unwrap().to_owned();
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["records"], 21, "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(
+        skipped["tool_result block whose tool_use is not in the file (its content kept as a system event)"],
+        1,
+        "{imported}"
+    );
+    // The result's content is in the log, as the host's note naming the call.
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "100"]));
+    let kept: Vec<&Value> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["record"]["content"]["text"].as_str().is_some_and(|t| t.contains(&id)))
+        .collect();
+    assert_eq!(kept.len(), 1, "{log}");
+    assert_eq!(kept[0]["record"]["role"], "system");
+    let text = kept[0]["record"]["content"]["text"].as_str().unwrap();
+    assert!(text.ends_with("File created successfully at: /tmp/private/hello.py"), "{text}");
+    // The next request pairs every result with its call.
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let context = ok_json(&mnemo(&store, &["--json", "context", session]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}

@@ -4,7 +4,8 @@
 //!
 //! What is kept:
 //! - a user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
-//!   tool results with their `is_error`; an assistant line's `thinking` (with its signature),
+//!   tool results with their `is_error` (a result whose call is not in the file, which Claude Code
+//!   writes at times, is kept as a system event by the host naming the call); an assistant line's `thinking` (with its signature),
 //!   `text` and `tool_use` blocks (with their input) become model parts;
 //! - what Claude Code itself writes in user-role lines becomes a system event written by the
 //!   host, never a user turn: `isMeta` lines (`Caveat: ...`, injected reminders), slash-command
@@ -57,6 +58,26 @@ const COMMAND_PREFIXES: [&str; 8] = [
     "<bash-stdout>",
     "<bash-stderr>",
 ];
+
+/// How a `tool_result` block whose `tool_use` is not in the file is counted. Claude Code writes
+/// such files: the assistant line with the call is sometimes never written while the result is (a
+/// background task stopped mid-flight), and its compaction has removed calls whose results stay.
+/// The result cannot be one (no call made it); its content is kept as a system event by the host.
+const ORPHANED_RESULT: &str =
+    "tool_result block whose tool_use is not in the file (its content kept as a system event)";
+
+/// The system event's text for a tool result whose call is not in the file.
+fn orphaned_result_text(result: &Value) -> String {
+    let id = result["id"].as_str().unwrap_or_default();
+    let error = if result["is_error"] == Value::Bool(true) { " (an error)" } else { "" };
+    let content = match &result["result"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "Claude Code recorded a result{error} for tool call {id}, whose call is not in the session file:\n{content}"
+    )
+}
 
 /// The text Claude Code puts before local command output.
 const CAVEAT: &str = "Caveat:";
@@ -318,15 +339,26 @@ impl ClaudeFile<'_> {
     ) -> Result<(), TranscriptError> {
         let mut texts = Vec::new();
         let mut results = Vec::new();
+        let mut orphaned = Vec::new();
         for (index, block) in blocks.iter().enumerate() {
             let path = format!("message.content[{index}]");
             match str_field(block, "type", self.source, line, &path)? {
                 "text" => texts.push(text_part(str_field(block, "text", self.source, line, &path)?)),
-                "tool_result" => results.push(self.tool_result(block, line, &path)?),
+                "tool_result" => {
+                    let result = self.tool_result(block, line, &path)?;
+                    if self.tool_names.contains_key(result["id"].as_str().unwrap_or_default()) {
+                        results.push(result);
+                    } else {
+                        out.skip(ORPHANED_RESULT);
+                        orphaned.push(text_part(&orphaned_result_text(&result)));
+                    }
+                }
                 other => out.skip(format!("user block {other}")),
             }
         }
         state.turns.event(out, line, session, "tool", ts, &format!("{uuid}/results"), results);
+        let id = format!("{uuid}/orphaned-results");
+        state.turns.event_by(out, line, session, "system", "host", ts, &id, orphaned);
         let text_of = |part: &Value| part["text"].as_str().unwrap_or_default().trim_start().to_owned();
         let interrupted = texts.len() == 1 && text_of(&texts[0]).starts_with(INTERRUPTED);
         let command = !texts.is_empty()
