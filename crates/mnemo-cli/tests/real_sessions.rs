@@ -193,3 +193,89 @@ fn compact_without_a_window_records_a_checkpoint_the_next_context_uses() {
     assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
     assert!(calls > 100, "{calls}");
 }
+
+#[test]
+fn a_claude_code_file_that_writes_earlier_lines_again_imports_them_once() {
+    // Claude Code writes history again into a session file in some modes (with
+    // `--input-format stream-json` each exchange was preceded by the earlier ones once more): the
+    // real session's first turn (lines 2-14) written again before its second turn. The whole file
+    // was refused ("event id ... is used by an earlier line"), so the session was never captured.
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(&original).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut repeated: Vec<&str> = lines[..14].to_vec();
+    repeated.extend(&lines[1..14]);
+    repeated.extend(&lines[14..]);
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+
+    let once = dir.path().join("once");
+    let expected = ok_json(&mnemo(&once, &["--json", "import", original.to_str().unwrap()]));
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let records = |report: &Value| report[0]["records"].clone();
+    assert_eq!(records(&imported), records(&expected), "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(skipped["repeated line (an earlier line's uuid, saying the same)"], 9, "{imported}");
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let show = |store: &Path| ok_json(&mnemo(store, &["--json", "show", session]));
+    assert_eq!(show(&store), show(&once));
+    // Importing it again appends nothing.
+    let again = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!((again[0]["records"].as_u64(), again[0]["already"].as_u64()), (Some(0), Some(22)), "{again}");
+
+    // The same uuid saying something else is still refused, naming the line.
+    let mut changed: Value = serde_json::from_str(repeated[14]).unwrap();
+    changed["message"]["content"] = Value::String("something else".into());
+    let changed = changed.to_string();
+    repeated[14] = &changed;
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+    let refused = mnemo(&dir.path().join("refused"), &["import", file.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(error.contains("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl:15:"), "{error}");
+}
+
+#[test]
+fn a_claude_code_result_whose_call_line_is_missing_keeps_the_file_importable() {
+    // Claude Code sometimes writes a tool result whose assistant line (the call) it never wrote
+    // (a background task stopped mid-flight), and its compaction has dropped calls whose results
+    // stay. The real session without its line 4 (the call that created hello.py): the whole file
+    // was refused ("tool result for toolu_…, which no earlier tool call in this session made").
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(original).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let call: Value = serde_json::from_str(lines.remove(3)).unwrap();
+    let id = call["message"]["content"][0]["id"].as_str().unwrap().to_owned();
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["records"], 21, "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(
+        skipped["tool_result block whose tool_use is not in the file (its content kept as a system event)"],
+        1,
+        "{imported}"
+    );
+    // The result's content is in the log, as the host's note naming the call.
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "100"]));
+    let kept: Vec<&Value> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["record"]["content"]["text"].as_str().is_some_and(|t| t.contains(&id)))
+        .collect();
+    assert_eq!(kept.len(), 1, "{log}");
+    assert_eq!(kept[0]["record"]["role"], "system");
+    let text = kept[0]["record"]["content"]["text"].as_str().unwrap();
+    assert!(text.ends_with("File created successfully at: /tmp/private/hello.py"), "{text}");
+    // The next request pairs every result with its call.
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let context = ok_json(&mnemo(&store, &["--json", "context", session]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}
