@@ -132,6 +132,34 @@ def test_remember_then_recall(client: Client) -> None:
     assert client.remember("s1").requested_items[0].item == item
 
 
+def test_recall_block_as_of_a_position_before_a_fact_was_remembered_lacks_it(client: Client) -> None:
+    client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
+    before = client.stats()["head"]
+    remembered = client.remember("s1")
+    item = remembered.requested_items[0].item
+    after = client.stats()["head"]
+    assert after > before
+
+    def items(block: dict) -> list[str]:
+        return [i["item"] for i in block["items"]]
+
+    now = client.recall_block("s1", query="unwrap")
+    assert item in items(now)
+    assert "never uses unwrap in library code" in now["text"] and now["tokens"] > 0
+    assert client.recall_block("s1", query="unwrap", as_of=after) == now
+    then = client.recall_block("s1", query="unwrap", as_of=before)
+    assert item not in items(then)
+    assert "unwrap" not in then["text"]
+    # Without a query the session's own turns up to the position select the items.
+    assert item in items(client.recall_block("s1", as_of=after))
+    assert item not in items(client.recall_block("s1", as_of=before))
+
+    with pytest.raises(MnemoError) as beyond:
+        client.recall_block("s1", as_of=after + 100)
+    assert beyond.value.reason == "invalid_input"
+    assert str(after + 100) in beyond.value.message
+
+
 def test_bad_calls_get_typed_errors_and_the_connection_keeps_serving(client: Client) -> None:
     with pytest.raises(MnemoError) as unknown:
         client.call("history/nothing")

@@ -12,8 +12,10 @@ import pytest
 from conftest import mnemo_bin
 from mnemo_client import (
     AsyncClient,
+    ClaimsResult,
     Client,
     CompactResult,
+    FaithfulnessReport,
     MnemoError,
     StartFailed,
     SummarizeParams,
@@ -95,6 +97,77 @@ def test_a_python_summarizer_is_called_back_and_its_summary_is_the_checkpoint(cl
     checkpoint = str(recorded.recorded)
     assert "python-toy" in checkpoint and "summarized by the Python host" in checkpoint
     assert recorded.history["diagnostics"]["decision"] == "replaced"
+
+
+#: Most supporting events a claim links (the server's bound; ``docs/PROTOCOL.md``).
+CLAIM_EVENTS_MAX = 20
+#: A summary with the sections a checkpoint needs: one claim every model reply states, one that no
+#: covered event states.
+CLAIMED_SUMMARY = SUMMARY.replace(
+    "Modules cache target/ keyed by the lockfile hash (summarized by the Python host).",
+    "Modules cache `target/` keyed by the lockfile hash; the old cache lived in `src/legacy_cache.rs`.",
+)
+
+
+class ClaimingSummarizer(Summarizer):
+    name = "python-claiming"
+    prompt_version = "claims.v1"
+    limits_input = False
+
+    def summarize(self, request: SummarizeParams) -> str:
+        return CLAIMED_SUMMARY
+
+
+def short_turn(session: str, n: int) -> list[records.WireRecord]:
+    t = f"t{n}"
+    return [
+        records.text_message(session, t, f"{session}-{t}-u", "user", f"Where does module {n} keep its build?", timestamp_ms=n),
+        records.text_message(session, t, f"{session}-{t}-a", "assistant", f"Module {n} caches target/ by lockfile hash.", timestamp_ms=n),
+        records.turn_ended(session, t),
+    ]
+
+
+def test_checkpoint_claims_link_supported_claims_to_covered_events_that_state_them(client: Client) -> None:
+    turns = CLAIM_EVENTS_MAX + 4
+    for n in range(1, turns + 1):
+        client.append("session/cl", short_turn("cl", n))
+    client.register_seams(summarizer=ClaimingSummarizer())
+    compacted = client.compact("cl", window=8000)
+    assert compacted.seam_failures == [] and compacted.recorded is not None, compacted.history["diagnostics"]
+    checkpoint = compacted.recorded["checkpoint"]
+
+    report = client.claims("cl", checkpoint["checkpoint"])
+    assert isinstance(report, ClaimsResult)
+    assert report.checkpoint == checkpoint["checkpoint"]
+    assert report.position == compacted.recorded["position"]
+    assert report.covered_events == checkpoint["coverage"]["event_count"]
+    # Checked again, the claims agree with the faithfulness report stored with the checkpoint.
+    assert report.recorded == FaithfulnessReport(**checkpoint["faithfulness"])
+    assert report.matches_recorded is True
+    claims = {c.claim: c for c in report.claims}
+    assert len(report.claims) == checkpoint["faithfulness"]["checked"]
+
+    unsupported = claims["src/legacy_cache.rs"]
+    assert (unsupported.supported, unsupported.events, unsupported.event_count) == (False, [], 0)
+    assert "src/legacy_cache.rs" in report.recorded.unsupported
+
+    cached = claims["target/"]
+    assert cached.supported is True
+    # Every covered model reply states it; the answer links the first CLAIM_EVENTS_MAX of them.
+    assert cached.event_count == checkpoint["coverage"]["turn_count"] > CLAIM_EVENTS_MAX
+    assert len(cached.events) == CLAIM_EVENTS_MAX
+    positions = [e.position for e in cached.events]
+    assert positions == sorted(positions) and positions[-1] < report.position
+    for linked in cached.events:
+        (envelope,) = client.log(start=linked.position, limit=1)
+        assert envelope["position"] == linked.position
+        assert envelope["record"]["id"] == linked.event
+        assert "target/" in envelope["record"]["content"]["text"], envelope
+
+    with pytest.raises(MnemoError) as unknown:
+        client.claims("cl", "hcheckpoint-unknown")
+    assert unknown.value.reason == "invalid_input"
+    assert "hcheckpoint-unknown" in unknown.value.message
 
 
 def test_a_summarizer_that_raises_fails_the_compaction_open_with_a_client_error(client: Client) -> None:

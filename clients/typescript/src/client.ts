@@ -17,6 +17,8 @@ import {
   RESULT_SCHEMAS,
   type AppendedParams,
   type AppendResult,
+  type ClaimsParams,
+  type ClaimsResult,
   type CompactParams,
   type CompactResult,
   type ContextParams,
@@ -47,6 +49,7 @@ import {
   type Methods,
   type ReadHistoryParams,
   type ReadHistoryResult,
+  type RecallBlockParams,
   type RecalledItem,
   type RememberResult,
   type SearchHistoryParams,
@@ -569,9 +572,19 @@ export class Client {
     return this.call("memory/extract", present({ session, ...options }));
   }
 
-  /** The push-recall block for the session's next request. */
-  async recallBlock(session: string, query?: string): Promise<JsonObject> {
-    return this.call("memory/recall_block", present({ session, query }));
+  /**
+   * The push-recall block for the session's next request (`{items, text, tokens}`): the items
+   * relevant to its recent turns, or to `query`, that fit the recall budget. With `as_of`, the block
+   * as it would have been built at that log position: the memory items as they stood then, the
+   * session's turns up to it. `options` may be the query alone.
+   */
+  async recallBlock(
+    session: string,
+    options: string | Omit<RecallBlockParams, "session"> = {},
+  ): Promise<Methods["memory/recall_block"]["result"]> {
+    const rest = typeof options === "string" ? { query: options } : options;
+    const params: RecallBlockParams = { session, ...rest };
+    return this.call("memory/recall_block", present(params));
   }
 
   /** One memory item, or `null`. */
@@ -623,6 +636,18 @@ export class Client {
 
   async policy(): Promise<JsonObject> {
     return this.call("compaction/policy", {});
+  }
+
+  /**
+   * A checkpoint's summary checked claim by claim: each `LinkedClaim` (`claim`, `kind`,
+   * `supported`) has the first 20 covered events that state it on their own (`events`: `position`,
+   * `event`; `event_count` of them in all); `recorded` is the faithfulness report stored with the
+   * checkpoint and `matches_recorded` whether checking again found the unsupported claims it lists.
+   * An unknown checkpoint rejects with `MnemoError` (`invalid_input`).
+   */
+  async claims(session: string, checkpoint: string): Promise<ClaimsResult> {
+    const params: ClaimsParams = { session, checkpoint };
+    return this.call("compaction/claims", params);
   }
 
   /** Envelopes of the log from position `from` (default 1). */

@@ -53,12 +53,42 @@ export interface CaptureParams {
   path: string;
 }
 
+/** A covered event supporting a claim. */
+export interface ClaimEvent {
+  /** Its id. */
+  event: string;
+  /** Its log position. */
+  position: number;
+}
+
 /** `compaction/claims` parameters. */
 export interface ClaimsParams {
   /** The checkpoint, one the session stream records. */
   checkpoint: string;
   /** The session. */
   session: string;
+}
+
+/** `compaction/claims` result: a checkpoint's summary checked claim by claim. */
+export interface ClaimsResult {
+  /** The checkpoint. */
+  checkpoint: string;
+  /** Every claim of its summary, in order; empty for a provider-state checkpoint. */
+  claims: LinkedClaim[];
+  /**
+   * The covered events found on the session stream (the checkpoint's `coverage.event_count`
+   * when the stream holds them all).
+   */
+  covered_events: number;
+  /**
+   * Whether checking again found exactly the unsupported claims the recorded report lists
+   * (`null` when there is no recorded report).
+   */
+  matches_recorded?: boolean | null;
+  /** The log position it was recorded at. */
+  position: number;
+  /** The faithfulness report recorded with the checkpoint, when it has one. */
+  recorded?: FaithfulnessReport | null;
 }
 
 /** `compaction/prepare` and `compaction/compact` parameters. */
@@ -172,6 +202,14 @@ export interface ExtractParams {
   terminal_event?: string | null;
 }
 
+/** A checkpoint's faithfulness report, as recorded with it. */
+export interface FaithfulnessReport {
+  /** How many distinct claims were looked up in the covered events. */
+  checked: number;
+  /** The claims not found there, in the order the summary states them. */
+  unsupported: string[];
+}
+
 /** Why the summarizing model stopped. */
 export type FinishReason = "stop" | "length";
 
@@ -225,6 +263,23 @@ export interface Limits {
   frame_bytes_max: number;
   /** Seconds without a connection after which the server exits; 0: never. */
   idle_exit_secs: number;
+}
+
+/** One claim of a checkpoint's summary and the covered events that support it. */
+export interface LinkedClaim {
+  /** The claim as the summary states it. */
+  claim: string;
+  /** How many covered events support it on their own. */
+  event_count: number;
+  /**
+   * The first 20 covered events whose own text supports it, in log order. A supported claim
+   * may have none: found only across two events' texts.
+   */
+  events: ClaimEvent[];
+  /** `path`, `code`, `identifier`, `number` or `quoted`. */
+  kind: string;
+  /** Whether the covered events support it (the faithfulness check's rule). */
+  supported: boolean;
 }
 
 /** `log` parameters. */
@@ -857,7 +912,7 @@ export interface Methods {
   };
   "compaction/claims": {
     params: ClaimsParams;
-    result: JsonObject;
+    result: ClaimsResult;
   };
   "compaction/compact": {
     params: CompactParams;
@@ -1059,7 +1114,7 @@ export interface Notifications {
 export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "append": {"properties":{"first_position":{"format":"uint64","minimum":0,"type":"integer"},"last_position":{"format":"uint64","minimum":0,"type":"integer"},"last_revision":{"format":"uint64","minimum":0,"type":"integer"}},"required":["first_position","last_position","last_revision"],"type":"object"},
   "capture": {"additionalProperties":true,"type":"object"},
-  "compaction/claims": {"additionalProperties":true,"type":"object"},
+  "compaction/claims": {"$defs":{"ClaimEvent":{"properties":{"event":{"type":"string"},"position":{"format":"uint64","minimum":0,"type":"integer"}},"required":["position","event"],"type":"object"},"FaithfulnessReport":{"properties":{"checked":{"format":"uint64","minimum":0,"type":"integer"},"unsupported":{"items":{"type":"string"},"type":"array"}},"required":["checked","unsupported"],"type":"object"},"LinkedClaim":{"properties":{"claim":{"type":"string"},"event_count":{"format":"uint64","minimum":0,"type":"integer"},"events":{"items":{"$ref":"#/$defs/ClaimEvent"},"type":"array"},"kind":{"type":"string"},"supported":{"type":"boolean"}},"required":["claim","kind","supported","events","event_count"],"type":"object"}},"properties":{"checkpoint":{"type":"string"},"claims":{"items":{"$ref":"#/$defs/LinkedClaim"},"type":"array"},"covered_events":{"format":"uint64","minimum":0,"type":"integer"},"matches_recorded":{"type":["boolean","null"]},"position":{"format":"uint64","minimum":0,"type":"integer"},"recorded":{"anyOf":[{"$ref":"#/$defs/FaithfulnessReport"},{"type":"null"}]}},"required":["checkpoint","position","covered_events","claims"],"type":"object"},
   "compaction/compact": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
   "compaction/context": {"additionalProperties":true,"type":"object"},
   "compaction/copy": {"additionalProperties":true,"type":"object"},

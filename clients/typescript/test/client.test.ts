@@ -3,12 +3,23 @@
 // recall, the server's typed errors, pipelined calls, racing starts and reconnecting.
 
 import assert from "node:assert/strict";
-import { existsSync, realpathSync } from "node:fs";
-import { join } from "node:path";
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { test } from "node:test";
+import { promisify } from "node:util";
 
-import { Client, ConnectionLost, MnemoError, NoServer, PROTOCOL_VERSION, StartFailed, type WireRecord } from "../src/index.js";
-import { REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
+import {
+  Client,
+  ConnectionLost,
+  MnemoError,
+  NoServer,
+  PROTOCOL_VERSION,
+  StartFailed,
+  type JsonObject,
+  type WireRecord,
+} from "../src/index.js";
+import { PACKAGE_DIR, REAL_FIXTURES, TEST_IDLE_EXIT, freshStore, mnemoBin, started } from "./support.js";
 
 const CLAUDE_SESSION = join(
   REAL_FIXTURES,
@@ -169,6 +180,38 @@ test("remember, then recall", async () => {
   }
 });
 
+test("the recall block as of a position before a fact was remembered lacks it", async () => {
+  const { client, done } = await started();
+  try {
+    await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
+    const head = async () => (await client.stats()).head as number;
+    const before = await head();
+    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const after = await head();
+    assert.ok(after > before);
+    type Block = { items: { item: string }[]; text: string; tokens: number };
+    const items = (block: JsonObject) => (block as unknown as Block).items.map((i) => i.item);
+
+    const now = await client.recallBlock("s1", "unwrap");
+    assert.ok(items(now).includes(item));
+    assert.match(now.text as string, /never uses unwrap in library code/);
+    assert.ok((now.tokens as number) > 0);
+    assert.deepEqual(await client.recallBlock("s1", { query: "unwrap", as_of: after }), now);
+    const then = await client.recallBlock("s1", { query: "unwrap", as_of: before });
+    assert.ok(!items(then).includes(item));
+    assert.doesNotMatch(then.text as string, /unwrap/);
+    // Without a query the session's own turns up to the position select the items.
+    assert.ok(items(await client.recallBlock("s1", { as_of: after })).includes(item));
+    assert.ok(!items(await client.recallBlock("s1", { as_of: before })).includes(item));
+
+    const beyond = await rejects(client.recallBlock("s1", { as_of: after + 100 }));
+    assert.equal(beyond.reason, "invalid_input");
+    assert.match(beyond.message, new RegExp(String(after + 100)));
+  } finally {
+    await done();
+  }
+});
+
 test("bad calls get typed errors and the connection keeps serving", async () => {
   const { client, done } = await started();
   try {
@@ -274,6 +317,34 @@ test("a binary that cannot start is reported as StartFailed saying why", async (
       Client.spawn(store, { mnemoBin: "/nonexistent/mnemo" }),
       (error: unknown) => error instanceof StartFailed && /ENOENT/.test(error.message),
     );
+  } finally {
+    await cleanup();
+  }
+});
+
+test("the README's example runs as written against a real server and shows the conflict it catches", async () => {
+  const readme = readFileSync(join(PACKAGE_DIR, "README.md"), "utf8");
+  const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  assert.ok(example, "the README has no ts example");
+  // The example has no type annotation: it runs as JavaScript once its placeholders are filled.
+  const { store, cleanup } = freshStore();
+  const filled = [
+    ['from "mnemo-client"', `from ${JSON.stringify(join(PACKAGE_DIR, "dist", "src", "index.js"))}`],
+    ['"/path/to/store"', JSON.stringify(store)],
+    ['mnemoBin: "mnemo"', `mnemoBin: ${JSON.stringify(mnemoBin())}`],
+    ['"session.jsonl"', JSON.stringify(CLAUDE_SESSION)],
+  ].reduce((code, [placeholder, value]) => {
+    assert.ok(code.includes(placeholder!), `the example has no ${placeholder}`);
+    return code.replace(placeholder!, value!);
+  }, example);
+  const script = join(dirname(store), "readme.mjs");
+  writeFileSync(script, filled);
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, [script]);
+    const [version, conflict, ...rest] = stdout.trim().split("\n");
+    assert.match(version!, /^\d+\.\d+\.\d+\S* \d+$/, stdout);
+    assert.equal(conflict, "no_stream 0", `the second append is the conflict the example catches: ${stdout}`);
+    assert.deepEqual(rest, []);
   } finally {
     await cleanup();
   }

@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { Client, StartFailed, records, type JsonObject, type SummarizeParams } from "../src/index.js";
+import { Client, MnemoError, StartFailed, records, type JsonObject, type SummarizeParams } from "../src/index.js";
 import { freshStore, mnemoBin, started } from "./support.js";
 
 const SESSION = "seams";
@@ -137,6 +137,82 @@ test("a subscription delivers every appended envelope once, in order, across a n
     await client.append("session/tail", [records.textMessage("tail", "t1", "tail-3", "user", "three", START_MS + 2)], 2);
     await new Promise((wait) => setTimeout(wait, 200));
     assert.deepEqual(positions, [1, 2, 3], "a closed subscription delivered more");
+  } finally {
+    await done();
+  }
+});
+
+/** Most supporting events a claim links (the server's bound; docs/PROTOCOL.md). */
+const CLAIM_EVENTS_MAX = 20;
+
+test("a checkpoint's claims link to covered events that state them, and an unstated one is unsupported", async () => {
+  const { client, done } = await started();
+  try {
+    const turns = CLAIM_EVENTS_MAX + 4;
+    for (let n = 1; n <= turns; n++) {
+      const turn = `t${n}`;
+      await client.append("session/cl", [
+        records.textMessage("cl", turn, `cl-${turn}-u`, "user", `Where does module ${n} keep its build?`, START_MS + n),
+        records.textMessage("cl", turn, `cl-${turn}-a`, "assistant", `Module ${n} caches target/ by lockfile hash.`, START_MS + n),
+        records.turnEnded("cl", turn),
+      ]);
+    }
+    // One claim every model reply states, one no covered event states.
+    const claimed =
+      "## Goal\nSpeed up the build.\n\n## Progress\n### Done\n" +
+      "Modules cache `target/` keyed by the lockfile hash; the old cache lived in `src/legacy_cache.rs`.\n\n" +
+      "### In Progress\nNothing.\n\n## Next Steps\n1. Measure.\n\n## Critical Context\nThe key covers the lockfile.\n";
+    await client.registerSeams({
+      summarizer: { name: "ts-claiming", promptVersion: "c.1", limitsInput: false, summarize: () => claimed },
+    });
+    const compacted = await client.compact("cl", { window: 8000 });
+    assert.deepEqual(compacted.seam_failures, []);
+    const recorded = compacted.recorded as { position: number; checkpoint: JsonObject } | null | undefined;
+    assert.ok(recorded, `no checkpoint recorded: ${JSON.stringify(compacted.history.diagnostics)}`);
+    const checkpoint = recorded.checkpoint as {
+      checkpoint: string;
+      coverage: { event_count: number; turn_count: number };
+      faithfulness: { checked: number; unsupported: string[] };
+    };
+
+    const report = await client.claims("cl", checkpoint.checkpoint);
+    assert.equal(report.checkpoint, checkpoint.checkpoint);
+    assert.equal(report.position, recorded.position);
+    assert.equal(report.covered_events, checkpoint.coverage.event_count);
+    // Checked again, the claims agree with the faithfulness report stored with the checkpoint.
+    assert.deepEqual(report.recorded, checkpoint.faithfulness);
+    assert.equal(report.matches_recorded, true);
+    const claims = report.claims;
+    assert.equal(claims.length, checkpoint.faithfulness.checked);
+
+    const unsupported = claims.find((c) => c.claim === "src/legacy_cache.rs");
+    assert.ok(unsupported, JSON.stringify(claims));
+    assert.deepEqual([unsupported.supported, unsupported.events, unsupported.event_count], [false, [], 0]);
+    assert.ok(checkpoint.faithfulness.unsupported.includes("src/legacy_cache.rs"));
+
+    const cached = claims.find((c) => c.claim === "target/");
+    assert.ok(cached, JSON.stringify(claims));
+    assert.equal(cached.supported, true);
+    // Every covered model reply states it; the answer links the first CLAIM_EVENTS_MAX of them.
+    assert.equal(cached.event_count, checkpoint.coverage.turn_count);
+    assert.ok(cached.event_count > CLAIM_EVENTS_MAX);
+    assert.equal(cached.events.length, CLAIM_EVENTS_MAX);
+    const positions = cached.events.map((e) => e.position);
+    assert.deepEqual(positions, [...positions].sort((a, b) => a - b));
+    assert.ok(positions.at(-1)! < recorded.position);
+    for (const linked of cached.events) {
+      const [envelope] = await client.log({ from: linked.position, limit: 1 });
+      const record = envelope!.record as { id: string; content: { text: string } };
+      assert.equal(envelope!.position, linked.position);
+      assert.equal(record.id, linked.event);
+      assert.match(record.content.text, /target\//, JSON.stringify(envelope));
+    }
+
+    await assert.rejects(
+      client.claims("cl", "hcheckpoint-unknown"),
+      (error: unknown) =>
+        error instanceof MnemoError && error.reason === "invalid_input" && /hcheckpoint-unknown/.test(error.message),
+    );
   } finally {
     await done();
   }

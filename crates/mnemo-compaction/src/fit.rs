@@ -354,8 +354,8 @@ fn drop_oldest(
     let (mut first, mut last) = (None::<Position>, None::<Position>);
     let mut index = 0usize;
     while total > max && index < events.len() {
-        // A call goes with its result: drop the whole span up to the result.
-        let end = pair_end(&plain, index);
+        // A call goes with its result: drop the whole span up to the last result of its calls.
+        let end = span_end(&plain, index);
         for (k, event) in events.iter().take(end + 1).skip(index) {
             if Some(*k) == pinned || remove[*k] {
                 continue;
@@ -375,6 +375,17 @@ fn drop_oldest(
         return total;
     }
     let (first, last) = (first.unwrap_or(Position::ZERO), last.unwrap_or(Position::ZERO));
+    // An elided event that was then dropped is not in the request: it is reported as dropped only.
+    let dropped_positions: std::collections::HashSet<Position> = history
+        .items
+        .iter()
+        .zip(&remove)
+        .filter_map(|(item, gone)| match item {
+            HistoryItem::Event { position, .. } if *gone => Some(*position),
+            _ => None,
+        })
+        .collect();
+    report.elided.retain(|elision| !dropped_positions.contains(&elision.position));
     let dropped = Dropped {
         events: removed,
         tokens: crate::projection::estimate_tokens(removed_chars, cpt),
@@ -411,6 +422,20 @@ fn drop_explanation(reason: &str) -> String {
         }
         other => format!("the compaction that would have summarised them failed ({other})"),
     }
+}
+
+/// The index of the last event that must leave together with `events[index]`: a span from it that
+/// holds the result of every call in it. Parallel calls come before their results (`call A, call B,
+/// result A, result B`), so the span of `call A` reaches `result B`; a span ending at `result A`
+/// would leave `result B` in the request without its call, which providers refuse.
+fn span_end(events: &[&RuntimeEvent], index: usize) -> usize {
+    let mut end = pair_end(events, index);
+    let mut k = index + 1;
+    while k <= end {
+        end = end.max(pair_end(events, k));
+        k += 1;
+    }
+    end
 }
 
 /// The index of the last event that must leave together with `events[index]`: the result of a
@@ -466,5 +491,23 @@ mod tests {
         let refs: Vec<&RuntimeEvent> = events.iter().collect();
         assert_eq!(pair_end(&refs, 1), 3);
         assert_eq!(pair_end(&refs, 2), 2);
+    }
+
+    #[test]
+    fn parallel_calls_leave_with_every_result() {
+        // Claude Code and Codex record parallel calls first, then their results.
+        let events = [
+            text_event("e1", "t1", "user", "go"),
+            call("e2", "t1", "c1", "Read", json!({"file_path": "a"})),
+            call("e3", "t1", "c2", "Read", json!({"file_path": "b"})),
+            call("e4", "t1", "c3", "Glob", json!({"pattern": "*"})),
+            result("e5", "t1", "c1", "Read", json!("a")),
+            result("e6", "t1", "c3", "Glob", json!("*")),
+            result("e7", "t1", "c2", "Read", json!("b")),
+            text_event("e8", "t1", "model", "done"),
+        ];
+        let refs: Vec<&RuntimeEvent> = events.iter().collect();
+        assert_eq!(span_end(&refs, 1), 6);
+        assert_eq!(span_end(&refs, 7), 7);
     }
 }

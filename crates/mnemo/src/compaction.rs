@@ -297,7 +297,15 @@ impl Mnemo {
         options: &CompactOptions,
     ) -> Result<CompactionOutcome, Error> {
         let ledger = self.ledger(session, None)?;
-        let assembly = self.assembly_options(&options.context)?;
+        let mut assembly = self.assembly_options(&options.context)?;
+        // With neither a window nor a budget, the manual writer would size the fold for the whole
+        // history (§3.9: `max(estimate, 32,000)`), and the checkpoint it records would not fit the
+        // budget this store assembles the next request with (`max_history`, 32,000 then): the next
+        // `context` would pass it over and drop the history instead. Compact for that budget.
+        let policy = &mut assembly.policy;
+        if policy.max_history_tokens.is_none() && policy.context_window.is_none() {
+            policy.max_history_tokens = Some(policy.max_history());
+        }
         let extractive = ExtractiveSummarizer;
         let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
         // Every fold triggers extraction over what it folded, whatever triggered it (decision 0126):

@@ -30,6 +30,8 @@ from .errors import ConnectionLost, MnemoError, NoServer, ProtocolError, StartFa
 from .types import (
     AppendedParams,
     AppendResult,
+    ClaimsParams,
+    ClaimsResult,
     CompactResult,
     CursorResult,
     ExportResult,
@@ -41,6 +43,7 @@ from .types import (
     InitializeResult,
     JsonObject,
     ReadHistoryResult,
+    RecallBlockParams,
     RecalledItem,
     RememberResult,
     SearchHistoryResult,
@@ -234,9 +237,13 @@ class _Methods:
         params = {"session": session, "terminal_event": terminal_event}
         return self._invoke("memory/extract", _present(params), _object("memory/extract"))
 
-    def recall_block(self, session: str, *, query: Optional[str] = None) -> Any:
-        params = {"session": session, "query": query}
-        return self._invoke("memory/recall_block", _present(params), _object("memory/recall_block"))
+    def recall_block(self, session: str, *, query: Optional[str] = None, as_of: Optional[int] = None) -> Any:
+        """The push-recall block for the session's next request (``{items, text, tokens}``): the
+        items relevant to its recent turns, or to ``query``, that fit the recall budget. With
+        ``as_of``, the block as it would have been built at that log position: the memory items as
+        they stood then, the session's turns up to it."""
+        params = to_wire(RecallBlockParams(session=session, query=query, as_of=as_of))
+        return self._invoke("memory/recall_block", params, _object("memory/recall_block"))
 
     def context(
         self,
@@ -349,6 +356,16 @@ class _Methods:
 
     def policy(self) -> Any:
         return self._invoke("compaction/policy", None, _object("compaction/policy"))
+
+    def claims(self, session: str, checkpoint: str) -> Any:
+        """A checkpoint's summary checked claim by claim: :class:`ClaimsResult`. Each
+        :class:`LinkedClaim` (``claim``, ``kind``, ``supported``) has the first 20 covered events
+        that state it on their own (``events``: ``position``, ``event``; ``event_count`` of them in
+        all); ``recorded`` is the faithfulness report stored with the checkpoint and
+        ``matches_recorded`` whether checking again found the unsupported claims it lists. An
+        unknown checkpoint raises :class:`MnemoError` (``invalid_input``)."""
+        params = to_wire(ClaimsParams(session=session, checkpoint=checkpoint))
+        return self._invoke("compaction/claims", params, _typed(ClaimsResult, "compaction/claims"))
 
     def log(self, *, start: Optional[int] = None, limit: Optional[int] = None) -> Any:
         """Envelopes of the log from position ``start`` (default 1)."""

@@ -62,6 +62,16 @@ class CaptureParams:
 
 
 @dataclass(frozen=True)
+class ClaimEvent:
+    """A covered event supporting a claim."""
+
+    #: Its id.
+    event: str
+    #: Its log position.
+    position: int
+
+
+@dataclass(frozen=True)
 class ClaimsParams:
     """`compaction/claims` parameters."""
 
@@ -69,6 +79,26 @@ class ClaimsParams:
     checkpoint: str
     #: The session.
     session: str
+
+
+@dataclass(frozen=True)
+class ClaimsResult:
+    """`compaction/claims` result: a checkpoint's summary checked claim by claim."""
+
+    #: The checkpoint.
+    checkpoint: str
+    #: Every claim of its summary, in order; empty for a provider-state checkpoint.
+    claims: list[LinkedClaim]
+    #: The covered events found on the session stream (the checkpoint's `coverage.event_count`
+    #: when the stream holds them all).
+    covered_events: int
+    #: The log position it was recorded at.
+    position: int
+    #: Whether checking again found exactly the unsupported claims the recorded report lists
+    #: (`null` when there is no recorded report).
+    matches_recorded: Optional[bool] = None
+    #: The faithfulness report recorded with the checkpoint, when it has one.
+    recorded: Optional[FaithfulnessReport] = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +189,16 @@ class ExtractParams:
 
 
 @dataclass(frozen=True)
+class FaithfulnessReport:
+    """A checkpoint's faithfulness report, as recorded with it."""
+
+    #: How many distinct claims were looked up in the covered events.
+    checked: int
+    #: The claims not found there, in the order the summary states them.
+    unsupported: list[str]
+
+
+@dataclass(frozen=True)
 class ImportParams:
     """`import` parameters: exactly one of `path` and `text`."""
 
@@ -216,6 +256,23 @@ class Limits:
     frame_bytes_max: int
     #: Seconds without a connection after which the server exits; 0: never.
     idle_exit_secs: int
+
+
+@dataclass(frozen=True)
+class LinkedClaim:
+    """One claim of a checkpoint's summary and the covered events that support it."""
+
+    #: The claim as the summary states it.
+    claim: str
+    #: How many covered events support it on their own.
+    event_count: int
+    #: The first 20 covered events whose own text supports it, in log order. A supported claim
+    #: may have none: found only across two events' texts.
+    events: list[ClaimEvent]
+    #: `path`, `code`, `identifier`, `number` or `quoted`.
+    kind: str
+    #: Whether the covered events support it (the faithfulness check's rule).
+    supported: bool
 
 
 @dataclass(frozen=True)
@@ -853,7 +910,9 @@ __all__ = [
     "AppendResult",
     "AppendedParams",
     "CaptureParams",
+    "ClaimEvent",
     "ClaimsParams",
+    "ClaimsResult",
     "CompactParams",
     "CompactResult",
     "ContextParams",
@@ -861,10 +920,12 @@ __all__ = [
     "CursorResult",
     "ExportResult",
     "ExtractParams",
+    "FaithfulnessReport",
     "ImportParams",
     "InitializeParams",
     "InitializeResult",
     "Limits",
+    "LinkedClaim",
     "LogParams",
     "MemoryApplyParams",
     "MemoryGetParams",

@@ -31,7 +31,7 @@ pub(crate) fn call(
         m::Claims::NAME => run::<m::Claims>(params, |p| {
             let session = session_id(p.session)?;
             let checkpoint = records::CheckpointId::new(p.checkpoint).map_err(invalid_id("checkpoint"))?;
-            object(&mnemo.compaction().claims(&session, &checkpoint).map_err(store)?)
+            Ok(claims(mnemo.compaction().claims(&session, &checkpoint).map_err(store)?))
         }),
         m::Extract::NAME => run::<m::Extract>(params, |p| {
             let session = session_id(p.session)?;
@@ -234,4 +234,31 @@ fn export(mnemo: &Mnemo) -> Result<m::ExportResult, RpcError> {
     let text = String::from_utf8(text)
         .map_err(|e| RpcError::new(Reason::Internal, format!("export: the transcript is not UTF-8: {e}")))?;
     Ok(m::ExportResult { text, report: object(&report)? })
+}
+
+fn claims(found: mnemo::compaction::CheckpointClaims) -> m::ClaimsResult {
+    m::ClaimsResult {
+        checkpoint: found.checkpoint.to_string(),
+        position: found.position.0,
+        covered_events: found.covered_events,
+        claims: found
+            .claims
+            .into_iter()
+            .map(|c| m::LinkedClaim {
+                claim: c.claim,
+                kind: c.kind.to_owned(),
+                supported: c.supported,
+                events: c
+                    .events
+                    .into_iter()
+                    .map(|e| m::ClaimEvent { position: e.position.0, event: e.event.to_string() })
+                    .collect(),
+                event_count: c.event_count as u64,
+            })
+            .collect(),
+        recorded: found
+            .recorded
+            .map(|r| m::FaithfulnessReport { checked: r.checked, unsupported: r.unsupported }),
+        matches_recorded: found.matches_recorded,
+    }
 }

@@ -32,7 +32,7 @@ method!(
 method!(
     /// `compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
     /// linked to the covered events that support it, or marked unsupported.
-    Claims, "compaction/claims", repeatable: true, ClaimsParams => Object);
+    Claims, "compaction/claims", repeatable: true, ClaimsParams => ClaimsResult);
 method!(
     /// `memory().extract`: agent-requested extraction of incidental facts, through the registered
     /// `MemoryProposer` when a client registered one.
@@ -303,6 +303,59 @@ pub struct ClaimsParams {
     pub session: String,
     /// The checkpoint, one the session stream records.
     pub checkpoint: String,
+}
+
+/// `compaction/claims` result: a checkpoint's summary checked claim by claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimsResult {
+    /// The checkpoint.
+    pub checkpoint: String,
+    /// The log position it was recorded at.
+    pub position: u64,
+    /// The covered events found on the session stream (the checkpoint's `coverage.event_count`
+    /// when the stream holds them all).
+    pub covered_events: u64,
+    /// Every claim of its summary, in order; empty for a provider-state checkpoint.
+    pub claims: Vec<LinkedClaim>,
+    /// The faithfulness report recorded with the checkpoint, when it has one.
+    pub recorded: Option<FaithfulnessReport>,
+    /// Whether checking again found exactly the unsupported claims the recorded report lists
+    /// (`null` when there is no recorded report).
+    pub matches_recorded: Option<bool>,
+}
+
+/// One claim of a checkpoint's summary and the covered events that support it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LinkedClaim {
+    /// The claim as the summary states it.
+    pub claim: String,
+    /// `path`, `code`, `identifier`, `number` or `quoted`.
+    pub kind: String,
+    /// Whether the covered events support it (the faithfulness check's rule).
+    pub supported: bool,
+    /// The first 20 covered events whose own text supports it, in log order. A supported claim
+    /// may have none: found only across two events' texts.
+    pub events: Vec<ClaimEvent>,
+    /// How many covered events support it on their own.
+    pub event_count: u64,
+}
+
+/// A covered event supporting a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ClaimEvent {
+    /// Its log position.
+    pub position: u64,
+    /// Its id.
+    pub event: String,
+}
+
+/// A checkpoint's faithfulness report, as recorded with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct FaithfulnessReport {
+    /// How many distinct claims were looked up in the covered events.
+    pub checked: u64,
+    /// The claims not found there, in the order the summary states them.
+    pub unsupported: Vec<String>,
 }
 
 /// `memory/recall_block` parameters.

@@ -499,7 +499,7 @@ fn claims(reads: &Reads, request: &Request) -> Answer {
         session: required(request, "session")?.to_owned(),
         checkpoint: required(request, "checkpoint")?.to_owned(),
     };
-    Ok(Value::Object(reads.call::<m::Claims>(&params)?))
+    Ok(serde_json::to_value(reads.call::<m::Claims>(&params)?).unwrap_or(Value::Null))
 }
 
 fn event(reads: &Reads, request: &Request) -> Answer {

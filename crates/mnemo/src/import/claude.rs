@@ -4,7 +4,8 @@
 //!
 //! What is kept:
 //! - a user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
-//!   tool results with their `is_error`; an assistant line's `thinking` (with its signature),
+//!   tool results with their `is_error` (a result whose call is not in the file, which Claude Code
+//!   writes at times, is kept as a system event by the host naming the call); an assistant line's `thinking` (with its signature),
 //!   `text` and `tool_use` blocks (with their input) become model parts;
 //! - what Claude Code itself writes in user-role lines becomes a system event written by the
 //!   host, never a user turn: `isMeta` lines (`Caveat: ...`, injected reminders), slash-command
@@ -22,6 +23,12 @@
 //!   those are counted as skipped;
 //! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
 //!   (`/sidechain` without an `agentId`), marked as a sub-agent's whose parent is `sessionId`.
+//!
+//! A line that repeats an earlier line of the file, the same `uuid` saying the same (its time and
+//! `parentUuid` aside), is the same line written again and is skipped and counted: Claude Code
+//! writes history again into a file in some versions and modes (`--input-format stream-json`
+//! duplicated each earlier exchange before the next one). The same `uuid` saying something else
+//! is an error naming the line.
 //!
 //! `cwd` is the workspace. Skipped and counted: other `system` lines (by subtype),
 //! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
@@ -52,6 +59,26 @@ const COMMAND_PREFIXES: [&str; 8] = [
     "<bash-stderr>",
 ];
 
+/// How a `tool_result` block whose `tool_use` is not in the file is counted. Claude Code writes
+/// such files: the assistant line with the call is sometimes never written while the result is (a
+/// background task stopped mid-flight), and its compaction has removed calls whose results stay.
+/// The result cannot be one (no call made it); its content is kept as a system event by the host.
+const ORPHANED_RESULT: &str =
+    "tool_result block whose tool_use is not in the file (its content kept as a system event)";
+
+/// The system event's text for a tool result whose call is not in the file.
+fn orphaned_result_text(result: &Value) -> String {
+    let id = result["id"].as_str().unwrap_or_default();
+    let error = if result["is_error"] == Value::Bool(true) { " (an error)" } else { "" };
+    let content = match &result["result"] {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    format!(
+        "Claude Code recorded a result{error} for tool call {id}, whose call is not in the session file:\n{content}"
+    )
+}
+
 /// The text Claude Code puts before local command output.
 const CAVEAT: &str = "Caveat:";
 
@@ -66,6 +93,28 @@ struct Session {
 /// A digest of a line's `uuid`: the first 16 bytes of its SHA-256. Two uuids of a file with equal
 /// digests would be taken for one (a chance of about 10^-27 among a million lines).
 type UuidDigest = [u8; 16];
+
+/// A digest of what a line says, its `timestamp` and `parentUuid` aside (the first 8 bytes of the
+/// SHA-256 of the rest): the same `uuid` with the same digest is the same line written again.
+type LineDigest = [u8; 8];
+
+fn line_digest(object: &Map<String, Value>) -> LineDigest {
+    use sha2::Digest as _;
+    let mut hasher = sha2::Sha256::new();
+    for (key, value) in object {
+        if key != "timestamp" && key != "parentUuid" {
+            hasher.update(key.as_bytes());
+            hasher.update([0]);
+            // Serialized straight into the hash: a line's content can be hundreds of kilobytes.
+            let _ = serde_json::to_writer(&mut hasher, value);
+            hasher.update([0]);
+        }
+    }
+    let full: [u8; 32] = hasher.finalize().into();
+    let mut digest = [0; 8];
+    digest.copy_from_slice(&full[..8]);
+    digest
+}
 
 fn uuid_digest(uuid: &str) -> UuidDigest {
     use sha2::Digest as _;
@@ -82,10 +131,11 @@ pub(crate) struct ClaudeFile<'a> {
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
     tool_names: BTreeMap<String, String>,
-    /// The session of every line read so far, by a digest of its `uuid` (as its place in `order`):
-    /// some 20 bytes a line where the uuids themselves cost about a hundred (see
-    /// [`uuid_digest`]), so that a long file does not grow the import's memory beyond that.
-    uuids: HashMap<UuidDigest, u32>,
+    /// The session of every line read so far (as its place in `order`) and a digest of what the
+    /// line says, by a digest of its `uuid`: some 28 bytes a line where the uuids themselves cost
+    /// about a hundred (see [`uuid_digest`]), so that a long file does not grow the import's
+    /// memory beyond that.
+    uuids: HashMap<UuidDigest, (u32, LineDigest)>,
 }
 
 impl<'a> ClaudeFile<'a> {
@@ -113,6 +163,10 @@ impl<'a> ClaudeFile<'a> {
     ) -> Result<(), TranscriptError> {
         let SourceLine { line, object } = source_line;
         let kind = str_field(object, "type", self.source, *line, "")?;
+        if matches!(kind, "user" | "assistant" | "system") && self.repeated(object) {
+            out.skip("repeated line (an earlier line's uuid, saying the same)");
+            return Ok(());
+        }
         match kind {
             "user" | "assistant" => self.message(object, kind, *line, out)?,
             "system" => self.system(object, *line, out)?,
@@ -120,6 +174,14 @@ impl<'a> ClaudeFile<'a> {
             other => out.skip(other),
         }
         Ok(())
+    }
+
+    /// Whether the line repeats an earlier line: its `uuid`, saying the same.
+    fn repeated(&self, object: &Map<String, Value>) -> bool {
+        let Some(uuid) = object.get("uuid").and_then(Value::as_str) else {
+            return false;
+        };
+        self.uuids.get(&uuid_digest(uuid)).is_some_and(|(_, digest)| *digest == line_digest(object))
     }
 
     /// At the end of the file: each session's open turn as `Turns::finish` leaves it.
@@ -177,7 +239,8 @@ impl ClaudeFile<'_> {
             self.order.push(session.clone());
         }
         if let Some(state) = self.sessions.get(&session) {
-            self.uuids.insert(uuid_digest(&uuid), u32::try_from(state.place).unwrap_or(u32::MAX));
+            let place = u32::try_from(state.place).unwrap_or(u32::MAX);
+            self.uuids.insert(uuid_digest(&uuid), (place, line_digest(object)));
         }
         Ok((session, uuid, ts))
     }
@@ -186,7 +249,8 @@ impl ClaudeFile<'_> {
     /// also writes summaries of other sessions into a file; those are skipped and counted.
     fn summary(&mut self, object: &Map<String, Value>, line: usize, out: &mut Converted) {
         let leaf = object.get("leafUuid").and_then(Value::as_str).unwrap_or_default();
-        let session = self.uuids.get(&uuid_digest(leaf)).and_then(|place| self.order.get(*place as usize));
+        let session =
+            self.uuids.get(&uuid_digest(leaf)).and_then(|(place, _)| self.order.get(*place as usize));
         match (session, object.get("summary").and_then(Value::as_str)) {
             (Some(session), Some(summary)) if !summary.trim().is_empty() => {
                 let session = session.clone();
@@ -275,15 +339,26 @@ impl ClaudeFile<'_> {
     ) -> Result<(), TranscriptError> {
         let mut texts = Vec::new();
         let mut results = Vec::new();
+        let mut orphaned = Vec::new();
         for (index, block) in blocks.iter().enumerate() {
             let path = format!("message.content[{index}]");
             match str_field(block, "type", self.source, line, &path)? {
                 "text" => texts.push(text_part(str_field(block, "text", self.source, line, &path)?)),
-                "tool_result" => results.push(self.tool_result(block, line, &path)?),
+                "tool_result" => {
+                    let result = self.tool_result(block, line, &path)?;
+                    if self.tool_names.contains_key(result["id"].as_str().unwrap_or_default()) {
+                        results.push(result);
+                    } else {
+                        out.skip(ORPHANED_RESULT);
+                        orphaned.push(text_part(&orphaned_result_text(&result)));
+                    }
+                }
                 other => out.skip(format!("user block {other}")),
             }
         }
         state.turns.event(out, line, session, "tool", ts, &format!("{uuid}/results"), results);
+        let id = format!("{uuid}/orphaned-results");
+        state.turns.event_by(out, line, session, "system", "host", ts, &id, orphaned);
         let text_of = |part: &Value| part["text"].as_str().unwrap_or_default().trim_start().to_owned();
         let interrupted = texts.len() == 1 && text_of(&texts[0]).starts_with(INTERRUPTED);
         let command = !texts.is_empty()

@@ -1,0 +1,324 @@
+//! The CLI on real session files (`../shared/fixtures/real/`, read in place) and on files in the
+//! exact shape the real tools write: what a user sees end to end, held to what the files contain.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn ok_json(output: &Output) -> Value {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn real(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+}
+
+/// The call ids of results whose call is not earlier in the request, and of calls without a result.
+fn unpaired(context: &Value) -> (Vec<String>, Vec<String>) {
+    let (mut calls, mut open, mut orphans) = (HashSet::new(), Vec::new(), Vec::new());
+    for item in context["items"].as_array().unwrap() {
+        let content = &item["event"]["content"];
+        let id = content["id"].as_str().unwrap_or_default().to_owned();
+        match content["kind"].as_str() {
+            Some("function_call") => {
+                calls.insert(id.clone());
+                open.push(id);
+            }
+            Some("function_response") => {
+                if !calls.contains(&id) {
+                    orphans.push(id.clone());
+                }
+                open.retain(|o| *o != id);
+            }
+            _ => {}
+        }
+    }
+    (orphans, open)
+}
+
+#[test]
+fn a_context_that_drops_parallel_tool_calls_keeps_no_result_without_its_call() {
+    // The sub-agent ran its tools five at a time (five calls, then their five results); a window
+    // too small for its history drops the oldest events, and a result whose call was dropped is
+    // a request every provider refuses.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = real("incremental-subagents/turn-2/subagents/agent-a485154.jsonl");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let session = "e9fb405b-169f-40eb-9396-7e75076f045d/agent-a485154";
+    for window in ["8000", "12000", "16000", "24000"] {
+        let context = ok_json(&mnemo(&store, &["--json", "context", session, "--window", window]));
+        let fit = &context["diagnostics"]["fit"];
+        assert_eq!(fit["fits"], true, "window {window}: {fit}");
+        assert!(fit["dropped"]["events"].as_u64().unwrap() > 0, "window {window} drops: {fit}");
+        let (orphans, open) = unpaired(&context);
+        assert!(orphans.is_empty(), "window {window}: results without their call: {orphans:?}");
+        assert!(open.is_empty(), "window {window}: calls without their result: {open:?}");
+        // What it reports as elided is in the request, never among what it dropped.
+        let (first, last) = (
+            fit["dropped"]["positions"][0].as_u64().unwrap(),
+            fit["dropped"]["positions"][1].as_u64().unwrap(),
+        );
+        for elision in fit["elided"].as_array().unwrap() {
+            let position = elision["position"].as_u64().unwrap();
+            assert!(!(first..=last).contains(&position), "window {window}: {position} elided and dropped");
+        }
+    }
+}
+
+/// A Claude Code 2.1 session file in the shape the tool writes (the fields of the real files'
+/// lines): a `/clear` command with its caveat, one request, then `groups` assistant steps, each a
+/// thinking line with its signature and one to three parallel tool calls (one line each, sharing
+/// the message id) followed by their results (one line each, with `toolUseResult`); file reads
+/// have Claude Code's line-number gutter. Ends with the answer and a `stop_hook_summary` line.
+/// Returns the file and the counts of calls and results it holds.
+fn claude_code_session(dir: &Path, session: &str, groups: usize, read_lines: usize) -> (PathBuf, usize) {
+    use std::fmt::Write as _;
+    let cwd = "/Users/dev/src/ledgerly";
+    let mut out = String::new();
+    let mut parent = Value::Null;
+    let mut n = 0u64;
+    let mut line = |out: &mut String, mut body: Value| {
+        n += 1;
+        let uuid = format!("{n:08x}-2f4d-4a8e-9c31-7d2e6a90b1c4");
+        let common = serde_json::json!({
+            "parentUuid": parent, "isSidechain": false, "userType": "external", "cwd": cwd,
+            "sessionId": session, "version": "2.1.7", "gitBranch": "main",
+            "slug": "quiet-running-brook", "uuid": uuid,
+            "timestamp": format!("2026-01-14T10:{:02}:{:02}.{:03}Z", n / 60 % 60, n % 60, n % 1000),
+        });
+        for (key, value) in common.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        parent = Value::String(uuid);
+        writeln!(out, "{body}").unwrap();
+    };
+    let user =
+        |content: Value| serde_json::json!({"type": "user", "message": {"role": "user", "content": content}});
+    let assistant = |id: &str, content: Value| {
+        serde_json::json!({"type": "assistant", "requestId": format!("req_{id}"), "message": {
+            "model": "claude-opus-4-5-20251101", "id": id, "type": "message", "role": "assistant",
+            "content": content, "stop_reason": null, "stop_sequence": null,
+            "usage": {"input_tokens": 3, "cache_creation_input_tokens": 1200, "cache_read_input_tokens": 40000, "output_tokens": 80}}})
+    };
+    let mut caveat = user(Value::String(
+        "Caveat: The messages below were generated by the user while running local commands. DO NOT respond to these messages or otherwise consider them in your response unless the user explicitly asks you to.".into(),
+    ));
+    caveat["isMeta"] = Value::Bool(true);
+    line(&mut out, caveat);
+    line(&mut out, user(Value::String("<command-name>/clear</command-name>\n            <command-message>clear</command-message>\n            <command-args></command-args>".into())));
+    line(&mut out, user(Value::String("<local-command-stdout></local-command-stdout>".into())));
+    line(&mut out, user(Value::String("migrate every module of the ledger from moment to date-fns; the reconciliation report must stay byte-identical".into())));
+    let mut calls = 0usize;
+    for group in 0..groups {
+        let message = format!("msg_01{group:022}");
+        let thinking = serde_json::json!([{"type": "thinking", "thinking": format!("Step {group}: read the next modules before editing them."), "signature": format!("EqoBCkgIBxABGAIiQL{}", "x".repeat(300))}]);
+        line(&mut out, assistant(&message, thinking));
+        let width = 1 + group % 3;
+        let ids: Vec<(String, usize)> =
+            (0..width).map(|k| (format!("toolu_01{:022}", calls + k), calls + k)).collect();
+        for (id, module) in &ids {
+            let input = serde_json::json!({"file_path": format!("{cwd}/src/module_{module}.ts")});
+            line(
+                &mut out,
+                assistant(
+                    &message,
+                    serde_json::json!([{"type": "tool_use", "id": id, "name": "Read", "input": input}]),
+                ),
+            );
+        }
+        for (id, module) in &ids {
+            let text: String = (1..=read_lines)
+                .map(|row| format!("{row:6}\u{2192}  const posting_{module}_{row} = moment(entry.date).format('YYYY-MM-DD');\n"))
+                .collect();
+            let mut result =
+                user(serde_json::json!([{"tool_use_id": id, "type": "tool_result", "content": text}]));
+            result["toolUseResult"] = serde_json::json!({"type": "text", "file": {"filePath": format!("{cwd}/src/module_{module}.ts"), "numLines": read_lines, "startLine": 1, "totalLines": read_lines}});
+            line(&mut out, result);
+        }
+        calls += width;
+    }
+    line(
+        &mut out,
+        assistant(
+            "msg_final",
+            serde_json::json!([{"type": "text", "text": "Every module now uses date-fns; the report is byte-identical."}]),
+        ),
+    );
+    line(
+        &mut out,
+        serde_json::json!({"type": "system", "subtype": "stop_hook_summary", "hookCount": 1, "hookInfos": [], "hookErrors": [], "preventedContinuation": false, "stopReason": "", "hasOutput": false, "level": "suggestion"}),
+    );
+    let path = dir.join(format!("{session}.jsonl"));
+    std::fs::write(&path, out).unwrap();
+    (path, calls)
+}
+
+#[test]
+fn compact_without_a_window_records_a_checkpoint_the_next_context_uses() {
+    // A long single-turn session (far past the default 32,000-token budget): `mnemo compact` with
+    // no window once sized the fold for the whole history, so the checkpoint left most of it raw,
+    // and the next `mnemo context` passed it over (`prefix_over_budget`) and dropped instead.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let session = "5b1f0c7e-2f4d-4a8e-9c31-7d2e6a90b1c4";
+    let (file, calls) = claude_code_session(dir.path(), session, 60, 150);
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let before = ok_json(&mnemo(&store, &["--json", "context", session]));
+    assert!(before["diagnostics"]["tokens_before"].as_u64().unwrap() > 100_000, "{}", before["diagnostics"]);
+    let compacted = ok_json(&mnemo(&store, &["--json", "compact", session]));
+    assert!(compacted["recorded"].is_object(), "{compacted}");
+    let context = ok_json(&mnemo(&store, &["--json", "context", session]));
+    let diagnostics = &context["diagnostics"];
+    assert_eq!(diagnostics["decision"], "replaced", "{diagnostics}");
+    assert_eq!(context["boundary"]["checkpoint"], compacted["recorded"]["checkpoint"]["checkpoint"]);
+    assert_eq!(diagnostics["fit"]["fits"], true, "{diagnostics}");
+    assert!(diagnostics["fit"]["dropped"].is_null(), "nothing dropped once compacted: {diagnostics}");
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+    assert!(calls > 100, "{calls}");
+}
+
+#[test]
+fn a_claude_code_file_that_writes_earlier_lines_again_imports_them_once() {
+    // Claude Code writes history again into a session file in some modes (with
+    // `--input-format stream-json` each exchange was preceded by the earlier ones once more): the
+    // real session's first turn (lines 2-14) written again before its second turn. The whole file
+    // was refused ("event id ... is used by an earlier line"), so the session was never captured.
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(&original).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut repeated: Vec<&str> = lines[..14].to_vec();
+    repeated.extend(&lines[1..14]);
+    repeated.extend(&lines[14..]);
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+
+    let once = dir.path().join("once");
+    let expected = ok_json(&mnemo(&once, &["--json", "import", original.to_str().unwrap()]));
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let records = |report: &Value| report[0]["records"].clone();
+    assert_eq!(records(&imported), records(&expected), "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(skipped["repeated line (an earlier line's uuid, saying the same)"], 9, "{imported}");
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let show = |store: &Path| ok_json(&mnemo(store, &["--json", "show", session]));
+    assert_eq!(show(&store), show(&once));
+    // Importing it again appends nothing.
+    let again = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!((again[0]["records"].as_u64(), again[0]["already"].as_u64()), (Some(0), Some(22)), "{again}");
+
+    // The same uuid saying something else is still refused, naming the line.
+    let mut changed: Value = serde_json::from_str(repeated[14]).unwrap();
+    changed["message"]["content"] = Value::String("something else".into());
+    let changed = changed.to_string();
+    repeated[14] = &changed;
+    std::fs::write(&file, repeated.join("\n") + "\n").unwrap();
+    let refused = mnemo(&dir.path().join("refused"), &["import", file.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    let error = String::from_utf8_lossy(&refused.stderr);
+    assert!(error.contains("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl:15:"), "{error}");
+}
+
+#[test]
+fn a_claude_code_result_whose_call_line_is_missing_keeps_the_file_importable() {
+    // Claude Code sometimes writes a tool result whose assistant line (the call) it never wrote
+    // (a background task stopped mid-flight), and its compaction has dropped calls whose results
+    // stay. The real session without its line 4 (the call that created hello.py): the whole file
+    // was refused ("tool result for toolu_…, which no earlier tool call in this session made").
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(original).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let call: Value = serde_json::from_str(lines.remove(3)).unwrap();
+    let id = call["message"]["content"][0]["id"].as_str().unwrap().to_owned();
+    let file = dir.path().join("4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["records"], 21, "{imported}");
+    let skipped = &imported[0]["skipped"];
+    assert_eq!(
+        skipped["tool_result block whose tool_use is not in the file (its content kept as a system event)"],
+        1,
+        "{imported}"
+    );
+    // The result's content is in the log, as the host's note naming the call.
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "100"]));
+    let kept: Vec<&Value> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["record"]["content"]["text"].as_str().is_some_and(|t| t.contains(&id)))
+        .collect();
+    assert_eq!(kept.len(), 1, "{log}");
+    assert_eq!(kept[0]["record"]["role"], "system");
+    let text = kept[0]["record"]["content"]["text"].as_str().unwrap();
+    assert!(text.ends_with("File created successfully at: /tmp/private/hello.py"), "{text}");
+    // The next request pairs every result with its call.
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let context = ok_json(&mnemo(&store, &["--json", "context", session]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}
+
+#[test]
+fn a_codex_output_whose_call_is_missing_keeps_the_rollout_importable() {
+    // Codex has written rollouts with a `function_call_output` whose `function_call` is not in
+    // them (its own next request then fails with "No tool call found for function call output").
+    // The 0.128 rollout fixture without the `function_call` of `call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8`:
+    // the whole rollout was refused ("tool result for call_…, which no earlier tool call in this
+    // session made").
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mnemo/tests/fixtures/import/codex-rollout-0.128.jsonl");
+    let call = "call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8";
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            let value: Value = serde_json::from_str(line).unwrap();
+            !(value["payload"]["type"] == "function_call" && value["payload"]["call_id"] == call)
+        })
+        .collect();
+    assert_eq!(kept.len() + 1, text.lines().count());
+    let file = dir.path().join("rollout-2026-05-04T08-12-01-019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21.jsonl");
+    std::fs::write(&file, kept.join("\n") + "\n").unwrap();
+
+    let whole = ok_json(&mnemo(&dir.path().join("whole"), &["--json", "import", fixture.to_str().unwrap()]));
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["records"].as_u64().unwrap() + 1, whole[0]["records"].as_u64().unwrap());
+    let skipped = &imported[0]["skipped"];
+    let label = "response_item output whose call is not in the rollout (its content kept as a system event)";
+    assert_eq!(skipped[label], 1, "{imported}");
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "100"]));
+    let note = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e["record"]["content"]["text"].as_str().filter(|t| t.contains(call)))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(note.contains("41:    amount.round_dp(2)"), "{note}");
+    let context = ok_json(&mnemo(&store, &["--json", "context", "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21"]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}
