@@ -279,3 +279,46 @@ fn a_claude_code_result_whose_call_line_is_missing_keeps_the_file_importable() {
     let (orphans, open) = unpaired(&context);
     assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
 }
+
+#[test]
+fn a_codex_output_whose_call_is_missing_keeps_the_rollout_importable() {
+    // Codex has written rollouts with a `function_call_output` whose `function_call` is not in
+    // them (its own next request then fails with "No tool call found for function call output").
+    // The 0.128 rollout fixture without the `function_call` of `call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8`:
+    // the whole rollout was refused ("tool result for call_…, which no earlier tool call in this
+    // session made").
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mnemo/tests/fixtures/import/codex-rollout-0.128.jsonl");
+    let call = "call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8";
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            let value: Value = serde_json::from_str(line).unwrap();
+            !(value["payload"]["type"] == "function_call" && value["payload"]["call_id"] == call)
+        })
+        .collect();
+    assert_eq!(kept.len() + 1, text.lines().count());
+    let file = dir.path().join("rollout-2026-05-04T08-12-01-019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21.jsonl");
+    std::fs::write(&file, kept.join("\n") + "\n").unwrap();
+
+    let whole = ok_json(&mnemo(&dir.path().join("whole"), &["--json", "import", fixture.to_str().unwrap()]));
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["records"].as_u64().unwrap() + 1, whole[0]["records"].as_u64().unwrap());
+    let skipped = &imported[0]["skipped"];
+    let label = "response_item output whose call is not in the rollout (its content kept as a system event)";
+    assert_eq!(skipped[label], 1, "{imported}");
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "100"]));
+    let note = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|e| e["record"]["content"]["text"].as_str().filter(|t| t.contains(call)))
+        .unwrap_or_else(|| panic!("{log}"));
+    assert!(note.contains("41:    amount.round_dp(2)"), "{note}");
+    let context = ok_json(&mnemo(&store, &["--json", "context", "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21"]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}

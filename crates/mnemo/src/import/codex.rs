@@ -28,7 +28,8 @@
 //!   `tool_search_call`, `image_generation_call`, and `web_search_call` (its `action`, the query,
 //!   as arguments, answered at once by a result marked as recorded without its results, since the
 //!   search runs on the provider and the rollout keeps none);
-//! - tool results: `function_call_output`, `custom_tool_call_output`, `tool_search_output`. A result
+//! - tool results: `function_call_output`, `custom_tool_call_output`, `tool_search_output` (one whose
+//!   call is not in the rollout is kept as a system event by the host naming the call). A result
 //!   is an error when its output says so (`metadata.exit_code`, `success: false`, a header line
 //!   `Exit code: N` or `Process exited with code N` with N ≠ 0), or when an `exec_command_end`
 //!   (non-zero `exit_code`), `patch_apply_end` (`success: false`) or `mcp_tool_call_end` (an error
@@ -63,6 +64,12 @@ const INJECTED_PREFIXES: [&str; 8] = [
     "<user_shell_command>",
     "<skill>",
 ];
+
+/// How an output whose call is not in the rollout is counted. Codex has written such rollouts (its
+/// own requests then fail with "No tool call found for function call output"); the output cannot
+/// be a result (no call made it), so its content is kept as a system event by the host.
+const ORPHANED_OUTPUT: &str =
+    "response_item output whose call is not in the rollout (its content kept as a system event)";
 
 /// How many header lines of a tool's text output are read for its exit code: Codex writes the
 /// code above the `Output:` line, and the command's own output must not be mistaken for it.
@@ -493,6 +500,29 @@ impl Rollout<'_> {
                     (_, None) => return Err(error(self.source, line, Some("payload.output"), "is missing")),
                 };
                 let failed = self.failed.remove(&call).unwrap_or(false) || output_failed(&result);
+                if !self.tool_names.contains_key(&call) {
+                    // No call in the rollout made it: its content is kept as the host's note.
+                    out.skip(ORPHANED_OUTPUT);
+                    let content = match &result {
+                        Value::String(text) => text.clone(),
+                        other => other.to_string(),
+                    };
+                    let error = if failed { " (an error)" } else { "" };
+                    let text = format!(
+                        "Codex recorded an output{error} for tool call {call}, whose call is not in the rollout:\n{content}"
+                    );
+                    self.turns.event_by(
+                        out,
+                        line,
+                        &session,
+                        "system",
+                        "host",
+                        ts,
+                        &id,
+                        vec![text_part(&text)],
+                    );
+                    return Ok(());
+                }
                 let part = json!({"type": "tool_result", "id": call, "name": name, "result": result, "is_error": failed});
                 self.results.insert(call, out.len());
                 self.turns.event(out, line, &session, "tool", ts, &id, vec![part]);
