@@ -39,7 +39,20 @@ impl ClaimKind {
     }
 }
 
+/// `token` without the punctuation and marks around it, which may nest (`` `a/b.rs`. ``,
+/// `` (`x`), ``): trimmed until none is left.
 fn trim_token(token: &str) -> &str {
+    let mut token = token;
+    loop {
+        let trimmed = trim_token_once(token);
+        if trimmed.len() == token.len() {
+            return trimmed;
+        }
+        token = trimmed;
+    }
+}
+
+fn trim_token_once(token: &str) -> &str {
     token
         .trim_matches(|c: char| {
             matches!(
@@ -191,6 +204,15 @@ mod tests {
         }
         assert!(!values.contains(&"1"), "a list marker is not a claim");
         assert!(!values.contains(&"Edit"));
+    }
+
+    #[test]
+    fn a_path_in_backticks_before_a_full_stop_is_one_claim_without_a_backtick() {
+        // It was two: the code span, and the path with its closing backtick kept (the full stop
+        // after the backtick was trimmed last).
+        let found = claims("The old cache lived in `src/legacy_cache.rs`. See (`docs/A.md`), too.");
+        let values: Vec<&str> = found.iter().map(|(_, v)| v.as_str()).collect();
+        assert_eq!(values, vec!["src/legacy_cache.rs", "docs/A.md"]);
     }
 
     #[test]

@@ -131,7 +131,10 @@ pub(crate) fn mark_key() -> &'static [u8] {
 /// by the bytes of the requests' own rules (nothing is copied).
 #[derive(Debug, Default)]
 pub(crate) struct GroupKeys<'a> {
-    known: HashMap<&'a [u8], Known<'a>>,
+    // NOTE: foldhash rather than the standard SipHash: the map is hashed a few times per record on
+    // the writer's path, and a group's keys come from its own requests, so a caller crafting
+    // colliding keys slows only its own group.
+    known: HashMap<&'a [u8], Known<'a>, foldhash::fast::RandomState>,
 }
 
 /// The keys a request writes, in order, each with its holder.
@@ -148,6 +151,12 @@ pub(crate) enum Decision<'a> {
 }
 
 impl<'a> GroupKeys<'a> {
+    /// A group whose requests carry `rules` key rules in all: the map is sized once, so that it
+    /// does not grow (and allocate afresh) while the group is decided.
+    pub(crate) fn with_capacity(rules: usize) -> Self {
+        GroupKeys { known: HashMap::with_capacity_and_hasher(rules, Default::default()) }
+    }
+
     /// The key as the group knows it, read from the committed index the first time.
     fn get(&mut self, shared: &Shared, key: &'a [u8]) -> Result<&Known<'a>, LogError> {
         match self.known.entry(key) {
@@ -183,7 +192,7 @@ impl<'a> GroupKeys<'a> {
         request: &'a AppendRequest,
         first_position: Position,
     ) -> Result<Decision<'a>, LogError> {
-        let mut writes = Writes::new();
+        let mut writes = Writes::with_capacity(request.records.iter().map(|r| r.rules.len()).sum());
         match self.decide_records(shared, request, first_position, &mut writes) {
             Ok(Ok(retried)) => Ok(Decision::Go { retried, writes }),
             Ok(Err(refusal)) => {

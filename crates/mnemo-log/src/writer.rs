@@ -92,7 +92,8 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     let mut last_hash = state.last_hash;
     let mut last_timestamp = state.last_timestamp;
 
-    let mut group_keys = key_index::GroupKeys::default();
+    let rules = group.iter().flat_map(|p| &p.request.records).map(|r| r.rules.len()).sum();
+    let mut group_keys = key_index::GroupKeys::with_capacity(rules);
     for pending in &group {
         let request = &pending.request;
         let current = match group_heads.get(&request.stream) {
