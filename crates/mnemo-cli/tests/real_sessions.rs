@@ -257,7 +257,7 @@ fn a_claude_code_result_whose_call_line_is_missing_keeps_the_file_importable() {
     assert_eq!(imported[0]["records"], 21, "{imported}");
     let skipped = &imported[0]["skipped"];
     assert_eq!(
-        skipped["tool_result block whose tool_use is not in the file (its content kept as a system event)"],
+        skipped["tool_result block without its tool_use in the session (its content kept as a system event)"],
         1,
         "{imported}"
     );
@@ -321,4 +321,42 @@ fn a_codex_output_whose_call_is_missing_keeps_the_rollout_importable() {
     let context = ok_json(&mnemo(&store, &["--json", "context", "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21"]));
     let (orphans, open) = unpaired(&context);
     assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+}
+
+#[test]
+fn a_claude_code_result_for_a_call_of_another_session_of_the_file_keeps_it_importable() {
+    // A file that goes on from a session it resumed keeps that session's lines under their own
+    // `sessionId`; a result written after the resumption, under the new `sessionId`, for a call
+    // made before it is no result of the new session. The file was refused ("tool result for
+    // toolu_…, which no earlier tool call in this session made").
+    let dir = tempfile::tempdir().unwrap();
+    let original = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    let text = std::fs::read_to_string(original).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let resumed = "9d0e1f2a-3b4c-4d5e-8f60-718293a4b5c6";
+    let call: Value = serde_json::from_str(lines[3]).unwrap();
+    let id = call["message"]["content"][0]["id"].clone();
+    let mut result: Value = serde_json::from_str(lines[7]).unwrap();
+    result["sessionId"] = Value::String(resumed.into());
+    result["uuid"] = Value::String("bbbbbbbb-0000-4000-8000-000000000001".into());
+    result["message"]["content"] = serde_json::json!([{"tool_use_id": id, "type": "tool_result",
+        "content": "[Request interrupted by user for tool use]", "is_error": true}]);
+    let mut request: Value = serde_json::from_str(lines[14]).unwrap();
+    request["sessionId"] = Value::String(resumed.into());
+    request["uuid"] = Value::String("bbbbbbbb-0000-4000-8000-000000000002".into());
+    let mut file_lines: Vec<String> = lines[..4].iter().map(|l| (*l).to_owned()).collect();
+    file_lines.extend([result.to_string(), request.to_string()]);
+    let file = dir.path().join(format!("{resumed}.jsonl"));
+    std::fs::write(&file, file_lines.join("\n") + "\n").unwrap();
+
+    let store = dir.path().join("store");
+    let imported = ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    assert_eq!(imported[0]["sessions"], 2, "{imported}");
+    let label = "tool_result block without its tool_use in the session (its content kept as a system event)";
+    assert_eq!(imported[0]["skipped"][label], 1, "{imported}");
+    for session in ["4c2ddfdc-b619-4525-8d03-1950fb1b0257", resumed] {
+        let context = ok_json(&mnemo(&store, &["--json", "context", session]));
+        let (orphans, _) = unpaired(&context);
+        assert!(orphans.is_empty(), "{session}: {orphans:?}");
+    }
 }

@@ -4,9 +4,10 @@
 //!
 //! What is kept:
 //! - a user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
-//!   tool results with their `is_error` (a result whose call is not in the file, which Claude Code
-//!   writes at times, is kept as a system event by the host naming the call); an assistant line's `thinking` (with its signature),
-//!   `text` and `tool_use` blocks (with their input) become model parts;
+//!   tool results with their `is_error` (a result whose call is not among its session's lines,
+//!   which Claude Code writes at times, is kept as a system event by the host naming the call);
+//!   an assistant line's `thinking` (with its signature), `text` and `tool_use` blocks (with
+//!   their input) become model parts;
 //! - what Claude Code itself writes in user-role lines becomes a system event written by the
 //!   host, never a user turn: `isMeta` lines (`Caveat: ...`, injected reminders), slash-command
 //!   markup (`<command-name>`, `<command-message>`, `<command-args>`, `<local-command-stdout>`,
@@ -59,14 +60,16 @@ const COMMAND_PREFIXES: [&str; 8] = [
     "<bash-stderr>",
 ];
 
-/// How a `tool_result` block whose `tool_use` is not in the file is counted. Claude Code writes
-/// such files: the assistant line with the call is sometimes never written while the result is (a
-/// background task stopped mid-flight), and its compaction has removed calls whose results stay.
-/// The result cannot be one (no call made it); its content is kept as a system event by the host.
+/// How a `tool_result` block whose `tool_use` is not among its session's lines is counted. Claude
+/// Code writes such files: the assistant line with the call is sometimes never written while the
+/// result is (a background task stopped mid-flight), its compaction has removed calls whose results
+/// stay, and a resumed file's new session may answer a call of the session it goes on from. The
+/// result cannot be one (no call of its session made it); its content is kept as a system event
+/// by the host.
 const ORPHANED_RESULT: &str =
-    "tool_result block whose tool_use is not in the file (its content kept as a system event)";
+    "tool_result block without its tool_use in the session (its content kept as a system event)";
 
-/// The system event's text for a tool result whose call is not in the file.
+/// The system event's text for a tool result whose call is not among its session's lines.
 fn orphaned_result_text(result: &Value) -> String {
     let id = result["id"].as_str().unwrap_or_default();
     let error = if result["is_error"] == Value::Bool(true) { " (an error)" } else { "" };
@@ -75,7 +78,7 @@ fn orphaned_result_text(result: &Value) -> String {
         other => other.to_string(),
     };
     format!(
-        "Claude Code recorded a result{error} for tool call {id}, whose call is not in the session file:\n{content}"
+        "Claude Code recorded a result{error} for tool call {id}, whose call is not in this session's lines of the file:\n{content}"
     )
 }
 
@@ -130,7 +133,8 @@ pub(crate) struct ClaudeFile<'a> {
     source: &'a str,
     sessions: BTreeMap<String, Session>,
     order: Vec<String>,
-    tool_names: BTreeMap<String, String>,
+    /// Each tool call's name and the session that made it (as its place in `order`), by call id.
+    tool_names: BTreeMap<String, (String, usize)>,
     /// The session of every line read so far (as its place in `order`) and a digest of what the
     /// line says, by a digest of its `uuid`: some 28 bytes a line where the uuids themselves cost
     /// about a hundred (see [`uuid_digest`]), so that a long file does not grow the import's
@@ -346,7 +350,9 @@ impl ClaudeFile<'_> {
                 "text" => texts.push(text_part(str_field(block, "text", self.source, line, &path)?)),
                 "tool_result" => {
                     let result = self.tool_result(block, line, &path)?;
-                    if self.tool_names.contains_key(result["id"].as_str().unwrap_or_default()) {
+                    let id = result["id"].as_str().unwrap_or_default();
+                    // Only a call of this session makes a result of it.
+                    if self.tool_names.get(id).is_some_and(|(_, place)| *place == state.place) {
                         results.push(result);
                     } else {
                         out.skip(ORPHANED_RESULT);
@@ -393,7 +399,7 @@ impl ClaudeFile<'_> {
         path: &str,
     ) -> Result<Value, TranscriptError> {
         let id = str_field(block, "tool_use_id", self.source, line, path)?;
-        let name = self.tool_names.get(id).cloned().unwrap_or_else(|| "unknown".to_owned());
+        let name = self.tool_names.get(id).map_or_else(|| "unknown".to_owned(), |(name, _)| name.clone());
         let result = match block.get("content") {
             None | Some(Value::Null) => Value::String(String::new()),
             Some(Value::String(text)) => Value::String(text.clone()),
@@ -449,7 +455,7 @@ impl ClaudeFile<'_> {
                     let id = str_field(block, "id", self.source, line, &path)?;
                     let name = str_field(block, "name", self.source, line, &path)?;
                     let input = block.get("input").cloned().unwrap_or_else(|| Value::Object(Map::new()));
-                    self.tool_names.insert(id.to_owned(), name.to_owned());
+                    self.tool_names.insert(id.to_owned(), (name.to_owned(), state.place));
                     parts.push(json!({"type": "tool_call", "id": id, "name": name, "args": input}));
                 }
                 other => out.skip(format!("assistant block {other}")),
