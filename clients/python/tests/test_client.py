@@ -16,6 +16,7 @@ from mnemo_client import (
     NoServer,
     RecalledItem,
     SearchHistoryResult,
+    StartBlockResult,
     ToolContext,
     WireRecord,
 )
@@ -158,6 +159,30 @@ def test_recall_block_as_of_a_position_before_a_fact_was_remembered_lacks_it(cli
         client.recall_block("s1", as_of=after + 100)
     assert beyond.value.reason == "invalid_input"
     assert str(after + 100) in beyond.value.message
+
+
+def test_capture_a_session_file_and_the_start_block_of_a_session_the_store_does_not_hold(client: Client) -> None:
+    first = client.capture(CLAUDE_SESSION)
+    assert first["report"]["format"] == "claude-code" and first["report"]["records"] > 0
+    again = client.capture(CLAUDE_SESSION)
+    assert (again["report"]["status"], again["report"]["records"]) == ("already_complete", 0)
+    with pytest.raises(MnemoError) as missing:
+        client.capture(CLAUDE_SESSION.parent / "none.jsonl")
+    assert missing.value.reason == "invalid_input" and "none.jsonl" in missing.value.message
+
+    client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
+    item = client.remember("s1").requested_items[0].item
+    # A new session of the workspace: the standing fact the user asked to remember is pushed.
+    fresh = client.start_block(session="s-new", workspace="acme/api")
+    assert isinstance(fresh, StartBlockResult)
+    assert fresh.items[0].item == item and fresh.standing >= 1
+    assert "never uses unwrap in library code" in fresh.text and fresh.tokens > 0
+    # Another workspace's session never gets acme/api's items, whatever it asks.
+    other = client.start_block(workspace="other/ws", query="fjall storage")
+    assert other.items and all(i.scope != "workspace:acme/api" for i in other.items)
+    with pytest.raises(MnemoError) as budget:
+        client.start_block(workspace="acme/api", budget_tokens=0)
+    assert budget.value.reason == "invalid_input" and "budget_tokens" in budget.value.message
 
 
 def test_bad_calls_get_typed_errors_and_the_connection_keeps_serving(client: Client) -> None:

@@ -164,6 +164,18 @@ def test_checkpoint_claims_link_supported_claims_to_covered_events_that_state_th
         assert envelope["record"]["id"] == linked.event
         assert "target/" in envelope["record"]["content"]["text"], envelope
 
+    # A checkpoint whose stored report lists no unsupported claim (as one recorded by another rule
+    # would): checking again finds one, and the answer says they differ.
+    (recorded_entry,) = client.log(start=report.position, limit=1)
+    other = dict(recorded_entry["record"], checkpoint="hcheckpoint-" + "0" * 32,
+                 faithfulness={"checked": report.recorded.checked, "unsupported": []})
+    appended = client.append(recorded_entry["stream"], [records.WireRecord(kind=recorded_entry["kind"], record=other)])
+    differing = client.claims("cl", other["checkpoint"])
+    assert differing.position == appended.last_position
+    assert differing.recorded == FaithfulnessReport(checked=report.recorded.checked, unsupported=[])
+    assert differing.matches_recorded is False
+    assert [c.claim for c in differing.claims if not c.supported] == ["src/legacy_cache.rs"]
+
     with pytest.raises(MnemoError) as unknown:
         client.claims("cl", "hcheckpoint-unknown")
     assert unknown.value.reason == "invalid_input"

@@ -98,3 +98,15 @@ def test_dataclass_members_match_the_schema(cls: Any) -> None:
         if name not in required and "null" not in stated:
             declared.discard("null")
         assert declared == stated, f"{cls.__name__}.{name}: {declared} here, {stated} in the schema"
+
+
+def test_every_method_of_the_schema_has_a_method_of_the_clients() -> None:
+    # A method only `call` reaches is one a user must find in the protocol document and type
+    # by hand (`capture` and `memory/start_block` were).
+    import inspect
+
+    from mnemo_client import client
+
+    source = inspect.getsource(client)
+    missing = [m for m in json.loads(SCHEMA.read_text())["methods"] if json.dumps(m) not in source]
+    assert missing == [], f"methods without a typed method in mnemo_client/client.py: {missing}"

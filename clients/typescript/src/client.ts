@@ -17,12 +17,14 @@ import {
   RESULT_SCHEMAS,
   type AppendedParams,
   type AppendResult,
+  type CaptureParams,
   type ClaimsParams,
   type ClaimsResult,
   type CompactParams,
   type CompactResult,
   type ContextParams,
   type CopyParams,
+  type CursorResult,
   type Durability,
   type ExportResult,
   type ExtractParams,
@@ -55,6 +57,8 @@ import {
   type SearchHistoryParams,
   type SearchHistoryResult,
   type SessionInfo,
+  type StartBlockParams,
+  type StartBlockResult,
   type WireRecord,
 } from "./protocol.js";
 import { mismatch } from "./wire.js";
@@ -538,6 +542,16 @@ export class Client {
     return this.call("import", present(params));
   }
 
+  /**
+   * Captures a session file its agent may still be writing (the server reads `path`, absolute or
+   * relative to its working directory): its complete lines, appending only what the log does not
+   * hold yet; resolves to the import report.
+   */
+  async capture(path: string, format?: string): Promise<Methods["capture"]["result"]> {
+    const params: CaptureParams = { path, format };
+    return this.call("capture", present(params));
+  }
+
   async sessions(): Promise<SessionInfo[]> {
     return this.call("history/sessions", {});
   }
@@ -585,6 +599,20 @@ export class Client {
     const rest = typeof options === "string" ? { query: options } : options;
     const params: RecallBlockParams = { session, ...rest };
     return this.call("memory/recall_block", present(params));
+  }
+
+  /**
+   * The push-recall block at a session's start, when the store may not hold the session yet: the
+   * standing facts of its workspace (the session's own, else `workspace`) and the items relevant to
+   * `query` (else to recent turns).
+   */
+  async startBlock(params: StartBlockParams): Promise<StartBlockResult> {
+    return this.call("memory/start_block", present(params));
+  }
+
+  /** The session's extraction cursor: the highest event ordinal extraction has evaluated. */
+  async memoryCursor(session: string): Promise<CursorResult> {
+    return this.call("memory/cursor", { session });
   }
 
   /** One memory item, or `null`. */

@@ -212,6 +212,41 @@ test("the recall block as of a position before a fact was remembered lacks it", 
   }
 });
 
+test("capture a session file, and the start block of a session the store does not hold", async () => {
+  const { client, done } = await started();
+  try {
+    type Report = { report: { format: string; records: number; status: string } };
+    const first = (await client.capture(CLAUDE_SESSION)) as unknown as Report;
+    assert.equal(first.report.format, "claude-code");
+    assert.ok(first.report.records > 0);
+    const again = (await client.capture(CLAUDE_SESSION, "claude-code")) as unknown as Report;
+    assert.deepEqual([again.report.status, again.report.records], ["already_complete", 0]);
+    const missing = await rejects(client.capture(join(REAL_FIXTURES, "none.jsonl")));
+    assert.equal(missing.reason, "invalid_input");
+    assert.match(missing.message, /none\.jsonl/);
+
+    await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
+    assert.equal((await client.memoryCursor("s1")).cursor, 0, "nothing of s1 evaluated yet");
+    const item = (await client.remember("s1")).requested_items[0]!.item;
+    // Remembering evaluated the session's two messages.
+    assert.equal((await client.memoryCursor("s1")).cursor, 2);
+    // A new session of the workspace: the standing fact the user asked to remember is pushed.
+    const fresh = await client.startBlock({ session: "s-new", workspace: "acme/api" });
+    assert.equal(fresh.items[0]!.item, item);
+    assert.ok(fresh.standing >= 1 && fresh.tokens > 0);
+    assert.match(fresh.text, /never uses unwrap in library code/);
+    // Another workspace's session never gets acme/api's items, whatever it asks.
+    const other = await client.startBlock({ workspace: "other/ws", query: "fjall storage" });
+    assert.ok(other.items.length > 0);
+    assert.ok(other.items.every((i) => i.scope !== "workspace:acme/api"), JSON.stringify(other.items));
+    const budget = await rejects(client.startBlock({ workspace: "acme/api", budget_tokens: 0 }));
+    assert.equal(budget.reason, "invalid_input");
+    assert.match(budget.message, /budget_tokens/);
+  } finally {
+    await done();
+  }
+});
+
 test("bad calls get typed errors and the connection keeps serving", async () => {
   const { client, done } = await started();
   try {

@@ -39,6 +39,15 @@ test("every method of the schema has its params and result in the generated type
   }
 });
 
+test("every method of the schema has a method of the client", () => {
+  // A method only `call` reaches is one a user must find in the protocol document and type by
+  // hand (`capture`, `memory/start_block` and `memory/cursor` were).
+  const schema = JSON.parse(readFileSync(join(PACKAGE_DIR, "..", "..", "crates", "mnemo-server", "schema", "protocol.json"), "utf8"));
+  const source = readFileSync(join(PACKAGE_DIR, "src", "client.ts"), "utf8");
+  const missing = Object.keys(schema.methods).filter((method) => !source.includes(JSON.stringify(method)));
+  assert.deepEqual(missing, [], `methods without a method in src/client.ts: ${missing.join(", ")}`);
+});
+
 test("a schema construct the generator does not know is refused with where it is", () => {
   const document = {
     protocol_version: 1,

@@ -208,6 +208,21 @@ test("a checkpoint's claims link to covered events that state them, and an unsta
       assert.match(record.content.text, /target\//, JSON.stringify(envelope));
     }
 
+    // A checkpoint whose stored report lists no unsupported claim (as one recorded by another rule
+    // would): checking again finds one, and the answer says they differ.
+    const [entry] = await client.log({ from: report.position, limit: 1 });
+    const other = {
+      ...(entry!.record as JsonObject),
+      checkpoint: `hcheckpoint-${"0".repeat(32)}`,
+      faithfulness: { checked: report.recorded!.checked, unsupported: [] },
+    };
+    const appended = await client.append(entry!.stream as string, [{ kind: entry!.kind as string, record: other }]);
+    const differing = await client.claims("cl", other.checkpoint);
+    assert.equal(differing.position, appended.last_position);
+    assert.deepEqual(differing.recorded, { checked: report.recorded!.checked, unsupported: [] });
+    assert.equal(differing.matches_recorded, false);
+    assert.deepEqual(differing.claims.filter((c) => !c.supported).map((c) => c.claim), ["src/legacy_cache.rs"]);
+
     await assert.rejects(
       client.claims("cl", "hcheckpoint-unknown"),
       (error: unknown) =>

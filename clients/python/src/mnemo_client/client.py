@@ -30,6 +30,7 @@ from .errors import ConnectionLost, MnemoError, NoServer, ProtocolError, StartFa
 from .types import (
     AppendedParams,
     AppendResult,
+    CaptureParams,
     ClaimsParams,
     ClaimsResult,
     CompactResult,
@@ -48,6 +49,8 @@ from .types import (
     RememberResult,
     SearchHistoryResult,
     SessionInfo,
+    StartBlockParams,
+    StartBlockResult,
     ToolContext,
     WireError,
     WireRecord,
@@ -131,6 +134,13 @@ class _Methods:
             "format": format,
         }
         return self._invoke("import", _present(params), _object("import"))
+
+    def capture(self, path: PathLike, *, format: Optional[str] = None) -> Any:
+        """Captures a session file its agent may still be writing (the server reads ``path``,
+        absolute or relative to its working directory): its complete lines, appending only what the
+        log does not hold yet; returns the import report."""
+        params = to_wire(CaptureParams(path=os.fspath(path), format=format))
+        return self._invoke("capture", params, _object("capture"))
 
     def sessions(self) -> Any:
         return self._invoke("history/sessions", None, _typed(list[SessionInfo], "history/sessions"))
@@ -244,6 +254,20 @@ class _Methods:
         they stood then, the session's turns up to it."""
         params = to_wire(RecallBlockParams(session=session, query=query, as_of=as_of))
         return self._invoke("memory/recall_block", params, _object("memory/recall_block"))
+
+    def start_block(
+        self,
+        *,
+        session: Optional[str] = None,
+        workspace: Optional[str] = None,
+        query: Optional[str] = None,
+        budget_tokens: Optional[int] = None,
+    ) -> Any:
+        """The push-recall block at a session's start, when the store may not hold the session yet:
+        the standing facts of its workspace (the session's own, else ``workspace``) and the items
+        relevant to ``query`` (else to recent turns); :class:`StartBlockResult`."""
+        params = to_wire(StartBlockParams(session=session, workspace=workspace, query=query, budget_tokens=budget_tokens))
+        return self._invoke("memory/start_block", params, _typed(StartBlockResult, "memory/start_block"))
 
     def context(
         self,
