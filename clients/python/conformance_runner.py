@@ -55,6 +55,8 @@ def run(client: Client, method: str, p: dict[str, Any]) -> Any:
         return client.remember(p["session"], tool_call=p.get("tool_call"))
     if method == "memory/recall":
         return client.recall(p["session"], p["query"], limit=p.get("limit"))
+    if method == "memory/recall_block":
+        return client.recall_block(p["session"], query=p.get("query"), as_of=p.get("as_of"))
     if method == "compaction/prepare":
         return client.prepare(
             p["session"], window=p.get("window"), current_turn=p.get("current_turn"),
@@ -93,12 +95,14 @@ def main() -> None:
             start += LOG_PAGE
         spec = scenario["history"]
         history = client.call("compaction/context", {"session": spec["session"], "window": spec["window"]})
+        claims = client.claims(spec["session"], history["boundary"]["checkpoint"])
         print(json.dumps({
             "client": "python",
             "steps": steps,
             "log_head": head["position"] if head else 0,
             "log_digest": head["hash"] if head else None,
             "history": history,
+            "claims": to_wire(claims),
         }, ensure_ascii=False))
         client.shutdown()
 

@@ -50,6 +50,10 @@ async function run(client: Client, step: Step): Promise<unknown> {
       return client.remember(p.session, p.tool_call);
     case "memory/recall":
       return client.recall(p.session, p.query, p.limit);
+    case "memory/recall_block": {
+      const { session, ...options } = p;
+      return client.recallBlock(session, options);
+    }
     case "compaction/context": {
       const { session, ...options } = p;
       return client.context(session, options);
@@ -92,6 +96,8 @@ async function main(): Promise<void> {
       head = page[page.length - 1];
     }
     const history = await client.context(scenario.history.session, { window: scenario.history.window });
+    const boundary = history.boundary as { checkpoint: string };
+    const claims = await client.claims(scenario.history.session, boundary.checkpoint);
     process.stdout.write(
       JSON.stringify({
         client: "typescript",
@@ -99,6 +105,7 @@ async function main(): Promise<void> {
         log_head: head?.position ?? 0,
         log_digest: head?.hash ?? null,
         history,
+        claims: claims as unknown as Json,
       }) + "\n",
     );
     await client.shutdown();

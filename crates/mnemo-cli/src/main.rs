@@ -268,7 +268,38 @@ fn report_error(cli: &Cli, error: &anyhow::Error) -> ExitCode {
     }
     // A closed stderr must not turn the error's exit code into a panic's.
     say_err!("error: {}", error_text(error));
+    if let Some(server) = locked_by_server(cli, error) {
+        say_err!("{server}");
+    }
     ExitCode::from(code)
+}
+
+/// How long a refused command waits for the store server to say who it is.
+const SERVER_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// When a command found the store locked and the store server is what holds it (agents' hooks and
+/// `mnemo mcp` start one, which keeps the store until it has been idle a while): which process it
+/// is and how to let go, so that the lock is not a dead end.
+fn locked_by_server(cli: &Cli, error: &anyhow::Error) -> Option<String> {
+    let locked = error.chain().any(|cause| {
+        matches!(cause.downcast_ref::<Error>(), Some(Error::Log(mnemo::log::LogError::Locked { .. })))
+    });
+    if !locked {
+        return None;
+    }
+    let options = mnemo_server::client::ConnectOptions::new("mnemo").call_timeout(SERVER_PROBE_TIMEOUT);
+    let client = mnemo_server::client::Client::connect(&cli.store, &options).ok()?;
+    let server = client.server();
+    let exits = match server.limits.idle_exit_secs {
+        0 => "it does not exit by itself".to_owned(),
+        secs => format!("it exits after {secs} s without a connection"),
+    };
+    Some(format!(
+        "note: the store server holds it (`mnemo serve`, pid {pid}; agents' hooks and `mnemo mcp` start \
+         one, and {exits}). Stop it with `kill {pid}` and run the command again; the next hook or \
+         client starts it again.",
+        pid = server.pid,
+    ))
 }
 
 /// The error and its causes on one line, each cause once: many errors already name their

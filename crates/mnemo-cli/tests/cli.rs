@@ -160,8 +160,51 @@ fn a_second_process_gets_store_is_locked() {
     let output = mnemo(&store, &["stats"]);
     assert_eq!(code(&output), 4);
     assert!(stderr(&output).contains("store is locked by another process"), "{}", stderr(&output));
+    // No server answers on the store's socket, so none is named.
+    assert!(!stderr(&output).contains("store server"), "{}", stderr(&output));
     drop(lock);
     assert_eq!(code(&mnemo(&store, &["stats"])), 0);
+}
+
+#[test]
+fn a_store_held_by_its_server_names_the_server_and_how_to_stop_it() {
+    use mnemo_server::client::{Client, ClientError, ConnectOptions};
+    use mnemo_server::methods::{Empty, Shutdown};
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
+    // The server agents' hooks start, holding the store until it has been idle a while.
+    let mut server = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(&store)
+        .args(["serve", "--idle-exit", "600"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    let mut client = loop {
+        match Client::connect(&store, &ConnectOptions::new("test")) {
+            Ok(client) => break client,
+            Err(ClientError::NoServer { .. }) if began.elapsed() < std::time::Duration::from_secs(60) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(other) => panic!("{other}"),
+        }
+    };
+    let output = mnemo(&store, &["sessions"]);
+    let message = stderr(&output);
+    assert_eq!(code(&output), 4, "{message}");
+    assert!(message.contains("store is locked by another process"), "{message}");
+    let pid = server.id();
+    assert!(message.contains(&format!("the store server holds it (`mnemo serve`, pid {pid};")), "{message}");
+    assert!(message.contains("it exits after 600 s without a connection"), "{message}");
+    assert!(message.contains(&format!("Stop it with `kill {pid}`")), "{message}");
+    client.call::<Shutdown>(&Empty {}).unwrap();
+    drop(client);
+    assert!(server.wait().unwrap().success());
+    let output = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
 }
 
 #[test]

@@ -3,7 +3,8 @@
 //! (`clients/typescript/conformance/runner.ts`) and the Python client
 //! (`clients/python/conformance_runner.py`), each against its own `mnemo serve --fixed-clock` on a
 //! fresh store, gives the same answer to every step, the same log (its chain head hash, which covers
-//! every byte of every envelope) and the same assembled history.
+//! every byte of every envelope), the same assembled history and the same claims of the checkpoint it
+//! stands on.
 //!
 //! Needs `node` with the TypeScript client built (`npm ci && npm run build` in clients/typescript)
 //! and `python3` (3.10+; the Python client uses only the standard library). `.ci/run` provides them.
@@ -19,8 +20,8 @@ use std::process::Command;
 
 use mnemo_server::client::{Client, ClientError, ConnectOptions, StartCommand};
 use mnemo_server::methods::{
-    Append, Context, Empty, Import, Log, LogParams, Method, Prepare, ReadHistory, Recall, Remember,
-    SearchHistory, Sessions, Shutdown, Transcript,
+    Append, Claims, Context, Empty, Import, Log, LogParams, Method, Prepare, ReadHistory, Recall,
+    RecallBlock, Remember, SearchHistory, Sessions, Shutdown, Transcript,
 };
 use serde_json::{Value, json};
 
@@ -52,6 +53,8 @@ fn step(client: &mut Client, method: &str, params: &Value) -> Result<Value, Clie
         Transcript::NAME => typed::<Transcript>(client, params),
         Remember::NAME => typed::<Remember>(client, params),
         Recall::NAME => typed::<Recall>(client, params),
+        RecallBlock::NAME => typed::<RecallBlock>(client, params),
+        Claims::NAME => typed::<Claims>(client, params),
         Context::NAME => typed::<Context>(client, params),
         Prepare::NAME => typed::<Prepare>(client, params),
         other => panic!("the scenario's method {other} has no typed call here"),
@@ -98,6 +101,10 @@ fn run_rust(scenario: &Value, store: &Path) -> Value {
     let history =
         step(&mut client, Context::NAME, &json!({ "session": spec["session"], "window": spec["window"] }))
             .unwrap();
+    let checkpoint = &history["boundary"]["checkpoint"];
+    let claims =
+        step(&mut client, Claims::NAME, &json!({ "session": spec["session"], "checkpoint": checkpoint }))
+            .unwrap();
     client.call::<Shutdown>(&Empty {}).unwrap();
     json!({
         "client": "rust",
@@ -106,6 +113,7 @@ fn run_rust(scenario: &Value, store: &Path) -> Value {
         "log_digest": head.get("hash").cloned().unwrap_or(Value::Null),
         "log_timestamp": head.get("timestamp").cloned().unwrap_or(Value::Null),
         "history": history,
+        "claims": claims,
     })
 }
 
@@ -197,6 +205,18 @@ fn one_scripted_session_gives_the_same_log_and_history_through_rust_typescript_a
         "the prepare step recorded no checkpoint: {prepared}"
     );
 
+    let blocks: Vec<&Value> =
+        rust["steps"].as_array().unwrap().iter().filter(|s| s["method"] == "memory/recall_block").collect();
+    let [then, now] = blocks.as_slice() else { panic!("two recall block steps: {blocks:?}") };
+    assert_eq!(then["result"]["items"], json!([]), "as of before remember the block is empty: {then}");
+    assert!(!now["result"]["items"].as_array().unwrap().is_empty(), "the block now holds the item: {now}");
+    let claims = &rust["claims"];
+    assert_eq!(claims["checkpoint"], rust["history"]["boundary"]["checkpoint"]);
+    assert!(
+        !claims["claims"].as_array().unwrap().is_empty(),
+        "the checkpoint's summary states no claim: {claims}"
+    );
+
     for other in [&typescript, &python] {
         let name = other["client"].as_str().unwrap();
         let (ours, theirs) = (rust["steps"].as_array().unwrap(), other["steps"].as_array().unwrap());
@@ -212,5 +232,10 @@ fn one_scripted_session_gives_the_same_log_and_history_through_rust_typescript_a
         assert_eq!(other["log_head"], rust["log_head"], "{name}: log head position");
         assert_eq!(other["log_digest"], rust["log_digest"], "{name}: log digest (chain head hash)");
         assert_eq!(normalized(&other["history"]), normalized(&rust["history"]), "{name}: assembled history");
+        assert_eq!(
+            normalized(&other["claims"]),
+            normalized(&rust["claims"]),
+            "{name}: the checkpoint's claims"
+        );
     }
 }

@@ -360,3 +360,49 @@ fn a_claude_code_result_for_a_call_of_another_session_of_the_file_keeps_it_impor
         assert!(orphans.is_empty(), "{session}: {orphans:?}");
     }
 }
+
+#[test]
+fn a_claude_code_request_with_screenshots_past_the_record_limit_imports() {
+    // Claude Code keeps pasted screenshots in the request's line as base64: three of 2.2 MB make
+    // a 6.6 MB line, past the log's 4 MiB record limit, though the request converts to a few
+    // bytes (the images are not kept). The file was refused ("line is 6600… bytes, the limit is
+    // 4194304"), the first line too long even to tell the format from.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "7b7b7b7b-1111-4222-8333-444455556666";
+    let base = serde_json::json!({"isSidechain": false, "userType": "external", "cwd": "/Users/dev/src/shots",
+        "sessionId": session, "version": "2.1.7", "gitBranch": "main"});
+    let image = |seed: u8| {
+        let data: String = (0..2_200_000u32).map(|i| char::from(b'A' + ((i as u8) ^ seed) % 26)).collect();
+        serde_json::json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
+    };
+    let mut request = base.clone();
+    request["type"] = "user".into();
+    request["parentUuid"] = Value::Null;
+    request["uuid"] = "c1c1c1c1-0000-4000-8000-000000000001".into();
+    request["timestamp"] = "2026-01-10T10:00:00.000Z".into();
+    request["message"] = serde_json::json!({"role": "user", "content": [
+        {"type": "text", "text": "compare these three screenshots of the dashboard"}, image(1), image(2), image(3)]});
+    let mut answer = base;
+    answer["type"] = "assistant".into();
+    answer["parentUuid"] = request["uuid"].clone();
+    answer["uuid"] = "c1c1c1c1-0000-4000-8000-000000000002".into();
+    answer["timestamp"] = "2026-01-10T10:00:03.000Z".into();
+    answer["message"] = serde_json::json!({"model": "claude-opus-4-5-20251101", "id": "msg_2", "type": "message",
+        "role": "assistant", "content": [{"type": "text", "text": "The third one has the sidebar collapsed."}],
+        "stop_reason": null, "usage": {}});
+    let text = format!("{request}\n{answer}\n");
+    assert!(text.len() > 6_000_000);
+    let folder = dir.path().join("projects");
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::write(folder.join(format!("{session}.jsonl")), text).unwrap();
+
+    let store = dir.path().join("store");
+    let synced = mnemo(&store, &["sync", folder.to_str().unwrap()]);
+    assert!(synced.status.success(), "{}", String::from_utf8_lossy(&synced.stderr));
+    let shown = ok_json(&mnemo(&store, &["--json", "show", session]));
+    let shown = shown.to_string();
+    assert!(
+        shown.contains("compare these three screenshots") && shown.contains("sidebar collapsed"),
+        "{shown}"
+    );
+}

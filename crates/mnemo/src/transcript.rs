@@ -306,11 +306,16 @@ impl TranscriptParser {
 
 /// The error for a line longer than [`TRANSCRIPT_LINE_BYTES_MAX`].
 pub(crate) fn line_too_long(source_name: &str, line: usize, length: u64) -> TranscriptError {
+    line_over(source_name, line, length, TRANSCRIPT_LINE_BYTES_MAX)
+}
+
+/// The error for a line longer than `limit`.
+pub(crate) fn line_over(source_name: &str, line: usize, length: u64, limit: usize) -> TranscriptError {
     TranscriptError {
         source_name: source_name.to_owned(),
         line,
         field: None,
-        reason: format!("line is {length} bytes, the limit is {TRANSCRIPT_LINE_BYTES_MAX}"),
+        reason: format!("line is {length} bytes, the limit is {limit}"),
     }
 }
 

@@ -14,7 +14,7 @@ use super::stream::StreamState;
 use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, RecordStream, detect_format};
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
-use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptError, TranscriptRecord};
+use crate::transcript::{TranscriptError, TranscriptRecord};
 
 /// Envelopes read per call while collecting what a session's stream holds.
 const STREAM_READ_ENVELOPES: usize = 4096;
@@ -308,7 +308,7 @@ impl Mnemo {
         let mut prefix = Vec::new();
         input
             .open(source)?
-            .take(TRANSCRIPT_LINE_BYTES_MAX as u64)
+            .take(super::SOURCE_LINE_BYTES_MAX as u64)
             .read_to_end(&mut prefix)
             .map_err(|error| Error::Read { path: source.to_owned(), source: error })?;
         Ok(super::detect_from_lines(&prefix))

@@ -8,7 +8,8 @@ use sha2::{Digest as _, Sha256};
 use crate::transcript::TRANSCRIPT_LINE_BYTES_MAX;
 
 /// One line of the input: its 1-based number and its bytes (without the newline), or its length
-/// when it is longer than [`TRANSCRIPT_LINE_BYTES_MAX`] (its bytes are then skipped, not held).
+/// when it is longer than the reader's limit ([`TRANSCRIPT_LINE_BYTES_MAX`] unless set; its bytes
+/// are then skipped, not held).
 pub(crate) enum RawLine<'a> {
     Line(usize, &'a [u8]),
     TooLong(usize, u64),
@@ -26,6 +27,8 @@ pub(crate) struct LineReader<R> {
     digest: Sha256,
     done: bool,
     last_was_newline: bool,
+    /// The longest line held, in bytes.
+    limit: usize,
 }
 
 impl<R: BufRead> LineReader<R> {
@@ -39,7 +42,18 @@ impl<R: BufRead> LineReader<R> {
             digest: Sha256::new(),
             done: false,
             last_was_newline: false,
+            limit: TRANSCRIPT_LINE_BYTES_MAX,
         }
+    }
+
+    /// The same reader holding lines of up to `limit` bytes.
+    pub(crate) fn limited(self, limit: usize) -> Self {
+        LineReader { limit, ..self }
+    }
+
+    /// The longest line it holds, in bytes.
+    pub(crate) fn limit(&self) -> usize {
+        self.limit
     }
 
     /// A reader of what follows the first `lines` lines of an input, `bytes` long and ending in
@@ -81,7 +95,7 @@ impl<R: BufRead> LineReader<R> {
             self.digest.update(&available[..consumed]);
             length += piece.len() as u64;
             // A line over the limit is counted, not kept: its length goes in the error.
-            if self.buffer.len() + piece.len() <= TRANSCRIPT_LINE_BYTES_MAX {
+            if self.buffer.len() + piece.len() <= self.limit {
                 self.buffer.extend_from_slice(piece);
             }
             self.reader.consume(consumed);
@@ -96,7 +110,7 @@ impl<R: BufRead> LineReader<R> {
         if !ended {
             self.done = true;
         }
-        if length > TRANSCRIPT_LINE_BYTES_MAX as u64 {
+        if length > self.limit as u64 {
             return Ok(Some(RawLine::TooLong(self.line, length)));
         }
         Ok(Some(RawLine::Line(self.line, &self.buffer)))

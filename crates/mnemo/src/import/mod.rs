@@ -34,8 +34,8 @@ pub use append::{
 pub(crate) use cursors::FileCursors;
 pub use cursors::{CAPTURE_CURSORS_MAX, FileCursor};
 pub(crate) use lines::{LineReader, RawLine};
-pub use stream::CONVERT_HOLD_LINES_MAX;
 pub(crate) use stream::RecordStream;
+pub use stream::{CONVERT_HOLD_LINES_MAX, SOURCE_LINE_BYTES_MAX};
 
 /// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
 /// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
@@ -183,10 +183,11 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
     }
 }
 
-/// Tells a file's format from its first lines alone (the first [`TRANSCRIPT_LINE_BYTES_MAX`] bytes
-/// of `bytes`, at most [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
+/// Tells a file's format from its first lines alone (the first [`SOURCE_LINE_BYTES_MAX`] bytes of
+/// `bytes`, so that a first line as long as a tool's line may be reads whole, at most
+/// [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
 pub(crate) fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(TRANSCRIPT_LINE_BYTES_MAX)]);
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SOURCE_LINE_BYTES_MAX)]);
     if text.trim_start().starts_with('[') {
         return Some(ImportFormat::OpenaiChat);
     }

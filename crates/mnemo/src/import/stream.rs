@@ -17,7 +17,21 @@ use super::codex::{BARE_CWD_LINES_MAX, Rollout};
 use super::lines::{LineReader, RawLine};
 use super::{Converted, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka, swe_agent};
 use crate::error::Error;
-use crate::transcript::{TranscriptParser, TranscriptRecord, line_too_long};
+use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecord, line_over};
+
+/// The longest source line of a Claude Code session file or a Codex rollout, in bytes. Their lines
+/// are the tools' own: a user line with pasted screenshots holds them as base64 and passes the
+/// log's record limit, though what it converts to is small (the images are not kept). Every record
+/// they convert to is still held to [`TRANSCRIPT_LINE_BYTES_MAX`] by the log.
+pub const SOURCE_LINE_BYTES_MAX: usize = 32 * 1024 * 1024;
+
+/// The longest line read of a file in `format`: the mnemo format's lines are records.
+pub(crate) fn source_line_bytes_max(format: ImportFormat) -> usize {
+    match format {
+        ImportFormat::ClaudeCode | ImportFormat::Codex => SOURCE_LINE_BYTES_MAX,
+        _ => TRANSCRIPT_LINE_BYTES_MAX,
+    }
+}
 
 /// Converted lines a converter may hold open (a Codex turn, whose results a later event may mark
 /// failed) before they are made final anyway, so one endless turn cannot hold a file in memory.
@@ -104,7 +118,7 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
         let mut stream = RecordStream {
             source,
             format,
-            reader: Some(LineReader::new(reader)),
+            reader: Some(LineReader::new(reader).limited(source_line_bytes_max(format))),
             converter: match format {
                 ImportFormat::ClaudeCode => Converter::Claude(ClaudeFile::new(source)),
                 // Replaced below, once the rollout's first lines are read.
@@ -142,7 +156,7 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
         RecordStream {
             source,
             format,
-            reader: Some(LineReader::resume(reader, lines, bytes)),
+            reader: Some(LineReader::resume(reader, lines, bytes).limited(source_line_bytes_max(format))),
             converter: converter.with_source(source),
             out,
             parser,
@@ -258,7 +272,9 @@ impl<R: BufRead> RecordStream<'_, R> {
             Some(RawLine::Line(line, raw)) => {
                 self.parser.mnemo_line(raw, line, source)?;
             }
-            Some(RawLine::TooLong(line, length)) => return Err(line_too_long(source, line, length).into()),
+            Some(RawLine::TooLong(line, length)) => {
+                return Err(line_over(source, line, length, reader.limit()).into());
+            }
             None => self.finish()?,
         }
         Ok(())
@@ -320,7 +336,7 @@ impl<R: BufRead> RecordStream<'_, R> {
             let (line, raw) = match reader.next_line().map_err(|e| read_error(source, e))? {
                 None => return Ok(None),
                 Some(RawLine::TooLong(line, length)) => {
-                    return Err(line_too_long(source, line, length).into());
+                    return Err(line_over(source, line, length, reader.limit()).into());
                 }
                 Some(RawLine::Line(line, raw)) => (line, raw),
             };
