@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use mnemo::log::ManualClock;
-use mnemo::records::{Content, Position, Record};
+use mnemo::records::{Author, Content, Position, Record, Role};
 use mnemo::transcript::{ImportFormat, parse_import};
 use mnemo::{Config, Mnemo};
 
@@ -268,15 +268,22 @@ fn malformed_lines_name_their_line_and_append_nothing() {
         4,
         "field `message`",
     );
-    check_malformed(
-        &with_line(
-            &claude,
-            5,
-            r#"{"type":"user","sessionId":"5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b","uuid":"u5","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_never_made","content":"x"}]}}"#,
-        ),
-        ImportFormat::ClaudeCode,
+    // A result whose call is not in the file is no malformed line: Claude Code writes such files.
+    // Its content is kept as the host's note naming the call, and the file imports.
+    let orphaned = with_line(
+        &claude,
         5,
-        "no earlier tool call",
+        r#"{"type":"user","sessionId":"5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b","uuid":"u5","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_never_made","content":"x"}]}}"#,
+    );
+    let parsed = parse_import(&orphaned, "orphaned.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let note = parsed.transcript.sessions[0].1.iter().find_map(|r| match &r.record {
+        Record::RuntimeEvent(e) if r.line == 5 => Some(e.clone()),
+        _ => None,
+    });
+    let note = note.unwrap_or_else(|| panic!("line 5 kept"));
+    assert_eq!((note.role, note.author), (Role::System, Author::Host));
+    assert!(
+        matches!(&note.content, Some(Content::Text(t)) if t.text.contains("toolu_never_made") && t.text.ends_with('x'))
     );
     let dataset = fixture("chat-dataset.jsonl");
     check_malformed(
