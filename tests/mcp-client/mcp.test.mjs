@@ -124,6 +124,13 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
   assert.ok(scoped.structuredContent.rows.every((r) => !r.session_id.startsWith('4c2ddfdc')), text(scoped));
   const everywhere = await call(client, 'search_history', { query: 'hello.py', all_workspaces: true });
   assert.ok(everywhere.structuredContent.rows.some((r) => r.session_id.startsWith('4c2ddfdc')), text(everywhere));
+  // Nothing found in the workspace: the answer says where it looked and how to look further.
+  const nowhere = await call(client, 'search_history', { query: 'zqxjv' });
+  assert.equal(nowhere.structuredContent.rows.length, 0, text(nowhere));
+  assert.match(text(nowhere), new RegExp(`in this workspace \\(${CODEMIE}\\) matches`), text(nowhere));
+  assert.match(text(nowhere), /all_workspaces=true/, text(nowhere));
+  const nowhereAtAll = await call(client, 'search_history', { query: 'zqxjv', all_workspaces: true });
+  assert.equal(text(nowhereAtAll), 'No past conversation matches "zqxjv".');
 
   const read = await call(client, 'read_history', { session_id: hit.session_id, message_id: hit.message_id, before: 1, after: 1 });
   assert.equal(read.structuredContent.anchor_message_id, hit.message_id);

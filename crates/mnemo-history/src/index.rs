@@ -60,7 +60,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 7: a tool result whose result is null is no message (decision 0146).
 // 8: analysis (decision 0151): stems, tool-call arguments, short replies with their neighbour, the
 //    time marker, frequencies in quarters weighted per field, the features kept in the statistics.
-const VERSION: u32 = 8;
+// 9: a tool result is indexed as it reads, its strings unescaped (decision 0207).
+const VERSION: u32 = 9;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

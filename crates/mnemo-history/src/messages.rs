@@ -6,8 +6,9 @@
 //! - role `model` text -> an `assistant` row;
 //! - `function_call` -> a `tool_call` row with the tool's name and, from `actions.stateDelta`, its
 //!   `intent` and `displayName` (never the arguments);
-//! - `function_response` -> a `tool_result` row with the result as compact JSON, cut to
-//!   [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
+//! - `function_response` -> a `tool_result` row with the result as it reads ([`result_text`]: a
+//!   string result is its characters, any other value compact JSON whose strings are written
+//!   unescaped), cut to [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
 //!
 //! A tool result whose result is null is no row (a hard `incomplete_event` diagnostic).
 //! Nothing else becomes a row: partial (streaming) events are skipped, so a stream shows only
@@ -42,17 +43,17 @@ use serde_json::Value;
 
 use crate::codec::Codec;
 use crate::diagnostics::{ProjectionDiagnostic, TurnState, diagnose, turn_state};
-use crate::text::byte_prefix_lossy;
+use crate::text::{byte_prefix_lossy, prefix_at_char_boundary};
 
 /// The stage's registered name.
 pub const STAGE_NAME: &str = "history-messages";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
-/// How much of a tool result's JSON is kept and searched, in UTF-8 bytes (the reference system's
+/// How much of a tool result's text is kept and searched, in UTF-8 bytes (the reference system's
 /// `TOOL_RESULT_SCAN_CAP_BYTES`). The cut may fall inside a character, which then reads as U+FFFD.
 pub const TOOL_RESULT_SCAN_BYTES_MAX: usize = 10_240;
 
@@ -105,7 +106,7 @@ pub struct VisibleMessage {
     /// That event's log position.
     pub position: Position,
     /// User: `displayText ?? text`; assistant: the text; tool call: the intent (may be empty);
-    /// tool result: the result's JSON, cut to [`TOOL_RESULT_SCAN_BYTES_MAX`].
+    /// tool result: the result as it reads ([`result_text`]), cut to [`TOOL_RESULT_SCAN_BYTES_MAX`].
     pub text: String,
     /// Tool calls and results: the tool's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -299,15 +300,74 @@ pub fn project(event: &RuntimeEvent, position: Position) -> Option<VisibleMessag
         // A result that is not there is no row (spec §2.1 `incomplete_event`, see `diagnostics`).
         Content::FunctionResponse(response) if response.result.is_null() => None,
         Content::FunctionResponse(response) => {
-            // Serialising a `Value` cannot fail.
-            let json = serde_json::to_string(&response.result).unwrap_or_default();
-            let text = byte_prefix_lossy(&json, TOOL_RESULT_SCAN_BYTES_MAX);
+            let text = result_text(&response.result, TOOL_RESULT_SCAN_BYTES_MAX);
             let mut message = row(stable_id(event), MessageKind::ToolResult, text);
             message.tool_name = Some(response.name.clone());
             message.is_error = Some(response.is_error.unwrap_or(false));
             Some(message)
         }
         _ => None,
+    }
+}
+
+/// A tool result as it reads, cut to `max_bytes` (a cut inside a character reads as U+FFFD): a
+/// string result is its characters, any other value compact JSON whose strings are written as
+/// they are. Escaped JSON (`"Found 2 files\nsrc/a.ts\nsrc/b.ts"`) glued the escape's letter to
+/// the first word of every line (`nsrc`), so a log's `FAILED` or `error` at the start of a line
+/// was never found, and snippets showed `\n`. Control characters other than line breaks and tabs
+/// read as spaces (a terminal must never receive them from a snippet).
+pub(crate) fn result_text(result: &Value, max_bytes: usize) -> String {
+    let mut out = String::new();
+    match result {
+        Value::String(text) => push_text(&mut out, text, max_bytes),
+        other => push_readable(&mut out, other, max_bytes),
+    }
+    byte_prefix_lossy(&out, max_bytes)
+}
+
+/// Appends as much of `text` as a cut at `max_bytes` of the whole can show (the character that
+/// straddles the cut included), control characters but `\n` and `\t` as spaces.
+fn push_text(out: &mut String, text: &str, max_bytes: usize) {
+    // A character is at most 4 bytes: one that starts before the cut ends before `max_bytes + 4`.
+    let room = (max_bytes + 4).saturating_sub(out.len());
+    let shown = prefix_at_char_boundary(text, room);
+    out.extend(shown.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }));
+}
+
+fn push_readable(out: &mut String, value: &Value, max_bytes: usize) {
+    if out.len() > max_bytes {
+        return;
+    }
+    match value {
+        Value::String(text) => {
+            out.push('"');
+            push_text(out, text, max_bytes);
+            out.push('"');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_readable(out, item, max_bytes);
+            }
+            out.push(']');
+        }
+        Value::Object(fields) => {
+            out.push('{');
+            for (i, (key, item)) in fields.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push('"');
+                push_text(out, key, max_bytes);
+                out.push_str("\":");
+                push_readable(out, item, max_bytes);
+            }
+            out.push('}');
+        }
+        scalar => out.push_str(&scalar.to_string()),
     }
 }
 

@@ -420,6 +420,7 @@ impl MnemoMcp {
 
     async fn search_history(&self, args: SearchArgs, peer: &Peer<RoleServer>) -> ToolResult {
         let workspace = self.workspace(peer).await;
+        let scoped_to = if args.all_workspaces { None } else { workspace.clone() };
         let params = SearchHistoryParams {
             query: args.query,
             limit: args.limit,
@@ -428,9 +429,16 @@ impl MnemoMcp {
             as_of: None,
         };
         let found = self.call::<SearchHistory>(params).await?;
-        let mut text = match found.rows.len() {
-            0 => format!("No past conversation matches {:?}.", found.query),
-            n => format!("{n} matches for {:?}, best first:", found.query),
+        let mut text = match (found.rows.len(), scoped_to) {
+            // Say what was left out: an agent started outside the project's folder, or asking about
+            // another project, would otherwise take "nothing" for the whole history's answer.
+            (0, Some(workspace)) => format!(
+                "No past conversation in this workspace ({workspace}) matches {:?}. Sessions of other \
+                 workspaces were not searched: call again with all_workspaces=true to search them too.",
+                found.query
+            ),
+            (0, None) => format!("No past conversation matches {:?}.", found.query),
+            (n, _) => format!("{n} matches for {:?}, best first:", found.query),
         };
         for (rank, row) in found.rows.iter().enumerate() {
             let title =

@@ -1,0 +1,73 @@
+//! `mnemo search` and `mnemo recall` on real Claude Code session files
+//! (`../shared/fixtures/real/`, read in place) and on files in the exact shape Claude Code writes:
+//! what a user looking for something they know is there gets back, held to what the files contain.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn ok_json(output: &Output) -> Value {
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
+}
+
+fn real(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+}
+
+/// `(match_kind, message_id, snippet)` of each row `mnemo search QUERY` returns (exit 1 is
+/// "no match", with an empty page on stdout).
+fn search(store: &Path, query: &str) -> Vec<(String, String, String)> {
+    let output = mnemo(store, &["--json", "search", query, "--limit", "10"]);
+    assert!(matches!(output.status.code(), Some(0 | 1)), "{}", String::from_utf8_lossy(&output.stderr));
+    let found: Value = serde_json::from_slice(&output.stdout).unwrap();
+    found["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let field = |name: &str| row[name].as_str().unwrap_or_default().to_owned();
+            (field("match_kind"), field("message_id"), field("snippet"))
+        })
+        .collect()
+}
+
+#[test]
+fn a_word_that_starts_a_line_of_a_tool_result_is_found_and_the_snippet_reads_as_text() {
+    // The sub-agent's Glob answered "Found 4 files\nsrc/utils/paths.ts\n…": every path starts a
+    // line. The result was indexed as escaped JSON, so each line's first word was `nsrc`, and the
+    // snippet showed `\n` between the paths.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = real("incremental-subagents/turn-2/subagents/agent-a485154.jsonl");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+
+    assert_eq!(search(&store, "nsrc"), Vec::new(), "no word of the sessions is `nsrc`");
+    let rows = search(&store, "src/utils/paths.ts");
+    let glob = rows
+        .iter()
+        .find(|(_, message, _)| message == "973a7a8c-011b-463b-9f85-ac277eed1923/results")
+        .unwrap_or_else(|| panic!("the Glob result that lists the file is not found: {rows:#?}"));
+    assert_eq!(glob.0, "tool_result");
+    assert_eq!(
+        glob.2,
+        "Found 4 files src/utils/paths.ts src/utils/config.ts src/utils/__tests__/paths.test.ts src/uti…"
+    );
+    // The Grep listing: its paths each start a line too.
+    let rows = search(&store, "src/migrations/registry.ts");
+    assert_eq!(rows[0].1, "ad4498a1-9641-4f92-b691-a3b15801e045/results", "{rows:#?}");
+    assert!(!rows[0].2.contains("\\n"), "{}", rows[0].2);
+}
