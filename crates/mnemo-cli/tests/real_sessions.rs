@@ -406,3 +406,42 @@ fn a_claude_code_request_with_screenshots_past_the_record_limit_imports() {
         "{shown}"
     );
 }
+
+#[test]
+fn a_claude_code_session_the_user_renamed_is_listed_by_that_name() {
+    // `/rename` appends `{"type":"custom-title","customTitle":…,"sessionId":…}` to the session
+    // file, and newer Claude Code writes its generated titles as `ai-title` lines; Claude Code's
+    // own session list shows the user's name first, else the latest generated title. Both were
+    // skipped as unknown lines, so `sessions` showed the first request instead.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let text = std::fs::read_to_string(real(&format!("small-with-subagents/{session}.jsonl"))).unwrap();
+    let title = |kind: &str, key: &str, value: &str| {
+        serde_json::json!({"type": kind, key: value, "sessionId": session}).to_string()
+    };
+    let listed = |name: &str, lines: Vec<String>| {
+        let file = dir.path().join(name).join(format!("{session}.jsonl"));
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let store = dir.path().join(name).join("store");
+        ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+        let sessions = ok_json(&mnemo(&store, &["--json", "sessions"]));
+        sessions[0]["title"].clone()
+    };
+    let real_lines = || text.lines().map(str::to_owned).collect::<Vec<_>>();
+
+    let mut renamed = real_lines();
+    renamed.push(title("ai-title", "aiTitle", "Create hello files"));
+    renamed.push(title("custom-title", "customTitle", "hello files"));
+    renamed.push(title("ai-title", "aiTitle", "Delete the JavaScript file"));
+    assert_eq!(listed("renamed", renamed), "hello files");
+
+    let mut generated = real_lines();
+    generated.push(title("ai-title", "aiTitle", "Create hello files"));
+    assert_eq!(listed("generated", generated), "Create hello files");
+
+    // A name written before the session's first line titles it when it opens.
+    let mut first = vec![title("custom-title", "customTitle", "hello files")];
+    first.extend(real_lines());
+    assert_eq!(listed("first", first), "hello files");
+}

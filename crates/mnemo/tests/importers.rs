@@ -268,15 +268,18 @@ fn malformed_lines_name_their_line_and_append_nothing() {
         4,
         "field `message`",
     );
-    check_malformed(
-        &with_line(
-            &claude,
-            5,
-            r#"{"type":"user","sessionId":"5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b","uuid":"u5","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_never_made","content":"x"}]}}"#,
-        ),
-        ImportFormat::ClaudeCode,
+    // A result whose call is not in the file is not malformed: Claude Code writes such lines (a
+    // call its own compaction removed, a stopped background task), so the file imports and the
+    // result's content stays, as a host system event naming the call.
+    let orphan = with_line(
+        &claude,
         5,
-        "no earlier tool call",
+        r#"{"type":"user","sessionId":"5f2e8b0c-1d3a-4e6f-8a9b-0c1d2e3f4a5b","uuid":"u5","message":{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_never_made","content":"x"}]}}"#,
+    );
+    let rendered = render(&orphan, ImportFormat::ClaudeCode);
+    assert!(
+        rendered.contains("  L5 @1767953707513 a1b2c3d4-0001-4000-8000-000000000001 System/Host text \"Claude Code recorded a result fo\""),
+        "{rendered}"
     );
     let dataset = fixture("chat-dataset.jsonl");
     check_malformed(

@@ -21,7 +21,8 @@
 //! - the title: a `summary` line whose `leafUuid` is a line above it titles that line's session
 //!   (a title change at the summary line, so a growing file never changes an earlier record).
 //!   Claude Code also writes summaries of other sessions into a file (their leaf is elsewhere):
-//!   those are counted as skipped;
+//!   those are counted as skipped. A `custom-title` line (the name `/rename` gives) or an
+//!   `ai-title` line titles its `sessionId`; the user's name outranks the generated titles;
 //! - sub-agent lines (`isSidechain: true`) form their own session `<sessionId>/agent-<agentId>`
 //!   (`/sidechain` without an `agentId`), marked as a sub-agent's whose parent is `sessionId`.
 //!
@@ -91,6 +92,8 @@ struct Session {
     last_line: usize,
     /// Its place in the file's order of sessions.
     place: usize,
+    /// Whether the user named it (`custom-title`): a name then outranks generated titles.
+    named: bool,
 }
 
 /// A digest of a line's `uuid`: the first 16 bytes of its SHA-256. Two uuids of a file with equal
@@ -140,6 +143,9 @@ pub(crate) struct ClaudeFile<'a> {
     /// about a hundred (see [`uuid_digest`]), so that a long file does not grow the import's
     /// memory beyond that.
     uuids: HashMap<UuidDigest, (u32, LineDigest)>,
+    /// The name the user gave a session (`custom-title`) on a line before its first, given it when
+    /// it opens.
+    names: BTreeMap<String, String>,
 }
 
 impl<'a> ClaudeFile<'a> {
@@ -150,13 +156,14 @@ impl<'a> ClaudeFile<'a> {
             order: Vec::new(),
             tool_names: BTreeMap::new(),
             uuids: HashMap::new(),
+            names: BTreeMap::new(),
         }
     }
 
     /// The same state, naming another source in its errors (a capture resumed from it).
     pub(crate) fn with_source<'b>(self, source: &'b str) -> ClaudeFile<'b> {
-        let ClaudeFile { source: _, sessions, order, tool_names, uuids } = self;
-        ClaudeFile { source, sessions, order, tool_names, uuids }
+        let ClaudeFile { source: _, sessions, order, tool_names, uuids, names } = self;
+        ClaudeFile { source, sessions, order, tool_names, uuids, names }
     }
 
     /// Converts one line. What it yields is final once it returns: no later line amends it.
@@ -175,6 +182,7 @@ impl<'a> ClaudeFile<'a> {
             "user" | "assistant" => self.message(object, kind, *line, out)?,
             "system" => self.system(object, *line, out)?,
             "summary" => self.summary(object, *line, out),
+            "custom-title" | "ai-title" => self.title_line(object, kind, *line, out),
             other => out.skip(other),
         }
         Ok(())
@@ -234,12 +242,14 @@ impl ClaudeFile<'_> {
         if !self.sessions.contains_key(&session) {
             let workspace = object.get("cwd").and_then(Value::as_str);
             let at = out.len();
-            out.session(line, &session, workspace, None, ts);
+            let name = self.names.remove(&session);
+            out.session(line, &session, workspace, name.as_deref(), ts);
             if sidechain && let Some(value) = out.line_mut(at) {
                 value["subagent"] = json!(true);
                 value["parent"] = json!(parent);
             }
-            self.sessions.insert(session.clone(), Session { place: self.order.len(), ..Session::default() });
+            let state = Session { place: self.order.len(), named: name.is_some(), ..Session::default() };
+            self.sessions.insert(session.clone(), state);
             self.order.push(session.clone());
         }
         if let Some(state) = self.sessions.get(&session) {
@@ -256,11 +266,40 @@ impl ClaudeFile<'_> {
         let session =
             self.uuids.get(&uuid_digest(leaf)).and_then(|(place, _)| self.order.get(*place as usize));
         match (session, object.get("summary").and_then(Value::as_str)) {
+            (Some(session), _) if self.sessions.get(session).is_some_and(|s| s.named) => {
+                out.skip("summary (the user named the session)");
+            }
             (Some(session), Some(summary)) if !summary.trim().is_empty() => {
                 let session = session.clone();
                 out.title(line, &session, summary, None);
             }
             _ => out.skip("summary (of another session)"),
+        }
+    }
+
+    /// A title line of its `sessionId`: the name the user gave it (`custom-title`, written by
+    /// `/rename`), or one Claude Code generated (`ai-title`), which a name outranks, as in Claude
+    /// Code's own session list. A name given before the session's first line is its title when it
+    /// opens; a generated title of a session not in the file is counted.
+    fn title_line(&mut self, object: &Map<String, Value>, kind: &str, line: usize, out: &mut Converted) {
+        let named = kind == "custom-title";
+        let key = if named { "customTitle" } else { "aiTitle" };
+        let title = object.get(key).and_then(Value::as_str).map(str::trim).unwrap_or_default();
+        let session = object.get("sessionId").and_then(Value::as_str).unwrap_or_default();
+        if title.is_empty() || session.is_empty() {
+            out.skip(format!("{kind} (without a title or a sessionId)"));
+            return;
+        }
+        match self.sessions.get_mut(session) {
+            Some(state) if !named && state.named => out.skip("ai-title (the user named the session)"),
+            Some(state) => {
+                state.named |= named;
+                out.title(line, session, title, None);
+            }
+            None if named => {
+                self.names.insert(session.to_owned(), title.to_owned());
+            }
+            None => out.skip("ai-title (of a session not in the file)"),
         }
     }
 
