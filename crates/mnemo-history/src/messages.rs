@@ -803,7 +803,36 @@ const SESSION_SCAN_BATCH: usize = 1024;
 
 #[cfg(test)]
 mod tests {
-    use super::{REQUEST_TITLE_CHARS_MAX, request_title};
+    use serde_json::json;
+
+    use super::{REQUEST_TITLE_CHARS_MAX, request_title, result_text};
+
+    #[test]
+    fn a_tool_result_reads_as_text_without_escapes_notes_or_control_characters() {
+        assert_eq!(
+            result_text(&json!("Found 2 files\nsrc/a.ts\nsrc/b.ts"), 100),
+            "Found 2 files\nsrc/a.ts\nsrc/b.ts"
+        );
+        assert_eq!(
+            result_text(&json!({"stdout": "ok\n\"done\"", "code": 0, "lines": [1, null]}), 100),
+            "{\"code\":0,\"lines\":[1,null],\"stdout\":\"ok\n\"done\"\"}"
+        );
+        assert_eq!(
+            result_text(
+                &json!("1→fn main() {}\n\n<system-reminder>\nconsider malware\n</system-reminder>\n"),
+                100
+            ),
+            "1→fn main() {}\n\n\n"
+        );
+        assert_eq!(
+            result_text(&json!("open <system-reminder> never closed"), 100),
+            "open <system-reminder> never closed"
+        );
+        assert_eq!(result_text(&json!("\u{1b}[31mred\u{1b}[0m\tx\r\n"), 100), " [31mred [0m\tx \n");
+        // The cut: at most `max_bytes`, a character it splits reading as U+FFFD.
+        assert_eq!(result_text(&json!("abcé"), 4), "abc\u{fffd}");
+        assert_eq!(result_text(&json!(["abcdef", "ghi"]), 5), "[\"abc");
+    }
 
     #[test]
     fn a_request_title_drops_markup_and_folds_whitespace() {
