@@ -149,9 +149,23 @@ const STOPWORDS: &[&str] = &[
 /// pasted text or explanations, where a rule-based reading is more often wrong than right.
 const STATEMENT_WORDS_MAX: usize = 40;
 
-/// Sentences of `text`, each a verbatim substring, trimmed.
+/// Sentences of `text`, each a verbatim substring, trimmed. A sentence ends at a line break, or
+/// at `.`, `!`, `?` or `;` followed by whitespace or the end: a full stop inside a word is part of
+/// a name (`fly.io`, `Next.js`, `package.json`, `v1.2`), and cutting there made "we deploy with
+/// fly.io" the fact "The team deploys with fly".
 fn sentences(text: &str) -> Vec<&str> {
-    text.split_inclusive(['.', '!', '?', ';', '\n'])
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let next_is_space = chars.peek().is_none_or(|(_, next)| next.is_whitespace());
+        if c == '\n' || (matches!(c, '.' | '!' | '?' | ';') && next_is_space) {
+            out.push(&text[start..at + c.len_utf8()]);
+            start = at + c.len_utf8();
+        }
+    }
+    out.push(&text[start..]);
+    out.into_iter()
         .filter(|s| !s.trim_end().ends_with('?'))
         .map(|s| s.trim().trim_end_matches(['.', '!', ';']).trim())
         .filter(|s| s.chars().count() >= 4)
@@ -175,7 +189,19 @@ fn is_prose(sentence: &str) -> bool {
 fn clauses(sentence: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut rest = sentence;
-    let joins = [", and I ", " and I ", ", and my ", " and my ", ", but I ", " but I ", "; "];
+    // A standing rule after a comma is a clause of its own: "we deploy with fly.io, never run
+    // migrations by hand" is a fact and an instruction.
+    let joins = [
+        ", and I ",
+        " and I ",
+        ", and my ",
+        " and my ",
+        ", but I ",
+        " but I ",
+        "; ",
+        ", never ",
+        ", always ",
+    ];
     loop {
         let next =
             joins.iter().filter_map(|j| rest.find(j).map(|at| (at, j.len()))).min_by_key(|(at, _)| *at);
@@ -401,8 +427,13 @@ fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str
     let has = |needle: &str| lower.contains(needle);
     let role =
         ["i maintain", "i own", "i lead", "i work as", "i work on"].iter().any(|p| lower.starts_with(p));
+    // What "we" or "our" do is the team's way in this workspace, not the user's everywhere.
+    let team = lower.starts_with("we ") || lower.starts_with("our ");
     if role || has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
         ("identity", "global")
+    } else if team {
+        let rule = ["always", "never", "prefer", "don't", "do not"].iter().any(|w| has(w));
+        (if rule { "preference" } else { "context" }, "workspace")
     } else if has("prefer")
         || has("like")
         || has("love")
@@ -647,6 +678,30 @@ mod tests {
             statement("For the database we use Postgres 16 with pgvector"),
             "For the database the team uses Postgres 16 with pgvector"
         );
+    }
+
+    #[test]
+    fn a_full_stop_inside_a_name_does_not_end_the_sentence() {
+        assert_eq!(
+            sentences("we deploy with fly.io. The app is built with Next.js and v1.2 of zod! ok"),
+            ["we deploy with fly.io", "The app is built with Next.js and v1.2 of zod"]
+        );
+        assert_eq!(sentences("see package.json; keep it"), ["see package.json", "keep it"]);
+    }
+
+    #[test]
+    fn a_rule_after_a_comma_is_a_clause_of_its_own() {
+        assert_eq!(
+            clauses("we deploy with fly.io, never run migrations by hand"),
+            ["we deploy with fly.io", "never run migrations by hand"]
+        );
+    }
+
+    #[test]
+    fn what_the_team_does_holds_in_the_workspace() {
+        assert_eq!(kind_and_scope("we never squash merges", Reading::Statement), ("preference", "workspace"));
+        assert_eq!(kind_and_scope("we deploy with fly.io", Reading::Statement), ("context", "workspace"));
+        assert_eq!(kind_and_scope("I never use semicolons", Reading::Statement), ("preference", "global"));
     }
 
     #[test]

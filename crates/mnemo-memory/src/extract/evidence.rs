@@ -45,9 +45,26 @@ fn text_of(event: &RuntimeEvent) -> Option<&str> {
     }
 }
 
-/// User-authored user text: the only evidence there is.
+/// User-authored user text: the only evidence there is. A text that is wholly one markup element
+/// (`<tag>…</tag>`) is what the user's tools put beside the request, never what the user typed: an
+/// IDE's `<ide_opened_file>` or `<ide_selection>` (the selected code with it), a
+/// `<system-reminder>`. Claude Code writes those as text blocks of the user's own line.
 pub(crate) fn user_text(event: &RuntimeEvent) -> Option<&str> {
-    (event.role == Role::User && event.author == Author::User).then(|| text_of(event)).flatten()
+    (event.role == Role::User && event.author == Author::User)
+        .then(|| text_of(event))
+        .flatten()
+        .filter(|text| !is_one_element(text))
+}
+
+/// Whether `text`, trimmed, is `<name>…</name>` for one tag name of letters, digits, `_` and `-`.
+fn is_one_element(text: &str) -> bool {
+    let text = text.trim();
+    let Some(rest) = text.strip_prefix('<') else { return false };
+    let Some(end) = rest.find('>') else { return false };
+    let name = &rest[..end];
+    !name.is_empty()
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        && text.ends_with(&format!("</{name}>"))
 }
 
 /// Text that may enter the interpretation context or a localization search, with its role.
