@@ -170,10 +170,16 @@ fn refuse<R: Serialize + std::fmt::Display>(cli: &Cli, refused: &ToolFailure<R>)
 
 fn print_transcript(transcript: &SessionTranscript) {
     let header = &transcript.header;
+    // Named as `sessions` names it: its title, else its first request in quotes.
+    let title = match (&header.title, &header.first_request) {
+        (Some(title), _) => title.clone(),
+        (None, Some(request)) => format!("“{request}”"),
+        (None, None) => "(untitled)".to_owned(),
+    };
     say!(
         "session {}  {}  ({} messages{})",
         header.session,
-        header.title.as_deref().unwrap_or("(untitled)"),
+        title,
         transcript.messages.len(),
         if header.archived { ", archived" } else { "" }
     );

@@ -445,3 +445,20 @@ fn a_claude_code_session_the_user_renamed_is_listed_by_that_name() {
     first.extend(real_lines());
     assert_eq!(listed("first", first), "hello files");
 }
+
+#[test]
+fn show_names_an_untitled_session_by_its_first_request_as_sessions_does() {
+    // The real session's only `summary` line titles another session: `sessions` lists it by its
+    // first request, and `show` printed "(untitled)".
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = real("incremental-subagents/turn-2.jsonl");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let listed = ok_json(&mnemo(&store, &["--json", "sessions"]));
+    let request = listed[0]["display_title"].as_str().unwrap().to_owned();
+    assert_eq!(listed[0]["title_from_request"], true);
+    let shown = mnemo(&store, &["show", "e9fb405b-169f-40eb-9396-7e75076f045d"]);
+    assert!(shown.status.success());
+    let first = String::from_utf8_lossy(&shown.stdout).lines().next().unwrap_or_default().to_owned();
+    assert!(first.contains(&format!("“{request}”")) && !first.contains("(untitled)"), "{first}");
+}
