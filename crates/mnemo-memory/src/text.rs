@@ -84,20 +84,34 @@ pub fn check_identifier(field: &str, text: &str) -> Result<(), ValidationError> 
 /// Evidence and quote normalization (§3.7, §3.9 stage 2): NFC, every whitespace run becomes one
 /// space, trimmed.
 pub fn normalize_evidence(text: &str) -> String {
+    normalize_evidence_with_breaks(text).0
+}
+
+/// [`normalize_evidence`], and the char offsets in its result of the spaces that stand for a
+/// whitespace run holding a line break: where a line the user wrote ended.
+pub(crate) fn normalize_evidence_with_breaks(text: &str) -> (String, Vec<usize>) {
     let mut out = String::with_capacity(text.len());
-    let mut in_space = false;
+    let mut breaks = Vec::new();
+    let mut written = 0;
+    let (mut in_space, mut line_break) = (false, false);
     for c in nfc(text).chars() {
         if c.is_whitespace() {
             in_space = true;
+            line_break |= matches!(c, '\n' | '\r' | '\u{2028}' | '\u{2029}');
         } else {
             if in_space && !out.is_empty() {
+                if line_break {
+                    breaks.push(written);
+                }
                 out.push(' ');
+                written += 1;
             }
-            in_space = false;
+            (in_space, line_break) = (false, false);
             out.push(c);
+            written += 1;
         }
     }
-    out
+    (out, breaks)
 }
 
 /// The first `max` code points of `text`.
@@ -140,5 +154,9 @@ mod tests {
     #[test]
     fn evidence_collapses_whitespace() {
         assert_eq!(normalize_evidence("  I  prefer\n\ttabs "), "I prefer tabs");
+        assert_eq!(
+            normalize_evidence_with_breaks("\nfix it\r\n  always lint\n"),
+            ("fix it always lint".to_owned(), vec![6])
+        );
     }
 }

@@ -1,8 +1,8 @@
-//! Extraction on a session in the exact shape Claude Code writes when it runs beside an IDE: the
-//! open file and the selected code come as text blocks of the user's own line
-//! (`<ide_opened_file>…</ide_opened_file>`, `<ide_selection>…</ide_selection>`), before what the
-//! user typed. Held to what a user would accept as their memory: what they said, whole, scoped
-//! where it holds, each pointing at the block they typed.
+//! Extraction on sessions in the exact shape Claude Code writes: beside an IDE, the open file and
+//! the selected code come as text blocks of the user's own line (`<ide_opened_file>…`,
+//! `<ide_selection>…`) before what the user typed; requests of several lines, with a pasted error
+//! log. Held to what a user would accept as their memory: what they said, whole, scoped where it
+//! holds, each pointing at the block they typed.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
@@ -11,21 +11,20 @@ use mnemo::memory::ListRequest;
 use mnemo::transcript::ImportFormat;
 use mnemo::{Config, Mnemo};
 
-const SESSION: &str = "a1b2c3d4-1111-4222-8333-944455556666";
-
-fn fixture() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memory/claude-code-ide-blocks.jsonl")
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/memory").join(name)
 }
 
-/// `kind/scope: content @ event` of every active item after importing and extracting the fixture.
-fn extracted(dir: &Path) -> Vec<String> {
+/// `kind/scope: content @ event` of every active item after importing the fixture `name` (one
+/// session, `session`) into a fresh store and extracting it.
+fn extracted(dir: &Path, name: &str, session: &str) -> Vec<String> {
     let mnemo = Mnemo::open(dir, Config::default()).unwrap();
-    let bytes = std::fs::read(fixture()).unwrap();
-    mnemo.import(&bytes, "claude-code-ide-blocks.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let bytes = std::fs::read(fixture(name)).unwrap();
+    mnemo.import(&bytes, name, ImportFormat::ClaudeCode).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    let session = mnemo.history().sessions().unwrap().into_iter().next().unwrap().session;
-    assert_eq!(session.as_str(), SESSION);
-    rt.block_on(mnemo.memory().extract(&session, None)).unwrap();
+    let found = mnemo.history().sessions().unwrap().into_iter().next().unwrap().session;
+    assert_eq!(found.as_str(), session);
+    rt.block_on(mnemo.memory().extract(&found, None)).unwrap();
     let mut items: Vec<String> = mnemo
         .memory()
         .list(&ListRequest::default())
@@ -49,7 +48,7 @@ fn an_ide_selection_beside_the_request_is_no_instruction_and_a_dotted_name_stays
     // became "The team deploys with fly." (cut at the dot) as a global preference, and "never run
     // migrations by hand in production" was lost inside it.
     let dir = tempfile::tempdir().unwrap();
-    let items = extracted(dir.path());
+    let items = extracted(dir.path(), "claude-code-ide-blocks.jsonl", "a1b2c3d4-1111-4222-8333-944455556666");
     let first_request = "a1b2c3d4-0000-0000-0000-000000000001#1";
     let pnpm = "a1b2c3d4-0000-0000-0000-000000000007";
     let expected = [
@@ -57,6 +56,33 @@ fn an_ide_selection_beside_the_request_is_no_instruction_and_a_dotted_name_stays
         format!("Preference/global: The user prefers pnpm over npm. @ {pnpm}"),
         format!(
             "Preference/workspace:/home/dev/shop: The user's instruction: never run migrations by hand in production. @ {first_request}"
+        ),
+    ];
+    assert_eq!(items, expected, "extracted: {items:#?}");
+}
+
+#[test]
+fn lines_of_a_request_are_sentences_and_a_pasted_log_with_a_guess_is_no_instruction() {
+    // Before: evidence joined the lines, so "fix the flaky test in api.test.ts / always run jest
+    // with --runInBand / the project uses Node 20" gave nothing, and the pasted ECONNREFUSED log
+    // with "it must be the database" under it became "The user's instruction: they get this error
+    // when they run it: Error: connect ECONNREFUSED 127.0.0.1:5432 at TCPConnectWrap… it must be
+    // the database." The GitHub token the user asked to remember is never stored.
+    let dir = tempfile::tempdir().unwrap();
+    let items =
+        extracted(dir.path(), "claude-code-multiline-requests.jsonl", "c1b2c3d4-1111-4222-8333-944455556666");
+    let event = |n: u32| format!("c1b2c3d4-0000-0000-0000-{n:012}");
+    let expected = [
+        format!("Context/workspace:/home/dev/api: The project uses Node 20. @ {}", event(1)),
+        format!(
+            "Context/workspace:/home/dev/api: The user's instruction: use docker compose up db instead of brew services. @ {}",
+            event(7)
+        ),
+        format!("Identity/global: The user is a backend engineer. @ {}", event(9)),
+        format!("Identity/global: The user works on the billing service. @ {}", event(9)),
+        format!(
+            "Preference/workspace:/home/dev/api: The user's instruction: always run jest with --runInBand. @ {}",
+            event(1)
         ),
     ];
     assert_eq!(items, expected, "extracted: {items:#?}");

@@ -149,17 +149,21 @@ const STOPWORDS: &[&str] = &[
 /// pasted text or explanations, where a rule-based reading is more often wrong than right.
 const STATEMENT_WORDS_MAX: usize = 40;
 
-/// Sentences of `text`, each a verbatim substring, trimmed. A sentence ends at a line break, or
-/// at `.`, `!`, `?` or `;` followed by whitespace or the end: a full stop inside a word is part of
-/// a name (`fly.io`, `Next.js`, `package.json`, `v1.2`), and cutting there made "we deploy with
-/// fly.io" the fact "The team deploys with fly".
-fn sentences(text: &str) -> Vec<&str> {
+/// Sentences of `text`, each a verbatim substring, trimmed. A sentence ends at a line break (a
+/// `\n`, or a space at one of `line_breaks`, byte offsets where normalization joined two lines),
+/// or at `.`, `!`, `?` or `;` followed by whitespace or the end: a full stop inside a word is part
+/// of a name (`fly.io`, `Next.js`, `package.json`, `v1.2`), and cutting there made "we deploy with
+/// fly.io" the fact "The team deploys with fly". Joined lines made a pasted log and the guess
+/// after it ("it must be the database") one instruction, and lost "always run jest with
+/// --runInBand" written on a line of its own after the task.
+fn sentences<'t>(text: &'t str, line_breaks: &[usize]) -> Vec<&'t str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
     while let Some((at, c)) = chars.next() {
         let next_is_space = chars.peek().is_none_or(|(_, next)| next.is_whitespace());
-        if c == '\n' || (matches!(c, '.' | '!' | '?' | ';') && next_is_space) {
+        let line_end = c == '\n' || (c == ' ' && line_breaks.binary_search(&at).is_ok());
+        if line_end || (matches!(c, '.' | '!' | '?' | ';') && next_is_space) {
             out.push(&text[start..at + c.len_utf8()]);
             start = at + c.len_utf8();
         }
@@ -517,7 +521,7 @@ impl EmbeddedProposer {
     fn localized(prompt: &ProposalPrompt, terms: &[String]) -> String {
         let mut requested = Vec::new();
         for evidence in &prompt.evidence {
-            for sentence in sentences(&evidence.text) {
+            for sentence in sentences(&evidence.text, &evidence.line_breaks) {
                 let lower = sentence.to_lowercase();
                 let request = patterns().is_some_and(|p| p.request.is_match(sentence));
                 if !request
@@ -543,7 +547,7 @@ impl EmbeddedProposer {
         let remember = prompt.trigger == ExtractionTrigger::Remember;
         let (mut requested, mut incidental, mut search_terms) = (Vec::new(), Vec::new(), Vec::new());
         for evidence in &prompt.evidence {
-            for sentence in sentences(&evidence.text) {
+            for sentence in sentences(&evidence.text, &evidence.line_breaks) {
                 if let Some(clause) = patterns.request.captures(sentence).and_then(|c| c.get(1)) {
                     if !(remember && evidence.requested_turn) {
                         continue;
@@ -683,10 +687,15 @@ mod tests {
     #[test]
     fn a_full_stop_inside_a_name_does_not_end_the_sentence() {
         assert_eq!(
-            sentences("we deploy with fly.io. The app is built with Next.js and v1.2 of zod! ok"),
+            sentences("we deploy with fly.io. The app is built with Next.js and v1.2 of zod! ok", &[]),
             ["we deploy with fly.io", "The app is built with Next.js and v1.2 of zod"]
         );
-        assert_eq!(sentences("see package.json; keep it"), ["see package.json", "keep it"]);
+        assert_eq!(sentences("see package.json; keep it", &[]), ["see package.json", "keep it"]);
+        // Normalization joined "fix api.test.ts\nalways run jest" with a space at byte 15.
+        assert_eq!(
+            sentences("fix api.test.ts always run jest", &[15]),
+            ["fix api.test.ts", "always run jest"]
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use crate::error::MemoryError;
 use crate::extract::seams::{ContextLine, EvidenceView};
-use crate::text::{code_points, normalize_evidence, take_code_points};
+use crate::text::{code_points, normalize_evidence, normalize_evidence_with_breaks, take_code_points};
 
 /// Longest evidence text shown for one record, in code points.
 pub const EVIDENCE_TEXT_CODE_POINTS_MAX: usize = 4000;
@@ -96,16 +96,29 @@ pub(crate) struct Evidence {
     pub observed_at: u64,
     pub requested_turn: bool,
     first_hit: Option<usize>,
+    /// Char offsets in `full` of the spaces that stand for a line break.
+    breaks: Vec<usize>,
+    /// The char offset in `full` where `text` starts.
+    start: usize,
 }
 
 impl Evidence {
     fn view(&self) -> EvidenceView {
+        // `text` is the chars of `full` from `start` on: the breaks inside it, as byte offsets.
+        let line_breaks = self
+            .text
+            .char_indices()
+            .enumerate()
+            .filter(|(i, _)| self.breaks.binary_search(&(self.start + i)).is_ok())
+            .map(|(_, (byte, _))| byte)
+            .collect();
         EvidenceView {
             source_ref: self.source_ref.clone(),
             kind: "user_message",
             observed_at: self.observed_at,
             text: self.text.clone(),
             requested_turn: self.requested_turn,
+            line_breaks,
         }
     }
 
@@ -115,10 +128,12 @@ impl Evidence {
         let len = code_points(&self.full);
         if len <= cap {
             self.text = self.full.clone();
+            self.start = 0;
             return;
         }
         let start = self.first_hit.map_or(0, |hit| hit.saturating_sub(cap / 3).min(len - cap));
         self.text = self.full.chars().skip(start).take(cap).collect();
+        self.start = start;
     }
 }
 
@@ -131,7 +146,7 @@ pub(crate) fn collect(
     let mut out = Vec::new();
     for entry in entries {
         let Some(text) = user_text(&entry.event) else { continue };
-        let full = normalize_evidence(text);
+        let (full, breaks) = normalize_evidence_with_breaks(text);
         if full.is_empty() {
             continue;
         }
@@ -158,6 +173,8 @@ pub(crate) fn collect(
             observed_at: floor_minute(event.ts.0),
             requested_turn: requested_turn == Some(&event.turn_id),
             first_hit,
+            breaks,
+            start: 0,
         };
         evidence.bound(EVIDENCE_TEXT_CODE_POINTS_MAX);
         out.push(evidence);

@@ -43,6 +43,10 @@ pub struct EvidenceView {
     pub observed_at: u64,
     /// The user's normalized text, possibly bounded.
     pub text: String,
+    /// Byte offsets in `text` of the spaces that stand for a line break the user wrote. Not shown
+    /// to a model (normalization joins lines); the embedded proposer ends sentences there.
+    #[serde(skip)]
+    pub line_breaks: Vec<usize>,
     /// Whether the record belongs to the turn the user asked to remember from.
     pub requested_turn: bool,
 }
