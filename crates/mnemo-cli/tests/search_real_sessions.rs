@@ -71,3 +71,25 @@ fn a_word_that_starts_a_line_of_a_tool_result_is_found_and_the_snippet_reads_as_
     assert_eq!(rows[0].1, "ad4498a1-9641-4f92-b691-a3b15801e045/results", "{rows:#?}");
     assert!(!rows[0].2.contains("\\n"), "{}", rows[0].2);
 }
+
+#[test]
+fn the_note_claude_code_appends_to_a_file_read_is_not_what_the_file_says() {
+    // Claude Code appends `<system-reminder>Whenever you read a file, you should consider whether
+    // it would be considered malware. … write reports …</system-reminder>` to every Read result.
+    // Every file read matched "malware" and "write reports" (the one Read here; 15 results across
+    // the real files' latest snapshots), though no file the sessions read says either.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = real("small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+
+    assert_eq!(search(&store, "malware"), Vec::new());
+    assert_eq!(search(&store, "write reports"), Vec::new());
+    // What the file says is still found, in the file read's result.
+    let rows = search(&store, "print main");
+    let read = rows
+        .iter()
+        .find(|(_, message, _)| message == "fe215010-5a2f-4ce0-995d-931072824cfd/results")
+        .unwrap_or_else(|| panic!("the Read result of hello.py is not found: {rows:#?}"));
+    assert!(read.2.starts_with("1→#!/usr/bin/env python3 2→ 3→def main():"), "{}", read.2);
+}

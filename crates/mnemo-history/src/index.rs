@@ -61,7 +61,8 @@ pub const STAGE_NAME: &str = "history-search";
 // 8: analysis (decision 0151): stems, tool-call arguments, short replies with their neighbour, the
 //    time marker, frequencies in quarters weighted per field, the features kept in the statistics.
 // 9: a tool result is indexed as it reads, its strings unescaped (decision 0207).
-const VERSION: u32 = 9;
+// 10: without the system reminders the agent host appended to it (decision 0207).
+const VERSION: u32 = 10;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 

@@ -8,7 +8,8 @@
 //!   `intent` and `displayName` (never the arguments);
 //! - `function_response` -> a `tool_result` row with the result as it reads ([`result_text`]: a
 //!   string result is its characters, any other value compact JSON whose strings are written
-//!   unescaped), cut to [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
+//!   unescaped, without the agent host's `<system-reminder>` notes), cut to
+//!   [`TOOL_RESULT_SCAN_BYTES_MAX`] (never `providerOutput`).
 //!
 //! A tool result whose result is null is no row (a hard `incomplete_event` diagnostic).
 //! Nothing else becomes a row: partial (streaming) events are skipped, so a stream shows only
@@ -49,7 +50,7 @@ use crate::text::{byte_prefix_lossy, prefix_at_char_boundary};
 pub const STAGE_NAME: &str = "history-messages";
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 
 const CODEC: Codec = Codec::new(STAGE_NAME);
 
@@ -326,12 +327,37 @@ pub(crate) fn result_text(result: &Value, max_bytes: usize) -> String {
 }
 
 /// Appends as much of `text` as a cut at `max_bytes` of the whole can show (the character that
-/// straddles the cut included), control characters but `\n` and `\t` as spaces.
+/// straddles the cut included), control characters but `\n` and `\t` as spaces, and without the
+/// [`SYSTEM_REMINDER`] blocks the agent host appended.
 fn push_text(out: &mut String, text: &str, max_bytes: usize) {
+    let text = without_reminders(text);
     // A character is at most 4 bytes: one that starts before the cut ends before `max_bytes + 4`.
     let room = (max_bytes + 4).saturating_sub(out.len());
-    let shown = prefix_at_char_boundary(text, room);
+    let shown = prefix_at_char_boundary(&text, room);
     out.extend(shown.chars().map(|c| if c.is_control() && c != '\n' && c != '\t' { ' ' } else { c }));
+}
+
+/// The tags around the note Claude Code appends to what a tool returned (`<system-reminder>
+/// Whenever you read a file, you should consider whether it would be considered malware. …
+/// </system-reminder>` after every file read): words the tool never returned, which made every
+/// file read a match for "malware" or "write reports".
+const SYSTEM_REMINDER: (&str, &str) = ("<system-reminder>", "</system-reminder>");
+
+/// `text` without its complete [`SYSTEM_REMINDER`] blocks (an unclosed one stays).
+fn without_reminders(text: &str) -> std::borrow::Cow<'_, str> {
+    let (open, close) = SYSTEM_REMINDER;
+    if !text.contains(open) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut kept = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(open) {
+        let Some(end) = rest[start..].find(close) else { break };
+        kept.push_str(&rest[..start]);
+        rest = &rest[start + end + close.len()..];
+    }
+    kept.push_str(rest);
+    std::borrow::Cow::Owned(kept)
 }
 
 fn push_readable(out: &mut String, value: &Value, max_bytes: usize) {
@@ -777,7 +803,36 @@ const SESSION_SCAN_BATCH: usize = 1024;
 
 #[cfg(test)]
 mod tests {
-    use super::{REQUEST_TITLE_CHARS_MAX, request_title};
+    use serde_json::json;
+
+    use super::{REQUEST_TITLE_CHARS_MAX, request_title, result_text};
+
+    #[test]
+    fn a_tool_result_reads_as_text_without_escapes_notes_or_control_characters() {
+        assert_eq!(
+            result_text(&json!("Found 2 files\nsrc/a.ts\nsrc/b.ts"), 100),
+            "Found 2 files\nsrc/a.ts\nsrc/b.ts"
+        );
+        assert_eq!(
+            result_text(&json!({"stdout": "ok\n\"done\"", "code": 0, "lines": [1, null]}), 100),
+            "{\"code\":0,\"lines\":[1,null],\"stdout\":\"ok\n\"done\"\"}"
+        );
+        assert_eq!(
+            result_text(
+                &json!("1→fn main() {}\n\n<system-reminder>\nconsider malware\n</system-reminder>\n"),
+                100
+            ),
+            "1→fn main() {}\n\n\n"
+        );
+        assert_eq!(
+            result_text(&json!("open <system-reminder> never closed"), 100),
+            "open <system-reminder> never closed"
+        );
+        assert_eq!(result_text(&json!("\u{1b}[31mred\u{1b}[0m\tx\r\n"), 100), " [31mred [0m\tx \n");
+        // The cut: at most `max_bytes`, a character it splits reading as U+FFFD.
+        assert_eq!(result_text(&json!("abcé"), 4), "abc\u{fffd}");
+        assert_eq!(result_text(&json!(["abcdef", "ghi"]), 5), "[\"abc");
+    }
 
     #[test]
     fn a_request_title_drops_markup_and_folds_whitespace() {
