@@ -462,3 +462,23 @@ fn show_names_an_untitled_session_by_its_first_request_as_sessions_does() {
     let first = String::from_utf8_lossy(&shown.stdout).lines().next().unwrap_or_default().to_owned();
     assert!(first.contains(&format!("“{request}”")) && !first.contains("(untitled)"), "{first}");
 }
+
+#[test]
+fn a_claude_code_name_longer_than_the_title_limit_is_cut_not_refused() {
+    // A title line past the log's 512-byte title limit (400 × "é" is 800 bytes) refused the whole
+    // file ("field `title`: is 800 bytes, the limit is 512 bytes"); it is cut at a character.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    let mut text = std::fs::read_to_string(real(&format!("small-with-subagents/{session}.jsonl"))).unwrap();
+    let name = "é".repeat(400);
+    text.push_str(
+        &serde_json::json!({"type": "custom-title", "customTitle": name, "sessionId": session}).to_string(),
+    );
+    text.push('\n');
+    let file = dir.path().join(format!("{session}.jsonl"));
+    std::fs::write(&file, text).unwrap();
+    let store = dir.path().join("store");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+    let sessions = ok_json(&mnemo(&store, &["--json", "sessions"]));
+    assert_eq!(sessions[0]["title"].as_str().unwrap(), "é".repeat(256));
+}

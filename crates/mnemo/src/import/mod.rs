@@ -336,6 +336,17 @@ pub(crate) struct Converted {
     skipped: BTreeMap<String, u64>,
 }
 
+/// A title a tool wrote, trimmed and cut at a character boundary to the log's title limit: a tool's
+/// title (a name the user gave, a generated summary) is no reason to refuse its session.
+fn bounded_title(title: &str) -> &str {
+    let title = title.trim();
+    let mut end = title.len().min(mnemo_core::limits::TITLE_BYTES_MAX);
+    while !title.is_char_boundary(end) {
+        end -= 1;
+    }
+    title[..end].trim_end()
+}
+
 /// One part of an event line, in the mnemo format.
 pub(crate) fn text_part(text: &str) -> Value {
     json!({"type": "text", "text": text})
@@ -389,7 +400,7 @@ impl Converted {
 
     /// A `flags` line changing the session's title.
     pub(crate) fn title(&mut self, line: usize, session: &str, title: &str, ts: Option<u64>) {
-        let title = title.trim();
+        let title = bounded_title(title);
         if title.is_empty() {
             return;
         }
@@ -412,7 +423,7 @@ impl Converted {
         if let Some(workspace) = workspace.filter(|w| !w.is_empty()) {
             value["workspace"] = json!(workspace);
         }
-        if let Some(title) = title.map(str::trim).filter(|t| !t.is_empty()) {
+        if let Some(title) = title.map(bounded_title).filter(|t| !t.is_empty()) {
             value["title"] = json!(title);
         }
         if let Some(ts) = ts {
