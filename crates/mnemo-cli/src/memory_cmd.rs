@@ -337,10 +337,13 @@ fn update(
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs `recall`: with a query, the pull route; without, the push block for the session.
+/// Runs `recall`: with a query, the pull route; without, the push block for the session. In
+/// text, what was not given is said: how many items of the session's scope were left out, or
+/// that its scope holds none.
 pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
     let mnemo = open(cli, true)?;
     let session = session(&args.session)?;
+    let scope = RecallScope::of(&mnemo, &session)?;
     match &args.query {
         Some(query) => {
             let items =
@@ -349,13 +352,67 @@ pub(crate) fn recall(cli: &Cli, args: &RecallArgs) -> anyhow::Result<ExitCode> {
                 for item in &items {
                     say!("{}  score {}  {}", item.item, item.score, item.content);
                 }
+                if items.is_empty() {
+                    say!("no memory item matches {query:?}; {}", scope.describe());
+                }
             });
             Ok(found(!items.is_empty()))
         }
         None => {
             let block = mnemo.memory().recall_block(&session, None)?;
-            output(cli, &block, || say_inline!("{}", block.text));
+            output(cli, &block, || {
+                say_inline!("{}", block.text);
+                let left_out = scope.items.saturating_sub(block.items.len());
+                if block.items.is_empty() {
+                    say!("no memory item recalled for this session; {}", scope.describe());
+                } else if left_out > 0 {
+                    say!(
+                        "({left_out}{} more active item(s) of its scope left out: past the block's budget or \
+                         unrelated to the session's recent turns; `mnemo recall {} --query WORDS` searches them)",
+                        if scope.capped { " or more" } else { "" },
+                        args.session
+                    );
+                }
+            });
             Ok(found(!block.items.is_empty()))
+        }
+    }
+}
+
+/// The active items a session may be given: the global ones and its workspace's.
+struct RecallScope {
+    workspace: Option<WorkspaceId>,
+    items: usize,
+    /// Whether `items` stopped at the listing's limit (there may be more).
+    capped: bool,
+}
+
+impl RecallScope {
+    fn of(mnemo: &Mnemo, session: &SessionId) -> anyhow::Result<RecallScope> {
+        let workspace = mnemo.history().session(session)?.and_then(|summary| summary.workspace);
+        let request = ListRequest {
+            workspace: workspace.clone(),
+            limit: Some(mnemo::memory::LIST_RESULTS_MAX),
+            ..ListRequest::default()
+        };
+        let listed = mnemo.memory().list(&request)?;
+        let capped = listed.len() as u64 >= mnemo::memory::LIST_RESULTS_MAX;
+        // Without a workspace the listing holds every scope; only the global items are the session's.
+        let items = listed
+            .iter()
+            .filter(|item| workspace.is_some() || item.fields.scope == mnemo::records::MemoryScope::Global)
+            .count();
+        Ok(RecallScope { workspace, items, capped })
+    }
+
+    fn describe(&self) -> String {
+        let place = match &self.workspace {
+            Some(workspace) => format!("global or of workspace {workspace}"),
+            None => "global (the session has no workspace)".to_owned(),
+        };
+        match self.items {
+            0 => format!("no active item is {place} (`mnemo memory extract SESSION` finds them)"),
+            n => format!("{n}{} active item(s) are {place}", if self.capped { " or more" } else { "" }),
         }
     }
 }

@@ -340,6 +340,13 @@ fn statement(clause: &str) -> String {
         "i" if words.len() > 1 => format!("The user {} {}", conjugate(words[1]), rest(2)),
         "my" => format!("The user's {}", rest(1)),
         "call" if word(1) == "me" => format!("The user wants to be called {}", rest(2)),
+        "we" if matches!(word(1), "always" | "never" | "really" | "usually" | "also" | "often" | "only") => {
+            let adverb = words[1].to_lowercase();
+            match words.get(2) {
+                Some(verb) => format!("The team {adverb} {} {}", conjugate(verb), rest(3)),
+                None => format!("The team {adverb}"),
+            }
+        }
         "we" if words.len() > 1 => format!("The team {} {}", conjugate(words[1]), rest(2)),
         "our" => format!("The team's {}", rest(1)),
         _ => return reported(clause),
@@ -672,6 +679,8 @@ mod tests {
         assert_eq!(statement("my name is Ada"), "The user's name is Ada");
         assert_eq!(statement("I never use semicolons"), "The user never uses semicolons");
         assert_eq!(statement("we use Postgres 16"), "The team uses Postgres 16");
+        assert_eq!(statement("we always use tRPC in this repo"), "The team always uses tRPC in this repo");
+        assert_eq!(statement("we never push on Fridays"), "The team never pushes on Fridays");
         assert_eq!(statement("I maintain the storage layer"), "The user maintains the storage layer");
         assert_eq!(statement("I don't want my tests mocked"), "The user does not want their tests mocked");
         assert_eq!(

@@ -1,0 +1,87 @@
+//! `mnemo recall` as a user reads it: a block that is empty, or that leaves items out, says so,
+//! on a real Claude Code session (`../shared/fixtures/real/`, read in place) and on one in the
+//! exact shape Claude Code writes.
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn mnemo(store: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        .arg("--store")
+        .arg(store)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn recall_of_a_session_whose_scope_holds_no_item_says_so() {
+    // Before: nothing at all on stdout (exit 1), as if the command had not run.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = repo_root().join(
+        "../shared/fixtures/real/claude-code/small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+    );
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+    let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
+    assert!(mnemo(&store, &["memory", "extract", session]).status.success());
+    let recalled = mnemo(&store, &["recall", session]);
+    assert_eq!(recalled.status.code(), Some(1));
+    assert_eq!(
+        stdout(&recalled),
+        "no memory item recalled for this session; no active item is global or of workspace /tmp/private \
+         (`mnemo memory extract SESSION` finds them)\n"
+    );
+    let pulled = mnemo(&store, &["recall", session, "--query", "hello.py"]);
+    assert_eq!(pulled.status.code(), Some(1));
+    assert_eq!(
+        stdout(&pulled),
+        "no memory item matches \"hello.py\"; no active item is global or of workspace /tmp/private \
+         (`mnemo memory extract SESSION` finds them)\n"
+    );
+}
+
+#[test]
+fn a_recall_block_that_leaves_items_out_says_how_many() {
+    // Five items are in the session's scope; a block of 60 tokens holds one. Before: the one and
+    // nothing else, as if it were all there is.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let pipeline = dir.path().join("pipeline.toml");
+    let default = std::fs::read_to_string(repo_root().join("pipelines/default.toml")).unwrap();
+    assert!(default.contains("recall_budget_tokens = 512"));
+    std::fs::write(&pipeline, default.replace("recall_budget_tokens = 512", "recall_budget_tokens = 60"))
+        .unwrap();
+    let pipeline = pipeline.to_str().unwrap();
+    let file = repo_root().join("crates/mnemo/tests/fixtures/memory/claude-code-multiline-requests.jsonl");
+    let session = "c1b2c3d4-1111-4222-8333-944455556666";
+    assert!(mnemo(&store, &["--pipeline", pipeline, "import", file.to_str().unwrap()]).status.success());
+    assert!(mnemo(&store, &["--pipeline", pipeline, "memory", "extract", session]).status.success());
+
+    let block: Value =
+        serde_json::from_slice(&mnemo(&store, &["--pipeline", pipeline, "--json", "recall", session]).stdout)
+            .unwrap();
+    let given = block["items"].as_array().unwrap().len();
+    assert_eq!(given, 1, "{block}");
+    let text = stdout(&mnemo(&store, &["--pipeline", pipeline, "recall", session]));
+    assert_eq!(
+        text.lines().last().unwrap(),
+        format!(
+            "(4 more active item(s) of its scope left out: past the block's budget or unrelated to the \
+             session's recent turns; `mnemo recall {session} --query WORDS` searches them)"
+        )
+    );
+    assert!(text.starts_with(block["text"].as_str().unwrap()), "{text}");
+}
