@@ -454,6 +454,7 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
 
 /// Opens the store's database and the log's keyspaces, checking the store's format.
 fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace), LogError> {
+    crate::version_files::check(dir, &dir.join(DATABASE_DIR_NAME))?;
     let db = Database::builder(dir.join(DATABASE_DIR_NAME))
         .cache_size(BLOCK_CACHE_BYTES)
         .max_journaling_size(JOURNAL_BYTES_MAX)

@@ -20,6 +20,7 @@ mod store_dir;
 mod store_lock;
 mod tail;
 mod verify;
+mod version_files;
 mod writer;
 
 pub use backend::{
