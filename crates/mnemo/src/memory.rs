@@ -38,6 +38,13 @@ use mnemo_pipeline::StateStore;
 use crate::error::Error;
 use crate::mnemo::Mnemo;
 
+/// Most user events one background extraction range holds when `extract` runs over a long
+/// stretch (an imported session of hundreds of prompts): the rest go in the next ranges. The
+/// evidence of a range must render in 12,000 JSON characters with every user text at least 64
+/// code points (memory.md §3.7): about 200 characters a record with ids of Claude Code's length,
+/// so 32 fit with room; a range that cannot fit fails, and its retry only grows.
+pub const EXTRACT_USER_EVENTS_PER_RANGE_MAX: usize = 32;
+
 /// Largest budget a session-start block may ask for, in tokens.
 pub const START_BLOCK_TOKENS_MAX: u64 = 16_000;
 
@@ -267,7 +274,78 @@ impl Mnemo {
         session: &SessionId,
         terminal_event: Option<EventId>,
     ) -> Result<ExtractionReport, Error> {
-        self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
+        // A long stretch runs as consecutive ranges, each through the event before the
+        // (EXTRACT_USER_EVENTS_PER_RANGE_MAX + 1)-th user event after the cursor, each with its
+        // own boundary, operation and receipt; the first that does not commit ends the run.
+        let mut report: Option<ExtractionReport> = None;
+        for boundary in self.extraction_boundaries(session, terminal_event.as_ref())? {
+            let next = self.run_extraction(
+                session,
+                Trigger::Extract { terminal_event: Some(boundary) },
+                Priority::Background,
+            );
+            let next = next.await?;
+            let committed = matches!(next.outcome, ExtractionOutcome::Committed { .. });
+            report = Some(match report.take() {
+                None => next,
+                Some(mut before) => {
+                    before.model_calls += next.model_calls;
+                    before.rejections.extend(next.rejections);
+                    ExtractionReport {
+                        model_calls: before.model_calls,
+                        rejections: before.rejections,
+                        ..next
+                    }
+                }
+            });
+            if !committed {
+                break;
+            }
+        }
+        match report {
+            Some(report) => Ok(report),
+            None => {
+                self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
+            }
+        }
+    }
+
+    /// The boundaries a background extraction through `terminal_event` (the session's last event
+    /// when `None`) runs in: an event before every [`EXTRACT_USER_EVENTS_PER_RANGE_MAX`] user
+    /// events past the cursor, then the terminal event. Empty when the terminal event is not the
+    /// session's or nothing follows the cursor (the engine answers those).
+    fn extraction_boundaries(
+        &self,
+        session: &SessionId,
+        terminal_event: Option<&EventId>,
+    ) -> Result<Vec<EventId>, Error> {
+        let events = ExtractionHost::session_events(self, session)?;
+        let end = match terminal_event {
+            Some(id) => events.iter().position(|e| &e.event.id == id),
+            None => events.len().checked_sub(1),
+        };
+        let Some(end) = end else { return Ok(Vec::new()) };
+        let cursor = self.memory_cursor(session)?;
+        let mut boundaries = Vec::new();
+        let mut users = 0;
+        for (index, entry) in events.iter().enumerate().take(end + 1) {
+            if entry.ordinal <= cursor {
+                continue;
+            }
+            let user =
+                entry.event.role == mnemo_core::Role::User && entry.event.author == mnemo_core::Author::User;
+            if user {
+                if users == EXTRACT_USER_EVENTS_PER_RANGE_MAX && index > 0 {
+                    boundaries.push(events[index - 1].event.id.clone());
+                    users = 0;
+                }
+                users += 1;
+            }
+        }
+        if events[end].ordinal > cursor {
+            boundaries.push(events[end].event.id.clone());
+        }
+        Ok(boundaries)
     }
 
     /// The `memory_extract` tool (memory.md §3.1): flags the running `turn` and answers at once;

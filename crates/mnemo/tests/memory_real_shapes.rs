@@ -87,3 +87,65 @@ fn lines_of_a_request_are_sentences_and_a_pasted_log_with_a_guess_is_no_instruct
     ];
     assert_eq!(items, expected, "extracted: {items:#?}");
 }
+
+/// A Claude Code session file of `prompts` turns, each a user prompt and the assistant's reply, in
+/// the shape Claude Code 2.1 writes them; prompt `special.0` reads `special.1`.
+fn long_session(session: &str, prompts: usize, special: (usize, &str)) -> String {
+    let mut lines = Vec::new();
+    let mut parent = serde_json::Value::Null;
+    for n in 0..prompts * 2 {
+        let uuid = format!("e1b2c3d4-0000-0000-0000-{:012}", n + 1);
+        let (i, user) = (n / 2, n % 2 == 0);
+        let message = if user {
+            let text = if i == special.0 {
+                special.1.to_owned()
+            } else {
+                format!("now fix the failing test number {i} in src/module{i}.ts and rerun the suite")
+            };
+            serde_json::json!({"role": "user", "content": text})
+        } else {
+            serde_json::json!({"model": "claude-sonnet-4-5-20250929", "id": format!("msg_{n}"), "type": "message",
+                "role": "assistant", "content": [{"type": "text", "text": "Done."}], "stop_reason": null,
+                "stop_sequence": null, "usage": {"input_tokens": 1, "output_tokens": 1}})
+        };
+        let line = serde_json::json!({"parentUuid": parent, "isSidechain": false, "userType": "external",
+            "cwd": "/home/dev/long", "sessionId": session, "version": "2.1.7", "gitBranch": "main",
+            "type": if user { "user" } else { "assistant" }, "message": message, "uuid": uuid,
+            "timestamp": format!("2026-01-23T{:02}:{:02}:{:02}.000Z", 10 + n / 3600, (n / 60) % 60, n % 60)});
+        lines.push(line.to_string());
+        parent = serde_json::Value::String(uuid);
+    }
+    lines.join("\n") + "\n"
+}
+
+#[test]
+fn a_session_of_many_prompts_is_extracted_in_ranges_that_fit() {
+    // Before: one range over all 150 prompts, whose evidence can never fit the model's 12,000
+    // characters: "failed (evidence)", and every later call "the failed range waits for another
+    // trigger"; no item, ever. The preference stated at prompt 141 is now an item.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "e1b2c3d4-1111-4222-8333-944455556666";
+    let file = long_session(session, 150, (140, "I prefer small commits with one change each"));
+    let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
+    mnemo.import(file.as_bytes(), "long.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let id = mnemo.history().sessions().unwrap().into_iter().next().unwrap().session;
+    assert_eq!(id.as_str(), session);
+    let report = rt.block_on(mnemo.memory().extract(&id, None)).unwrap();
+    assert!(matches!(report.outcome, mnemo::memory::ExtractionOutcome::Committed { .. }), "{report:?}");
+    // 150 prompts in five ranges of at most 32: a proposal each, and a canonicalization for the
+    // range that proposes the preference.
+    assert_eq!(report.model_calls, 6, "{report:?}");
+    assert_eq!(mnemo.memory().cursor(&id).unwrap(), 300, "every prompt and reply is covered");
+    let items: Vec<String> = mnemo
+        .memory()
+        .list(&ListRequest::default())
+        .unwrap()
+        .iter()
+        .map(|i| format!("{} @ {}", i.fields.content, i.fields.sources[0].event))
+        .collect();
+    assert_eq!(
+        items,
+        ["The user prefers small commits with one change each. @ e1b2c3d4-0000-0000-0000-000000000281"]
+    );
+}
