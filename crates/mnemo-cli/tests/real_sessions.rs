@@ -482,3 +482,52 @@ fn a_claude_code_name_longer_than_the_title_limit_is_cut_not_refused() {
     let sessions = ok_json(&mnemo(&store, &["--json", "sessions"]));
     assert_eq!(sessions[0]["title"].as_str().unwrap(), "é".repeat(256));
 }
+
+#[test]
+fn a_codex_call_whose_output_is_missing_is_answered_in_the_next_request() {
+    // Codex rollouts hold calls whose `function_call_output` was never written (a turn interrupted
+    // while the tool ran). The call imports, and the next request must not carry it unanswered: a
+    // provider refuses a request with a call and no output ("No tool output found for function
+    // call"). The 0.128 rollout fixture without the output of `call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8`.
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mnemo/tests/fixtures/import/codex-rollout-0.128.jsonl");
+    let call = "call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8";
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|line| {
+            let value: Value = serde_json::from_str(line).unwrap();
+            !(value["payload"]["type"] == "function_call_output" && value["payload"]["call_id"] == call)
+        })
+        .collect();
+    assert_eq!(kept.len() + 1, text.lines().count());
+    let file = dir.path().join("rollout-2026-05-04T08-12-01-019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21.jsonl");
+    std::fs::write(&file, kept.join("\n") + "\n").unwrap();
+    let store = dir.path().join("store");
+    ok_json(&mnemo(&store, &["--json", "import", file.to_str().unwrap()]));
+
+    let context = ok_json(&mnemo(&store, &["--json", "context", "019e1b7a-3c44-7f10-8a2d-5b9e0c7d4e21"]));
+    let (orphans, open) = unpaired(&context);
+    assert!(orphans.is_empty() && open.is_empty(), "{orphans:?} {open:?}");
+    assert_eq!(context["diagnostics"]["fit"]["unanswered_calls"], serde_json::json!([call]), "{context}");
+    // The answer says what happened and comes right after the run of calls and outputs the call is in.
+    let items = context["items"].as_array().unwrap();
+    let at = items.iter().position(|i| i["event"]["content"]["id"] == call).unwrap();
+    let answer = items[at + 1..]
+        .iter()
+        .take_while(|i| {
+            matches!(i["event"]["content"]["kind"].as_str(), Some("function_call" | "function_response"))
+        })
+        .find(|i| i["event"]["content"]["kind"] == "function_response" && i["event"]["content"]["id"] == call)
+        .unwrap_or_else(|| panic!("no answer in the run after the call: {context}"));
+    assert!(answer["event"]["id"].as_str().unwrap().starts_with("history-unanswered:"), "{answer}");
+    assert_eq!(answer["event"]["content"]["isError"], true, "{answer}");
+    assert!(
+        answer["event"]["content"]["result"].as_str().unwrap().contains("No result was recorded"),
+        "{answer}"
+    );
+    // The log is unchanged: the answer is the request's, not a record.
+    let log = ok_json(&mnemo(&store, &["--json", "log", "--limit", "200"]));
+    assert!(!log.to_string().contains("history-unanswered:"), "the answer reached the log");
+}

@@ -508,8 +508,19 @@ pub(crate) fn items_tokens(items: &[HistoryItem], cpt: u64) -> u64 {
 }
 
 /// Assembles the history the next request would receive, without writing anything. A compaction
-/// the selector would make is reported as `compaction_due`.
+/// the selector would make is reported as `compaction_due`. A call the log holds no result for,
+/// although the conversation went on, is answered with a note (`fit::answer_unanswered_calls`).
 pub fn assemble(
+    ledger: &SessionLedger<'_>,
+    options: &AssemblyOptions,
+) -> Result<AssembledHistory, CompactionError> {
+    let mut history = assemble_events(ledger, options)?;
+    crate::fit::answer_unanswered_calls(&mut history, options.policy.chars_per_token);
+    Ok(history)
+}
+
+/// [`assemble`] without answering unanswered calls.
+fn assemble_events(
     ledger: &SessionLedger<'_>,
     options: &AssemblyOptions,
 ) -> Result<AssembledHistory, CompactionError> {

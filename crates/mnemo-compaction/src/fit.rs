@@ -257,6 +257,94 @@ pub struct FitReport {
     pub dropped: Option<Dropped>,
     /// Why it cannot fit, when it does not.
     pub unfit_reason: Option<UnfitReason>,
+    /// Tool calls the log holds no result for although their conversation went on (a turn
+    /// interrupted while the tool ran, a rollout that lost the output): the request answers each
+    /// with a note saying so (see [`answer_unanswered_calls`]). Their call ids.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unanswered_calls: Vec<String>,
+}
+
+/// The prefix of the id of an answer the request makes up for a call the log holds no result for.
+pub const UNANSWERED_CALL_ID_PREFIX: &str = "history-unanswered:";
+
+/// What the made-up answer says.
+pub const UNANSWERED_CALL_RESULT: &str =
+    "No result was recorded for this tool call: the conversation went on before the tool answered.";
+
+/// Gives every tool call in `history` that has no result in it although the conversation went on
+/// after it an answer saying no result was recorded, placed after the run of calls and results it
+/// belongs to. Providers refuse a request with a call left unanswered, and hosts write such calls
+/// (an interrupted turn, a tool that never returned). A call in the run of calls and results at the
+/// very end of the history is left alone: its tool may still be running. The log is not changed;
+/// the answers are counted in `fit.unanswered_calls`. A history already answered is left as it is.
+pub fn answer_unanswered_calls(history: &mut AssembledHistory, chars_per_token: u64) {
+    let answered: std::collections::HashSet<String> = history
+        .events()
+        .filter_map(|event| match &event.content {
+            Some(Content::FunctionResponse(response)) => Some(response.id.as_str().to_owned()),
+            _ => None,
+        })
+        .collect();
+    let mut items = Vec::with_capacity(history.items.len());
+    let mut waiting: Vec<HistoryItem> = Vec::new();
+    let mut unanswered = Vec::new();
+    for item in std::mem::take(&mut history.items) {
+        let in_tool_run = matches!(
+            &item,
+            HistoryItem::Event { event, .. }
+                if matches!(event.content, Some(Content::FunctionCall(_) | Content::FunctionResponse(_)))
+        );
+        if !in_tool_run {
+            // The conversation went on: the calls of the run before this item will not be answered.
+            items.append(&mut waiting);
+        }
+        if let HistoryItem::Event { position, event } = &item
+            && let Some(Content::FunctionCall(call)) = &event.content
+            && !answered.contains(call.id.as_str())
+            && let Some(answer) = unanswered_answer(event, call)
+        {
+            unanswered.push(call.id.as_str().to_owned());
+            waiting.push(HistoryItem::Event { position: *position, event: Box::new(answer) });
+        }
+        items.push(item);
+    }
+    // A run of calls at the very end may still be answered: its made-up answers are taken back.
+    let pending: Vec<String> = waiting
+        .iter()
+        .filter_map(|item| match item {
+            HistoryItem::Event { event, .. } => match &event.content {
+                Some(Content::FunctionResponse(response)) => Some(response.id.as_str().to_owned()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    unanswered.retain(|id| !pending.contains(id));
+    history.items = items;
+    if !unanswered.is_empty() {
+        history.diagnostics.tokens_after = items_tokens(&history.items, chars_per_token);
+        history.diagnostics.fit.unanswered_calls = unanswered;
+    }
+}
+
+/// The answer the request gives `call` (made by `event`), or `None` when its id would not be valid.
+fn unanswered_answer(event: &RuntimeEvent, call: &mnemo_core::FunctionCall) -> Option<RuntimeEvent> {
+    let id = EventId::new(format!("{UNANSWERED_CALL_ID_PREFIX}{}", event.id.as_str())).ok()?;
+    let mut response = mnemo_core::FunctionResponse::new(
+        call.id.clone(),
+        call.name.clone(),
+        Value::String(UNANSWERED_CALL_RESULT.to_owned()),
+    );
+    response.is_error = Some(true);
+    let mut answer = event.clone();
+    answer.id = id;
+    answer.role = Role::Tool;
+    answer.author = Author::Tool;
+    answer.content = Some(Content::FunctionResponse(response));
+    answer.actions = None;
+    answer.refs = None;
+    answer.status = None;
+    Some(answer)
 }
 
 fn is_user_request(event: &RuntimeEvent) -> bool {
@@ -478,6 +566,65 @@ mod tests {
         assert!(content.starts_with("HEAD") && content.ends_with("TAIL") && content.contains("--from 8"));
         assert!(crate::projection::estimated_chars(&elided) < 2_000, "{}", elision.elided_chars);
         assert!(elide_event(&text_event("e1", "t1", "user", &big), Position(1), 100).is_none());
+    }
+
+    /// The event ids of a history's events, and the call ids its made-up answers answer.
+    fn shape(history: &AssembledHistory) -> Vec<String> {
+        history
+            .events()
+            .map(|event| match &event.content {
+                Some(Content::FunctionResponse(r))
+                    if event.id.as_str().starts_with(UNANSWERED_CALL_ID_PREFIX) =>
+                {
+                    assert_eq!(r.result, json!(UNANSWERED_CALL_RESULT));
+                    assert_eq!(
+                        (event.role, event.author, r.is_error),
+                        (Role::Tool, Author::Tool, Some(true))
+                    );
+                    format!("answer {}", r.id.as_str())
+                }
+                _ => event.id.as_str().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_call_left_without_result_is_answered_where_its_run_ends_but_not_at_the_end() {
+        let policy = CompactionPolicy::default();
+        let events = [
+            text_event("e1", "t1", "user", "go"),
+            call("e2", "t1", "c1", "shell", json!({"cmd": "sleep 600"})),
+            call("e3", "t1", "c2", "shell", json!({"cmd": "ls"})),
+            result("e4", "t1", "c2", "shell", json!("ok")),
+            text_event("e5", "t2", "user", "stop, do something else"),
+            call("e6", "t2", "c3", "shell", json!({"cmd": "pwd"})),
+            text_event("e7", "t2", "model", "waiting"),
+            result("e8", "t2", "c3", "shell", json!("/")),
+            call("e9", "t2", "c4", "shell", json!({"cmd": "make"})),
+        ];
+        let mut history = AssembledHistory {
+            session: mnemo_core::SessionId::new("s").unwrap_or_else(|e| panic!("{e}")),
+            position: Position(9),
+            items: events
+                .iter()
+                .enumerate()
+                .map(|(i, e)| HistoryItem::Event {
+                    position: Position(i as u64 + 1),
+                    event: Box::new(e.clone()),
+                })
+                .collect(),
+            boundary: None,
+            diagnostics: crate::assembly::empty_diagnostics(&policy),
+            notes: Vec::new(),
+        };
+        answer_unanswered_calls(&mut history, policy.chars_per_token);
+        // c1 is answered after its run (c1, c2, c2's result); c3's result comes later; c4 may still run.
+        assert_eq!(shape(&history), ["e1", "e2", "e3", "e4", "answer c1", "e5", "e6", "e7", "e8", "e9"]);
+        assert_eq!(history.diagnostics.fit.unanswered_calls, ["c1"]);
+        let tokens = history.diagnostics.tokens_after;
+        assert!(tokens > 0);
+        answer_unanswered_calls(&mut history, policy.chars_per_token);
+        assert_eq!(shape(&history).len(), 10, "a second pass answers nothing more");
     }
 
     #[test]

@@ -56,8 +56,9 @@ pub use faithfulness::{
     exceeds as faithfulness_exceeds,
 };
 pub use fit::{
-    Dropped, ELIDED_RESULT_CHARS_MIN, Elision, FitReport, RESULT_BUDGET_DIVISOR, UnfitReason, WINDOW_MIN,
-    elide_event, elision_marker, fit_history, result_cap_chars,
+    Dropped, ELIDED_RESULT_CHARS_MIN, Elision, FitReport, RESULT_BUDGET_DIVISOR, UNANSWERED_CALL_ID_PREFIX,
+    UNANSWERED_CALL_RESULT, UnfitReason, WINDOW_MIN, answer_unanswered_calls, elide_event, elision_marker,
+    fit_history, result_cap_chars,
 };
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{

@@ -88,6 +88,7 @@ pub async fn prepare_history(
     } else if oversized && diagnostics.tokens_after > options.policy.max_history() {
         diagnostics.context_budget_exhausted = Some("no_safe_completed_span");
     }
+    crate::fit::answer_unanswered_calls(&mut outcome.history, options.policy.chars_per_token);
     Ok(outcome)
 }
 
@@ -113,7 +114,9 @@ pub async fn compact_now(
     let min_recent = manual.min_recent_turns.unwrap_or(policy.min_recent_turns);
     let manual_options = AssemblyOptions { policy, ..options.clone() };
     let diagnostics = assemble_diagnostics(&manual_options.policy);
-    write(ledger, &manual_options, seams, min_recent, diagnostics).await
+    let mut outcome = write(ledger, &manual_options, seams, min_recent, diagnostics).await?;
+    crate::fit::answer_unanswered_calls(&mut outcome.history, options.policy.chars_per_token);
+    Ok(outcome)
 }
 
 fn assemble_diagnostics(policy: &CompactionPolicy) -> Diagnostics {
