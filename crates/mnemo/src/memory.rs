@@ -355,9 +355,21 @@ impl Mnemo {
         let Some(end) = end else { return Ok(Vec::new()) };
         let cursor = self.memory_cursor(session)?;
         let mut boundaries = Vec::new();
+        // A compaction checkpoint's range is the engine's to settle whole (a policy-denied one is
+        // skipped, never extracted): no range ends inside one. The stretch through the latest
+        // checkpoint boundary is one range, as before; only what follows it is split.
+        let checkpoint_end = ExtractionHost::checkpoints(self, session)?
+            .iter()
+            .filter_map(|c| c.extraction_boundary.as_ref())
+            .filter_map(|b| events.iter().position(|e| e.event.id == b.event))
+            .filter(|at| *at <= end && events[*at].ordinal > cursor)
+            .max();
+        if let Some(at) = checkpoint_end {
+            boundaries.push(events[at].event.id.clone());
+        }
         let mut users = 0;
         for (index, entry) in events.iter().enumerate().take(end + 1) {
-            if entry.ordinal <= cursor {
+            if entry.ordinal <= cursor || checkpoint_end.is_some_and(|at| index <= at) {
                 continue;
             }
             let user =
@@ -370,7 +382,7 @@ impl Mnemo {
                 users += 1;
             }
         }
-        if events[end].ordinal > cursor {
+        if events[end].ordinal > cursor && checkpoint_end != Some(end) {
             boundaries.push(events[end].event.id.clone());
         }
         Ok(boundaries)
