@@ -263,8 +263,36 @@ impl Mnemo {
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> Result<ExtractionReport, Error> {
+        // A long stretch before the request's turn is extracted first, in ranges that fit (as
+        // `extract` does): one range through the request would hold all of it and never fit.
+        if let Some(before) = self.turn_start_before(session, tool_call.as_ref())?
+            && self.extraction_boundaries(session, Some(&before))?.len() > 1
+        {
+            self.extract(session, Some(before)).await?;
+        }
         let trigger = Trigger::Remember { tool_call, through: None };
         self.run_extraction(session, trigger, Priority::Foreground).await
+    }
+
+    /// The event just before the turn a remember request is in (the turn of `tool_call`, else the
+    /// session's last turn); `None` when that turn opens the session or is not found.
+    fn turn_start_before(
+        &self,
+        session: &SessionId,
+        tool_call: Option<&ToolCallId>,
+    ) -> Result<Option<EventId>, Error> {
+        let events = ExtractionHost::session_events(self, session)?;
+        let turn = match tool_call {
+            Some(call) => events
+                .iter()
+                .find(|e| {
+                    matches!(&e.event.content, Some(mnemo_core::Content::FunctionCall(c)) if c.id.as_str() == call.as_str())
+                })
+                .map(|e| e.event.turn_id.clone()),
+            None => events.last().map(|e| e.event.turn_id.clone()),
+        };
+        let first = turn.and_then(|turn| events.iter().position(|e| e.event.turn_id == turn));
+        Ok(first.filter(|at| *at > 0).map(|at| events[at - 1].event.id.clone()))
     }
 
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's

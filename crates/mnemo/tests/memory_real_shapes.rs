@@ -149,3 +149,28 @@ fn a_session_of_many_prompts_is_extracted_in_ranges_that_fit() {
         ["The user prefers small commits with one change each. @ e1b2c3d4-0000-0000-0000-000000000281"]
     );
 }
+
+#[test]
+fn a_request_to_remember_at_the_end_of_a_long_session_is_remembered() {
+    // Before: the remember range held all 150 prompts, could not fit and answered "unavailable:
+    // the failed range waits for another trigger". Now the 149 turns before the request are
+    // extracted first in ranges that fit, and the request's own range is its turn.
+    let dir = tempfile::tempdir().unwrap();
+    let session = "e1b2c3d4-1111-4222-8333-944455556666";
+    let file = long_session(session, 150, (149, "remember that we deploy on Fridays only"));
+    let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
+    mnemo.import(file.as_bytes(), "long.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let id = mnemo.history().sessions().unwrap().into_iter().next().unwrap().session;
+    let result = rt.block_on(mnemo.memory().remember(&id, None)).unwrap();
+    assert_eq!(result.status, mnemo::memory::RememberStatus::Remembered, "{result:?}");
+    let items: Vec<String> = mnemo
+        .memory()
+        .list(&ListRequest::default())
+        .unwrap()
+        .iter()
+        .map(|i| i.fields.content.clone())
+        .collect();
+    assert_eq!(items, ["The team deploys on Fridays only."]);
+    assert_eq!(mnemo.memory().cursor(&id).unwrap(), 300);
+}
