@@ -126,10 +126,33 @@ fn clean(text: &str, max_chars: usize) -> String {
     let mut line = collapsed.replace("```", "'''").replace("~~~", "'''");
     let cut = line.chars().count() > max_chars;
     if cut {
-        line = line.chars().take(max_chars).collect();
+        line = cut_whole(&line, max_chars);
     }
     let line = strip_trailing_marks(line);
-    if cut { format!("{line} {TRUNCATED}") } else { line }
+    match (cut, line.is_empty()) {
+        (true, true) => TRUNCATED.to_owned(),
+        (true, false) => format!("{line} {TRUNCATED}"),
+        (false, _) => line,
+    }
+}
+
+/// The longest start of `line` within `max_chars` that ends between words and leaves no code span
+/// open: a cut inside a word or a backticked span would put a fragment (`cargo te`) in the summary,
+/// which reads as a command or path that was never there and is checked as a claim.
+fn cut_whole(line: &str, max_chars: usize) -> String {
+    let mut kept: String = line.chars().take(max_chars).collect();
+    let next = line.chars().nth(max_chars);
+    if next.is_some_and(|c| !c.is_whitespace())
+        && let Some(space) = kept.rfind(char::is_whitespace)
+    {
+        kept.truncate(space);
+    }
+    if kept.matches('`').count() % 2 == 1
+        && let Some(open) = kept.rfind('`')
+    {
+        kept.truncate(open);
+    }
+    kept.trim_end().to_owned()
 }
 
 /// The mark a cut excerpt ends with (never a claim, never a truncation of the summary).
@@ -709,6 +732,15 @@ fn pad_to_floor(mut summary: String, items: &[Item]) -> String {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn a_cut_excerpt_ends_between_words_and_leaves_no_code_span_open() {
+        assert_eq!(clean("run `cargo test --workspace` before every commit", 20), "run […]");
+        assert_eq!(clean("the parser in src/transcript.rs refuses empty lines", 30), "the parser in […]");
+        assert_eq!(clean("edit `a.rs` and then `b.rs` too", 25), "edit `a.rs` and then […]");
+        assert_eq!(clean("short enough", 30), "short enough");
+        assert_eq!(clean("`a-very-long-code-span-with-no-space-in-it`", 10), "[…]");
+    }
 
     use super::*;
     use crate::faithfulness::check_faithfulness;
