@@ -207,8 +207,13 @@ fn clauses(sentence: &str) -> Vec<&str> {
         ", always ",
     ];
     loop {
-        let next =
-            joins.iter().filter_map(|j| rest.find(j).map(|at| (at, j.len()))).min_by_key(|(at, _)| *at);
+        let next = joins
+            .iter()
+            .filter_map(|j| rest.find(j).map(|at| (at, j.len())))
+            .filter(|(at, len)| {
+                !is_contrast(&rest[*at..*at + len]) || contrast_stands_alone(&rest[at + len..])
+            })
+            .min_by_key(|(at, _)| *at);
         match next {
             Some((at, len)) => {
                 out.push(rest[..at].trim());
@@ -224,6 +229,21 @@ fn clauses(sentence: &str) -> Vec<&str> {
             }
         }
     }
+}
+
+/// Words a rule after ", never" or ", always" needs beyond the adverb to be a clause of its own:
+/// "always uses pnpm, never npm" contrasts one word with the clause before it and is one statement.
+const CONTRAST_CLAUSE_WORDS_MIN: usize = 2;
+
+fn is_contrast(join: &str) -> bool {
+    matches!(join, ", never " | ", always ")
+}
+
+/// Whether what follows a contrast join, up to the next comma or semicolon, says enough to stand as
+/// a rule of its own.
+fn contrast_stands_alone(after: &str) -> bool {
+    let clause = after.split([',', ';']).next().unwrap_or_default();
+    clause.split_whitespace().count() >= CONTRAST_CLAUSE_WORDS_MIN
 }
 
 fn conjugate(verb: &str) -> String {
@@ -713,6 +733,16 @@ mod tests {
             clauses("we deploy with fly.io, never run migrations by hand"),
             ["we deploy with fly.io", "never run migrations by hand"]
         );
+    }
+
+    #[test]
+    fn a_contrast_of_one_word_after_a_comma_stays_with_its_clause() {
+        // Split, it gave an item "Never npm." that says nothing on its own.
+        assert_eq!(
+            clauses("this project always uses pnpm, never npm"),
+            ["this project always uses pnpm, never npm"]
+        );
+        assert_eq!(clauses("use tabs, always spaces in YAML"), ["use tabs", "always spaces in YAML"]);
     }
 
     #[test]
