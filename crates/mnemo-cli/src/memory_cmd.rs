@@ -26,12 +26,19 @@ pub(crate) enum MemoryCommand {
         #[arg(long)]
         tool_call: Option<String>,
     },
-    /// Extract incidental facts from a session's new events (background extraction).
+    /// Extract incidental facts from a session's new events (background extraction); `--all`:
+    /// from every session's, one after another.
     Extract {
-        session: String,
+        /// The session (or `--all`).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        session: Option<String>,
         /// The last event to consider (default: the session's last event).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "all")]
         through: Option<String>,
+        /// Every session the store holds (after `mnemo sync` of earlier sessions, say): a line per
+        /// session; sessions memory may not read (incognito, memory off, a sub-agent's) say why.
+        #[arg(long)]
+        all: bool,
     },
     /// Print one item.
     Get { id: String },
@@ -213,8 +220,10 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             });
             Ok(found(result.status == RememberStatus::Remembered))
         }
-        MemoryCommand::Extract { session: s, through } => {
+        MemoryCommand::Extract { all: true, .. } => extract_all(cli, &mnemo),
+        MemoryCommand::Extract { session: s, through, .. } => {
             let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
+            let s = s.as_deref().unwrap_or_default();
             let report = runtime()?.block_on(mnemo.memory().extract(&session(s)?, through))?;
             output(cli, &report, || print_extraction(&report));
             // 0 when the range is settled (or there was nothing new), 1 when nothing ran.
@@ -268,7 +277,40 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
     }
 }
 
+/// `memory extract --all`: every session in turn, most recently active first. Exit 0 when every
+/// session's range is settled, had nothing new, or memory may not read the session; 1 otherwise.
+fn extract_all(cli: &Cli, mnemo: &Mnemo) -> anyhow::Result<ExitCode> {
+    let sessions = mnemo.history().sessions()?;
+    let runtime = runtime()?;
+    let (mut reports, mut settled) = (Vec::with_capacity(sessions.len()), true);
+    for summary in &sessions {
+        let report = runtime.block_on(mnemo.memory().extract(&summary.session, None))?;
+        if !cli.json {
+            say!("{}  {}", summary.session, extraction_line(&report));
+        }
+        settled &= matches!(
+            report.outcome,
+            ExtractionOutcome::Committed { .. }
+                | ExtractionOutcome::NothingToProcess
+                | ExtractionOutcome::Unavailable { .. }
+        );
+        reports.push(serde_json::json!({ "session": summary.session, "report": report }));
+    }
+    if cli.json {
+        crate::print_json(&reports);
+    }
+    Ok(found(settled))
+}
+
 fn print_extraction(report: &ExtractionReport) {
+    say!("{}", extraction_line(report));
+    for rejected in &report.rejections {
+        say!("  turned down: {}  ({})", rejected.content, name(&rejected.rejection));
+    }
+}
+
+/// What an extraction did, on one line.
+fn extraction_line(report: &ExtractionReport) -> String {
     let outcome = match &report.outcome {
         ExtractionOutcome::Committed { receipt, replayed } => {
             format!("committed ({}){}", name(&receipt.status), if *replayed { ", replayed" } else { "" })
@@ -284,14 +326,11 @@ fn print_extraction(report: &ExtractionReport) {
         ExtractionOutcome::NothingToProcess => "nothing new to process".to_owned(),
         _ => name(&report.outcome),
     };
-    say!(
+    format!(
         "{outcome}; {} model call(s), {} candidate(s) turned down",
         report.model_calls,
         report.rejections.len()
-    );
-    for rejected in &report.rejections {
-        say!("  turned down: {}  ({})", rejected.content, name(&rejected.rejection));
-    }
+    )
 }
 
 fn update(

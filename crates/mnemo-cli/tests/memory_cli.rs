@@ -158,3 +158,49 @@ fn eval_recall_reports_hits_per_category_over_the_development_set() {
     assert_eq!(refused.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("line 1"));
 }
+
+#[test]
+fn extract_all_runs_every_session_and_says_why_one_is_not_run() {
+    // Sessions captured from earlier work (`mnemo sync`) were extracted only one `memory extract
+    // SESSION` at a time. Two sessions with facts, and an incognito one memory may not read.
+    let transcript = r#"{"kind":"session","session":"a","workspace":"acme/api","title":"a"}
+{"session":"a","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}
+{"kind":"session","session":"b","workspace":"acme/web","title":"b"}
+{"session":"b","turn":"t1","role":"user","parts":[{"type":"text","text":"I prefer tabs over spaces."}]}
+{"kind":"session","session":"c","workspace":"acme/web","title":"c","incognito":true}
+{"session":"c","turn":"t1","role":"user","parts":[{"type":"text","text":"I prefer vim over emacs."}]}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("t.jsonl");
+    std::fs::write(&file, transcript).unwrap();
+    let imported = mnemo(&store, &["import", file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", String::from_utf8_lossy(&imported.stderr));
+
+    let output = mnemo(&store, &["memory", "extract", "--all"]);
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let text = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (session, outcome) in [("a", "committed"), ("b", "committed"), ("c", "not run: incognito")] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(&format!("{session}  {outcome}"))),
+            "{session}: {outcome} in {text}"
+        );
+    }
+    let items = json(&mnemo(&store, &["--json", "memory", "list"]));
+    let contents: Vec<&str> =
+        items.as_array().unwrap().iter().map(|i| i["fields"]["content"].as_str().unwrap()).collect();
+    assert!(contents.iter().any(|c| c.contains("fjall")), "{contents:?}");
+    assert!(contents.iter().any(|c| c.contains("tabs")), "{contents:?}");
+    assert!(!contents.iter().any(|c| c.contains("vim")), "the incognito session was read: {contents:?}");
+
+    // Again: nothing new anywhere, and `--json` is one entry per session.
+    let again = json(&mnemo(&store, &["--json", "memory", "extract", "--all"]));
+    let sessions: Vec<&str> =
+        again.as_array().unwrap().iter().map(|e| e["session"].as_str().unwrap()).collect();
+    assert_eq!(sessions.len(), 3, "{again}");
+    // A session or `--all`, not both and not neither.
+    assert_eq!(mnemo(&store, &["memory", "extract"]).status.code(), Some(2));
+    assert_eq!(mnemo(&store, &["memory", "extract", "a", "--all"]).status.code(), Some(2));
+}
