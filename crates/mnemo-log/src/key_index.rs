@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use mnemo_core::{KeyRule, Position, StreamId, StreamRevision};
 
@@ -32,88 +33,11 @@ const CATCH_UP_BATCH_KEYS: usize = 4096;
 /// written before the index existed, or a salvaged store's. `mnemo-core` supplies it.
 pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> Vec<KeyRule>;
 
-/// The record an identity key written by this group stands for, to tell a retry from a conflict:
-/// borrowed from its request, which lives as long as the group.
-#[derive(Debug, Clone, Copy)]
-struct Holder<'a> {
-    stream: &'a StreamId,
-    record: &'a NewRecord,
-}
-
-/// A key written by a request of the group not yet committed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PendingKey<'a> {
-    position: Position,
-    /// The claimed value (empty but for a claim), borrowed from the rule.
-    value: &'a [u8],
-    /// For an identity key, the record holding it.
-    holder: Option<Holder<'a>>,
-}
-
-impl PendingKey<'_> {
-    /// The key index value: the position, then the claimed value.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        encode_value(self.position, self.value)
-    }
-}
-
 fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(8 + claimed.len());
     value.extend_from_slice(&position.to_key());
     value.extend_from_slice(claimed);
     value
-}
-
-/// A key as the group knows it: each key is read from the committed index at most once per group,
-/// since nothing but the group's own batch changes that index before the group commits.
-#[derive(Debug)]
-enum Known<'a> {
-    /// Not in the committed index and not written by the group.
-    Absent,
-    /// In the committed index.
-    Logged { position: Position, value: Vec<u8> },
-    /// Written by a request of the group (a key is only ever written where it was absent).
-    Pending(PendingKey<'a>),
-}
-
-impl Known<'_> {
-    fn held_at(&self) -> Option<Position> {
-        match self {
-            Known::Absent => None,
-            Known::Logged { position, .. } => Some(*position),
-            Known::Pending(pending) => Some(pending.position),
-        }
-    }
-
-    fn value(&self) -> Option<&[u8]> {
-        match self {
-            Known::Absent => None,
-            Known::Logged { value, .. } => Some(value),
-            Known::Pending(pending) => Some(pending.value),
-        }
-    }
-
-    /// Whether the holder is the same record as `record` on `stream`.
-    fn is_record(&self, shared: &Shared, stream: &StreamId, record: &NewRecord) -> Result<bool, LogError> {
-        let same = |s: &StreamId, kind: u16, schema: u16, bytes: &[u8]| {
-            s == stream && kind == record.kind && schema == record.kind_schema && bytes == record.bytes
-        };
-        match self {
-            Known::Absent | Known::Pending(PendingKey { holder: None, .. }) => Ok(false),
-            Known::Pending(PendingKey { holder: Some(h), .. }) => {
-                Ok(same(h.stream, h.record.kind, h.record.kind_schema, &h.record.bytes))
-            }
-            Known::Logged { position, .. } => {
-                let envelope = shared.read(*position)?.ok_or_else(|| LogError::Corrupt {
-                    position: *position,
-                    kind: CorruptionKind::StreamIndex(
-                        "the key index points at a missing envelope".to_owned(),
-                    ),
-                })?;
-                Ok(same(&envelope.stream, envelope.kind, envelope.kind_schema, &envelope.record))
-            }
-        }
-    }
 }
 
 pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
@@ -127,99 +51,217 @@ pub(crate) fn mark_key() -> &'static [u8] {
     MARK_KEY
 }
 
-/// The keys of one group commit as far as its requests have looked them up or written them, keyed
-/// by the bytes of the requests' own rules (nothing is copied).
-#[derive(Debug, Default)]
-pub(crate) struct GroupKeys<'a> {
-    // NOTE: foldhash rather than the standard SipHash: the map is hashed a few times per record on
-    // the writer's path, and a group's keys come from its own requests, so a caller crafting
-    // colliding keys slows only its own group.
-    known: HashMap<&'a [u8], Known<'a>, foldhash::fast::RandomState>,
+/// A key's fingerprint in a group's map: its xxh3 128-bit hash (two keys of a group share one
+/// with a chance below 10⁻³⁰).
+type Fingerprint = u128;
+
+fn fingerprint(key: &[u8]) -> Fingerprint {
+    xxhash_rust::xxh3::xxh3_128(key)
 }
 
-/// The keys a request writes, in order, each with its holder.
-pub(crate) type Writes<'a> = Vec<(&'a [u8], PendingKey<'a>)>;
+/// Hashes a fingerprint, already a uniform hash, by folding it to 64 bits.
+#[derive(Debug, Default)]
+struct FingerprintHasher(u64);
+
+impl Hasher for FingerprintHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only fingerprints are hashed with it (as `write_u128`); any other input still spreads.
+        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
+    }
+
+    fn write_u128(&mut self, fingerprint: u128) {
+        self.0 = (fingerprint as u64) ^ ((fingerprint >> 64) as u64);
+    }
+}
+
+/// Where a record of the group is: its request's index in the group, and its index in the request.
+#[derive(Debug, Clone, Copy)]
+struct RecordAt {
+    request: usize,
+    record: usize,
+}
+
+/// A key as the group knows it: each key is read from the committed index at most once per group,
+/// since nothing but the group's own batch changes that index before the group commits. Claimed
+/// values are compared by their fingerprints.
+#[derive(Debug, Clone, Copy)]
+enum Known {
+    /// Not in the committed index and not written by the group.
+    Absent,
+    /// In the committed index.
+    Logged { position: Position, value: Fingerprint },
+    /// Written by a request of the group (a key is only ever written where it was absent); an
+    /// identity key with the record holding it.
+    Pending { position: Position, value: Fingerprint, holder: Option<RecordAt> },
+}
+
+impl Known {
+    fn held_at(self) -> Option<Position> {
+        match self {
+            Known::Absent => None,
+            Known::Logged { position, .. } | Known::Pending { position, .. } => Some(position),
+        }
+    }
+
+    fn value(self) -> Option<Fingerprint> {
+        match self {
+            Known::Absent => None,
+            Known::Logged { value, .. } | Known::Pending { value, .. } => Some(value),
+        }
+    }
+
+    /// Whether the holder is the same record as `record` on `stream`.
+    fn is_record(
+        self,
+        shared: &Shared,
+        group: &[&AppendRequest],
+        stream: &StreamId,
+        record: &NewRecord,
+    ) -> Result<bool, LogError> {
+        let same = |s: &StreamId, kind: u16, schema: u16, bytes: &[u8]| {
+            s == stream && kind == record.kind && schema == record.kind_schema && bytes == record.bytes
+        };
+        match self {
+            Known::Absent | Known::Pending { holder: None, .. } => Ok(false),
+            Known::Pending { holder: Some(at), .. } => {
+                let request = group[at.request];
+                let held = &request.records[at.record];
+                Ok(same(&request.stream, held.kind, held.kind_schema, &held.bytes))
+            }
+            Known::Logged { position, .. } => {
+                let envelope = shared.read(position)?.ok_or_else(|| LogError::Corrupt {
+                    position,
+                    kind: CorruptionKind::StreamIndex(
+                        "the key index points at a missing envelope".to_owned(),
+                    ),
+                })?;
+                Ok(same(&envelope.stream, envelope.kind, envelope.kind_schema, &envelope.record))
+            }
+        }
+    }
+}
+
+/// A key a request of the group writes: its holder's position and the claimed value's place in
+/// the group's value bytes.
+#[derive(Debug, Clone)]
+struct Write {
+    fingerprint: Fingerprint,
+    key: std::ops::Range<usize>,
+    position: Position,
+    value: std::ops::Range<usize>,
+}
+
+/// The keys of one group commit as far as its requests have looked them up or written them, and
+/// the keys the group writes. The writer keeps one for its whole life and starts it afresh for
+/// each group, so that its memory is allocated once rather than per group (freshly allocated
+/// memory is faulted in and zeroed page by page).
+#[derive(Debug, Default)]
+pub(crate) struct GroupKeys {
+    known: HashMap<Fingerprint, Known, BuildHasherDefault<FingerprintHasher>>,
+    writes: Vec<Write>,
+    /// The keys and claimed values of `writes`, end to end.
+    bytes: Vec<u8>,
+}
 
 /// What the index says of a request.
-pub(crate) enum Decision<'a> {
-    /// Per record, where it already is when it is a retry (`None`: a new record), and the keys the
-    /// new records write, in order. The group already holds them: the writer either writes them
+pub(crate) enum Decision {
+    /// Per record, where it already is when it is a retry (`None`: a new record). The keys the new
+    /// records write are the group's writes from `writes_from` on: the writer either writes them
     /// with the request's envelopes or takes them back with [`GroupKeys::undo`].
-    Go { retried: Vec<Option<Position>>, writes: Writes<'a> },
+    Go { retried: Vec<Option<Position>>, writes_from: usize },
     /// A rule is broken; nothing of the request is appended and the group holds none of its keys.
     Refused(KeyRefusal),
 }
 
-impl<'a> GroupKeys<'a> {
-    /// A group whose requests carry `rules` key rules in all: the map is sized once, so that it
-    /// does not grow (and allocate afresh) while the group is decided.
-    pub(crate) fn with_capacity(rules: usize) -> Self {
-        GroupKeys { known: HashMap::with_capacity_and_hasher(rules, Default::default()) }
+impl GroupKeys {
+    /// Forgets the last group's keys, keeping the memory they took.
+    pub(crate) fn start_group(&mut self) {
+        self.known.clear();
+        self.writes.clear();
+        self.bytes.clear();
     }
 
     /// The key as the group knows it, read from the committed index the first time.
-    fn get(&mut self, shared: &Shared, key: &'a [u8]) -> Result<&Known<'a>, LogError> {
-        match self.known.entry(key) {
-            Entry::Occupied(entry) => Ok(entry.into_mut()),
-            Entry::Vacant(entry) => Ok(entry.insert(logged(shared, key)?)),
+    fn get(&mut self, shared: &Shared, key: &[u8]) -> Result<Known, LogError> {
+        match self.known.entry(fingerprint(key)) {
+            Entry::Occupied(entry) => Ok(*entry.get()),
+            Entry::Vacant(entry) => Ok(*entry.insert(logged(shared, key)?)),
         }
     }
 
-    /// Writes `key` for a record; `writes[from..]` are the record's own earlier writes.
-    fn write(&mut self, writes: &mut Writes<'a>, from: usize, key: &'a [u8], pending: PendingKey<'a>) {
+    /// Writes a key for a record; `self.writes[from..]` are the record's own earlier writes.
+    fn write(&mut self, from: usize, key: &[u8], position: Position, value: &[u8], holder: Option<RecordAt>) {
         // NOTE: a key is written only where it was absent, or again by the same record (an
         // identity after a claim of the same bytes): the record's earlier write is replaced, so
         // that undoing the request leaves the key absent as it found it.
-        self.known.insert(key, Known::Pending(pending));
-        match writes[from..].iter_mut().find(|(written, _)| *written == key) {
-            Some(earlier) => earlier.1 = pending,
-            None => writes.push((key, pending)),
+        let print = fingerprint(key);
+        self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
+        let key_start = self.bytes.len();
+        self.bytes.extend_from_slice(key);
+        let value_start = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        let write = Write {
+            fingerprint: print,
+            key: key_start..value_start,
+            position,
+            value: value_start..self.bytes.len(),
+        };
+        match self.writes[from..].iter_mut().find(|earlier| earlier.fingerprint == print) {
+            Some(earlier) => *earlier = write,
+            None => self.writes.push(write),
         }
     }
 
-    /// Takes back the keys of a request that is not appended after all.
-    pub(crate) fn undo(&mut self, writes: &Writes<'a>) {
-        for (key, _) in writes {
-            self.known.insert(key, Known::Absent);
+    /// Takes back the keys of the last request decided, which is not appended after all: the
+    /// group's writes from `from` on.
+    pub(crate) fn undo(&mut self, from: usize) {
+        for write in self.writes.drain(from..) {
+            self.known.insert(write.fingerprint, Known::Absent);
         }
     }
 
-    /// Decides a request's rules against the group's keys and the committed index. `first_position`
-    /// is where its first new record will land.
+    /// Decides the rules of `group[index]` against the group's keys and the committed index.
+    /// `first_position` is where its first new record will land.
     pub(crate) fn decide(
         &mut self,
         shared: &Shared,
-        request: &'a AppendRequest,
+        group: &[&AppendRequest],
+        index: usize,
         first_position: Position,
-    ) -> Result<Decision<'a>, LogError> {
-        let mut writes = Writes::with_capacity(request.records.iter().map(|r| r.rules.len()).sum());
-        match self.decide_records(shared, request, first_position, &mut writes) {
-            Ok(Ok(retried)) => Ok(Decision::Go { retried, writes }),
+    ) -> Result<Decision, LogError> {
+        let writes_from = self.writes.len();
+        match self.decide_records(shared, group, index, first_position) {
+            Ok(Ok(retried)) => Ok(Decision::Go { retried, writes_from }),
             Ok(Err(refusal)) => {
-                self.undo(&writes);
+                self.undo(writes_from);
                 Ok(Decision::Refused(refusal))
             }
             Err(error) => {
-                self.undo(&writes);
+                self.undo(writes_from);
                 Err(error)
             }
         }
     }
 
     /// Per record, where it already is when it is a retry; or the first rule broken. The keys the
-    /// new records write are held by the group and listed in `writes` as they are decided.
+    /// new records write are added to the group's writes as they are decided.
     fn decide_records(
         &mut self,
         shared: &Shared,
-        request: &'a AppendRequest,
+        group: &[&AppendRequest],
+        request_index: usize,
         first_position: Position,
-        writes: &mut Writes<'a>,
     ) -> Result<Result<Vec<Option<Position>>, KeyRefusal>, LogError> {
+        let request = group[request_index];
         let mut retried = Vec::with_capacity(request.records.len());
         let mut next = first_position;
         for (index, record) in request.records.iter().enumerate() {
             let refuse = |rule: &KeyRule, held_at| KeyRefusal { record: index, rule: rule.clone(), held_at };
-            match self.identity(shared, &request.stream, record)? {
+            match self.identity(shared, group, &request.stream, record)? {
                 Identity::Retry(original) => {
                     retried.push(Some(original));
                     continue;
@@ -227,7 +269,7 @@ impl<'a> GroupKeys<'a> {
                 Identity::Conflict(rule, held_at) => return Ok(Err(refuse(rule, Some(held_at)))),
                 Identity::New => {}
             }
-            let from = writes.len();
+            let from = self.writes.len();
             for rule in &record.rules {
                 let key = rule.key();
                 let write = if matches!(rule, KeyRule::Identity(_)) {
@@ -237,7 +279,7 @@ impl<'a> GroupKeys<'a> {
                     let known = self.get(shared, key)?;
                     match (rule, known.value()) {
                         (KeyRule::Claim { value, .. }, None) => Some(value.as_slice()),
-                        (KeyRule::Claim { value, .. }, Some(held)) if held == value.as_slice() => None,
+                        (KeyRule::Claim { value, .. }, Some(held)) if held == fingerprint(value) => None,
                         (KeyRule::Unique(_), None) => Some(&[][..]),
                         (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
                         // A claim of another value, a unique or forbidden key held, a required key
@@ -248,8 +290,8 @@ impl<'a> GroupKeys<'a> {
                 };
                 if let Some(value) = write {
                     let holder = matches!(rule, KeyRule::Identity(_))
-                        .then_some(Holder { stream: &request.stream, record });
-                    self.write(writes, from, key, PendingKey { position: next, value, holder });
+                        .then_some(RecordAt { request: request_index, record: index });
+                    self.write(from, key, next, value, holder);
                 }
             }
             next = next.next();
@@ -260,17 +302,18 @@ impl<'a> GroupKeys<'a> {
 
     /// What the record's identity keys say: the first one held tells a retry (held by the same
     /// record) from a conflict; none held, the record is new.
-    fn identity(
+    fn identity<'r>(
         &mut self,
         shared: &Shared,
+        group: &[&AppendRequest],
         stream: &StreamId,
-        record: &'a NewRecord,
-    ) -> Result<Identity<'a>, LogError> {
+        record: &'r NewRecord,
+    ) -> Result<Identity<'r>, LogError> {
         for rule in &record.rules {
             let KeyRule::Identity(key) = rule else { continue };
             let known = self.get(shared, key)?;
             let Some(held_at) = known.held_at() else { continue };
-            return Ok(if known.is_record(shared, stream, record)? {
+            return Ok(if known.is_record(shared, group, stream, record)? {
                 Identity::Retry(held_at)
             } else {
                 Identity::Conflict(rule, held_at)
@@ -278,38 +321,48 @@ impl<'a> GroupKeys<'a> {
         }
         Ok(Identity::New)
     }
+
+    /// The keys the group writes from `from` on, each as the `keys` keyspace's key and value.
+    pub(crate) fn entries_from(&self, from: usize) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
+        self.writes[from..].iter().map(|write| {
+            let value = encode_value(write.position, &self.bytes[write.value.clone()]);
+            (framed(&self.bytes[write.key.clone()]), value)
+        })
+    }
 }
 
 /// What a record's identity says of it.
-enum Identity<'a> {
+enum Identity<'r> {
     New,
     /// The same record is already at this position (or written by the group at it).
     Retry(Position),
     /// Another record holds the identity, at this position.
-    Conflict(&'a KeyRule, Position),
+    Conflict(&'r KeyRule, Position),
 }
 
-fn logged(shared: &Shared, key: &[u8]) -> Result<Known<'static>, LogError> {
+/// The committed index's entry for `key`: its holder and claimed value.
+fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>, LogError> {
     match shared.keys.get(framed(key))? {
-        None => Ok(Known::Absent),
-        Some(value) => {
-            let position = decode_position(&value)?;
-            Ok(Known::Logged { position, value: value[8..].to_vec() })
-        }
+        None => Ok(None),
+        Some(value) => Ok(Some((decode_position(&value)?, value[8..].to_vec()))),
     }
+}
+
+fn logged(shared: &Shared, key: &[u8]) -> Result<Known, LogError> {
+    Ok(match read_entry(shared, key)? {
+        None => Known::Absent,
+        Some((position, value)) => Known::Logged { position, value: fingerprint(&value) },
+    })
 }
 
 /// The position of the record holding `key` in the committed index.
 pub(crate) fn holder(shared: &Shared, key: &[u8]) -> Result<Option<Position>, LogError> {
-    Ok(logged(shared, key)?.held_at())
+    Ok(read_entry(shared, key)?.map(|(position, _)| position))
 }
 
 /// The committed index's entry for `key`.
 pub(crate) fn held_key(shared: &Shared, key: &[u8]) -> Result<Option<crate::backend::HeldKey>, LogError> {
-    Ok(match logged(shared, key)? {
-        Known::Logged { position, value } => Some(crate::backend::HeldKey { position, value }),
-        Known::Absent | Known::Pending(_) => None,
-    })
+    Ok(read_entry(shared, key)?.map(|(position, value)| crate::backend::HeldKey { position, value }))
 }
 
 fn decode_position(value: &[u8]) -> Result<Position, LogError> {
@@ -463,14 +516,16 @@ mod tests {
         let shared = shared_for_tests(dir.path()).expect("store");
         let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
         let second = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
-        let mut group = GroupKeys::default();
+        let group = [&first, &second];
+        let mut keys = GroupKeys::default();
         // The writer takes the first request back (its expected revision did not match).
-        let Decision::Go { writes, .. } = group.decide(&shared, &first, Position(1)).expect("decide") else {
+        let Decision::Go { writes_from, .. } = keys.decide(&shared, &group, 0, Position(1)).expect("decide")
+        else {
             panic!("the first request is refused");
         };
-        assert_eq!(writes.len(), 2);
-        group.undo(&writes);
-        let decided = group.decide(&shared, &second, Position(1)).expect("decide");
+        assert_eq!(keys.writes.len() - writes_from, 2);
+        keys.undo(writes_from);
+        let decided = keys.decide(&shared, &group, 1, Position(1)).expect("decide");
         assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
     }
 
@@ -483,12 +538,14 @@ mod tests {
             vec![event("e1", b"one", vec![claim("run", "a")]), event("e2", b"two", vec![claim("run", "b")])],
         );
         let next = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
-        let mut group = GroupKeys::default();
-        let Decision::Refused(refusal) = group.decide(&shared, &refused, Position(1)).expect("decide") else {
+        let group = [&refused, &next];
+        let mut keys = GroupKeys::default();
+        let Decision::Refused(refusal) = keys.decide(&shared, &group, 0, Position(1)).expect("decide") else {
             panic!("two claims of one key with two values are taken");
         };
         assert_eq!((refusal.record, refusal.held_at), (1, Some(Position(1))));
-        let decided = group.decide(&shared, &next, Position(1)).expect("decide");
+        assert!(keys.writes.is_empty());
+        let decided = keys.decide(&shared, &group, 1, Position(1)).expect("decide");
         assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
     }
 
@@ -500,21 +557,39 @@ mod tests {
         let retry = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
         let conflict = request("session/a", vec![event("e1", b"changed", vec![])]);
         let other_claim = request("session/a", vec![event("e2", b"two", vec![claim("run", "b")])]);
-        let mut group = GroupKeys::default();
-        assert!(matches!(group.decide(&shared, &first, Position(7)).expect("decide"), Decision::Go { .. }));
-        let decided = group.decide(&shared, &retry, Position(8)).expect("decide");
-        assert!(
-            matches!(decided, Decision::Go { ref retried, ref writes } if retried == &[Some(Position(7))] && writes.is_empty())
-        );
-        let Decision::Refused(refusal) = group.decide(&shared, &conflict, Position(8)).expect("decide")
-        else {
+        let group = [&first, &retry, &conflict, &other_claim];
+        let mut keys = GroupKeys::default();
+        assert!(matches!(keys.decide(&shared, &group, 0, Position(7)).expect("decide"), Decision::Go { .. }));
+        let written = keys.writes.len();
+        let decided = keys.decide(&shared, &group, 1, Position(8)).expect("decide");
+        assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[Some(Position(7))]));
+        assert_eq!(keys.writes.len(), written, "a retry writes nothing");
+        let Decision::Refused(refusal) = keys.decide(&shared, &group, 2, Position(8)).expect("decide") else {
             panic!("the same identity with other bytes is taken");
         };
         assert_eq!((refusal.record, refusal.held_at), (0, Some(Position(7))));
-        let Decision::Refused(refusal) = group.decide(&shared, &other_claim, Position(8)).expect("decide")
-        else {
+        let Decision::Refused(refusal) = keys.decide(&shared, &group, 3, Position(8)).expect("decide") else {
             panic!("a claim of another value is taken");
         };
         assert_eq!(refusal.rule, claim("run", "b"));
+    }
+
+    #[test]
+    fn a_new_group_forgets_the_keys_the_last_group_held_but_did_not_commit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared_for_tests(dir.path()).expect("store");
+        let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
+        let other = request("session/a", vec![event("e1", b"other", vec![claim("run", "b")])]);
+        let mut keys = GroupKeys::default();
+        assert!(matches!(
+            keys.decide(&shared, &[&first], 0, Position(1)).expect("decide"),
+            Decision::Go { .. }
+        ));
+        // The first group's batch never committed (the writer was poisoned, say): the next group
+        // decides against the committed index only.
+        keys.start_group();
+        let decided = keys.decide(&shared, &[&other], 0, Position(1)).expect("decide");
+        assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
+        assert_eq!(keys.entries_from(0).count(), 2, "its identity and its claim");
     }
 }

@@ -43,6 +43,7 @@ pub(crate) struct WriterState {
 
 /// The writer thread's loop: runs until every sender is dropped.
 pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
+    let mut group_keys = key_index::GroupKeys::default();
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         let mut group_bytes = request_bytes(&group[0].request);
@@ -55,7 +56,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
                 Err(_) => break,
             }
         }
-        commit_group(&shared, &mut state, group);
+        commit_group(&shared, &mut state, &mut group_keys, group);
     }
     // The store is closing: its last mark goes to the disk now rather than within the interval.
     if let Some(Err(error)) = state.high_water.as_mut().map(HighWaterFile::sync) {
@@ -75,7 +76,12 @@ struct Staged {
     timestamp: TimestampMs,
 }
 
-fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
+fn commit_group(
+    shared: &Shared,
+    state: &mut WriterState,
+    group_keys: &mut key_index::GroupKeys,
+    group: Vec<Pending>,
+) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
     if let Some(reason) = shared.poison_reason() {
         for pending in group {
@@ -92,10 +98,9 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
     let mut last_hash = state.last_hash;
     let mut last_timestamp = state.last_timestamp;
 
-    let rules = group.iter().flat_map(|p| &p.request.records).map(|r| r.rules.len()).sum();
-    let mut group_keys = key_index::GroupKeys::with_capacity(rules);
-    for pending in &group {
-        let request = &pending.request;
+    group_keys.start_group();
+    let requests: Vec<&AppendRequest> = group.iter().map(|pending| &pending.request).collect();
+    for (index, request) in requests.iter().copied().enumerate() {
         let current = match group_heads.get(&request.stream) {
             Some(head) => Ok(Some(*head)),
             None => current_head(shared, state, &request.stream),
@@ -108,8 +113,8 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             }
         };
         let actual = current.map(|head| head.revision);
-        let (retried, writes) = match group_keys.decide(shared, request, next_position) {
-            Ok(Decision::Go { retried, writes }) => (retried, writes),
+        let (retried, writes_from) = match group_keys.decide(shared, &requests, index, next_position) {
+            Ok(Decision::Go { retried, writes_from }) => (retried, writes_from),
             Ok(Decision::Refused(refusal)) => {
                 outcomes.push(Ok(AppendOutcome::Refused(refusal)));
                 continue;
@@ -132,7 +137,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             continue;
         }
         if !request.expected.matches(actual) {
-            group_keys.undo(&writes);
+            group_keys.undo(writes_from);
             outcomes
                 .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
             continue;
@@ -143,7 +148,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
             Ok(staged) => staged,
             Err(error) => {
-                group_keys.undo(&writes);
+                group_keys.undo(writes_from);
                 outcomes.push(Err(error));
                 continue;
             }
@@ -153,8 +158,8 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
             batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
         }
         batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
-        for (key, pending) in &writes {
-            batch.insert(&shared.keys, key_index::framed(key), pending.encode());
+        for (key, value) in group_keys.entries_from(writes_from) {
+            batch.insert(&shared.keys, key, value);
         }
         let first_position = originals.iter().copied().fold(next_position, Position::min);
         let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
@@ -170,8 +175,7 @@ fn commit_group(shared: &Shared, state: &mut WriterState, group: Vec<Pending>) {
         last_hash = staged.last_hash;
         last_timestamp = staged.timestamp;
     }
-    // The group's keys borrow its requests, which are answered below.
-    drop(group_keys);
+    drop(requests);
     if state.keys_complete && next_position > state.next_position {
         batch.insert(&shared.keys, key_index::mark_key(), Position(next_position.0 - 1).to_key());
     }
