@@ -475,3 +475,21 @@ fn claude_code_saved_outputs_are_looked_for_only_beside_a_session_file_and_withi
     let (results, _) = results_of(&bytes, session.to_str().unwrap());
     assert_eq!(results[BASH_CALL].len(), 512 * 1024);
 }
+
+#[test]
+fn claude_code_real_sub_agent_preview_of_a_saved_output_is_recognised_and_counted_when_missing() {
+    // Claude Code 2.1.7 cut a 126.7KB Grep output to a preview in this real sub-agent file; the
+    // fixtures hold no `tool-results` folder, so the preview stays and the summary says so.
+    let base = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        PathBuf::from,
+    );
+    let path = base.join("claude-code/incremental-subagents/turn-2/subagents/agent-a485154.jsonl");
+    let bytes = std::fs::read(&path).unwrap();
+    let (results, skipped) = results_of(&bytes, path.to_str().unwrap());
+    assert!(
+        results["toolu_bdrk_01CaTZ658VzFpoM9YptVLjGg"]
+            .starts_with("<persisted-output>\nOutput too large (126.7KB).")
+    );
+    assert_eq!(skipped.get(MISSING), Some(&1), "{skipped:?}");
+}
