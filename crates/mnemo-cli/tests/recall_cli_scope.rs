@@ -55,14 +55,15 @@ fn recall_of_a_session_whose_scope_holds_no_item_says_so() {
 
 #[test]
 fn a_recall_block_that_leaves_items_out_says_how_many() {
-    // Five items are in the session's scope; a block of 60 tokens holds one. Before: the one and
+    // Five items are in the session's scope; a block of 80 tokens holds one, and the line saying
+    // what it left out. Before: the one and
     // nothing else, as if it were all there is.
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let pipeline = dir.path().join("pipeline.toml");
     let default = std::fs::read_to_string(repo_root().join("pipelines/default.toml")).unwrap();
     assert!(default.contains("recall_budget_tokens = 512"));
-    std::fs::write(&pipeline, default.replace("recall_budget_tokens = 512", "recall_budget_tokens = 60"))
+    std::fs::write(&pipeline, default.replace("recall_budget_tokens = 512", "recall_budget_tokens = 80"))
         .unwrap();
     let pipeline = pipeline.to_str().unwrap();
     let file = repo_root().join("crates/mnemo/tests/fixtures/memory/claude-code-multiline-requests.jsonl");
@@ -75,6 +76,16 @@ fn a_recall_block_that_leaves_items_out_says_how_many() {
             .unwrap();
     let given = block["items"].as_array().unwrap().len();
     assert_eq!(given, 1, "{block}");
+    // The block itself, which is what the model reads, says what it left out.
+    assert_eq!(block["left_out"], 4, "{block}");
+    assert!(
+        block["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("(4 more relevant item(s) left out to fit; a recall query finds them)\n"),
+        "{block}"
+    );
+    assert!(block["tokens"].as_u64().unwrap() <= 80, "{block}");
     let text = stdout(&mnemo(&store, &["--pipeline", pipeline, "recall", session]));
     assert_eq!(
         text.lines().last().unwrap(),

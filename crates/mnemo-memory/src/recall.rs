@@ -95,6 +95,9 @@ pub struct RecallBlock {
     pub text: String,
     /// Its estimated size in tokens.
     pub tokens: u64,
+    /// Relevant items (standing facts, items matching the recent turns) left out to fit the
+    /// budget; the block's text ends by saying how many when there are any.
+    pub left_out: u64,
 }
 
 fn tokens(text: &str) -> BTreeSet<String> {
@@ -308,39 +311,82 @@ pub fn recall_block(
     recent_text: &str,
     budget_tokens: u64,
 ) -> Result<RecallBlock, MemoryError> {
-    const HEADER: &str =
-        "Long-term memory (items recalled for this session; verify before relying on them):\n";
-    let mut text = String::from(HEADER);
-    let mut items: Vec<RecalledItem> = Vec::new();
     let query = tokens(recent_text);
     let standing_budget = budget_tokens * RECALL_STANDING_BUDGET_PERCENT / 100;
-    let mut add = |item: MemoryItem, score: u64, is_standing: bool, budget: u64, text: &mut String| {
-        if items.iter().any(|i| i.item == item.item) {
+    let mut block = BlockLines::default();
+    for item in standing(store, workspace)? {
+        let score = score(&item, &query, recent_text);
+        block.add(item, score, true, standing_budget);
+    }
+    for (score, _, item) in ranked(store, workspace, recent_text)? {
+        block.add(item, score, false, budget_tokens);
+    }
+    Ok(block.finish(budget_tokens))
+}
+
+/// A push block as it is filled: each item with its line, and the relevant items that did not fit.
+#[derive(Default)]
+struct BlockLines {
+    items: Vec<(RecalledItem, String)>,
+    /// A standing fact past the standing share may still come in as a relevant item: a set, so
+    /// that it is not counted as left out then.
+    left_out: BTreeSet<ItemId>,
+}
+
+impl BlockLines {
+    const HEADER: &str =
+        "Long-term memory (items recalled for this session; verify before relying on them):\n";
+
+    fn text(&self, note: &str) -> String {
+        let mut text = String::from(Self::HEADER);
+        self.items.iter().for_each(|(_, line)| text.push_str(line));
+        text.push_str(note);
+        text
+    }
+
+    /// Adds the item if the block with it stays within `budget` tokens; else counts it as left out.
+    fn add(&mut self, item: MemoryItem, score: u64, is_standing: bool, budget: u64) {
+        if self.items.iter().any(|(given, _)| given.item == item.item) {
             return;
         }
         let line =
             format!("- [{}] {} (memory {})\n", kind_name(item.fields.kind), item.fields.content, item.item);
-        let next = (text.chars().count() + line.chars().count()).div_ceil(CHARS_PER_TOKEN) as u64;
-        if next > budget {
+        if estimate_tokens(&self.text(&line)) > budget {
+            self.left_out.insert(item.item);
             return;
         }
-        text.push_str(&line);
+        self.left_out.remove(&item.item);
         let mut entry = recalled(score, item);
         entry.standing = is_standing;
-        items.push(entry);
-    };
-    for item in standing(store, workspace)? {
-        let score = score(&item, &query, recent_text);
-        add(item, score, true, standing_budget, &mut text);
+        self.items.push((entry, line));
     }
-    for (score, _, item) in ranked(store, workspace, recent_text)? {
-        add(item, score, false, budget_tokens, &mut text);
+
+    /// The block, ending with a line that says how many relevant items were left out, if any: the
+    /// last items given make room for that line when the budget is full.
+    fn finish(mut self, budget_tokens: u64) -> RecallBlock {
+        let note = |left_out: u64| match left_out {
+            0 => String::new(),
+            n => format!("({n} more relevant item(s) left out to fit; a recall query finds them)\n"),
+        };
+        let left_out = |block: &BlockLines| block.left_out.len() as u64;
+        while left_out(&self) > 0
+            && estimate_tokens(&self.text(&note(left_out(&self)))) > budget_tokens
+            && let Some((last, _)) = self.items.pop()
+        {
+            self.left_out.insert(last.item);
+        }
+        let left_out = left_out(&self);
+        if self.items.is_empty() {
+            return RecallBlock { items: Vec::new(), text: String::new(), tokens: 0, left_out };
+        }
+        let text = self.text(&note(left_out));
+        let tokens = estimate_tokens(&text);
+        RecallBlock { items: self.items.into_iter().map(|(item, _)| item).collect(), text, tokens, left_out }
     }
-    if items.is_empty() {
-        return Ok(RecallBlock { items, text: String::new(), tokens: 0 });
-    }
-    let tokens = text.chars().count().div_ceil(CHARS_PER_TOKEN) as u64;
-    Ok(RecallBlock { items, text, tokens })
+}
+
+fn estimate_tokens(text: &str) -> u64 {
+    text.chars().count().div_ceil(CHARS_PER_TOKEN) as u64
 }
 
 fn kind_name(kind: MemoryKind) -> &'static str {

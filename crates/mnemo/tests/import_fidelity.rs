@@ -299,6 +299,14 @@ fn claude_injected(line: &Value, text: &str) -> bool {
         || ["<command-", "<local-command-", "<bash-"].iter().any(|p| t.starts_with(p))
 }
 
+/// The placeholder for an image block of `bytes` of base64, as the import summary's docs state it.
+fn image_placeholder(media_type: &str, bytes: usize) -> String {
+    let digits = bytes.to_string();
+    let grouped: Vec<String> =
+        digits.as_bytes().rchunks(3).rev().map(|chunk| String::from_utf8(chunk.to_vec()).unwrap()).collect();
+    format!("[image: {media_type}, {} bytes of base64 not kept]", grouped.join(","))
+}
+
 fn claude_source(paths: &[PathBuf]) -> Counts {
     let mut counts = Counts::new();
     for path in paths {
@@ -322,6 +330,14 @@ fn claude_source(paths: &[PathBuf]) -> Counts {
                                 if !claude_injected(&line, text) {
                                     add(&mut counts, Said::User(text.to_owned()));
                                 }
+                            }
+                            // A pasted image: the text that stands for it, its media type and
+                            // the size of its base64 data.
+                            "image" => {
+                                let source = &block["source"];
+                                let bytes = source["data"].as_str().unwrap().len();
+                                let media_type = source["media_type"].as_str().unwrap();
+                                add(&mut counts, Said::User(image_placeholder(media_type, bytes)));
                             }
                             "tool_result" => add(
                                 &mut counts,
@@ -402,6 +418,11 @@ fn claude_code_written_sessions_lose_nothing() {
         let paths = vec![written(name)];
         assert_same(&paths[0], &claude_source(&paths), &claude_log(&paths));
     }
+    let persisted = vec![
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/claude-code-persisted/5d2f8e31-7c4a-4b9e-9f03-2a6c1d8e4b70.jsonl"),
+    ];
+    assert_same(&persisted[0], &claude_source(&persisted), &claude_log(&persisted));
 }
 
 // ---- SWE-agent ------------------------------------------------------------------------------

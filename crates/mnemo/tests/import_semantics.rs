@@ -3,6 +3,7 @@
 //! sub-agents and documents no importer reads. Each test is named after what went wrong before.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use mnemo::records::{Author, Content, Record, Role, TurnStatus};
@@ -339,7 +340,8 @@ fn claude_code_2_1_commands_images_rejections_and_interruptions_keep_the_users_t
         users,
         [
             "Why does `cargo test -p tally totals` fail on the CI runner but not here?",
-            "Fix it, and here is the CI log for the failing case."
+            "Fix it, and here is the CI log for the failing case.",
+            "[image: image/png, 96 bytes of base64 not kept]"
         ]
     );
     // The caveat, the /model command and its output are the host's, in the turn of the request
@@ -354,4 +356,122 @@ fn claude_code_2_1_commands_images_rejections_and_interruptions_keep_the_users_t
     assert_eq!((flat.ends[1].0.as_str(), flat.ends[1].1), (second.as_str(), TurnStatus::Aborted));
     assert_eq!(flat.ends[1].2, 1_771_581_711_310, "the interruption's own time");
     assert_eq!(flat.titles, ["Half-even rounding in report totals"]);
+}
+
+/// The base64 data of the 1x1 PNG in `claude-code-2.1.jsonl` (a Read of an image file and a
+/// pasted screenshot).
+const FIXTURE_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+#[test]
+fn claude_code_images_in_tool_results_and_user_lines_are_placeholders_not_base64_text() {
+    let bytes = fixture("claude-code-2.1.jsonl");
+    let parsed = parse_import(&bytes, "fixture", ImportFormat::ClaudeCode).unwrap();
+    let mut results = Vec::new();
+    let mut user_texts = Vec::new();
+    for (_, records) in &parsed.transcript.sessions {
+        for r in records {
+            let serialized = format!("{:?}", r.record);
+            assert!(!serialized.contains(FIXTURE_PNG), "a record holds the image's base64: {serialized}");
+            if let Record::RuntimeEvent(e) = &r.record {
+                match &e.content {
+                    Some(Content::FunctionResponse(f)) => results.push((f.id.to_string(), f.result.clone())),
+                    Some(Content::Text(t)) if e.role == Role::User => user_texts.push(t.text.clone()),
+                    _ => {}
+                }
+            }
+        }
+    }
+    // The text block of the Read result is kept as it was, the image is its placeholder.
+    let read = results.iter().find(|(id, _)| id == "toolu_01Vr2Cs6Nm8Qx4Lt1Jw7Ye3B").unwrap();
+    assert_eq!(
+        read.1,
+        serde_json::json!(
+            "    86\tpub fn total(cents: i64) -> f64 {\n    87\t    // rounds to whole cents\n    88\t    (cents as f64 / 100.0).round()\n    89\t}\n[image: image/png, 96 bytes of base64 not kept]"
+        )
+    );
+    // The pasted screenshot: the user's text as typed, then the placeholder.
+    assert!(user_texts.contains(&"Fix it, and here is the CI log for the failing case.".to_owned()));
+    assert!(user_texts.contains(&"[image: image/png, 96 bytes of base64 not kept]".to_owned()));
+    // Both are counted in the import summary.
+    let counted = |what: &str| parsed.skipped.get(what).copied();
+    assert_eq!(
+        counted("image in a tool_result (its base64 data not kept; a placeholder in its place)"),
+        Some(1)
+    );
+    assert_eq!(counted("user image block (its base64 data not kept; a placeholder in its place)"), Some(1));
+    assert_eq!(counted("user block image"), None, "{:?}", parsed.skipped);
+}
+
+/// A Claude Code 2.1.51 session whose two large tool outputs were saved to files, as Claude Code
+/// lays them out: `<sessionId>.jsonl` and `<sessionId>/tool-results/<tool_use_id>.txt` beside it.
+/// The Bash output's file is there; the Grep output's is not.
+fn persisted_session() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/claude-code-persisted/5d2f8e31-7c4a-4b9e-9f03-2a6c1d8e4b70.jsonl")
+}
+
+const BASH_CALL: &str = "toolu_01Hx7Qm3Rt9Vb2Nc5Lp8Wd4K";
+const GREP_CALL: &str = "toolu_01Jd5Fs8Kw2Yt6Gm9Xc3Bn7P";
+const MISSING: &str = "persisted tool output not found beside the session file (its preview kept)";
+
+/// Each tool result's text by call id, and the skip counts, of `bytes` imported from `source`.
+fn results_of(bytes: &[u8], source: &str) -> (BTreeMap<String, String>, BTreeMap<String, u64>) {
+    let parsed = parse_import(bytes, source, ImportFormat::ClaudeCode).unwrap();
+    let mut results = BTreeMap::new();
+    for (_, records) in &parsed.transcript.sessions {
+        for r in records {
+            if let Record::RuntimeEvent(e) = &r.record
+                && let Some(Content::FunctionResponse(f)) = &e.content
+            {
+                let text = f.result.as_str().map_or_else(|| f.result.to_string(), str::to_owned);
+                results.insert(f.id.to_string(), text);
+            }
+        }
+    }
+    (results, parsed.skipped)
+}
+
+#[test]
+fn claude_code_outputs_saved_to_files_are_read_back_in_place_of_their_previews() {
+    let path = persisted_session();
+    let bytes = std::fs::read(&path).unwrap();
+    let (results, skipped) = results_of(&bytes, path.to_str().unwrap());
+    let saved = path.with_extension("").join("tool-results").join(format!("{BASH_CALL}.txt"));
+    let full = std::fs::read_to_string(saved).unwrap();
+    assert!(full.len() > 50_000 && full.contains("test export::case_1799 ... ok"));
+    assert_eq!(results[BASH_CALL], full, "the whole test log, not its 2KB preview");
+    // The Grep output's file is not there: its preview stays, and the summary says so.
+    assert!(results[GREP_CALL].starts_with("<persisted-output>\nOutput too large (67.2KB)."));
+    assert_eq!(skipped.get(MISSING), Some(&1), "{skipped:?}");
+    // The screenshot, a tool result of only an image, is its placeholder.
+    assert_eq!(results["toolu_01Pq4Wz8Mv2Ls6Dk9Hr3Tf5X"], "[image: image/png, 96 bytes of base64 not kept]");
+}
+
+#[test]
+fn claude_code_saved_outputs_are_looked_for_only_beside_a_session_file_and_within_the_limit() {
+    let path = persisted_session();
+    let bytes = std::fs::read(&path).unwrap();
+    // Imported by a name that is not its path, nothing is read: both previews stay, counted.
+    let (results, skipped) = results_of(&bytes, "fixture");
+    assert!(results[BASH_CALL].starts_with("<persisted-output>\nOutput too large (53.3KB)."));
+    assert_eq!(skipped.get(MISSING), Some(&2), "{skipped:?}");
+    // A saved output over the limit is not read: its preview stays, and the count names the limit.
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join(path.file_name().unwrap());
+    std::fs::write(&session, &bytes).unwrap();
+    let results_dir = session.with_extension("").join("tool-results");
+    std::fs::create_dir_all(&results_dir).unwrap();
+    std::fs::write(results_dir.join(format!("{BASH_CALL}.txt")), "x".repeat(512 * 1024 + 1)).unwrap();
+    let (results, skipped) = results_of(&bytes, session.to_str().unwrap());
+    assert!(results[BASH_CALL].starts_with("<persisted-output>\nOutput too large (53.3KB)."));
+    assert_eq!(
+        skipped.get("persisted tool output over the 524288-byte limit (its preview kept)"),
+        Some(&1),
+        "{skipped:?}"
+    );
+    // At the limit exactly, it is read.
+    std::fs::write(results_dir.join(format!("{BASH_CALL}.txt")), "x".repeat(512 * 1024)).unwrap();
+    let (results, _) = results_of(&bytes, session.to_str().unwrap());
+    assert_eq!(results[BASH_CALL].len(), 512 * 1024);
 }

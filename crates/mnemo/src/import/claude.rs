@@ -6,6 +6,15 @@
 //! - a user line's text opens a turn (named by the line's `uuid`); its `tool_result` blocks become
 //!   tool results with their `is_error` (a result whose call is not among its session's lines,
 //!   which Claude Code writes at times, is kept as a system event by the host naming the call);
+//! - an `image` block, inside a `tool_result` (a screenshot, an image file read) or in a user line
+//!   (a pasted screenshot), is a placeholder text naming its media type and the size of its base64
+//!   data (`[image: image/png, 48,213 bytes of base64 not kept]`), counted: the data is never kept
+//!   as text;
+//! - a tool result Claude Code cut to a preview because the output was too large
+//!   (`<persisted-output>` … `Full output saved to: <path>` …) is the full output, read (never
+//!   written) from the file of that name in `<sessionId>/tool-results/` beside the session file,
+//!   within [`PERSISTED_OUTPUT_BYTES_MAX`]; missing (or the source not a file's path), over the
+//!   limit or unreadable, the preview stays and is counted;
 //!   an assistant line's `thinking` (with its signature), `text` and `tool_use` blocks (with
 //!   their input) become model parts;
 //! - what Claude Code itself writes in user-role lines becomes a system event written by the
@@ -36,6 +45,8 @@
 //! `file-history-snapshot`, `queue-operation`, `progress`, and content blocks of other types.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
@@ -85,6 +96,144 @@ fn orphaned_result_text(result: &Value) -> String {
 
 /// The text Claude Code puts before local command output.
 const CAVEAT: &str = "Caveat:";
+
+/// How an image inside a `tool_result` block is counted. A screenshot or an image file read is
+/// tens to hundreds of kilobytes of base64, which as tool-result text would bloat the log, the
+/// search index and every assembled context while telling a reader nothing: a placeholder naming
+/// its media type and size stands in its place.
+const TOOL_RESULT_IMAGE: &str =
+    "image in a tool_result (its base64 data not kept; a placeholder in its place)";
+
+/// How an image block of a user line (a pasted screenshot) is counted; the user's text is kept
+/// and a placeholder part stands in the image's place.
+const USER_IMAGE: &str = "user image block (its base64 data not kept; a placeholder in its place)";
+
+/// The text that stands for an image block whose data is not kept: its media type and the size of
+/// its base64 data, or where it was (a `url` source, which is short and kept).
+fn image_placeholder(block: &Value) -> String {
+    let source = &block["source"];
+    match source["type"].as_str() {
+        Some("base64") => {
+            let media_type = source["media_type"].as_str().unwrap_or("unknown media type");
+            let bytes = source["data"].as_str().map_or(0, str::len);
+            format!("[image: {media_type}, {} bytes of base64 not kept]", with_thousands(bytes))
+        }
+        Some("url") => format!("[image: {}]", source["url"].as_str().unwrap_or("a url not given")),
+        other => format!("[image: {} source not kept]", other.unwrap_or("an unnamed")),
+    }
+}
+
+/// How Claude Code (2.1.2 and later) opens a tool result whose output was too large to keep in the
+/// session file: it saved the full output to a file and kept a preview, as
+/// `<persisted-output>\nOutput too large (4.8MB). Full output saved to: <path>\n\nPreview (first
+/// 2KB):\n…\n</persisted-output>`.
+const PERSISTED_OUTPUT_TAG: &str = "<persisted-output>";
+
+/// What comes before the saved file's path in a persisted-output preview.
+const PERSISTED_OUTPUT_SAVED_TO: &str = "Full output saved to: ";
+
+/// The folder Claude Code saves full outputs in: `<project>/<sessionId>/tool-results/`, beside the
+/// session file `<project>/<sessionId>.jsonl` (and above a sub-agent's `<sessionId>/subagents/`).
+const TOOL_RESULTS_FOLDER: &str = "tool-results";
+
+/// The largest saved output read back in place of its preview: a tool result is one record, which
+/// must stay under the record limit once escaped as JSON (a byte can take six).
+pub(crate) const PERSISTED_OUTPUT_BYTES_MAX: u64 = 512 * 1024;
+
+/// How a preview is counted whose saved output is not beside the session file (another machine, a
+/// cleaned folder, or a file imported by a name that is not its path): the preview is kept.
+const PERSISTED_OUTPUT_MISSING: &str =
+    "persisted tool output not found beside the session file (its preview kept)";
+
+/// How a preview is counted whose saved output is over [`PERSISTED_OUTPUT_BYTES_MAX`].
+const PERSISTED_OUTPUT_TOO_LARGE: &str =
+    "persisted tool output over the 524288-byte limit (its preview kept)";
+
+const _: () = assert!(PERSISTED_OUTPUT_BYTES_MAX == 524_288, "the count's text names the limit");
+
+/// How a preview is counted whose saved output could not be read as UTF-8 text.
+const PERSISTED_OUTPUT_UNREADABLE: &str = "persisted tool output unreadable (its preview kept)";
+
+/// The name of the file a persisted-output preview names (the last part of its path, which was
+/// written on the machine that ran Claude Code), when `text` is such a preview.
+fn persisted_output_file(text: &str) -> Option<&str> {
+    let first = text.strip_prefix(PERSISTED_OUTPUT_TAG)?.trim_start_matches(['\r', '\n']).lines().next()?;
+    let (_, path) = first.split_once(PERSISTED_OUTPUT_SAVED_TO)?;
+    let name = path.trim().rsplit(['/', '\\']).next()?;
+    plain_name(name).then_some(name)
+}
+
+/// Whether `name` is one path component, neither `.` nor `..`: the only names joined to a folder.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\'])
+}
+
+/// A saved output's text: a `.json` file holds the result's list of text blocks, whose texts are
+/// joined as a result's blocks are; any other file is the text itself.
+fn persisted_output_text(name: &str, text: String) -> String {
+    if !name.ends_with(".json") {
+        return text;
+    }
+    match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(items)) => {
+            let texts: Vec<&str> =
+                items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect();
+            if texts.len() == items.len() { texts.join("\n") } else { text }
+        }
+        _ => text,
+    }
+}
+
+/// Reads a saved output through [`PERSISTED_OUTPUT_BYTES_MAX`]; the error is how the preview that
+/// stays is counted.
+fn read_persisted_output(path: &Path) -> Result<String, &'static str> {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(PERSISTED_OUTPUT_MISSING),
+        Err(_) => return Err(PERSISTED_OUTPUT_UNREADABLE),
+    };
+    match file.metadata() {
+        Ok(metadata) if !metadata.is_file() => return Err(PERSISTED_OUTPUT_MISSING),
+        Ok(metadata) if metadata.len() > PERSISTED_OUTPUT_BYTES_MAX => {
+            return Err(PERSISTED_OUTPUT_TOO_LARGE);
+        }
+        Ok(_) => {}
+        Err(_) => return Err(PERSISTED_OUTPUT_UNREADABLE),
+    }
+    let mut bytes = Vec::new();
+    // A file that grew since its size was read is still read no further than the limit.
+    file.take(PERSISTED_OUTPUT_BYTES_MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| PERSISTED_OUTPUT_UNREADABLE)?;
+    if bytes.len() as u64 > PERSISTED_OUTPUT_BYTES_MAX {
+        return Err(PERSISTED_OUTPUT_TOO_LARGE);
+    }
+    String::from_utf8(bytes).map_err(|_| PERSISTED_OUTPUT_UNREADABLE)
+}
+
+/// The folder a session file's source names it is in, when the source is the path of a file:
+/// where its saved outputs are looked for. A source that is only a name has none.
+fn session_folder(source: &str) -> Option<PathBuf> {
+    let path = Path::new(source);
+    if !path.is_file() {
+        return None;
+    }
+    let folder = path.parent()?;
+    Some(if folder.as_os_str().is_empty() { PathBuf::from(".") } else { folder.to_path_buf() })
+}
+
+/// A count written with thousands separators (48213 is "48,213").
+fn with_thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
 
 #[derive(Default, Clone)]
 struct Session {
@@ -146,6 +295,9 @@ pub(crate) struct ClaudeFile<'a> {
     /// The name the user gave a session (`custom-title`) on a line before its first, given it when
     /// it opens.
     names: BTreeMap<String, String>,
+    /// The folder of the session file, when the source is its path: saved outputs are read from
+    /// beside it, never written.
+    folder: Option<PathBuf>,
 }
 
 impl<'a> ClaudeFile<'a> {
@@ -157,13 +309,31 @@ impl<'a> ClaudeFile<'a> {
             tool_names: BTreeMap::new(),
             uuids: HashMap::new(),
             names: BTreeMap::new(),
+            folder: session_folder(source),
         }
     }
 
     /// The same state, naming another source in its errors (a capture resumed from it).
     pub(crate) fn with_source<'b>(self, source: &'b str) -> ClaudeFile<'b> {
-        let ClaudeFile { source: _, sessions, order, tool_names, uuids, names } = self;
-        ClaudeFile { source, sessions, order, tool_names, uuids, names }
+        let ClaudeFile { source: _, sessions, order, tool_names, uuids, names, folder: _ } = self;
+        ClaudeFile { source, sessions, order, tool_names, uuids, names, folder: session_folder(source) }
+    }
+
+    /// The full output a persisted-output preview names, read from the session's `tool-results`
+    /// folder (`session_id`'s, beside the session file; a sub-agent file's, above its
+    /// `subagents` folder); the error is how the preview that stays is counted.
+    fn persisted_output(&self, session_id: &str, name: &str) -> Result<String, &'static str> {
+        let Some(folder) = &self.folder else { return Err(PERSISTED_OUTPUT_MISSING) };
+        if !plain_name(session_id) {
+            return Err(PERSISTED_OUTPUT_MISSING);
+        }
+        let results = match folder.parent() {
+            Some(session) if folder.file_name().is_some_and(|f| f == "subagents") => {
+                session.join(TOOL_RESULTS_FOLDER)
+            }
+            _ => folder.join(session_id).join(TOOL_RESULTS_FOLDER),
+        };
+        read_persisted_output(&results.join(name)).map(|text| persisted_output_text(name, text))
     }
 
     /// Converts one line. What it yields is final once it returns: no later line amends it.
@@ -387,8 +557,15 @@ impl ClaudeFile<'_> {
             let path = format!("message.content[{index}]");
             match str_field(block, "type", self.source, line, &path)? {
                 "text" => texts.push(text_part(str_field(block, "text", self.source, line, &path)?)),
+                "image" => {
+                    out.skip(USER_IMAGE);
+                    texts.push(text_part(&image_placeholder(&Value::Object(block.clone()))));
+                }
                 "tool_result" => {
-                    let result = self.tool_result(block, line, &path)?;
+                    // A sub-agent's session is `<sessionId>/agent-<agentId>`: its outputs are
+                    // saved under the `sessionId`.
+                    let session_id = session.split('/').next().unwrap_or(session);
+                    let result = self.tool_result(block, line, &path, session_id, out)?;
                     let id = result["id"].as_str().unwrap_or_default();
                     // Only a call of this session makes a result of it.
                     if self.tool_names.get(id).is_some_and(|(_, place)| *place == state.place) {
@@ -436,21 +613,31 @@ impl ClaudeFile<'_> {
         block: &Map<String, Value>,
         line: usize,
         path: &str,
+        session_id: &str,
+        out: &mut Converted,
     ) -> Result<Value, TranscriptError> {
         let id = str_field(block, "tool_use_id", self.source, line, path)?;
         let name = self.tool_names.get(id).map_or_else(|| "unknown".to_owned(), |(name, _)| name.clone());
         let result = match block.get("content") {
             None | Some(Value::Null) => Value::String(String::new()),
             Some(Value::String(text)) => Value::String(text.clone()),
-            // A list of blocks: keep the text of text blocks, the blocks themselves otherwise.
+            // A list of blocks: keep the text of text blocks, the blocks themselves otherwise; an
+            // image is its placeholder's text.
             Some(Value::Array(items)) => {
+                let items: Vec<Value> = items
+                    .iter()
+                    .map(|item| {
+                        if item["type"] == "image" {
+                            out.skip(TOOL_RESULT_IMAGE);
+                            text_part(&image_placeholder(item))
+                        } else {
+                            item.clone()
+                        }
+                    })
+                    .collect();
                 let texts: Vec<&str> =
                     items.iter().filter_map(|i| i.get("text").and_then(Value::as_str)).collect();
-                if texts.len() == items.len() {
-                    Value::String(texts.join("\n"))
-                } else {
-                    Value::Array(items.clone())
-                }
+                if texts.len() == items.len() { Value::String(texts.join("\n")) } else { Value::Array(items) }
             }
             Some(_) => {
                 return Err(error(
@@ -461,8 +648,22 @@ impl ClaudeFile<'_> {
                 ));
             }
         };
+        let result = self.with_persisted_output(result, session_id, out);
         let is_error = block.get("is_error").and_then(Value::as_bool).unwrap_or(false);
         Ok(json!({"type": "tool_result", "id": id, "name": name, "result": result, "is_error": is_error}))
+    }
+
+    /// A result that is a persisted-output preview becomes the full output saved beside the
+    /// session file, when it is there and within the limit; otherwise the preview stays, counted.
+    fn with_persisted_output(&self, result: Value, session_id: &str, out: &mut Converted) -> Value {
+        let Some(name) = result.as_str().and_then(persisted_output_file) else { return result };
+        match self.persisted_output(session_id, name) {
+            Ok(full) => Value::String(full),
+            Err(why) => {
+                out.skip(why);
+                result
+            }
+        }
     }
 
     #[expect(clippy::too_many_arguments, reason = "the line's identity and content, each distinct")]
