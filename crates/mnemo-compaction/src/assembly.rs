@@ -20,6 +20,7 @@ use crate::checkpoint::{
 };
 use crate::error::CompactionError;
 use crate::fit::{FitReport, fit_history, fitted_chars, result_cap_chars};
+use crate::host_compaction::{HostCompactionStart, is_host_compaction, start_at_host_compaction};
 use crate::ledger::{LoadPath, LoggedEvent, SessionLedger};
 use crate::policy::{CompactMode, CompactionPolicy};
 use crate::projection::{estimate_events_tokens, estimate_tokens, estimated_chars, turn_groups};
@@ -164,6 +165,9 @@ pub struct Diagnostics {
     pub fit: FitReport,
     /// What the context-budget history search did, when the policy switches it on (§3.10).
     pub history_search: Option<crate::retrieval::HistorySearchReport>,
+    /// Where the request starts because the host compacted its conversation after the latest
+    /// checkpoint in use, if it did (decision 0215).
+    pub host_compaction: Option<HostCompactionStart>,
 }
 
 /// Diagnostics before any decision.
@@ -197,6 +201,7 @@ impl Diagnostics {
             folded_events: 0,
             fit: FitReport::default(),
             history_search: None,
+            host_compaction: None,
         }
     }
 
@@ -535,6 +540,11 @@ fn assemble_events(
                 diagnostics.skip("provider_state_unreplayable");
             } else {
                 match try_replay(ledger, &logged, options, &mut events_read)? {
+                    // The host compacted its conversation after the checkpoint: its model has seen
+                    // neither the checkpoint nor what it covers since (decision 0215).
+                    Ok(replay) if replay_has_host_compaction(&replay) => {
+                        diagnostics.skip("host_compaction_later");
+                    }
                     Ok(replay) => return Ok(replayed(ledger, replay, diagnostics, events_read, policy)),
                     Err(reason) => diagnostics.skip(reason),
                 }
@@ -544,6 +554,10 @@ fn assemble_events(
     let prior = ledger.compactable_from(StreamRevision(0), options.current_turn.as_ref())?;
     events_read += prior.len() as u64;
     diagnostics.events_read = events_read;
+    // NOTE: everything below (the selector, turn limits, fitting) works over what the host's model
+    // saw: its latest compaction's summary and the events after it.
+    let (prior, host_start) = start_at_host_compaction(prior, policy.chars_per_token);
+    diagnostics.host_compaction = host_start;
     let plain: Vec<RuntimeEvent> = prior.iter().map(|e| e.event.clone()).collect();
     diagnostics.tokens_before = estimate_events_tokens(&plain, policy.chars_per_token);
     if policy.enabled && policy.compaction_on() {
@@ -581,7 +595,31 @@ fn assemble_events(
         history.diagnostics.tokens_after = items_tokens(&history.items, policy.chars_per_token);
         history.diagnostics.fit.fits = history.diagnostics.tokens_after <= policy.max_history();
     }
+    note_host_compaction(&mut history);
     Ok(history)
+}
+
+/// Whether a replay's tail holds a host compaction (one later than the checkpoint replayed).
+fn replay_has_host_compaction(replay: &Replay) -> bool {
+    replay
+        .items
+        .iter()
+        .any(|item| matches!(item, HistoryItem::Event { event, .. } if is_host_compaction(event)))
+}
+
+/// Says where the request starts when the host's compaction decided it (never silent).
+pub(crate) fn note_host_compaction(history: &mut AssembledHistory) {
+    let Some(start) = &history.diagnostics.host_compaction else {
+        return;
+    };
+    history.notes.push(Note {
+        kind: "context_host_compacted".to_owned(),
+        text: format!(
+            "The host compacted this conversation: the request starts at its summary (event {}, log \
+             position {}); the {} events before it (~{} tokens) are not in this request.",
+            start.event, start.position, start.left_out_events, start.left_out_tokens
+        ),
+    });
 }
 
 /// The policy's turn limit (`max_history_turns`), if any: the newest turns it allows.

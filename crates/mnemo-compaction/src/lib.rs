@@ -21,6 +21,7 @@ mod error;
 mod extractive;
 mod faithfulness;
 mod fit;
+mod host_compaction;
 mod ledger;
 mod midturn;
 mod policy;
@@ -60,6 +61,7 @@ pub use fit::{
     UNANSWERED_CALL_RESULT, UnfitReason, WINDOW_MIN, answer_unanswered_calls, elide_event, elision_marker,
     fit_history, result_cap_chars,
 };
+pub use host_compaction::{CLAUDE_CODE_CONTINUATION, HostCompactionStart, is_host_compaction};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{
     MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,

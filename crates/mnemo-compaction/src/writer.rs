@@ -9,8 +9,9 @@ use mnemo_core::{
 };
 
 use crate::assembly::{
-    AssembledHistory, AssemblyOptions, Decision, Diagnostics, Note, assemble, boundary_of, checkpoint_items,
-    event_items, fitted_tokens, items_tokens, replay_fits, select_fold,
+    AssembledHistory, AssemblyOptions, Decision, Diagnostics, FoldPlan, Note, assemble, boundary_of,
+    checkpoint_items, event_items, fitted_tokens, items_tokens, note_host_compaction, replay_fits,
+    select_fold,
 };
 use crate::checkpoint::{
     BodyInput, CODEX_PROVIDER_TYPE, CheckpointInput, build_checkpoint, can_continue, can_replay, match_prefix,
@@ -19,6 +20,7 @@ use crate::coordinator::Coordinator;
 use crate::error::CompactionError;
 use crate::faithfulness::{check_faithfulness, exceeds};
 use crate::fit::{FitReport, fit_history};
+use crate::host_compaction::{latest_host_compaction, start_at};
 use crate::ledger::{LoggedEvent, SessionLedger};
 use crate::policy::{CompactionPolicy, MANUAL_HIGH_WATER_RATIO, MAX_HISTORY_TOKENS_DEFAULT};
 use crate::projection::estimate_events_tokens;
@@ -135,10 +137,14 @@ async fn write(
     let policy = &options.policy;
     let prior = ledger.compactable_from(StreamRevision(0), options.current_turn.as_ref())?;
     diagnostics.events_read += prior.len() as u64;
-    let plain: Vec<RuntimeEvent> = prior.iter().map(|e| e.event.clone()).collect();
+    // The selector works over what the host's model saw, from its latest compaction on (decision
+    // 0215); a checkpoint still covers the whole prefix before its cut, which then lies past that
+    // compaction, so the checkpoint is the later of the two and assembly replays it.
+    let host = latest_host_compaction(&prior).unwrap_or(0);
+    let plain: Vec<RuntimeEvent> = prior[host..].iter().map(|e| e.event.clone()).collect();
     diagnostics.tokens_before = estimate_events_tokens(&plain, policy.chars_per_token);
     let plan = match select_fold(&plain, policy, min_recent_turns) {
-        Ok(plan) => plan,
+        Ok(plan) => FoldPlan { folded: host + plan.folded, anchor: plan.anchor.map(|a| host + a) },
         Err(reason) => {
             diagnostics.skip(reason);
             diagnostics.compaction_due = false;
@@ -159,6 +165,7 @@ async fn write(
     diagnostics.fit = FitReport::default();
     match outcome {
         Ok(Written::Recorded(logged)) => {
+            diagnostics.host_compaction = None;
             let mut items = checkpoint_items(&logged.checkpoint);
             items.extend(event_items(retained));
             diagnostics.decision = Decision::Replaced;
@@ -193,6 +200,7 @@ async fn write(
             Ok(CompactionOutcome { history, recorded: Some(logged) })
         }
         Ok(Written::AlreadyCompacted(logged)) => {
+            diagnostics.host_compaction = None;
             diagnostics.skip("already_compacted");
             diagnostics.compaction_due = false;
             let history = replay_with_retained(ledger, &logged, retained, policy, diagnostics);
@@ -345,15 +353,19 @@ fn raw(
 ) -> AssembledHistory {
     diagnostics.fit = FitReport::default();
     let reason = diagnostics.reason.clone().unwrap_or_else(|| "compaction_skipped".to_owned());
+    // Raw history is what the host's model saw: from its latest compaction on (decision 0215).
+    let from = latest_host_compaction(prior).unwrap_or(0);
+    diagnostics.host_compaction = (from > 0).then(|| start_at(prior, from, policy.chars_per_token));
     let mut history = AssembledHistory {
         session: ledger.session().clone(),
         position: ledger.position(),
-        items: event_items(prior),
+        items: event_items(&prior[from..]),
         boundary: None,
         diagnostics,
         notes: Vec::new(),
     };
     fit_history(&mut history, policy, Some(&reason));
+    note_host_compaction(&mut history);
     history
 }
 
@@ -403,10 +415,13 @@ fn fail_open(
     *diagnostics.skipped_reason_counts.entry(failed.reason.clone()).or_insert(0) += 1;
     let mut items = Vec::new();
     let mut boundary = None;
-    let mut from = 0usize;
+    // Without a checkpoint later than the host's latest compaction, the history starts at that
+    // compaction's summary, as the host's model saw it (decision 0215).
+    let host = latest_host_compaction(prior);
+    let mut from = host.unwrap_or(0);
     if let Some(old) = &failed.fallback {
         let covered = usize::try_from(old.checkpoint.coverage.event_count).unwrap_or(usize::MAX);
-        if covered <= prior.len() {
+        if covered <= prior.len() && host.is_none_or(|h| h < covered) {
             items = checkpoint_items(&old.checkpoint);
             boundary = Some(boundary_of(old));
             diagnostics.boundary_kind = Some("history_compact");
@@ -422,6 +437,8 @@ fn fail_open(
             }
         }
     }
+    diagnostics.host_compaction =
+        (boundary.is_none() && from > 0).then(|| start_at(prior, from, policy.chars_per_token));
     items.extend(event_items(&prior[from..]));
     let mut history = AssembledHistory {
         session: ledger.session().clone(),
@@ -448,5 +465,6 @@ fn fail_open(
             text: format!("Compaction failed ({}); {sent}.", failed.reason),
         },
     );
+    note_host_compaction(&mut history);
     history
 }

@@ -11,9 +11,9 @@ pub use crate::handles::Compaction;
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
     CompactionPolicy, Connection, CopyRefusal, Decision, Diagnostics, ExtractiveSummarizer, FinishReason,
-    HistoryItem, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch, ProviderCompactionRequest,
-    ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity, SummaryRequest, SummaryResponse,
-    TurnGuard,
+    HistoryItem, HostCompactionStart, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
+    ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
+    SummaryRequest, SummaryResponse, TurnGuard,
 };
 
 use mnemo_compaction::{

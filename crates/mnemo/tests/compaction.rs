@@ -914,3 +914,96 @@ fn compaction_only_appends_a_checkpoint_and_coverage_only_grows() {
     let events: Vec<RuntimeEvent> = session_events(&mnemo);
     assert_eq!(events.len(), 13 * 4, "the events themselves are never rewritten or removed");
 }
+
+const CLAUDE_SESSION: &str = "7d3f9a12-5b8e-4c61-a0d4-2e9b8c7f1a35";
+
+/// A store holding the Claude Code session that Claude Code compacted (its fixture).
+fn claude_compacted_store() -> (tempfile::TempDir, Mnemo) {
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = spec(dir.path(), "");
+    let mnemo =
+        Mnemo::open(&dir.path().join("store"), Config { pipeline: Some(pipeline), ..Config::default() })
+            .unwrap();
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import/claude-code-2.0-compaction.jsonl");
+    let bytes = std::fs::read(&path).unwrap();
+    mnemo
+        .import(&bytes, "claude-code-2.0-compaction.jsonl", mnemo::transcript::ImportFormat::ClaudeCode)
+        .unwrap();
+    (dir, mnemo)
+}
+
+fn claude_context(mnemo: &Mnemo) -> AssembledHistory {
+    let session = SessionId::new(CLAUDE_SESSION).unwrap();
+    mnemo.compaction().context(&session, &ContextOptions::default()).unwrap()
+}
+
+fn text_of(event: &RuntimeEvent) -> &str {
+    match &event.content {
+        Some(mnemo::records::Content::Text(text)) => &text.text,
+        _ => "",
+    }
+}
+
+#[test]
+fn a_claude_code_compaction_starts_the_context_at_the_hosts_summary() {
+    let (_dir, mnemo) = claude_compacted_store();
+    let all = session_events(&mnemo);
+    let summary = all.iter().position(|e| text_of(e).starts_with("This session is being continued")).unwrap();
+    let history = claude_context(&mnemo);
+    let texts: Vec<&str> = history.events().map(text_of).collect();
+    assert!(
+        texts[0].starts_with("This session is being continued from a previous conversation"),
+        "the host's summary is the first message: {texts:?}"
+    );
+    assert_eq!(
+        texts[1..],
+        ["Continuing: the state machine is in `parseCsvLine`, and `npm test -- csv` passes."],
+        "then what follows it, and nothing from before it"
+    );
+    let start = history.diagnostics.host_compaction.clone().expect("the start is reported");
+    assert_eq!(start.event, all[summary].id.to_string());
+    let compactable_before = all[..summary].iter().filter(|e| mnemo_compaction::is_compactable(e)).count();
+    assert_eq!(start.left_out_events, compactable_before as u64);
+    assert!(start.left_out_events >= 10, "the whole earlier conversation: {start:?}");
+    assert_eq!(history.notes.len(), 1, "{:?}", history.notes);
+    assert_eq!(history.notes[0].kind, "context_host_compacted");
+    assert!(history.notes[0].text.contains(&start.event), "{}", history.notes[0].text);
+    // The log keeps every event: only the request leaves the earlier ones out.
+    assert_eq!(session_events(&mnemo), all);
+}
+
+#[test]
+fn a_checkpoint_before_the_hosts_compaction_gives_way_to_it() {
+    let (_dir, mnemo) = claude_compacted_store();
+    let compactable: Vec<RuntimeEvent> =
+        session_events(&mnemo).into_iter().filter(mnemo_compaction::is_compactable).collect();
+    let boundary = compactable.iter().position(|e| text_of(e).starts_with("Claude Code compacted")).unwrap();
+    let checkpoint = build(&compactable[..boundary], GOOD);
+    let appended = mnemo
+        .append(
+            &StreamId::session(&SessionId::new(CLAUDE_SESSION).unwrap()),
+            ExpectedRevision::Any,
+            &[Record::CheckpointRecorded(checkpoint)],
+        )
+        .unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+    let history = claude_context(&mnemo);
+    assert_eq!(
+        history.diagnostics.skipped_reason_counts.get("host_compaction_later"),
+        Some(&1),
+        "{:?}",
+        history.diagnostics
+    );
+    assert!(history.boundary.is_none(), "the checkpoint is not used");
+    assert_eq!(history.diagnostics.decision, Decision::Unchanged);
+    assert!(
+        matches!(&history.items[0], HistoryItem::Event { event, .. } if text_of(event).starts_with("This session is being continued"))
+    );
+    let start = history.diagnostics.host_compaction.expect("the start is reported");
+    assert_eq!(
+        start.left_out_events,
+        boundary as u64 + 1,
+        "every event before the summary, the note included"
+    );
+}
