@@ -1007,3 +1007,32 @@ fn a_checkpoint_before_the_hosts_compaction_gives_way_to_it() {
         "every event before the summary, the note included"
     );
 }
+
+#[test]
+fn a_failed_compaction_after_the_hosts_compaction_falls_back_to_its_summary_not_the_whole_history() {
+    let (_dir, mnemo) = claude_compacted_store();
+    let session = SessionId::new(CLAUDE_SESSION).unwrap();
+    let more = turns_jsonl(0, 6, false).replace(SESSION, CLAUDE_SESSION);
+    let transcript = mnemo::transcript::parse_transcript(more.as_bytes(), "more").unwrap();
+    let records: Vec<Record> = transcript.sessions[0].1.iter().map(|r| r.record.clone()).collect();
+    let appended = mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &records).unwrap();
+    mnemo.catch_up_to(appended.last_position).unwrap();
+
+    let failing = Scripted::error(SummarizeError::Provider("boom".to_owned()));
+    let options = CompactOptions { summarizer: Some(failing), ..CompactOptions::default() };
+    let outcome = block_on(mnemo.compaction().compact(&session, &options)).unwrap();
+    assert!(outcome.recorded.is_none());
+    let history = &outcome.history;
+    assert_eq!(history.diagnostics.decision, Decision::FailedOpen);
+    assert_eq!(history.diagnostics.fail_open_reason.as_deref(), Some("provider_error"));
+    let first = history.events().next().unwrap();
+    assert!(
+        text_of(first).starts_with("This session is being continued"),
+        "the fallback starts at the host's summary, not at {:?}",
+        text_of(first)
+    );
+    assert_eq!(history.events().count(), 2 + 6 * 4, "the summary, the reply after it, the six turns");
+    assert_eq!(history.diagnostics.host_compaction.as_ref().map(|s| s.left_out_events), Some(14));
+    let kinds: Vec<&str> = history.notes.iter().map(|n| n.kind.as_str()).collect();
+    assert_eq!(kinds, ["context_compaction_failed_open", "context_host_compacted"]);
+}
