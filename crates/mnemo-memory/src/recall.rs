@@ -313,7 +313,7 @@ pub fn recall_block(
 ) -> Result<RecallBlock, MemoryError> {
     let query = tokens(recent_text);
     let standing_budget = budget_tokens * RECALL_STANDING_BUDGET_PERCENT / 100;
-    let mut block = BlockLines::default();
+    let mut block = BlockLines::new();
     for item in standing(store, workspace)? {
         let score = score(&item, &query, recent_text);
         block.add(item, score, true, standing_budget);
@@ -325,9 +325,10 @@ pub fn recall_block(
 }
 
 /// A push block as it is filled: each item with its line, and the relevant items that did not fit.
-#[derive(Default)]
 struct BlockLines {
     items: Vec<(RecalledItem, String)>,
+    /// Characters of the header and the lines so far, so that a size check does not render the block.
+    chars: usize,
     /// A standing fact past the standing share may still come in as a relevant item: a set, so
     /// that it is not counted as left out then.
     left_out: BTreeSet<ItemId>,
@@ -336,6 +337,15 @@ struct BlockLines {
 impl BlockLines {
     const HEADER: &str =
         "Long-term memory (items recalled for this session; verify before relying on them):\n";
+
+    fn new() -> BlockLines {
+        BlockLines { items: Vec::new(), chars: Self::HEADER.chars().count(), left_out: BTreeSet::new() }
+    }
+
+    /// The block's size in tokens with `extra` (a line or the closing note) after its lines.
+    fn tokens_with(&self, extra: &str) -> u64 {
+        (self.chars + extra.chars().count()).div_ceil(CHARS_PER_TOKEN) as u64
+    }
 
     fn text(&self, note: &str) -> String {
         let mut text = String::from(Self::HEADER);
@@ -351,13 +361,14 @@ impl BlockLines {
         }
         let line =
             format!("- [{}] {} (memory {})\n", kind_name(item.fields.kind), item.fields.content, item.item);
-        if estimate_tokens(&self.text(&line)) > budget {
+        if self.tokens_with(&line) > budget {
             self.left_out.insert(item.item);
             return;
         }
         self.left_out.remove(&item.item);
         let mut entry = recalled(score, item);
         entry.standing = is_standing;
+        self.chars += line.chars().count();
         self.items.push((entry, line));
     }
 
@@ -370,9 +381,10 @@ impl BlockLines {
         };
         let left_out = |block: &BlockLines| block.left_out.len() as u64;
         while left_out(&self) > 0
-            && estimate_tokens(&self.text(&note(left_out(&self)))) > budget_tokens
-            && let Some((last, _)) = self.items.pop()
+            && self.tokens_with(&note(left_out(&self))) > budget_tokens
+            && let Some((last, line)) = self.items.pop()
         {
+            self.chars -= line.chars().count();
             self.left_out.insert(last.item);
         }
         let left_out = left_out(&self);
