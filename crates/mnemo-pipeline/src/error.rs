@@ -10,11 +10,15 @@ pub enum PipelineError {
     #[error(transparent)]
     Log(#[from] mnemo_log::LogError),
     /// A stage's state store failed; the stage stopped and keeps its last committed state.
-    #[error("state store of stage {stage}: {}", store_failure(stage, source))]
+    /// `diagnosis` is what the system says of the failure when the engine's error does not (it
+    /// says only "poisoned" after a first failed write, which may have been another stage's or
+    /// the log's).
+    #[error("state store of stage {stage}: {}", store_failure(stage, source, diagnosis.as_deref()))]
     Store {
         stage: String,
         #[source]
         source: fjall::Error,
+        diagnosis: Option<String>,
     },
     /// An envelope in the log does not decode as a record this build knows. Upgrade Mnemo, or the
     /// log is damaged at that position.
@@ -61,12 +65,16 @@ pub enum PipelineError {
     ShutDown,
 }
 
-/// A store failure, naming the damage when the storage engine reports damaged files.
-fn store_failure(stage: &str, source: &fjall::Error) -> String {
-    match mnemo_log::damage(source) {
-        Some(what) => format!(
+/// A store failure, naming the damage when the storage engine reports damaged files, and the
+/// system's cause when the engine stopped accepting writes.
+fn store_failure(stage: &str, source: &fjall::Error, diagnosis: Option<&str>) -> String {
+    if let Some(what) = mnemo_log::damage(source) {
+        return format!(
             "damaged: {what}; rebuilding the stage replays it from the log (mnemo rebuild --stage {stage})"
-        ),
+        );
+    }
+    match diagnosis {
+        Some(cause) => format!("{cause} ({})", mnemo_log::describe(source)),
         None => mnemo_log::describe(source),
     }
 }
@@ -92,5 +100,34 @@ impl StageStop {
     /// Whether the stop is a fault (a failure or a panic) rather than an orderly shutdown.
     pub fn is_fault(&self) -> bool {
         !matches!(self, StageStop::ShutDown)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stage_store_stopped_by_an_earlier_failed_write_names_the_systems_cause() {
+        let error = PipelineError::Store {
+            stage: "memory-index".to_owned(),
+            source: fjall::Error::Poisoned,
+            diagnosis: Some("the disk is full (no space left on device)".to_owned()),
+        };
+        assert_eq!(
+            error.to_string(),
+            "state store of stage memory-index: the disk is full (no space left on device) \
+             (the storage engine stopped accepting writes after an earlier write failed)"
+        );
+        let undiagnosed = PipelineError::Store {
+            stage: "memory-index".to_owned(),
+            source: fjall::Error::Poisoned,
+            diagnosis: None,
+        };
+        assert_eq!(
+            undiagnosed.to_string(),
+            "state store of stage memory-index: the storage engine stopped accepting writes after an earlier \
+             write failed"
+        );
     }
 }

@@ -173,14 +173,20 @@ impl FjallStore {
     /// Opens (or creates) the keyspace of `stage` in `db`. Stage names are checked by the spec
     /// loader to be valid keyspace names.
     pub fn open(db: &Database, stage: &str) -> Result<FjallStore, PipelineError> {
-        let error = |source| PipelineError::Store { stage: stage.to_owned(), source };
+        let error = |source| PipelineError::Store { stage: stage.to_owned(), source, diagnosis: None };
         let state = db.keyspace(&format!("stage.{stage}"), mnemo_log::keyspace_options).map_err(error)?;
         let meta = db.keyspace(STAGE_META_KEYSPACE, mnemo_log::keyspace_options).map_err(error)?;
         Ok(FjallStore { stage: stage.to_owned(), db: db.clone(), state, meta })
     }
 
     fn error(&self, source: fjall::Error) -> PipelineError {
-        PipelineError::Store { stage: self.stage.clone(), source }
+        // NOTE: after a first failed write (a full disk, a file-size limit) the engine says only
+        // "poisoned", and that first write may have been the log's or another stage's: the
+        // system tells the cause.
+        let diagnosis = matches!(source, fjall::Error::Poisoned)
+            .then(|| mnemo_log::diagnose(self.state.path()))
+            .flatten();
+        PipelineError::Store { stage: self.stage.clone(), source, diagnosis }
     }
 }
 
