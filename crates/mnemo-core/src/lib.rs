@@ -15,6 +15,7 @@ mod checkpoint;
 mod digest;
 mod event;
 mod ids;
+mod key_rules;
 pub mod limits;
 mod memory;
 mod record;
@@ -38,6 +39,7 @@ pub use ids::{
     CheckpointId, EventId, IdError, InvocationId, ItemId, OperationId, Position, RunId, SessionId, StreamId,
     StreamRevision, TimestampMs, ToolCallId, TurnId, WorkspaceId,
 };
+pub use key_rules::{KeyRules, RuleRef, RulesIter};
 pub use memory::{
     CursorAdvance, DenialReason, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
     ExtractionTrigger, FailureOutcome, ItemMerge, KeyOrigin, KeyType, LifecycleState, MemoryCommit,

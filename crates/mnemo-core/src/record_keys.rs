@@ -9,6 +9,7 @@
 //! characters, so the separator cannot occur inside one). `docs/FORMAT.md` lists the tags.
 
 use crate::event::{Content, RuntimeEvent};
+use crate::key_rules::{JoinedRule, KeyRules};
 use crate::record::Record;
 
 /// Tag of an event's identity key: `e` + event id.
@@ -303,10 +304,10 @@ impl Record {
     /// The rules an append of this record puts on the log's key index: a RuntimeEvent is known by
     /// its id (spec §1.8 item 8: an exact retry is a no-op, the same id with another payload a
     /// conflict). Other records have no key.
-    pub fn key_rules(&self) -> Vec<KeyRule> {
+    pub fn key_rules(&self) -> KeyRules {
         match self {
             Record::RuntimeEvent(event) => event_rules(event),
-            _ => Vec::new(),
+            _ => KeyRules::new(),
         }
     }
 }
@@ -359,27 +360,34 @@ pub fn prepare_generic_event(event: &mut RuntimeEvent) -> Result<(), AppendRefus
 /// An event's rules, in the order the reference store checks them (spec §1.8): its identity (an
 /// exact retry stops here), invocation and run identity (item 3), the run's seal (item 5; a
 /// terminal event seals it), then the tool ledger of its invocation (item 6).
-fn event_rules(event: &RuntimeEvent) -> Vec<KeyRule> {
+fn event_rules(event: &RuntimeEvent) -> KeyRules {
     let (session, run, turn) = (event.session_id.as_str(), event.run_id.as_str(), event.turn_id.as_str());
-    let invocation = event.invocation_id.as_str();
-    let seal = key(SEAL_TAG, &[session, run]);
-    let mut rules = vec![
-        KeyRule::Identity(event_key(event.id.as_str())),
-        KeyRule::Claim { key: key(INVOCATION_TAG, &[session, invocation]), value: key(0, &[run, turn]) },
-        KeyRule::Claim { key: key(RUN_TAG, &[session, run]), value: key(0, &[invocation, turn]) },
-        KeyRule::Forbids(seal.clone()),
-    ];
+    let (id, invocation) = (event.id.as_str(), event.invocation_id.as_str());
+    // NOTE: sized for every rule below (a rule is a tag byte and 4-byte lengths around keys
+    // made of a tag byte and ids joined by 0x00), so that an event's rules allocate once.
+    let call_key = |call: &str| 5 + 3 + session.len() + invocation.len() + call.len();
+    let extra = match &event.content {
+        Some(Content::FunctionCall(call)) => call_key(call.id.as_str()),
+        Some(Content::FunctionResponse(response)) => 2 * call_key(response.id.as_str()),
+        _ => 0,
+    } + if event.is_terminal() { 5 + 2 + session.len() + run.len() } else { 0 };
+    let ids = id.len() + 3 * session.len() + 3 * run.len() + 2 * (invocation.len() + turn.len());
+    let mut rules = KeyRules::with_capacity(39 + ids + extra);
+    rules.push_joined(JoinedRule::Identity, EVENT_TAG, &[id]);
+    rules.push_claim_joined(INVOCATION_TAG, &[session, invocation], &[run, turn]);
+    rules.push_claim_joined(RUN_TAG, &[session, run], &[invocation, turn]);
+    rules.push_joined(JoinedRule::Forbids, SEAL_TAG, &[session, run]);
     if event.is_terminal() {
-        rules.push(KeyRule::Unique(seal));
+        rules.push_joined(JoinedRule::Unique, SEAL_TAG, &[session, run]);
     }
     match &event.content {
         Some(Content::FunctionCall(call)) => {
-            rules.push(KeyRule::Unique(key(CALL_TAG, &[session, invocation, call.id.as_str()])));
+            rules.push_joined(JoinedRule::Unique, CALL_TAG, &[session, invocation, call.id.as_str()]);
         }
         Some(Content::FunctionResponse(response)) => {
             let call = response.id.as_str();
-            rules.push(KeyRule::Requires(key(CALL_TAG, &[session, invocation, call])));
-            rules.push(KeyRule::Unique(key(RESULT_TAG, &[session, invocation, call])));
+            rules.push_joined(JoinedRule::Requires, CALL_TAG, &[session, invocation, call]);
+            rules.push_joined(JoinedRule::Unique, RESULT_TAG, &[session, invocation, call]);
         }
         _ => {}
     }
@@ -389,9 +397,9 @@ fn event_rules(event: &RuntimeEvent) -> Vec<KeyRule> {
 /// The rules of an encoded record, for a log that indexes envelopes it did not append itself (an
 /// index built for a store written before it existed, a salvaged store, the envelopes other hosts
 /// append to a shared log). A record that does not decode has none: it claims nothing.
-pub fn key_rules_of_encoded(kind: u16, kind_schema: u16, bytes: &[u8]) -> Vec<KeyRule> {
+pub fn key_rules_of_encoded(kind: u16, kind_schema: u16, bytes: &[u8]) -> KeyRules {
     if kind != crate::record::RecordKind::RuntimeEvent.code() {
-        return Vec::new();
+        return KeyRules::new();
     }
     Record::decode(kind, kind_schema, bytes).map(|record| record.key_rules()).unwrap_or_default()
 }

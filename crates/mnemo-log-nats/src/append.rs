@@ -31,7 +31,7 @@ use std::time::Instant;
 
 use async_nats::jetstream::context::{PublishError, PublishErrorKind};
 use async_nats::jetstream::message::PublishMessage;
-use mnemo_core::{KeyRule, Position, StreamId, StreamRevision, TimestampMs};
+use mnemo_core::{Position, RuleRef, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{
     AppendOutcome, AppendRequest, Appended, EnvelopeDraft, KeyRefusal, LogError, NewRecord, RevisionConflict,
     StreamHead,
@@ -477,16 +477,17 @@ fn decide(
     let mut retried = Vec::with_capacity(request.records.len());
     let mut next = first_position;
     for (index, record) in request.records.iter().enumerate() {
-        let refuse = |rule: &KeyRule, held: Option<&HeldKey>| {
-            let refusal = KeyRefusal { record: index, rule: rule.clone(), held_at: held.map(|h| h.position) };
+        let refuse = |rule: RuleRef<'_>, held: Option<&HeldKey>| {
+            let refusal =
+                KeyRefusal { record: index, rule: rule.to_rule(), held_at: held.map(|h| h.position) };
             (Decision::Refused(refusal), HashMap::new())
         };
         let print = fingerprint(&request.stream, record.kind, record.kind_schema, &record.bytes);
         let mut original = None;
         for rule in &record.rules {
-            let KeyRule::Identity(key) = rule else { continue };
-            let held = written.get(key.as_slice()).or_else(|| earlier.get(key.as_slice()));
-            let Some(held) = held.or_else(|| keys.get(key.as_slice())) else {
+            let RuleRef::Identity(key) = rule else { continue };
+            let held = written.get(key).or_else(|| earlier.get(key));
+            let Some(held) = held.or_else(|| keys.get(key)) else {
                 continue;
             };
             if held.fingerprint != Some(print) {
@@ -503,11 +504,11 @@ fn decide(
             let held =
                 written.get(rule.key()).or_else(|| earlier.get(rule.key())).or_else(|| keys.get(rule.key()));
             let write = match (rule, held) {
-                (KeyRule::Identity(_), _) => Some((Vec::new(), Some(print))),
-                (KeyRule::Claim { value, .. }, None) => Some((value.clone(), None)),
-                (KeyRule::Claim { value, .. }, Some(held)) if held.value == *value => None,
-                (KeyRule::Unique(_), None) => Some((Vec::new(), None)),
-                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                (RuleRef::Identity(_), _) => Some((Vec::new(), Some(print))),
+                (RuleRef::Claim { value, .. }, None) => Some((value.to_vec(), None)),
+                (RuleRef::Claim { value, .. }, Some(held)) if held.value == value => None,
+                (RuleRef::Unique(_), None) => Some((Vec::new(), None)),
+                (RuleRef::Requires(_), Some(_)) | (RuleRef::Forbids(_), None) => None,
                 (_, held) => return refuse(rule, held),
             };
             if let Some((value, fingerprint)) = write {

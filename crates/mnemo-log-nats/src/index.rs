@@ -6,7 +6,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use mnemo_core::{Digest, KeyRule};
+use mnemo_core::{Digest, RuleRef};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{
     ChainVerifier, CorruptionKind, Envelope, GENESIS_HASH, HASH_BYTES, KeyRulesOf, LogError, StreamHead,
@@ -175,9 +175,9 @@ impl Index {
     /// Indexes an envelope's keys; the first holder of a key keeps it.
     fn fold_keys(&mut self, envelope: &Envelope) {
         let Some(rules_of) = self.key_rules_of else { return };
-        for rule in rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
-            let (value, fingerprint) = match &rule {
-                KeyRule::Identity(_) => (
+        for rule in &rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
+            let (value, fingerprint) = match rule {
+                RuleRef::Identity(_) => (
                     Vec::new(),
                     Some(fingerprint(
                         &envelope.stream,
@@ -186,8 +186,8 @@ impl Index {
                         &envelope.record,
                     )),
                 ),
-                KeyRule::Claim { value, .. } => (value.clone(), None),
-                KeyRule::Unique(_) => (Vec::new(), None),
+                RuleRef::Claim { value, .. } => (value.to_vec(), None),
+                RuleRef::Unique(_) => (Vec::new(), None),
                 _ => continue,
             };
             self.keys.entry(rule.key().to_vec()).or_insert(HeldKey {

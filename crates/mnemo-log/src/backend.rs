@@ -7,7 +7,7 @@ use std::time::Duration;
 use mnemo_core::limits::{
     APPEND_BYTES_MAX, APPEND_RECORDS_MAX, COPY_BYTES_MAX, COPY_RECORDS_MAX, RECORD_BYTES_MAX,
 };
-use mnemo_core::{KeyRule, Position, StreamId, StreamRevision, TimestampMs};
+use mnemo_core::{KeyRule, KeyRules, Position, RuleRef, StreamId, StreamRevision, TimestampMs};
 
 use crate::envelope::{Envelope, GENESIS_HASH};
 use crate::error::LogError;
@@ -61,19 +61,19 @@ pub struct NewRecord {
     pub bytes: Vec<u8>,
     /// What the record claims in the key index and must find there (`mnemo-core` decides which
     /// keys a record has; the log only checks and writes them).
-    pub rules: Vec<KeyRule>,
+    pub rules: KeyRules,
 }
 
 impl NewRecord {
     /// A record with no key rules.
     pub fn new(kind: u16, kind_schema: u16, bytes: Vec<u8>) -> Self {
-        NewRecord { kind, kind_schema, bytes, rules: Vec::new() }
+        NewRecord { kind, kind_schema, bytes, rules: KeyRules::new() }
     }
 
     /// The record with `rules` on the key index.
     #[must_use]
-    pub fn with_rules(mut self, rules: Vec<KeyRule>) -> Self {
-        self.rules = rules;
+    pub fn with_rules(mut self, rules: impl Into<KeyRules>) -> Self {
+        self.rules = rules.into();
         self
     }
 }
@@ -226,7 +226,7 @@ impl RulePrecheck {
     /// (counted from 0 among the records checked).
     pub fn check(
         &mut self,
-        rules: &[KeyRule],
+        rules: &KeyRules,
         held: &HeldKeyLookup<'_>,
     ) -> Result<Option<KeyRefusal>, LogError> {
         let number = self.records;
@@ -244,15 +244,15 @@ impl RulePrecheck {
                 },
             };
             let write = match (rule, &current) {
-                (KeyRule::Identity(_), _) => None,
-                (KeyRule::Claim { value, .. }, None) => Some(value.clone()),
-                (KeyRule::Claim { value, .. }, Some(current)) if current.value == *value => None,
-                (KeyRule::Unique(_), None) => Some(Vec::new()),
-                (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                (RuleRef::Identity(_), _) => None,
+                (RuleRef::Claim { value, .. }, None) => Some(value.to_vec()),
+                (RuleRef::Claim { value, .. }, Some(current)) if current.value == value => None,
+                (RuleRef::Unique(_), None) => Some(Vec::new()),
+                (RuleRef::Requires(_), Some(_)) | (RuleRef::Forbids(_), None) => None,
                 (_, current) => {
                     return Ok(Some(KeyRefusal {
                         record: usize::try_from(number).unwrap_or(usize::MAX),
-                        rule: rule.clone(),
+                        rule: rule.to_rule(),
                         held_at: current.as_ref().filter(|_| logged).map(|c| c.position),
                     }));
                 }

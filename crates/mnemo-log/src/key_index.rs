@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use mnemo_core::{KeyRule, Position, StreamId, StreamRevision};
+use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::error::{CorruptionKind, LogError};
@@ -31,7 +31,7 @@ const CATCH_UP_BATCH_KEYS: usize = 4096;
 
 /// How the log learns the rules of an envelope it did not append itself: an index built for a store
 /// written before the index existed, or a salvaged store's. `mnemo-core` supplies it.
-pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> Vec<KeyRule>;
+pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> KeyRules;
 
 fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(8 + claimed.len());
@@ -145,13 +145,12 @@ impl Known {
     }
 }
 
-/// A key a request of the group writes: its holder's position and the claimed value's place in
-/// the group's value bytes.
+/// A key a request of the group writes: where its `keys` keyspace key (framed) and value (the
+/// holder's position, then the claimed value) are in the group's bytes.
 #[derive(Debug, Clone)]
 struct Write {
     fingerprint: Fingerprint,
     key: std::ops::Range<usize>,
-    position: Position,
     value: std::ops::Range<usize>,
 }
 
@@ -163,8 +162,10 @@ struct Write {
 pub(crate) struct GroupKeys {
     known: HashMap<Fingerprint, Known, BuildHasherDefault<FingerprintHasher>>,
     writes: Vec<Write>,
-    /// The keys and claimed values of `writes`, end to end.
+    /// The keys and values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
+    /// The key being looked up in the committed index, framed.
+    lookup: Vec<u8>,
 }
 
 /// What the index says of a request.
@@ -185,31 +186,49 @@ impl GroupKeys {
         self.bytes.clear();
     }
 
-    /// The key as the group knows it, read from the committed index the first time.
-    fn get(&mut self, shared: &Shared, key: &[u8]) -> Result<Known, LogError> {
-        match self.known.entry(fingerprint(key)) {
-            Entry::Occupied(entry) => Ok(*entry.get()),
-            Entry::Vacant(entry) => Ok(*entry.insert(logged(shared, key)?)),
+    /// The key's fingerprint and the key as the group knows it, read from the committed index
+    /// the first time.
+    fn get(&mut self, shared: &Shared, key: &[u8]) -> Result<(Fingerprint, Known), LogError> {
+        let print = fingerprint(key);
+        match self.known.entry(print) {
+            Entry::Occupied(entry) => Ok((print, *entry.get())),
+            Entry::Vacant(entry) => {
+                self.lookup.clear();
+                self.lookup.push(KEY_TAG);
+                self.lookup.extend_from_slice(key);
+                let known = match shared.keys.get(&self.lookup)? {
+                    None => Known::Absent,
+                    Some(value) => {
+                        Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
+                    }
+                };
+                Ok((print, *entry.insert(known)))
+            }
         }
     }
 
-    /// Writes a key for a record; `self.writes[from..]` are the record's own earlier writes.
-    fn write(&mut self, from: usize, key: &[u8], position: Position, value: &[u8], holder: Option<RecordAt>) {
+    /// Writes a key (of fingerprint `print`) for a record; `self.writes[from..]` are the record's
+    /// own earlier writes.
+    fn write(
+        &mut self,
+        from: usize,
+        (print, key): (Fingerprint, &[u8]),
+        position: Position,
+        value: &[u8],
+        holder: Option<RecordAt>,
+    ) {
         // NOTE: a key is written only where it was absent, or again by the same record (an
         // identity after a claim of the same bytes): the record's earlier write is replaced, so
         // that undoing the request leaves the key absent as it found it.
-        let print = fingerprint(key);
         self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
         let key_start = self.bytes.len();
+        self.bytes.push(KEY_TAG);
         self.bytes.extend_from_slice(key);
         let value_start = self.bytes.len();
+        self.bytes.extend_from_slice(&position.to_key());
         self.bytes.extend_from_slice(value);
-        let write = Write {
-            fingerprint: print,
-            key: key_start..value_start,
-            position,
-            value: value_start..self.bytes.len(),
-        };
+        let write =
+            Write { fingerprint: print, key: key_start..value_start, value: value_start..self.bytes.len() };
         match self.writes[from..].iter_mut().find(|earlier| earlier.fingerprint == print) {
             Some(earlier) => *earlier = write,
             None => self.writes.push(write),
@@ -260,7 +279,8 @@ impl GroupKeys {
         let mut retried = Vec::with_capacity(request.records.len());
         let mut next = first_position;
         for (index, record) in request.records.iter().enumerate() {
-            let refuse = |rule: &KeyRule, held_at| KeyRefusal { record: index, rule: rule.clone(), held_at };
+            let refuse =
+                |rule: RuleRef<'_>, held_at| KeyRefusal { record: index, rule: rule.to_rule(), held_at };
             match self.identity(shared, group, &request.stream, record)? {
                 Identity::Retry(original) => {
                     retried.push(Some(original));
@@ -272,26 +292,27 @@ impl GroupKeys {
             let from = self.writes.len();
             for rule in &record.rules {
                 let key = rule.key();
-                let write = if matches!(rule, KeyRule::Identity(_)) {
+                let (print, write) = if matches!(rule, RuleRef::Identity(_)) {
                     // Looked up by `identity` just now: absent, or written by this very record.
-                    Some(&[][..])
+                    (fingerprint(key), Some(&[][..]))
                 } else {
-                    let known = self.get(shared, key)?;
-                    match (rule, known.value()) {
-                        (KeyRule::Claim { value, .. }, None) => Some(value.as_slice()),
-                        (KeyRule::Claim { value, .. }, Some(held)) if held == fingerprint(value) => None,
-                        (KeyRule::Unique(_), None) => Some(&[][..]),
-                        (KeyRule::Requires(_), Some(_)) | (KeyRule::Forbids(_), None) => None,
+                    let (print, known) = self.get(shared, key)?;
+                    let write = match (rule, known.value()) {
+                        (RuleRef::Claim { value, .. }, None) => Some(value),
+                        (RuleRef::Claim { value, .. }, Some(held)) if held == fingerprint(value) => None,
+                        (RuleRef::Unique(_), None) => Some(&[][..]),
+                        (RuleRef::Requires(_), Some(_)) | (RuleRef::Forbids(_), None) => None,
                         // A claim of another value, a unique or forbidden key held, a required key
                         // absent; and a rule this build does not know refuses rather than passing
                         // unchecked.
                         _ => return Ok(Err(refuse(rule, known.held_at()))),
-                    }
+                    };
+                    (print, write)
                 };
                 if let Some(value) = write {
-                    let holder = matches!(rule, KeyRule::Identity(_))
+                    let holder = matches!(rule, RuleRef::Identity(_))
                         .then_some(RecordAt { request: request_index, record: index });
-                    self.write(from, key, next, value, holder);
+                    self.write(from, (print, key), next, value, holder);
                 }
             }
             next = next.next();
@@ -310,8 +331,8 @@ impl GroupKeys {
         record: &'r NewRecord,
     ) -> Result<Identity<'r>, LogError> {
         for rule in &record.rules {
-            let KeyRule::Identity(key) = rule else { continue };
-            let known = self.get(shared, key)?;
+            let RuleRef::Identity(key) = rule else { continue };
+            let (_, known) = self.get(shared, key)?;
             let Some(held_at) = known.held_at() else { continue };
             return Ok(if known.is_record(shared, group, stream, record)? {
                 Identity::Retry(held_at)
@@ -323,11 +344,10 @@ impl GroupKeys {
     }
 
     /// The keys the group writes from `from` on, each as the `keys` keyspace's key and value.
-    pub(crate) fn entries_from(&self, from: usize) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
-        self.writes[from..].iter().map(|write| {
-            let value = encode_value(write.position, &self.bytes[write.value.clone()]);
-            (framed(&self.bytes[write.key.clone()]), value)
-        })
+    pub(crate) fn entries_from(&self, from: usize) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        self.writes[from..]
+            .iter()
+            .map(|write| (&self.bytes[write.key.clone()], &self.bytes[write.value.clone()]))
     }
 }
 
@@ -337,7 +357,7 @@ enum Identity<'r> {
     /// The same record is already at this position (or written by the group at it).
     Retry(Position),
     /// Another record holds the identity, at this position.
-    Conflict(&'r KeyRule, Position),
+    Conflict(RuleRef<'r>, Position),
 }
 
 /// The committed index's entry for `key`: its holder and claimed value.
@@ -346,13 +366,6 @@ fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>
         None => Ok(None),
         Some(value) => Ok(Some((decode_position(&value)?, value[8..].to_vec()))),
     }
-}
-
-fn logged(shared: &Shared, key: &[u8]) -> Result<Known, LogError> {
-    Ok(match read_entry(shared, key)? {
-        None => Known::Absent,
-        Some((position, value)) => Known::Logged { position, value: fingerprint(&value) },
-    })
 }
 
 /// The position of the record holding `key` in the committed index.
@@ -402,17 +415,17 @@ pub(crate) fn catch_up(
             position,
             kind: CorruptionKind::MissingPosition { before: Position(position.0 - 1), after: head },
         })?;
-        for rule in rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
-            let value = match &rule {
-                KeyRule::Identity(_) | KeyRule::Unique(_) => Vec::new(),
-                KeyRule::Claim { value, .. } => value.clone(),
+        for rule in &rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
+            let value = match rule {
+                RuleRef::Identity(_) | RuleRef::Unique(_) => &[][..],
+                RuleRef::Claim { value, .. } => value,
                 _ => continue,
             };
             // The first holder keeps a key: a store written before the index may hold a retry
             // twice, and the original is the one every later retry is answered with.
             let key = rule.key();
             if !written.contains_key(key) && holder(shared, key)?.is_none() {
-                batch.insert(&shared.keys, framed(key), encode_value(position, &value));
+                batch.insert(&shared.keys, framed(key), encode_value(position, value));
                 written.insert(key.to_vec(), position);
             }
         }
@@ -453,8 +466,8 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
             position,
             kind: CorruptionKind::MissingPosition { before: Position(position.0 - 1), after: mark },
         })?;
-        for rule in rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
-            if !matches!(rule, KeyRule::Identity(_) | KeyRule::Claim { .. } | KeyRule::Unique(_)) {
+        for rule in &rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
+            if !matches!(rule, RuleRef::Identity(_) | RuleRef::Claim { .. } | RuleRef::Unique(_)) {
                 continue;
             }
             let held = holder(shared, rule.key())?;

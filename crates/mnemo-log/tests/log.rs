@@ -329,8 +329,8 @@ fn claims_unique_required_and_forbidden_keys_hold_across_records_and_appends() {
 #[test]
 fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> Vec<mnemo_core::KeyRule> {
-        vec![Identity(bytes.to_vec())]
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+        vec![Identity(bytes.to_vec())].into()
     }
     let dir = tempfile::tempdir().unwrap();
     // Appended without rules, as a salvage copies envelopes (a retry stored twice before the index

@@ -142,14 +142,14 @@ pub mod records {
         ExecutionOrigin, ExtractionBoundary, ExtractionFailure, ExtractionFailureClass, ExtractionReceipt,
         ExtractionTrigger, FailureOutcome, FaithfulnessReport, FunctionCall, FunctionResponse, HeadAnchor,
         IdError, InlineReference, InlineReferenceKind, InvocationId, ItemId, ItemMerge, KeyOrigin, KeyRule,
-        KeyType, LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind,
+        KeyRules, KeyType, LifecycleState, MemoryCommit, MemoryItem, MemoryItemFields, MemoryKey, MemoryKind,
         MemoryMode, MemoryMutation, MemoryOrigin, MemoryScope, ModelVisibility, Mutation, NewMemoryItem,
         NoOpReason, OperationId, PermissionClosure, PermissionClosureReason, PermissionDecision,
         PolicyDenial, Position, ProviderState, ProviderStateKind, Quote, ReceiptStatus, Record, RecordKind,
-        Refs, Role, RunId, RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged, SessionId,
-        SessionOpened, SkipReason, SourcePointer, StatementType, StorageRef, StreamId, StreamRevision,
-        SummaryFormat, Supersession, TemporalType, TextContent, ThinkingContent, TimestampMs, TokenUsage,
-        ToolCallId, TurnEnded, TurnId, TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
+        Refs, Role, RuleRef, RunId, RuntimeEvent, ScopeParseError, SessionArchived, SessionFlagsChanged,
+        SessionId, SessionOpened, SkipReason, SourcePointer, StatementType, StorageRef, StreamId,
+        StreamRevision, SummaryFormat, Supersession, TemporalType, TextContent, ThinkingContent, TimestampMs,
+        TokenUsage, ToolCallId, TurnEnded, TurnId, TurnOrigin, TurnStatus, ValidationError, WorkspaceId,
     };
 }
 
