@@ -104,6 +104,13 @@ impl KeyRules {
         KeyRules { bytes: Vec::with_capacity(bytes) }
     }
 
+    /// Whether the buffer is exactly as large as the rules it holds (it was sized right and never
+    /// grew).
+    #[cfg(test)]
+    pub(crate) fn fits_exactly(&self) -> bool {
+        self.bytes.len() == self.bytes.capacity()
+    }
+
     /// Whether there are no rules.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()

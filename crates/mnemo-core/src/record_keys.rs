@@ -418,6 +418,63 @@ mod tests {
 }
 
 #[cfg(test)]
+mod rules_tests {
+    use super::*;
+    use crate::event::{Author, EventStatus, FunctionCall, FunctionResponse, Role, TextContent};
+    use crate::ids::TimestampMs;
+    use crate::memory::tests::id;
+    use crate::{KeyRule, RuleRef};
+
+    fn event(content: Content) -> RuntimeEvent {
+        let mut event = RuntimeEvent::new(
+            id("event-1"),
+            id("invocation-22"),
+            id("run-333"),
+            id("session-4444"),
+            id("turn-55555"),
+            TimestampMs(1_767_225_600_000),
+            Role::Model,
+            Author::Agent,
+        );
+        event.content = Some(content);
+        event
+    }
+
+    #[test]
+    fn an_events_rules_are_sized_once_and_read_back_as_its_keys() {
+        let call = || Content::FunctionCall(FunctionCall::new(id("call-7"), "grep", serde_json::json!({})));
+        let result = || {
+            Content::FunctionResponse(FunctionResponse::new(id("call-7"), "grep", serde_json::json!("ok")))
+        };
+        let mut terminal = event(Content::Text(TextContent::new("done")));
+        terminal.status = Some(EventStatus::Completed);
+        let events = [event(Content::Text(TextContent::new("hi"))), event(call()), event(result()), terminal];
+        for event in &events {
+            let rules = event_rules(event);
+            assert!(rules.fits_exactly(), "{rules:?}");
+            let keys: Vec<KeyRule> = rules.iter().map(RuleRef::to_rule).collect();
+            assert_eq!(keys[0], KeyRule::Identity(event_key("event-1")));
+            assert_eq!(
+                keys[1],
+                KeyRule::Claim {
+                    key: key(INVOCATION_TAG, &["session-4444", "invocation-22"]),
+                    value: key(0, &["run-333", "turn-55555"]),
+                }
+            );
+            assert_eq!(keys[3], KeyRule::Forbids(key(SEAL_TAG, &["session-4444", "run-333"])));
+        }
+        let result_rules: Vec<KeyRule> = event_rules(&events[2]).iter().map(RuleRef::to_rule).collect();
+        assert_eq!(
+            result_rules[4..],
+            [
+                KeyRule::Requires(key(CALL_TAG, &["session-4444", "invocation-22", "call-7"])),
+                KeyRule::Unique(key(RESULT_TAG, &["session-4444", "invocation-22", "call-7"])),
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
 mod refusal_tests {
     use super::*;
 
