@@ -191,3 +191,116 @@ pub fn turn_state(event: &RuntimeEvent, position: Position) -> Option<TurnState>
         error_class,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use mnemo_core::{
+        Actions, Author, ErrorContent, FunctionCall, FunctionResponse, InvocationId, Refs, RunId, SessionId,
+        TextContent, TimestampMs, ToolCallId,
+    };
+    use serde_json::json;
+
+    use super::*;
+
+    fn event(role: Role, content: Option<Content>) -> RuntimeEvent {
+        let mut event = RuntimeEvent::new(
+            EventId::new("e1".to_owned()).unwrap(),
+            InvocationId::new("i1".to_owned()).unwrap(),
+            RunId::new("r1".to_owned()).unwrap(),
+            SessionId::new("s1".to_owned()).unwrap(),
+            TurnId::new("t1".to_owned()).unwrap(),
+            TimestampMs(1_767_225_600_000),
+            role,
+            if role == Role::User { Author::User } else { Author::Agent },
+        );
+        event.content = content;
+        event
+    }
+
+    fn call_id(text: &str) -> ToolCallId {
+        ToolCallId::new(text.to_owned()).unwrap()
+    }
+
+    fn code(event: &RuntimeEvent) -> Option<DiagnosticCode> {
+        diagnose(event, Position(7)).map(|d| {
+            assert_eq!(d.severity, d.code.severity());
+            assert_eq!((d.event_id.as_str(), d.turn_id.as_str(), d.position), ("e1", "t1", Position(7)));
+            d.code
+        })
+    }
+
+    #[test]
+    fn an_ordinary_event_has_no_diagnostic() {
+        assert_eq!(code(&event(Role::User, Some(Content::Text(TextContent::new("hi"))))), None);
+        let call = Content::FunctionCall(FunctionCall::new(call_id("c1"), "grep", json!({})));
+        assert_eq!(code(&event(Role::Model, Some(call))), None);
+        let result = Content::FunctionResponse(FunctionResponse::new(call_id("c1"), "grep", json!("ok")));
+        assert_eq!(code(&event(Role::Tool, Some(result))), None);
+        let mut status_only = event(Role::Model, None);
+        status_only.status = Some(EventStatus::Completed);
+        assert_eq!(code(&status_only), None);
+        let mut state_and_artifact = event(Role::Model, None);
+        state_and_artifact.actions = Some(Actions {
+            artifact_delta: Some([("report".to_owned(), json!("v1"))].into()),
+            ..Actions::default()
+        });
+        assert_eq!(code(&state_and_artifact), None);
+    }
+
+    #[test]
+    fn each_event_no_row_can_show_gets_its_code_and_severity() {
+        let mut partial = event(Role::Model, Some(Content::Text(TextContent::new("hel"))));
+        partial.partial = true;
+        assert_eq!(code(&partial), Some(DiagnosticCode::PartialSkipped));
+        let tool_text = event(Role::Tool, Some(Content::Text(TextContent::new("stray"))));
+        assert_eq!(code(&tool_text), Some(DiagnosticCode::UnsupportedEvent));
+        let null_result =
+            Content::FunctionResponse(FunctionResponse::new(call_id("c1"), "grep", json!(null)));
+        assert_eq!(code(&event(Role::Tool, Some(null_result))), Some(DiagnosticCode::IncompleteEvent));
+        let error = event(Role::Model, Some(Content::Error(ErrorContent::new("rate limited"))));
+        assert_eq!(code(&error), Some(DiagnosticCode::UnsupportedEvent));
+        let mut ending_error = event(Role::Model, Some(Content::Error(ErrorContent::new("rate limited"))));
+        ending_error.status = Some(EventStatus::Failed);
+        assert_eq!(code(&ending_error), None, "an error that ends its invocation is the turn's end");
+        let mut mismatched = event(
+            Role::Model,
+            Some(Content::FunctionCall(FunctionCall::new(call_id("c1"), "grep", json!({})))),
+        );
+        mismatched.refs = Some(Refs { tool_call_id: Some("c2".to_owned()), ..Refs::default() });
+        assert_eq!(code(&mismatched), Some(DiagnosticCode::ToolUseIdMismatch));
+        let mut state_only = event(Role::Model, None);
+        state_only.actions =
+            Some(Actions { state_delta: Some([("k".to_owned(), json!(1))].into()), ..Actions::default() });
+        assert_eq!(code(&state_only), Some(DiagnosticCode::UnclaimedControlFact));
+        assert_eq!(code(&event(Role::Model, None)), Some(DiagnosticCode::UnclaimedControlFact));
+        assert_eq!(DiagnosticCode::ToolUseIdMismatch.severity(), Severity::Hard);
+        assert_eq!(DiagnosticCode::UnclaimedControlFact.severity(), Severity::Soft);
+    }
+
+    #[test]
+    fn a_terminal_event_sets_its_turns_state_and_names_a_step_limit() {
+        let text = || Some(Content::Text(TextContent::new("done")));
+        assert_eq!(turn_state(&event(Role::Model, text()), Position(3)), None, "not terminal");
+        let mut completed = event(Role::Model, text());
+        completed.status = Some(EventStatus::Completed);
+        let state = turn_state(&completed, Position(3)).unwrap();
+        assert_eq!(
+            (state.status, state.position, state.step_limit),
+            (TurnStatus::Completed, Position(3), false)
+        );
+        let mut capped = ErrorContent::new("too many tool steps");
+        capped.code = Some(STEP_LIMIT_ERROR_CLASS.to_owned());
+        let mut ended = event(Role::Model, Some(Content::Error(capped)));
+        ended.actions = Some(Actions { end_invocation: Some(true), ..Actions::default() });
+        let state = turn_state(&ended, Position(4)).unwrap();
+        assert_eq!(state.status, TurnStatus::Failed, "endInvocation with an error fails the turn");
+        assert_eq!(state.error_class.as_deref(), Some(STEP_LIMIT_ERROR_CLASS));
+        assert!(state.step_limit);
+        let mut aborted = event(Role::Model, None);
+        aborted.status = Some(EventStatus::Aborted);
+        assert_eq!(turn_state(&aborted, Position(5)).unwrap().status, TurnStatus::Aborted);
+        let mut partial = completed.clone();
+        partial.partial = true;
+        assert_eq!(turn_state(&partial, Position(6)), None, "a streaming chunk ends nothing");
+    }
+}
