@@ -57,13 +57,7 @@ pub enum KeyRule {
 impl KeyRule {
     /// The key the rule is about.
     pub fn key(&self) -> &[u8] {
-        match self {
-            KeyRule::Identity(key)
-            | KeyRule::Claim { key, .. }
-            | KeyRule::Unique(key)
-            | KeyRule::Requires(key)
-            | KeyRule::Forbids(key) => key,
-        }
+        crate::RuleRef::from(self).key()
     }
 }
 

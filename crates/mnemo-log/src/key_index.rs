@@ -33,17 +33,27 @@ const CATCH_UP_BATCH_KEYS: usize = 4096;
 /// written before the index existed, or a salvaged store's. `mnemo-core` supplies it.
 pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> KeyRules;
 
+/// Adds the `keys` keyspace's value for a key held at `position` with `claimed` to `buffer`.
+fn encode_value_into(buffer: &mut Vec<u8>, position: Position, claimed: &[u8]) {
+    buffer.extend_from_slice(&position.to_key());
+    buffer.extend_from_slice(claimed);
+}
+
 fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(8 + claimed.len());
-    value.extend_from_slice(&position.to_key());
-    value.extend_from_slice(claimed);
+    encode_value_into(&mut value, position, claimed);
     value
+}
+
+/// Adds the `keys` keyspace's key for a record key to `buffer`.
+fn frame_into(buffer: &mut Vec<u8>, key: &[u8]) {
+    buffer.push(KEY_TAG);
+    buffer.extend_from_slice(key);
 }
 
 pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
     let mut framed = Vec::with_capacity(key.len() + 1);
-    framed.push(KEY_TAG);
-    framed.extend_from_slice(key);
+    frame_into(&mut framed, key);
     framed
 }
 
@@ -194,8 +204,7 @@ impl GroupKeys {
             Entry::Occupied(entry) => Ok((print, *entry.get())),
             Entry::Vacant(entry) => {
                 self.lookup.clear();
-                self.lookup.push(KEY_TAG);
-                self.lookup.extend_from_slice(key);
+                frame_into(&mut self.lookup, key);
                 let known = match shared.keys.get(&self.lookup)? {
                     None => Known::Absent,
                     Some(value) => {
@@ -222,11 +231,9 @@ impl GroupKeys {
         // that undoing the request leaves the key absent as it found it.
         self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
         let key_start = self.bytes.len();
-        self.bytes.push(KEY_TAG);
-        self.bytes.extend_from_slice(key);
+        frame_into(&mut self.bytes, key);
         let value_start = self.bytes.len();
-        self.bytes.extend_from_slice(&position.to_key());
-        self.bytes.extend_from_slice(value);
+        encode_value_into(&mut self.bytes, position, value);
         let write =
             Write { fingerprint: print, key: key_start..value_start, value: value_start..self.bytes.len() };
         match self.writes[from..].iter_mut().find(|earlier| earlier.fingerprint == print) {
