@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -87,6 +88,13 @@ pub(crate) struct Shared {
     /// How the key index learns an envelope's keys (for building and verifying it).
     pub key_rules_of: Option<KeyRulesOf>,
     pub tail: Tail,
+    /// The last generation of the key index (see `keys_rewritten`) whose key filter scan finished,
+    /// plus one (0: none yet). When it is the current one, the writer's next group looks keys up
+    /// through the filter.
+    pub key_filter_scanned: AtomicU64,
+    /// How many times the key index was rewritten by another thread than the writer's (a rebuild
+    /// after salvage): the writer's key filter is then built anew.
+    pub keys_rewritten: AtomicU64,
     poisoned: Mutex<Option<String>>,
 }
 
@@ -177,6 +185,8 @@ impl FjallLog {
             keys,
             key_rules_of: options.key_rules_of,
             tail: Tail::default(),
+            key_filter_scanned: AtomicU64::new(0),
+            keys_rewritten: AtomicU64::new(0),
             poisoned: Mutex::new(None),
         });
         let mut state = recover(&shared, &options)?;
@@ -216,6 +226,14 @@ impl FjallLog {
             accepted,
             _lock: lock,
         })
+    }
+
+    /// Whether the key filter built when the log opened is ready: appends from the next group on
+    /// learn that a key is absent without reading the key index (see `key_filter.rs`). Until then
+    /// they read the index, with the same answers.
+    pub fn key_filter_ready(&self) -> bool {
+        let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
+        self.shared.key_filter_scanned.load(Ordering::Acquire) == generation + 1
     }
 
     /// The acknowledged envelopes this log lost, when it was opened without the tail check (to be
@@ -623,9 +641,9 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
 
 /// A store's shared state without its writer, for tests of what the writer decides.
 #[cfg(test)]
-pub(crate) fn shared_for_tests(dir: &Path) -> Result<Shared, LogError> {
+pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
     let (db, log, streams, keys) = open_database(dir)?;
-    Ok(Shared {
+    Ok(Arc::new(Shared {
         db,
         dir: dir.to_path_buf(),
         log,
@@ -633,8 +651,10 @@ pub(crate) fn shared_for_tests(dir: &Path) -> Result<Shared, LogError> {
         keys,
         key_rules_of: None,
         tail: Tail::default(),
+        key_filter_scanned: AtomicU64::new(0),
+        keys_rewritten: AtomicU64::new(0),
         poisoned: Mutex::new(None),
-    })
+    }))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::error::{CorruptionKind, LogError};
 use crate::fjall_log::Shared;
+use crate::key_filter::KeyFilter;
 
 /// The keyspace of the key index.
 pub const KEYS_KEYSPACE: &str = "keys";
@@ -39,7 +40,7 @@ fn encode_value_into(buffer: &mut Vec<u8>, position: Position, claimed: &[u8]) {
     buffer.extend_from_slice(claimed);
 }
 
-fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
+pub(crate) fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     let mut value = Vec::with_capacity(8 + claimed.len());
     encode_value_into(&mut value, position, claimed);
     value
@@ -61,11 +62,16 @@ pub(crate) fn mark_key() -> &'static [u8] {
     MARK_KEY
 }
 
+/// The record key of a `keys` keyspace key, or `None` for the mark.
+pub(crate) fn record_key(framed: &[u8]) -> Option<&[u8]> {
+    framed.strip_prefix(&[KEY_TAG])
+}
+
 /// A key's fingerprint in a group's map: its xxh3 128-bit hash (two keys of a group share one
 /// with a chance below 10⁻³⁰).
-type Fingerprint = u128;
+pub(crate) type Fingerprint = u128;
 
-fn fingerprint(key: &[u8]) -> Fingerprint {
+pub(crate) fn fingerprint(key: &[u8]) -> Fingerprint {
     xxhash_rust::xxh3::xxh3_128(key)
 }
 
@@ -168,8 +174,9 @@ struct Write {
 /// the keys the group writes. The writer keeps one for its whole life and starts it afresh for
 /// each group, so that its memory is allocated once rather than per group (freshly allocated
 /// memory is faulted in and zeroed page by page).
-#[derive(Debug, Default)]
 pub(crate) struct GroupKeys {
+    /// Answers most lookups of absent keys without a read.
+    filter: KeyFilter,
     known: HashMap<Fingerprint, Known, BuildHasherDefault<FingerprintHasher>>,
     writes: Vec<Write>,
     /// The keys and values of `writes` as the keyspace holds them, end to end.
@@ -189,11 +196,34 @@ pub(crate) enum Decision {
 }
 
 impl GroupKeys {
+    pub(crate) fn new(filter: KeyFilter) -> GroupKeys {
+        GroupKeys {
+            filter,
+            known: HashMap::default(),
+            writes: Vec::new(),
+            bytes: Vec::new(),
+            lookup: Vec::new(),
+        }
+    }
+
     /// Forgets the last group's keys, keeping the memory they took.
     pub(crate) fn start_group(&mut self) {
+        self.filter.poll();
         self.known.clear();
         self.writes.clear();
         self.bytes.clear();
+    }
+
+    /// The group's keys are in the committed index now: the filter learns them.
+    pub(crate) fn committed(&mut self) {
+        for write in &self.writes {
+            self.filter.add(write.fingerprint);
+        }
+    }
+
+    /// The store is closing: a filter still being built is abandoned.
+    pub(crate) fn close(&mut self) {
+        self.filter.stop();
     }
 
     /// The key's fingerprint and the key as the group knows it, read from the committed index
@@ -202,6 +232,9 @@ impl GroupKeys {
         let print = fingerprint(key);
         match self.known.entry(print) {
             Entry::Occupied(entry) => Ok((print, *entry.get())),
+            Entry::Vacant(entry) if !self.filter.may_contain(print) => {
+                Ok((print, *entry.insert(Known::Absent)))
+            }
             Entry::Vacant(entry) => {
                 self.lookup.clear();
                 frame_into(&mut self.lookup, key);
@@ -491,6 +524,14 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
 /// Drops the whole index and builds it again from the log, for a store filled by copying envelopes
 /// verbatim (salvage), whose retries were copied as they are. Nothing may append meanwhile.
 pub(crate) fn rebuild(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
+    let rebuilt = drop_and_catch_up(shared, head, rules_of);
+    // The writer's key filter knows only the keys the writer wrote: it is built anew, whether or
+    // not the rebuild finished.
+    shared.keys_rewritten.fetch_add(1, std::sync::atomic::Ordering::Release);
+    rebuilt
+}
+
+fn drop_and_catch_up(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
     let mut batch = shared.db.batch();
     for guard in shared.keys.iter() {
         let key = guard.key()?;
@@ -520,6 +561,10 @@ mod tests {
         AppendRequest::new(stream, ExpectedRevision::Any, records)
     }
 
+    fn group_keys(shared: &std::sync::Arc<Shared>) -> GroupKeys {
+        GroupKeys::new(KeyFilter::start(std::sync::Arc::clone(shared)))
+    }
+
     fn event(id: &str, bytes: &[u8], rules: Vec<KeyRule>) -> NewRecord {
         let mut all = vec![KeyRule::Identity(id.as_bytes().to_vec())];
         all.extend(rules);
@@ -537,7 +582,7 @@ mod tests {
         let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
         let second = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
         let group = [&first, &second];
-        let mut keys = GroupKeys::default();
+        let mut keys = group_keys(&shared);
         // The writer takes the first request back (its expected revision did not match).
         let Decision::Go { writes_from, .. } = keys.decide(&shared, &group, 0, Position(1)).expect("decide")
         else {
@@ -559,7 +604,7 @@ mod tests {
         );
         let next = request("session/b", vec![event("e1", b"other", vec![claim("run", "b")])]);
         let group = [&refused, &next];
-        let mut keys = GroupKeys::default();
+        let mut keys = group_keys(&shared);
         let Decision::Refused(refusal) = keys.decide(&shared, &group, 0, Position(1)).expect("decide") else {
             panic!("two claims of one key with two values are taken");
         };
@@ -578,7 +623,7 @@ mod tests {
         let conflict = request("session/a", vec![event("e1", b"changed", vec![])]);
         let other_claim = request("session/a", vec![event("e2", b"two", vec![claim("run", "b")])]);
         let group = [&first, &retry, &conflict, &other_claim];
-        let mut keys = GroupKeys::default();
+        let mut keys = group_keys(&shared);
         assert!(matches!(keys.decide(&shared, &group, 0, Position(7)).expect("decide"), Decision::Go { .. }));
         let written = keys.writes.len();
         let decided = keys.decide(&shared, &group, 1, Position(8)).expect("decide");
@@ -600,7 +645,7 @@ mod tests {
         let shared = shared_for_tests(dir.path()).expect("store");
         let first = request("session/a", vec![event("e1", b"one", vec![claim("run", "a")])]);
         let other = request("session/a", vec![event("e1", b"other", vec![claim("run", "b")])]);
-        let mut keys = GroupKeys::default();
+        let mut keys = group_keys(&shared);
         assert!(matches!(
             keys.decide(&shared, &[&first], 0, Position(1)).expect("decide"),
             Decision::Go { .. }

@@ -12,6 +12,7 @@ mod envelope;
 mod error;
 mod fjall_log;
 mod high_water;
+mod key_filter;
 mod key_index;
 mod keys;
 pub mod limits;

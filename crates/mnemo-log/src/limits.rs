@@ -43,3 +43,14 @@ pub const STORAGE_WORKER_THREADS: usize = 4;
 /// Envelopes a scan of the log reads through one storage iterator before it opens the next (see
 /// the fjall log's scan): what a scan holds in memory at once.
 pub const SCAN_CHUNK_ENVELOPES: u64 = 1024;
+
+/// Bits the key filter spends per key it is sized for (a false "may be present" about once in a
+/// hundred lookups at capacity; see `key_filter.rs`).
+pub const KEY_FILTER_BITS_PER_KEY: u64 = 10;
+
+/// Keys the smallest key filter is sized for (80 KiB).
+pub const KEY_FILTER_KEYS_MIN: u64 = 65_536;
+
+/// Largest key filter, about 214 million keys at capacity. An index with more keys keeps this
+/// filter: it answers "may be present" more often, and those lookups read the index.
+pub const KEY_FILTER_BYTES_MAX: u64 = 256 * 1024 * 1024;

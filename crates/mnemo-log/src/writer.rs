@@ -17,6 +17,7 @@ use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
 use crate::fjall_log::Shared;
 use crate::high_water::{HighWater, HighWaterFile};
+use crate::key_filter::KeyFilter;
 use crate::key_index::{self, Decision};
 use crate::keys;
 use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
@@ -43,7 +44,7 @@ pub(crate) struct WriterState {
 
 /// The writer thread's loop: runs until every sender is dropped.
 pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
-    let mut group_keys = key_index::GroupKeys::default();
+    let mut group_keys = key_index::GroupKeys::new(KeyFilter::start(Arc::clone(&shared)));
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         let mut group_bytes = request_bytes(&group[0].request);
@@ -58,6 +59,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
         }
         commit_group(&shared, &mut state, &mut group_keys, group);
     }
+    group_keys.close();
     // The store is closing: its last mark goes to the disk now rather than within the interval.
     if let Some(Err(error)) = state.high_water.as_mut().map(HighWaterFile::sync) {
         error!(%error, "the last high-water mark did not reach the disk");
@@ -195,6 +197,7 @@ fn commit_group(
             return;
         }
     }
+    group_keys.committed();
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
     if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {

@@ -326,6 +326,42 @@ fn claims_unique_required_and_forbidden_keys_hold_across_records_and_appends() {
     assert_eq!(log.head(), Position(2));
 }
 
+/// Waits until the log's key filter answers lookups.
+fn wait_for_key_filter(log: &FjallLog) {
+    let began = std::time::Instant::now();
+    while !log.key_filter_ready() {
+        assert!(began.elapsed() < Duration::from_secs(60), "the key filter was not built");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn keys_held_before_an_open_are_found_once_the_key_filter_answers() {
+    use mnemo_core::KeyRule::{Claim, Identity};
+    let dir = tempfile::tempdir().unwrap();
+    let run = |value: &str| Claim { key: b"run".to_vec(), value: value.as_bytes().to_vec() };
+    let first = vec![
+        keyed("a", vec![Identity(b"ea".to_vec()), run("one")]),
+        keyed("b", vec![Identity(b"eb".to_vec())]),
+    ];
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, first.clone())).unwrap());
+    drop(log);
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    wait_for_key_filter(&log);
+    let go = |records: Vec<NewRecord>| {
+        log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap()
+    };
+    let again = appended(go(first));
+    assert_eq!((again.first_position, again.retried), (Position(1), 2));
+    assert_eq!(refused(go(vec![keyed("B", vec![Identity(b"eb".to_vec())])])).held_at, Some(Position(2)));
+    assert_eq!(refused(go(vec![keyed("c", vec![run("two")])])).held_at, Some(Position(1)));
+    let new = vec![keyed("d", vec![Identity(b"ed".to_vec()), run("one")])];
+    assert_eq!(appended(go(new.clone())).first_position, Position(3));
+    assert_eq!(appended(go(new)).retried, 1, "a key written since the open is found too");
+    assert_eq!(log.head(), Position(3));
+}
+
 #[test]
 fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
     use mnemo_core::KeyRule::Identity;
@@ -338,6 +374,8 @@ fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
     let log = FjallLog::open(dir.path(), LogOptions { key_rules_of: Some(rules_of), ..options() }).unwrap();
     appended(append(&log, "s", ExpectedRevision::Any, &["x", "y", "x"]));
     assert_eq!(log.key_holder(b"x").unwrap(), None);
+    // The writer's key filter knows none of the keys the rebuild writes.
+    wait_for_key_filter(&log);
     log.rebuild_key_index(rules_of).unwrap();
     assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)), "the first holder keeps the key");
     assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));

@@ -1,0 +1,353 @@
+//! An in-memory filter over the key index's keys, so that the writer learns a key is absent without
+//! a read of the storage engine. Almost every lookup of an append's keys is of a key nobody holds
+//! yet (a new event's identity, a new call's pairing, a run's seal), and each such read cost about
+//! as much as the rest of the append's check together (decision 0142).
+//!
+//! The filter is a blocked Bloom filter: it never says a key it holds is absent, and says a key it
+//! does not hold may be present about once in a hundred lookups at its capacity; a "may be present"
+//! is then read from the index as before. So the filter changes how fast an answer comes, never the
+//! answer.
+//!
+//! It is built when the log opens, by a thread that scans the `keys` keyspace while the writer
+//! appends. The writer adds every key it writes to the filter from the moment it exists, before the
+//! scan takes its snapshot, so the two together cover every key; until the scan ends, every lookup
+//! reads the index. Once the filter holds more keys than it was sized for, a filter twice as large is
+//! built the same way, while the full one goes on answering.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+
+use tracing::{info, warn};
+
+use crate::error::LogError;
+use crate::fjall_log::Shared;
+use crate::key_index::{self, Fingerprint};
+use crate::limits::{KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_KEYS_MIN};
+
+/// Words in one block: a block is one 64-byte cache line, and a key's bits all fall in one block.
+const BLOCK_WORDS: usize = 8;
+
+/// Bits a key sets in its block (each chosen by 9 bits of the fingerprint's upper half).
+const BITS_PER_KEY_SET: u32 = 7;
+
+/// Keys the scan reads between looks at whether the store is closing.
+const SCAN_STOP_CHECK_KEYS: u64 = 4096;
+
+const BLOCK_BITS: u64 = BLOCK_WORDS as u64 * 64;
+
+/// The blocks of a filter for `capacity` keys: at least one, at most `KEY_FILTER_BYTES_MAX`.
+fn blocks_for(capacity: u64) -> u64 {
+    let blocks_max = KEY_FILTER_BYTES_MAX / (BLOCK_BITS / 8);
+    capacity.saturating_mul(KEY_FILTER_BITS_PER_KEY).div_ceil(BLOCK_BITS).clamp(1, blocks_max)
+}
+
+/// The filter's bits. Shared with the thread that fills it by a scan while the writer adds to it.
+#[derive(Debug)]
+pub(crate) struct FilterBits {
+    blocks: Box<[[AtomicU64; BLOCK_WORDS]]>,
+    capacity: u64,
+}
+
+impl FilterBits {
+    /// A filter for `capacity` keys at `KEY_FILTER_BITS_PER_KEY` bits each, no larger than
+    /// `KEY_FILTER_BYTES_MAX`.
+    pub(crate) fn with_capacity(capacity: u64) -> FilterBits {
+        let blocks = blocks_for(capacity);
+        let capacity = blocks * BLOCK_BITS / KEY_FILTER_BITS_PER_KEY;
+        let blocks = (0..blocks).map(|_| std::array::from_fn(|_| AtomicU64::new(0))).collect();
+        FilterBits { blocks, capacity }
+    }
+
+    /// The keys it holds at its designed false-positive rate.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    fn bytes(&self) -> u64 {
+        (self.blocks.len() * BLOCK_WORDS * 8) as u64
+    }
+
+    /// The block of a fingerprint and, per word of it, the bits the key sets.
+    fn locate(&self, print: Fingerprint) -> (&[AtomicU64; BLOCK_WORDS], [u64; BLOCK_WORDS]) {
+        let low = print as u64;
+        // Maps the lower half onto the blocks without a division (Lemire's multiply-shift).
+        let block = ((u128::from(low) * self.blocks.len() as u128) >> 64) as usize;
+        let mut high = (print >> 64) as u64;
+        let mut masks = [0u64; BLOCK_WORDS];
+        for _ in 0..BITS_PER_KEY_SET {
+            masks[(high & 7) as usize] |= 1 << ((high >> 3) & 63);
+            high >>= 9;
+        }
+        (&self.blocks[block], masks)
+    }
+
+    pub(crate) fn insert(&self, print: Fingerprint) {
+        let (block, masks) = self.locate(print);
+        for (word, mask) in block.iter().zip(masks) {
+            if mask != 0 {
+                word.fetch_or(mask, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Whether the key may be held; `false` means it certainly is not among the keys inserted.
+    pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
+        let (block, masks) = self.locate(print);
+        block.iter().zip(masks).all(|(word, mask)| word.load(Ordering::Relaxed) & mask == mask)
+    }
+}
+
+/// A filter being filled by a scan of the index.
+struct Build {
+    /// The generation of the key index it is built for.
+    generation: u64,
+    bits: Arc<FilterBits>,
+    /// Keys the writer added while the scan ran.
+    added: u64,
+    stop: Arc<AtomicBool>,
+    scan: JoinHandle<Result<u64, LogError>>,
+}
+
+/// The writer's filter: the one that answers, and the one being built.
+pub(crate) struct KeyFilter {
+    shared: Arc<Shared>,
+    active: Option<Arc<FilterBits>>,
+    /// Keys the active filter holds (the scan's count plus the writer's additions; a key written
+    /// while a scan ran may be counted twice, which only brings the next build a little earlier).
+    active_keys: u64,
+    /// The generation of the key index the filters are for: how many times another thread than the
+    /// writer rewrote the index (a rebuild), which the filters do not know of.
+    generation: u64,
+    building: Option<Build>,
+}
+
+impl KeyFilter {
+    /// Starts building the filter for the index as it is, sized for twice the keys it holds.
+    pub(crate) fn start(shared: Arc<Shared>) -> KeyFilter {
+        let generation = shared.keys_rewritten.load(Ordering::Acquire);
+        let mut filter = KeyFilter { shared, active: None, active_keys: 0, generation, building: None };
+        filter.build_for_index();
+        filter
+    }
+
+    /// Builds a filter for the index as it is, sized for twice the keys it holds.
+    fn build_for_index(&mut self) {
+        let held = self.shared.keys.approximate_len() as u64;
+        self.build((2 * held).max(KEY_FILTER_KEYS_MIN));
+    }
+
+    /// Whether the index may hold the key; `true` whenever no filter is ready to say.
+    pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
+        self.active.as_ref().is_none_or(|bits| bits.may_contain(print))
+    }
+
+    /// Records a key the writer wrote to the index.
+    pub(crate) fn add(&mut self, print: Fingerprint) {
+        if let Some(bits) = &self.active {
+            bits.insert(print);
+            self.active_keys += 1;
+        }
+        if let Some(build) = &mut self.building {
+            build.bits.insert(print);
+            build.added += 1;
+        }
+    }
+
+    /// Takes a finished build into use, and starts a larger one once the active filter is full.
+    /// The writer calls it before each group.
+    pub(crate) fn poll(&mut self) {
+        let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
+        if generation != self.generation {
+            // NOTE: dropped before the next lookup: the index now holds keys no filter was told of.
+            self.stop();
+            self.active = None;
+            self.active_keys = 0;
+            self.generation = generation;
+            self.build_for_index();
+            return;
+        }
+        if self.building.as_ref().is_some_and(|build| build.scan.is_finished()) {
+            self.finish_build();
+        }
+        let full = self
+            .active
+            .as_ref()
+            .is_some_and(|bits| self.active_keys > bits.capacity() && bits.bytes() < KEY_FILTER_BYTES_MAX);
+        if full && self.building.is_none() {
+            self.build(2 * self.active_keys);
+        }
+    }
+
+    fn finish_build(&mut self) {
+        let Some(build) = self.building.take() else { return };
+        match build.scan.join() {
+            Ok(Ok(_)) if build.generation != self.generation => {}
+            Ok(Ok(scanned)) => {
+                info!(keys = scanned + build.added, bytes = build.bits.bytes(), "key filter ready");
+                self.active_keys = scanned + build.added;
+                self.active = Some(build.bits);
+            }
+            // Without a filter every lookup reads the index: slower, never wrong.
+            Ok(Err(error)) => warn!(%error, "the key filter was not built; key lookups read the index"),
+            Err(_) => warn!("the key filter's scan panicked; key lookups read the index"),
+        }
+    }
+
+    fn build(&mut self, capacity: u64) {
+        let bits = Arc::new(FilterBits::with_capacity(capacity));
+        let stop = Arc::new(AtomicBool::new(false));
+        // NOTE: the writer adds its keys to `bits` from here on, and the scan's snapshot is taken
+        // after this point, so every key is in one or the other.
+        let (scan_bits, scan_stop, shared) = (Arc::clone(&bits), Arc::clone(&stop), Arc::clone(&self.shared));
+        let generation = self.generation;
+        let scan = std::thread::Builder::new().name("mnemo-key-filter".to_owned()).spawn(move || {
+            let scanned = scan_into(&shared, &scan_bits, &scan_stop)?;
+            if !scan_stop.load(Ordering::Relaxed) {
+                shared.key_filter_scanned.fetch_max(generation + 1, Ordering::Release);
+            }
+            Ok(scanned)
+        });
+        match scan {
+            Ok(scan) => self.building = Some(Build { generation, bits, added: 0, stop, scan }),
+            Err(error) => warn!(%error, "cannot start the key filter's scan; key lookups read the index"),
+        }
+    }
+
+    /// Stops a scan still running (the store is closing) and waits for it.
+    pub(crate) fn stop(&mut self) {
+        if let Some(build) = self.building.take() {
+            build.stop.store(true, Ordering::Relaxed);
+            let _ = build.scan.join();
+        }
+    }
+}
+
+/// Inserts every record key of the index into `bits`; returns how many. Ends early, with the
+/// keys so far, when `stop` is set: the filter is then never used.
+fn scan_into(shared: &Shared, bits: &FilterBits, stop: &AtomicBool) -> Result<u64, LogError> {
+    let mut keys = 0u64;
+    for guard in shared.keys.iter() {
+        let key = guard.key()?;
+        let Some(record_key) = key_index::record_key(&key) else { continue };
+        bits.insert(key_index::fingerprint(record_key));
+        keys += 1;
+        if keys.is_multiple_of(SCAN_STOP_CHECK_KEYS) && stop.load(Ordering::Relaxed) {
+            break;
+        }
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn print(index: u64) -> Fingerprint {
+        key_index::fingerprint(format!("ee{index}").as_bytes())
+    }
+
+    #[test]
+    fn a_key_inserted_is_never_reported_absent() {
+        let bits = FilterBits::with_capacity(10_000);
+        for index in 0..20_000 {
+            bits.insert(print(index));
+        }
+        assert!((0..20_000).all(|index| bits.may_contain(print(index))));
+    }
+
+    #[test]
+    fn at_capacity_about_one_key_in_a_hundred_not_held_may_be_present() {
+        let bits = FilterBits::with_capacity(100_000);
+        let capacity = bits.capacity();
+        assert!(capacity >= 100_000, "{capacity}");
+        for index in 0..capacity {
+            bits.insert(print(index));
+        }
+        let probes = 100_000;
+        let false_positives =
+            (capacity..capacity + probes).filter(|&index| bits.may_contain(print(index))).count();
+        let rate = false_positives as f64 / probes as f64;
+        assert!(rate < 0.02, "false-positive rate {rate}");
+        assert!(rate > 0.0, "a filter at capacity that never errs is not sized as claimed");
+    }
+
+    /// Polls until the filter being built is in use.
+    fn wait_for_build(filter: &mut KeyFilter) {
+        let began = std::time::Instant::now();
+        while filter.building.is_some() {
+            assert!(began.elapsed() < std::time::Duration::from_secs(60), "the scan did not end");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            filter.poll();
+        }
+    }
+
+    #[test]
+    fn a_full_filter_is_replaced_by_one_twice_as_large_that_keeps_every_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        // Keys in the index before the filter exists come from the scan.
+        let framed = crate::key_index::framed(b"ebefore");
+        shared
+            .keys
+            .insert(framed, crate::key_index::encode_value(mnemo_core::Position(1), b""))
+            .expect("insert");
+        let mut filter = KeyFilter::start(Arc::clone(&shared));
+        assert!(filter.may_contain(print(0)), "without a filter every key may be held");
+        wait_for_build(&mut filter);
+        let capacity = filter.active.as_ref().expect("a filter").capacity();
+        assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
+        // As the writer does: each key is committed to the index, then added.
+        let added = capacity + 10;
+        let mut batch = shared.db.batch();
+        for index in 0..added {
+            let framed = crate::key_index::framed(format!("ee{index}").as_bytes());
+            batch.insert(&shared.keys, framed, crate::key_index::encode_value(mnemo_core::Position(2), b""));
+        }
+        batch.commit().expect("commit");
+        for index in 0..added {
+            filter.add(print(index));
+        }
+        filter.poll();
+        assert!(filter.building.is_some(), "a full filter starts a larger one");
+        wait_for_build(&mut filter);
+        let larger = filter.active.as_ref().expect("a filter").capacity();
+        assert!(larger >= 2 * capacity, "{larger} after {capacity}");
+        assert!((0..added).all(|index| filter.may_contain(print(index))));
+        assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
+        let absent = (added..added + 10_000).filter(|&index| !filter.may_contain(print(index))).count();
+        assert!(absent > 9_500, "a filter at half its capacity answers most absent keys: {absent}");
+    }
+
+    #[test]
+    fn a_rewritten_index_drops_the_filter_until_one_is_built_for_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let mut filter = KeyFilter::start(Arc::clone(&shared));
+        wait_for_build(&mut filter);
+        assert!(!filter.may_contain(key_index::fingerprint(b"erebuilt")));
+        // Another thread writes the index (a rebuild) and says so.
+        let framed = crate::key_index::framed(b"erebuilt");
+        shared
+            .keys
+            .insert(framed, crate::key_index::encode_value(mnemo_core::Position(1), b""))
+            .expect("insert");
+        shared.keys_rewritten.fetch_add(1, Ordering::Release);
+        filter.poll();
+        assert!(filter.may_contain(key_index::fingerprint(b"erebuilt")), "no stale filter answers");
+        wait_for_build(&mut filter);
+        assert!(filter.active.is_some());
+        assert!(filter.may_contain(key_index::fingerprint(b"erebuilt")));
+    }
+
+    #[test]
+    fn an_empty_filter_holds_nothing_and_a_filter_is_never_larger_than_its_limit() {
+        let bits = FilterBits::with_capacity(0);
+        assert!(!bits.may_contain(print(1)));
+        assert_eq!(blocks_for(0), 1);
+        assert_eq!(blocks_for(u64::MAX) * BLOCK_BITS / 8, KEY_FILTER_BYTES_MAX);
+        let blocks = blocks_for(1_000_000);
+        assert!(blocks * BLOCK_BITS >= 1_000_000 * KEY_FILTER_BITS_PER_KEY);
+        assert!((blocks - 1) * BLOCK_BITS < 1_000_000 * KEY_FILTER_BITS_PER_KEY);
+    }
+}
