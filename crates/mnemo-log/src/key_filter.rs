@@ -100,8 +100,6 @@ impl FilterBits {
 
 /// A filter being filled by a scan of the index.
 struct Build {
-    /// The generation of the key index it is built for.
-    generation: u64,
     bits: Arc<FilterBits>,
     /// Keys the writer added while the scan ran.
     added: u64,
@@ -179,10 +177,10 @@ impl KeyFilter {
         }
     }
 
+    /// A build of an earlier generation never gets here: `poll` stops it when the generation moves.
     fn finish_build(&mut self) {
         let Some(build) = self.building.take() else { return };
         match build.scan.join() {
-            Ok(Ok(_)) if build.generation != self.generation => {}
             Ok(Ok(scanned)) => {
                 info!(keys = scanned + build.added, bytes = build.bits.bytes(), "key filter ready");
                 self.active_keys = scanned + build.added;
@@ -209,7 +207,7 @@ impl KeyFilter {
             Ok(scanned)
         });
         match scan {
-            Ok(scan) => self.building = Some(Build { generation, bits, added: 0, stop, scan }),
+            Ok(scan) => self.building = Some(Build { bits, added: 0, stop, scan }),
             Err(error) => warn!(%error, "cannot start the key filter's scan; key lookups read the index"),
         }
     }
