@@ -23,7 +23,7 @@ use crate::high_water::{HighWater, HighWaterFile, LostRange};
 use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
+    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
     RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     /// How the key index learns an envelope's keys (for building and verifying it).
     pub key_rules_of: Option<KeyRulesOf>,
     pub tail: Tail,
+    /// How far the key index holds the keys the writer appended: the writer indexes a group's keys
+    /// just after acknowledging it, so a reader of the index waits for this to reach the head.
+    pub keys_indexed: Tail,
     /// The last generation of the key index (see `keys_rewritten`) whose key filter scan finished,
     /// plus one (0: none yet). When it is the current one, the writer's next group looks keys up
     /// through the filter.
@@ -185,6 +188,7 @@ impl FjallLog {
             keys,
             key_rules_of: options.key_rules_of,
             tail: Tail::default(),
+            keys_indexed: Tail::default(),
             key_filter_scanned: AtomicU64::new(0),
             keys_rewritten: AtomicU64::new(0),
             poisoned: Mutex::new(None),
@@ -209,6 +213,7 @@ impl FjallLog {
             ));
         }
         shared.tail.advance(head);
+        shared.keys_indexed.advance(head);
         info!(head = head.0, "log opened");
 
         let (queue, requests) = crossbeam_channel::bounded(WRITER_QUEUE_DEPTH_MAX);
@@ -226,6 +231,27 @@ impl FjallLog {
             accepted,
             _lock: lock,
         })
+    }
+
+    /// Waits until the key index holds the keys of every envelope up to `head`: the writer
+    /// indexes a group's keys just after acknowledging it.
+    fn wait_for_key_index(&self, head: Position) -> Result<(), LogError> {
+        // A writer that fails to index a group poisons the store instead of moving on: the wait
+        // looks for that between short waits.
+        let deadline = std::time::Instant::now() + KEY_INDEX_WAIT_MAX;
+        loop {
+            if self.shared.keys_indexed.wait_for(head, Duration::from_millis(50)) >= head {
+                return Ok(());
+            }
+            if let Some(reason) = self.shared.poison_reason() {
+                return Err(LogError::Poisoned { reason });
+            }
+            if std::time::Instant::now() >= deadline {
+                let reason =
+                    format!("the key index stayed behind the log's head {head} for {KEY_INDEX_WAIT_MAX:?}");
+                return Err(LogError::Poisoned { reason });
+            }
+        }
     }
 
     /// Whether the key filter built when the log opened is ready: appends from the next group on
@@ -362,9 +388,9 @@ impl LogBackend for FjallLog {
     }
 
     fn held_key(&self, key: &[u8]) -> Result<Option<HeldKey>, LogError> {
-        // A key of a batch written but not yet acknowledged is not held yet, as its envelope is not
-        // readable yet.
-        Ok(key_index::held_key(&self.shared, key)?.filter(|held| held.position <= self.head()))
+        let head = self.head();
+        self.wait_for_key_index(head)?;
+        Ok(key_index::held_key(&self.shared, key)?.filter(|held| held.position <= head))
     }
 
     fn wait_for(&self, position: Position, timeout: Duration) -> Position {
@@ -651,6 +677,7 @@ pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
         keys,
         key_rules_of: None,
         tail: Tail::default(),
+        keys_indexed: Tail::default(),
         key_filter_scanned: AtomicU64::new(0),
         keys_rewritten: AtomicU64::new(0),
         poisoned: Mutex::new(None),

@@ -54,3 +54,8 @@ pub const KEY_FILTER_KEYS_MIN: u64 = 65_536;
 /// Largest key filter, about 214 million keys at capacity. An index with more keys keeps this
 /// filter: it answers "may be present" more often, and those lookups read the index.
 pub const KEY_FILTER_BYTES_MAX: u64 = 256 * 1024 * 1024;
+
+/// How long a reader of the key index waits for the writer to index the keys of envelopes it has
+/// acknowledged (written just after the acknowledgement, normally within a millisecond) before it
+/// answers that the index is behind.
+pub const KEY_INDEX_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(30);

@@ -160,9 +160,6 @@ fn commit_group(
             batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
         }
         batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
-        for (key, value) in group_keys.entries_from(writes_from) {
-            batch.insert(&shared.keys, key, value);
-        }
         let first_position = originals.iter().copied().fold(next_position, Position::min);
         let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
         outcomes.push(Ok(AppendOutcome::Appended(Appended {
@@ -178,9 +175,6 @@ fn commit_group(
         last_timestamp = staged.timestamp;
     }
     drop(requests);
-    if state.keys_complete && next_position > state.next_position {
-        batch.insert(&shared.keys, key_index::mark_key(), Position(next_position.0 - 1).to_key());
-    }
 
     if !batch.is_empty() {
         let mode = persist_mode(durability);
@@ -197,7 +191,6 @@ fn commit_group(
             return;
         }
     }
-    group_keys.committed();
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
     if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
@@ -210,6 +203,7 @@ fn commit_group(
 
     // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
     // append only after that, so an acknowledged append is always readable and persisted.
+    let first_new = state.next_position;
     state.next_position = next_position;
     state.last_hash = last_hash;
     state.last_timestamp = last_timestamp;
@@ -221,6 +215,46 @@ fn commit_group(
     for (pending, outcome) in group.into_iter().zip(outcomes) {
         pending.reply.send(outcome);
     }
+    write_keys(shared, state, group_keys, first_new);
+}
+
+/// Writes the keys of the group just acknowledged to the key index, with its mark, and lets
+/// readers of the index see them (`Shared::keys_indexed`).
+///
+/// NOTE: the keys go in their own batch, after the callers hear of their appends, so that the
+/// caller's next request is prepared while the index is written (decision 0142). The writer
+/// decides its next group only after this, so no decision ever misses a key. The batch is not
+/// persisted by itself: the next durable group's persist carries it. A crash before that loses
+/// the last groups' keys together with the mark that covers them, so the index is behind its log
+/// and the store's open brings it up from the envelopes' own rules (`key_index::catch_up`).
+fn write_keys(
+    shared: &Shared,
+    state: &WriterState,
+    group_keys: &mut key_index::GroupKeys,
+    first_new: Position,
+) {
+    let head = Position(state.next_position.0 - 1);
+    let mut batch = shared.db.batch();
+    for (key, value) in group_keys.entries_from(0) {
+        batch.insert(&shared.keys, key, value);
+    }
+    if state.keys_complete && state.next_position > first_new {
+        batch.insert(&shared.keys, key_index::mark_key(), head.to_key());
+    }
+    if !batch.is_empty() {
+        let _span = debug_span!("index_keys", keys = group_keys.entries_from(0).count()).entered();
+        if let Err(error) = batch.commit() {
+            let reason = format!(
+                "the log is written up to position {head}, but its key index is not: {}",
+                crate::error::describe(&error)
+            );
+            error!(%reason, "the key index did not take the group's keys; the writer is poisoned until the store is reopened");
+            shared.poison(reason);
+            return;
+        }
+    }
+    group_keys.committed();
+    shared.keys_indexed.advance(head);
 }
 
 fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {

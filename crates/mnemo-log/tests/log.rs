@@ -386,3 +386,45 @@ fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
     let log = FjallLog::open(dir.path(), options()).unwrap();
     assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)), "the index is durable");
 }
+
+#[test]
+fn a_key_is_found_by_a_reader_as_soon_as_its_append_is_acknowledged() {
+    use mnemo_core::KeyRule::Identity;
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    // The writer indexes a group's keys just after answering it: a reader must wait for them.
+    for n in 0..300 {
+        let key = format!("e{n}").into_bytes();
+        let records = vec![keyed(&format!("r{n}"), vec![Identity(key.clone())])];
+        let landed =
+            appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
+        assert_eq!(log.key_holder(&key).unwrap(), Some(landed.first_position), "key {n}");
+    }
+}
+
+#[test]
+fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
+    use mnemo_core::KeyRule::Identity;
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+        vec![Identity(bytes.to_vec())].into()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
+    appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
+    // What a crash between the envelopes' batch and the keys' batch leaves: the envelopes, and an
+    // index without their keys or the mark that covers them.
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    for guard in keys.iter() {
+        keys.remove(guard.key().unwrap()).unwrap();
+    }
+    drop(keys);
+    drop(log);
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)));
+    assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
+    let retry = vec![keyed("y", vec![Identity(b"y".to_vec())])];
+    let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
+    assert_eq!((retry.first_position, retry.retried), (Position(2), 1));
+}
