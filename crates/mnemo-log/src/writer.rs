@@ -246,7 +246,7 @@ fn write_keys(
         if let Err(error) = batch.commit() {
             let reason = format!(
                 "the log is written up to position {head}, but its key index is not: {}",
-                crate::error::describe(&error)
+                failure_reason(shared, &error)
             );
             error!(%reason, "the key index did not take the group's keys; the writer is poisoned until the store is reopened");
             shared.poison(reason);
@@ -267,16 +267,21 @@ fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
 
 /// Answers the whole group with the failed write's cause and poisons the writer.
 fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
-    // The engine says only "poisoned" after its first failure, which may have been a background
-    // flush or a stage's commit: the system then tells the cause.
-    let diagnosed =
-        crate::error::fault_cause_of(error).is_none().then(|| crate::error::diagnose(&shared.dir));
-    let reason = diagnosed.flatten().unwrap_or_else(|| crate::error::describe(error));
+    let reason = failure_reason(shared, error);
     error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
     shared.poison(reason.clone());
     for pending in group {
         pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
     }
+}
+
+/// What a failed write tells its callers: the engine says only "poisoned" after its first
+/// failure, which may have been a background flush or a stage's commit, so the system then tells
+/// the cause (a full disk, say).
+fn failure_reason(shared: &Shared, error: &fjall::Error) -> String {
+    let diagnosed =
+        crate::error::fault_cause_of(error).is_none().then(|| crate::error::diagnose(&shared.dir));
+    diagnosed.flatten().unwrap_or_else(|| crate::error::describe(error))
 }
 
 fn count(records: usize) -> u32 {
