@@ -204,6 +204,7 @@ impl FjallLog {
         state.high_water = Some(high_water);
         // A log open only to be verified or salvaged is not written to: its index stays as it is.
         if lost.is_none() && options.verify_tail_on_open {
+            key_index::upgrade_layout(&shared, head, options.key_rules_of)?;
             state.keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
         }
         if let Some(lost) = lost {

@@ -227,8 +227,8 @@ fn scan_into(shared: &Shared, bits: &FilterBits, stop: &AtomicBool) -> Result<u6
     let mut keys = 0u64;
     for guard in shared.keys.iter() {
         let key = guard.key()?;
-        let Some(record_key) = key_index::record_key(&key) else { continue };
-        bits.insert(key_index::fingerprint(record_key));
+        let Some(print) = key_index::framed_fingerprint(&key) else { continue };
+        bits.insert(print);
         keys += 1;
         if keys.is_multiple_of(SCAN_STOP_CHECK_KEYS) && stop.load(Ordering::Relaxed) {
             break;

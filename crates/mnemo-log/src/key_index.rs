@@ -1,16 +1,24 @@
 //! The key index beside the log: the keys records claim ([`KeyRule`]), each pointing at the
-//! position of the record that holds it, written by the writer in the same batch as the envelopes.
+//! position of the record that holds it, written by the writer just after each group commit.
 //! An append's rules are decided here against the index, the keys of earlier requests of the same
 //! group commit and of earlier records of the same request; a lookup is one point read, so the
 //! check costs the same however long the log grows.
 //!
 //! Keys of the `keys` keyspace:
-//! - `k` + record key -> position (u64 BE) of the record holding it, then the claimed value's
-//!   bytes (empty but for a [`KeyRule::Claim`]);
+//! - `h` + the record key's fingerprint (its xxh3 128-bit hash, 16 bytes BE) -> position (u64 BE)
+//!   of the record holding it, then the claimed value's bytes (empty but for a
+//!   [`KeyRule::Claim`]);
 //! - `m` -> position (u64 BE): the index holds the keys of every envelope up to here (an index
 //!   behind the log's head is built from the log when the store opens).
+//!
+//! NOTE: the index is keyed by fingerprints rather than the record keys themselves (decision 0142):
+//! record keys of one session share a long prefix, and the memtable compares every key it inserts
+//! with about twenty others, so short keys that differ in their first bytes halve the cost of
+//! writing a group's keys. Two record keys share a fingerprint with a chance below 10⁻³⁰ among a
+//! billion keys; a retry is still told by comparing the holder's record itself. An index of the
+//! earlier layout (`k` + record key) is rebuilt from the log when the store opens for writing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::collections::hash_map::Entry;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -24,8 +32,12 @@ use crate::key_filter::KeyFilter;
 /// The keyspace of the key index.
 pub const KEYS_KEYSPACE: &str = "keys";
 
-const KEY_TAG: u8 = b'k';
+const KEY_TAG: u8 = b'h';
 const MARK_KEY: &[u8] = b"m";
+/// The tag of the earlier layout's keys: the record key itself followed the tag.
+const EARLIER_LAYOUT_TAG: u8 = b'k';
+/// A `keys` keyspace key of a record key: the tag, then the fingerprint.
+const FRAMED_BYTES: usize = 1 + 16;
 
 /// Keys the index catch-up writes per batch.
 const CATCH_UP_BATCH_KEYS: usize = 4096;
@@ -46,15 +58,16 @@ pub(crate) fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     value
 }
 
-/// Adds the `keys` keyspace's key for a record key to `buffer`.
-fn frame_into(buffer: &mut Vec<u8>, key: &[u8]) {
+/// Adds the `keys` keyspace's key for a record key of fingerprint `print` to `buffer`.
+fn frame_into(buffer: &mut Vec<u8>, print: Fingerprint) {
     buffer.push(KEY_TAG);
-    buffer.extend_from_slice(key);
+    buffer.extend_from_slice(&print.to_be_bytes());
 }
 
+/// The `keys` keyspace's key for a record key.
 pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
-    let mut framed = Vec::with_capacity(key.len() + 1);
-    frame_into(&mut framed, key);
+    let mut framed = Vec::with_capacity(FRAMED_BYTES);
+    frame_into(&mut framed, fingerprint(key));
     framed
 }
 
@@ -62,9 +75,10 @@ pub(crate) fn mark_key() -> &'static [u8] {
     MARK_KEY
 }
 
-/// The record key of a `keys` keyspace key, or `None` for the mark.
-pub(crate) fn record_key(framed: &[u8]) -> Option<&[u8]> {
-    framed.strip_prefix(&[KEY_TAG])
+/// The record key's fingerprint a `keys` keyspace key holds, or `None` for the mark.
+pub(crate) fn framed_fingerprint(framed: &[u8]) -> Option<Fingerprint> {
+    let print = framed.strip_prefix(&[KEY_TAG])?;
+    Some(Fingerprint::from_be_bytes(print.try_into().ok()?))
 }
 
 /// A key's fingerprint in a group's map: its xxh3 128-bit hash (two keys of a group share one
@@ -181,8 +195,6 @@ pub(crate) struct GroupKeys {
     writes: Vec<Write>,
     /// The keys and values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
-    /// The key being looked up in the committed index, framed.
-    lookup: Vec<u8>,
 }
 
 /// What the index says of a request.
@@ -202,7 +214,6 @@ impl GroupKeys {
             known: HashMap::default(),
             writes: Vec::new(),
             bytes: Vec::new(),
-            lookup: Vec::new(),
         }
     }
 
@@ -236,9 +247,9 @@ impl GroupKeys {
                 Ok((print, *entry.insert(Known::Absent)))
             }
             Entry::Vacant(entry) => {
-                self.lookup.clear();
-                frame_into(&mut self.lookup, key);
-                let known = match shared.keys.get(&self.lookup)? {
+                let mut lookup = [KEY_TAG; FRAMED_BYTES];
+                lookup[1..].copy_from_slice(&print.to_be_bytes());
+                let known = match shared.keys.get(lookup)? {
                     None => Known::Absent,
                     Some(value) => {
                         Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
@@ -254,7 +265,7 @@ impl GroupKeys {
     fn write(
         &mut self,
         from: usize,
-        (print, key): (Fingerprint, &[u8]),
+        print: Fingerprint,
         position: Position,
         value: &[u8],
         holder: Option<RecordAt>,
@@ -264,7 +275,7 @@ impl GroupKeys {
         // that undoing the request leaves the key absent as it found it.
         self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
         let key_start = self.bytes.len();
-        frame_into(&mut self.bytes, key);
+        frame_into(&mut self.bytes, print);
         let value_start = self.bytes.len();
         encode_value_into(&mut self.bytes, position, value);
         let write =
@@ -352,7 +363,7 @@ impl GroupKeys {
                 if let Some(value) = write {
                     let holder = matches!(rule, RuleRef::Identity(_))
                         .then_some(RecordAt { request: request_index, record: index });
-                    self.write(from, (print, key), next, value, holder);
+                    self.write(from, print, next, value, holder);
                 }
             }
             next = next.next();
@@ -448,7 +459,7 @@ pub(crate) fn catch_up(
     let Some(rules_of) = rules_of else { return Ok(false) };
     let _span = tracing::info_span!("key_index_catch_up", from = from.0, head = head.0).entered();
     let mut batch = shared.db.batch();
-    let mut written: HashMap<Vec<u8>, Position> = HashMap::new();
+    let mut written: HashSet<Fingerprint> = HashSet::new();
     let mut position = from.next();
     while position <= head {
         let envelope = shared.read(position)?.ok_or(LogError::Corrupt {
@@ -464,9 +475,9 @@ pub(crate) fn catch_up(
             // The first holder keeps a key: a store written before the index may hold a retry
             // twice, and the original is the one every later retry is answered with.
             let key = rule.key();
-            if !written.contains_key(key) && holder(shared, key)?.is_none() {
+            if !written.contains(&fingerprint(key)) && holder(shared, key)?.is_none() {
                 batch.insert(&shared.keys, framed(key), encode_value(position, value));
-                written.insert(key.to_vec(), position);
+                written.insert(fingerprint(key));
             }
         }
         if written.len() >= CATCH_UP_BATCH_KEYS || position == head {
@@ -492,13 +503,15 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
         let (key, value) = guard.into_inner()?;
         let position = decode_position(&value)?;
         if position > head {
-            return Err(damaged(
-                position,
-                format!("{:?} points beyond the log's head {head}", String::from_utf8_lossy(&key)),
-            ));
+            let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
+            return Err(damaged(position, format!("the entry {key} points beyond the log's head {head}")));
         }
     }
     let Some(rules_of) = rules_of else { return Ok(()) };
+    if is_earlier_layout(shared)? {
+        // Its entries are not where this build looks; the next open for writing rebuilds it.
+        return Ok(());
+    }
     let mark = mark(shared)?.min(head);
     let mut position = Position::FIRST;
     while position <= mark {
@@ -521,6 +534,28 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
     Ok(())
 }
 
+/// Whether the index is of the earlier layout, keyed by the record keys themselves.
+fn is_earlier_layout(shared: &Shared) -> Result<bool, LogError> {
+    match shared.keys.prefix([EARLIER_LAYOUT_TAG]).next() {
+        None => Ok(false),
+        Some(guard) => guard.key().map(|_| true).map_err(LogError::from),
+    }
+}
+
+/// Brings an index of the earlier layout to this one, when the store opens for writing: rebuilt
+/// from the log with `rules_of`; without them, dropped with its mark, so that the log's keys are
+/// known incomplete as they would be for a store written before the index existed.
+pub(crate) fn upgrade_layout(shared: &Shared, head: Position, rules_of: Option<KeyRulesOf>) -> Result<(), LogError> {
+    if !is_earlier_layout(shared)? {
+        return Ok(());
+    }
+    tracing::info!("the key index is of an earlier layout; it is built again from the log");
+    match rules_of {
+        Some(rules_of) => rebuild(shared, head, rules_of),
+        None => drop_all(shared),
+    }
+}
+
 /// Drops the whole index and builds it again from the log, for a store filled by copying envelopes
 /// verbatim (salvage), whose retries were copied as they are. Nothing may append meanwhile.
 pub(crate) fn rebuild(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
@@ -532,13 +567,19 @@ pub(crate) fn rebuild(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> 
 }
 
 fn drop_and_catch_up(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
+    drop_all(shared)?;
+    catch_up(shared, head, Some(rules_of)).map(|_| ())
+}
+
+/// Removes every entry of the index, its mark with them.
+fn drop_all(shared: &Shared) -> Result<(), LogError> {
     let mut batch = shared.db.batch();
     for guard in shared.keys.iter() {
         let key = guard.key()?;
         batch.remove(&shared.keys, key);
     }
     batch.commit()?;
-    catch_up(shared, head, Some(rules_of)).map(|_| ())
+    Ok(())
 }
 
 /// The revision a request's stream is at when every record of it was a retry: where the stream is.

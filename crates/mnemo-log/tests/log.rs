@@ -428,3 +428,36 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
     let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
     assert_eq!((retry.first_position, retry.retried), (Position(2), 1));
 }
+
+#[test]
+fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_opens() {
+    use mnemo_core::KeyRule::Identity;
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+        vec![Identity(bytes.to_vec())].into()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
+    appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
+    // The earlier layout: `k` + the record key itself, with a mark covering the log.
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    for guard in keys.iter() {
+        keys.remove(guard.key().unwrap()).unwrap();
+    }
+    keys.insert(b"kx", 1u64.to_be_bytes()).unwrap();
+    keys.insert(b"ky", 2u64.to_be_bytes()).unwrap();
+    keys.insert(b"m", 2u64.to_be_bytes()).unwrap();
+    drop(keys);
+    drop(log);
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    assert_eq!(keys.prefix(b"k").count(), 0, "no entry of the earlier layout is left");
+    drop(keys);
+    assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)));
+    assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
+    let retry = vec![keyed("x", vec![Identity(b"x".to_vec())])];
+    let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
+    assert_eq!((retry.first_position, retry.retried), (Position(1), 1));
+    assert_eq!(log.verify_chain(&mut |_| {}).unwrap(), 2, "the retry is not stored; the rebuilt index verifies");
+}
