@@ -329,6 +329,10 @@ impl LogBackend for FjallLog {
         self.shared.tail.head()
     }
 
+    fn background_work(&self) -> usize {
+        self.shared.db.outstanding_flushes() + self.shared.db.active_compactions()
+    }
+
     fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
         if position > self.head() {
             return Ok(None);

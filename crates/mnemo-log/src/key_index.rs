@@ -18,8 +18,8 @@
 //! billion keys; a retry is still told by comparing the holder's record itself. An index of the
 //! earlier layout (`k` + record key) is rebuilt from the log when the store opens for writing.
 
-use std::collections::{HashMap, HashSet};
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
@@ -209,12 +209,7 @@ pub(crate) enum Decision {
 
 impl GroupKeys {
     pub(crate) fn new(filter: KeyFilter) -> GroupKeys {
-        GroupKeys {
-            filter,
-            known: HashMap::default(),
-            writes: Vec::new(),
-            bytes: Vec::new(),
-        }
+        GroupKeys { filter, known: HashMap::default(), writes: Vec::new(), bytes: Vec::new() }
     }
 
     /// Forgets the last group's keys, keeping the memory they took.
@@ -545,7 +540,11 @@ fn is_earlier_layout(shared: &Shared) -> Result<bool, LogError> {
 /// Brings an index of the earlier layout to this one, when the store opens for writing: rebuilt
 /// from the log with `rules_of`; without them, dropped with its mark, so that the log's keys are
 /// known incomplete as they would be for a store written before the index existed.
-pub(crate) fn upgrade_layout(shared: &Shared, head: Position, rules_of: Option<KeyRulesOf>) -> Result<(), LogError> {
+pub(crate) fn upgrade_layout(
+    shared: &Shared,
+    head: Position,
+    rules_of: Option<KeyRulesOf>,
+) -> Result<(), LogError> {
     if !is_earlier_layout(shared)? {
         return Ok(());
     }

@@ -459,5 +459,9 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
     let retry = vec![keyed("x", vec![Identity(b"x".to_vec())])];
     let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
     assert_eq!((retry.first_position, retry.retried), (Position(1), 1));
-    assert_eq!(log.verify_chain(&mut |_| {}).unwrap(), 2, "the retry is not stored; the rebuilt index verifies");
+    assert_eq!(
+        log.verify_chain(&mut |_| {}).unwrap(),
+        2,
+        "the retry is not stored; the rebuilt index verifies"
+    );
 }
