@@ -235,6 +235,7 @@ fn write_keys(
 ) {
     let head = Position(state.next_position.0 - 1);
     let mut batch = shared.db.batch();
+    group_keys.sort_writes();
     for (key, value) in group_keys.entries_from(0) {
         batch.insert(&shared.keys, key, value);
     }
