@@ -23,8 +23,9 @@ use crate::high_water::{HighWater, HighWaterFile, LostRange};
 use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX,
-    RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
+    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_MEMTABLE_BYTES_MAX, MEMTABLE_BYTES_MAX,
+    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS,
+    WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
 use crate::store_dir;
@@ -501,6 +502,12 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
         .index_block_pinning_policy(PinningPolicy::all(true))
 }
 
+/// The options of the key index's keyspace (`keys`): the log's, with a smaller memtable
+/// (`KEYS_MEMTABLE_BYTES_MAX`). Used only when the keyspace is created; the engine keeps them.
+pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
+    keyspace_options().max_memtable_size(KEYS_MEMTABLE_BYTES_MAX)
+}
+
 /// Opens the store's database and the log's keyspaces, checking the store's format.
 fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace), LogError> {
     crate::version_files::check(dir, &dir.join(DATABASE_DIR_NAME))?;
@@ -515,7 +522,7 @@ fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace),
         })?;
     let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
     let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
-    let keys = db.keyspace(KEYS_KEYSPACE, keyspace_options)?;
+    let keys = db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
     let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
     check_format(&meta)?;
     Ok((db, log, streams, keys))

@@ -415,7 +415,7 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     // What a crash between the envelopes' batch and the keys' batch leaves: the envelopes, and an
     // index without their keys or the mark that covers them.
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     for guard in keys.iter() {
         keys.remove(guard.key().unwrap()).unwrap();
     }
@@ -441,7 +441,7 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
     let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     // The earlier layout: `k` + the record key itself, with a mark covering the log.
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     for guard in keys.iter() {
         keys.remove(guard.key().unwrap()).unwrap();
     }
@@ -451,7 +451,7 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
     drop(keys);
     drop(log);
     let log = FjallLog::open(dir.path(), with_rules()).unwrap();
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keyspace_options).unwrap();
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     assert_eq!(keys.prefix(b"k").count(), 0, "no entry of the earlier layout is left");
     drop(keys);
     assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)));
