@@ -1,8 +1,9 @@
 //! The key-check workload: what the key index (an event's identity, its run's claims and seal, its
 //! tool call's pairing; decisions 0140 and 0141) costs a bulk append. The same corpus goes into two
-//! stores, a session at a time to each (which first is drawn per session), through the log's append: into one with every record's
-//! key rules, into the other with none (the log as it was before the index). Both encode every
-//! record inside the timing; only the first derives and checks rules. The figure is the ratio.
+//! stores, a session at a time to each (which store first is drawn per session), through the log's
+//! append: into one with every record's key rules, into the other with none (the log as it was
+//! before the index). Both encode every record inside the timing; only the first derives and
+//! checks rules. The figure is the ratio.
 
 use std::time::{Duration, Instant};
 

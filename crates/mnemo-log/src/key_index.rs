@@ -389,20 +389,20 @@ impl GroupKeys {
         Ok(Identity::New)
     }
 
-    /// Puts the group's writes in the order of their keys, once the group is decided (no request
-    /// is taken back after this). The engine's memtable is a skip list searched from its head for
-    /// every insert, and fingerprints are random: in key order, each search runs down much the
-    /// same path as the one before, which is still in the processor's cache (decision 0142).
-    pub(crate) fn sort_writes(&mut self) {
+    /// The keys the group writes, each as the `keys` keyspace's key and value, in key order. Called
+    /// once the group is decided (no request is taken back after this, so `undo`'s ranges no
+    /// longer matter). The engine's memtable is a skip list searched from its head for every
+    /// insert, and fingerprints are random: in key order, each search runs down much the same path
+    /// as the one before, which is still in the processor's cache (decision 0142).
+    pub(crate) fn entries_in_key_order(&mut self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         // NOTE: a framed key is a tag byte and the fingerprint big-endian, so this is key order.
         self.writes.sort_unstable_by_key(|write| write.fingerprint);
+        self.writes.iter().map(|write| (&self.bytes[write.key.clone()], &self.bytes[write.value.clone()]))
     }
 
-    /// The keys the group writes from `from` on, each as the `keys` keyspace's key and value.
-    pub(crate) fn entries_from(&self, from: usize) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        self.writes[from..]
-            .iter()
-            .map(|write| (&self.bytes[write.key.clone()], &self.bytes[write.value.clone()]))
+    /// How many keys the group writes.
+    pub(crate) fn written(&self) -> usize {
+        self.writes.len()
     }
 }
 
@@ -704,6 +704,6 @@ mod tests {
         keys.start_group();
         let decided = keys.decide(&shared, &[&other], 0, Position(1)).expect("decide");
         assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
-        assert_eq!(keys.entries_from(0).count(), 2, "its identity and its claim");
+        assert_eq!(keys.written(), 2, "its identity and its claim");
     }
 }

@@ -235,15 +235,14 @@ fn write_keys(
 ) {
     let head = Position(state.next_position.0 - 1);
     let mut batch = shared.db.batch();
-    group_keys.sort_writes();
-    for (key, value) in group_keys.entries_from(0) {
+    for (key, value) in group_keys.entries_in_key_order() {
         batch.insert(&shared.keys, key, value);
     }
     if state.keys_complete && state.next_position > first_new {
         batch.insert(&shared.keys, key_index::mark_key(), head.to_key());
     }
     if !batch.is_empty() {
-        let _span = debug_span!("index_keys", keys = group_keys.entries_from(0).count()).entered();
+        let _span = debug_span!("index_keys", keys = group_keys.written()).entered();
         if let Err(error) = batch.commit() {
             let reason = format!(
                 "the log is written up to position {head}, but its key index is not: {}",
