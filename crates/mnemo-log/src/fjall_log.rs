@@ -23,9 +23,9 @@ use crate::high_water::{HighWater, HighWaterFile, LostRange};
 use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_MEMTABLE_BYTES_MAX, MEMTABLE_BYTES_MAX,
-    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS,
-    WRITER_QUEUE_DEPTH_MAX,
+    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_L0_TABLES_MAX, KEYS_MEMTABLE_BYTES_MAX,
+    KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX,
+    SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
 use crate::store_dir;
@@ -502,10 +502,15 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
         .index_block_pinning_policy(PinningPolicy::all(true))
 }
 
-/// The options of the key index's keyspace (`keys`): the log's, with a smaller memtable
-/// (`KEYS_MEMTABLE_BYTES_MAX`). Used only when the keyspace is created; the engine keeps them.
+/// The options of the key index's keyspace (`keys`): the log's, with a larger memtable
+/// (`KEYS_MEMTABLE_BYTES_MAX`) and a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
+/// `KEYS_TABLE_BYTES`), since its keys are random. Used only when the keyspace is created; the
+/// engine keeps them.
 pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
-    keyspace_options().max_memtable_size(KEYS_MEMTABLE_BYTES_MAX)
+    let compaction = fjall::compaction::Leveled::default()
+        .with_l0_threshold(KEYS_L0_TABLES_MAX)
+        .with_table_target_size(KEYS_TABLE_BYTES);
+    keyspace_options().max_memtable_size(KEYS_MEMTABLE_BYTES_MAX).compaction_strategy(Arc::new(compaction))
 }
 
 /// Opens the store's database and the log's keyspaces, checking the store's format.

@@ -28,11 +28,25 @@ pub const READ_ENVELOPES_MAX: usize = 100_000;
 pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 
 /// The key index's memtable size (the `keys` keyspace, for stores created with it; the engine
-/// keeps a keyspace's size from its creation). Its keys are random fingerprints, and an insert into
-/// a skip list of random keys costs more the longer the list: at 256 KiB the writer's key write
-/// took 62–67 ms of CPU per 100,000 keys against 99–106 ms at `MEMTABLE_BYTES_MAX`; smaller sizes
-/// gained nothing more (decision 0142).
-pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 256 * 1024;
+/// keeps a keyspace's options from its creation). Its keys are random fingerprints, so every table
+/// flushed from it overlaps every table below it, and each merge out of the first level rewrites
+/// all it overlaps: a small memtable makes those merges many. At 256 KiB with the engine's default
+/// compaction, the checked store's storage threads worked 53 s of CPU more than the unchecked
+/// store's over the 1M-event key-check workload, ten times the writer's whole key work. With this
+/// size and the two limits below, the workload's process took 330 s of CPU against 376 s
+/// (decision 0142). Inserts into the longer skip list cost the writer about 0.4 µs more per key,
+/// after its callers are answered.
+pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
+
+/// Tables the key index's first level gathers before they are merged into the next (the engine's
+/// default is 4): half as many merges, each of twice the keys. Kept well below 20, where the
+/// engine starts to slow writes down.
+pub const KEYS_L0_TABLES_MAX: u8 = 8;
+
+/// The size of the key index's tables (the engine's default is 64 MiB). The first level below the
+/// memtables holds this times `KEYS_L0_TABLES_MAX` and each level after ten times the one before,
+/// so a merge rewrites the overlapping share of one small level, not the whole index.
+pub const KEYS_TABLE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// The storage engine's block cache.
 pub const BLOCK_CACHE_BYTES: u64 = 16 * 1024 * 1024;
