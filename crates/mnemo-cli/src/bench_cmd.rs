@@ -79,7 +79,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "MB")]
     import_memory: Option<u64>,
     /// Run only the key-check workload: the `--events` corpus appended with and without key rules
-    /// (event identity, run claims and seals, tool-call pairing), a session at a time alternately.
+    /// (event identity, run claims and seals, tool-call pairing), into two fresh stores one after
+    /// the other.
     #[arg(long)]
     key_check: bool,
     /// The real fixtures directory of the context-quality workload.
@@ -159,11 +160,12 @@ fn key_check(cli: &Cli, options: &BenchOptions) -> anyhow::Result<ExitCode> {
     std::fs::write(&path, serde_json::to_vec_pretty(&row)?)?;
     output(cli, &row, || {
         say!(
-            "{}: {:.0} {} with key rules, {:.0} without: {:.3}x (target {}: {})",
+            "{}: {:.0} {} with key rules, {:.0} without ({}): {:.3}x (target {}: {})",
             row.name,
             row.mnemo,
             row.unit,
             row.baseline,
+            row.baseline_name,
             row.ratio,
             row.target,
             if row.met { "met" } else { "missed" }

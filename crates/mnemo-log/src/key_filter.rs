@@ -42,10 +42,15 @@ fn blocks_for(capacity: u64) -> u64 {
     capacity.saturating_mul(KEY_FILTER_BITS_PER_KEY).div_ceil(BLOCK_BITS).clamp(1, blocks_max)
 }
 
+/// One block of the filter, on a cache line of its own, so that a lookup reads one line.
+#[derive(Debug)]
+#[repr(align(64))]
+struct Block([AtomicU64; BLOCK_WORDS]);
+
 /// The filter's bits. Shared with the thread that fills it by a scan while the writer adds to it.
 #[derive(Debug)]
 pub(crate) struct FilterBits {
-    blocks: Box<[[AtomicU64; BLOCK_WORDS]]>,
+    blocks: Box<[Block]>,
     capacity: u64,
 }
 
@@ -55,7 +60,7 @@ impl FilterBits {
     pub(crate) fn with_capacity(capacity: u64) -> FilterBits {
         let blocks = blocks_for(capacity);
         let capacity = blocks * BLOCK_BITS / KEY_FILTER_BITS_PER_KEY;
-        let blocks = (0..blocks).map(|_| std::array::from_fn(|_| AtomicU64::new(0))).collect();
+        let blocks = (0..blocks).map(|_| Block(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
         FilterBits { blocks, capacity }
     }
 
@@ -70,16 +75,19 @@ impl FilterBits {
 
     /// The block of a fingerprint and, per word of it, the bits the key sets.
     fn locate(&self, print: Fingerprint) -> (&[AtomicU64; BLOCK_WORDS], [u64; BLOCK_WORDS]) {
-        let low = print as u64;
-        // Maps the lower half onto the blocks without a division (Lemire's multiply-shift).
-        let block = ((u128::from(low) * self.blocks.len() as u128) >> 64) as usize;
         let mut high = (print >> 64) as u64;
         let mut masks = [0u64; BLOCK_WORDS];
         for _ in 0..BITS_PER_KEY_SET {
             masks[(high & 7) as usize] |= 1 << ((high >> 3) & 63);
             high >>= 9;
         }
-        (&self.blocks[block], masks)
+        (&self.block_of(print).0, masks)
+    }
+
+    fn block_of(&self, print: Fingerprint) -> &Block {
+        let low = print as u64;
+        // Maps the lower half onto the blocks without a division (Lemire's multiply-shift).
+        &self.blocks[((u128::from(low) * self.blocks.len() as u128) >> 64) as usize]
     }
 
     pub(crate) fn insert(&self, print: Fingerprint) {
