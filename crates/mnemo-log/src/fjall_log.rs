@@ -5,7 +5,7 @@ use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -28,6 +28,7 @@ use crate::limits::{
     SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
+use crate::staged_keys::StagedKeys;
 use crate::store_dir;
 use crate::store_lock::StoreLock;
 use crate::tail::Tail;
@@ -99,6 +100,9 @@ pub(crate) struct Shared {
     /// How many times the key index was rewritten by another thread than the writer's (a rebuild
     /// after salvage): the writer's key filter is then built anew.
     pub keys_rewritten: AtomicU64,
+    /// Keys the writer acknowledged and has not yet handed to the `keys` keyspace (see
+    /// `staged_keys.rs`); readers of the index look here first.
+    staged_keys: RwLock<StagedKeys>,
     poisoned: Mutex<Option<String>>,
 }
 
@@ -109,6 +113,14 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
+    pub(crate) fn staged_keys(&self) -> RwLockReadGuard<'_, StagedKeys> {
+        self.staged_keys.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn staged_keys_mut(&self) -> RwLockWriteGuard<'_, StagedKeys> {
+        self.staged_keys.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
     pub(crate) fn poison_reason(&self) -> Option<String> {
         self.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
@@ -192,6 +204,7 @@ impl FjallLog {
             keys_indexed: Tail::default(),
             key_filter_scanned: AtomicU64::new(0),
             keys_rewritten: AtomicU64::new(0),
+            staged_keys: RwLock::default(),
             poisoned: Mutex::new(None),
         });
         let mut state = recover(&shared, &options)?;
@@ -631,6 +644,7 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             clock: Arc::clone(&options.clock),
             high_water: None,
             keys_complete: false,
+            keys_marked: Position(next_position.0 - 1),
         };
     let Some(last) = shared.log.last_key_value() else {
         return Ok(state(Position::FIRST, GENESIS_HASH, TimestampMs(0)));
@@ -697,6 +711,7 @@ pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
         keys_indexed: Tail::default(),
         key_filter_scanned: AtomicU64::new(0),
         keys_rewritten: AtomicU64::new(0),
+        staged_keys: RwLock::default(),
         poisoned: Mutex::new(None),
     }))
 }

@@ -202,6 +202,11 @@ impl KeyFilter {
 
     fn build(&mut self, capacity: u64) {
         let bits = Arc::new(FilterBits::with_capacity(capacity));
+        // NOTE: the keys staged but not yet in the keyspace are in no snapshot the scan can take,
+        // and the writer added them before this filter existed.
+        for print in self.shared.staged_keys().fingerprints() {
+            bits.insert(print);
+        }
         let stop = Arc::new(AtomicBool::new(false));
         // NOTE: the writer adds its keys to `bits` from here on, and the scan's snapshot is taken
         // after this point, so every key is in one or the other.

@@ -1,5 +1,6 @@
 //! The key index beside the log: the keys records claim ([`KeyRule`]), each pointing at the
-//! position of the record that holds it, written by the writer just after each group commit.
+//! position of the record that holds it. The writer stages a group's keys just after the group
+//! commits and hands them to the engine as sorted tables (`staged_keys.rs`).
 //! An append's rules are decided here against the index, the keys of earlier requests of the same
 //! group commit and of earlier records of the same request; a lookup is one point read, so the
 //! check costs the same however long the log grows.
@@ -71,10 +72,6 @@ pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
     framed
 }
 
-pub(crate) fn mark_key() -> &'static [u8] {
-    MARK_KEY
-}
-
 /// The record key's fingerprint a `keys` keyspace key holds, or `None` for the mark.
 pub(crate) fn framed_fingerprint(framed: &[u8]) -> Option<Fingerprint> {
     let print = framed.strip_prefix(&[KEY_TAG])?;
@@ -91,7 +88,7 @@ pub(crate) fn fingerprint(key: &[u8]) -> Fingerprint {
 
 /// Hashes a fingerprint, already a uniform hash, by folding it to 64 bits.
 #[derive(Debug, Default)]
-struct FingerprintHasher(u64);
+pub(crate) struct FingerprintHasher(u64);
 
 impl Hasher for FingerprintHasher {
     fn finish(&self) -> u64 {
@@ -175,12 +172,11 @@ impl Known {
     }
 }
 
-/// A key a request of the group writes: where its `keys` keyspace key (framed) and value (the
-/// holder's position, then the claimed value) are in the group's bytes.
+/// A key a request of the group writes: its fingerprint, and where its value (the holder's
+/// position, then the claimed value) is in the group's bytes.
 #[derive(Debug, Clone)]
 struct Write {
     fingerprint: Fingerprint,
-    key: std::ops::Range<usize>,
     value: std::ops::Range<usize>,
 }
 
@@ -193,7 +189,7 @@ pub(crate) struct GroupKeys {
     filter: KeyFilter,
     known: HashMap<Fingerprint, Known, BuildHasherDefault<FingerprintHasher>>,
     writes: Vec<Write>,
-    /// The keys and values of `writes` as the keyspace holds them, end to end.
+    /// The values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
 }
 
@@ -242,9 +238,7 @@ impl GroupKeys {
                 Ok((print, *entry.insert(Known::Absent)))
             }
             Entry::Vacant(entry) => {
-                let mut lookup = [KEY_TAG; FRAMED_BYTES];
-                lookup[1..].copy_from_slice(&print.to_be_bytes());
-                let known = match shared.keys.get(lookup)? {
+                let known = match read_value(shared, print)? {
                     None => Known::Absent,
                     Some(value) => {
                         Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
@@ -269,12 +263,9 @@ impl GroupKeys {
         // identity after a claim of the same bytes): the record's earlier write is replaced, so
         // that undoing the request leaves the key absent as it found it.
         self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
-        let key_start = self.bytes.len();
-        frame_into(&mut self.bytes, print);
         let value_start = self.bytes.len();
         encode_value_into(&mut self.bytes, position, value);
-        let write =
-            Write { fingerprint: print, key: key_start..value_start, value: value_start..self.bytes.len() };
+        let write = Write { fingerprint: print, value: value_start..self.bytes.len() };
         match self.writes[from..].iter_mut().find(|earlier| earlier.fingerprint == print) {
             Some(earlier) => *earlier = write,
             None => self.writes.push(write),
@@ -389,18 +380,13 @@ impl GroupKeys {
         Ok(Identity::New)
     }
 
-    /// The keys the group writes, each as the `keys` keyspace's key and value, in key order. Called
-    /// once the group is decided (no request is taken back after this, so `undo`'s ranges no
-    /// longer matter). The engine's memtable is a skip list searched from its head for every
-    /// insert, and fingerprints are random: in key order, each search runs down much the same path
-    /// as the one before, which is still in the processor's cache (decision 0142).
-    pub(crate) fn entries_in_key_order(&mut self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
-        // NOTE: a framed key is a tag byte and the fingerprint big-endian, so this is key order.
-        self.writes.sort_unstable_by_key(|write| write.fingerprint);
-        self.writes.iter().map(|write| (&self.bytes[write.key.clone()], &self.bytes[write.value.clone()]))
+    /// The keys the group writes: each key's fingerprint and the `keys` keyspace's value for it.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (Fingerprint, &[u8])> + '_ {
+        self.writes.iter().map(|write| (write.fingerprint, &self.bytes[write.value.clone()]))
     }
 
     /// How many keys the group writes.
+    #[cfg(test)]
     pub(crate) fn written(&self) -> usize {
         self.writes.len()
     }
@@ -415,12 +401,56 @@ enum Identity<'r> {
     Conflict(RuleRef<'r>, Position),
 }
 
+/// The index's value for the key of fingerprint `print`: staged by the writer and not yet handed
+/// to the engine, or in the `keys` keyspace.
+fn read_value(shared: &Shared, print: Fingerprint) -> Result<Option<Vec<u8>>, LogError> {
+    if let Some(value) = shared.staged_keys().get(print) {
+        return Ok(Some(value.to_vec()));
+    }
+    let mut lookup = [KEY_TAG; FRAMED_BYTES];
+    lookup[1..].copy_from_slice(&print.to_be_bytes());
+    Ok(shared.keys.get(lookup)?.map(|value| value.to_vec()))
+}
+
 /// The committed index's entry for `key`: its holder and claimed value.
 fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>, LogError> {
-    match shared.keys.get(framed(key))? {
+    match read_value(shared, fingerprint(key))? {
         None => Ok(None),
         Some(value) => Ok(Some((decode_position(&value)?, value[8..].to_vec()))),
     }
+}
+
+/// Hands the staged keys to the engine as one sorted table, with the index's mark at `mark` when
+/// the index is complete, and then forgets them. The log up to the mark is persisted first, so
+/// that the index never holds keys of envelopes a crash could still take back.
+pub(crate) fn ingest_staged(shared: &Shared, mark: Option<Position>) -> Result<(), fjall::Error> {
+    if mark.is_some() {
+        shared.db.persist(fjall::PersistMode::SyncData)?;
+    }
+    {
+        let staged = shared.staged_keys();
+        if staged.is_empty() {
+            // Only the mark moves: too little for a table of its own.
+            if let Some(mark) = mark {
+                shared.keys.insert(MARK_KEY, mark.to_key())?;
+            }
+            return Ok(());
+        }
+        let mut ingestion = shared.keys.start_ingestion()?;
+        let mut key = Vec::with_capacity(FRAMED_BYTES);
+        for (print, value) in staged.sorted() {
+            key.clear();
+            frame_into(&mut key, print);
+            ingestion.write(key.as_slice(), value)?;
+        }
+        // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
+        if let Some(mark) = mark {
+            ingestion.write(MARK_KEY, &mark.to_key()[..])?;
+        }
+        ingestion.finish()?;
+    }
+    shared.staged_keys_mut().clear();
+    Ok(())
 }
 
 /// The position of the record holding `key` in the committed index.
@@ -579,8 +609,9 @@ fn drop_and_catch_up(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> R
     catch_up(shared, head, Some(rules_of)).map(|_| ())
 }
 
-/// Removes every entry of the index, its mark with them.
+/// Removes every entry of the index, its mark with them, and the keys staged for it.
 fn drop_all(shared: &Shared) -> Result<(), LogError> {
+    shared.staged_keys_mut().clear();
     let mut batch = shared.db.batch();
     for guard in shared.keys.iter() {
         let key = guard.key()?;

@@ -17,6 +17,7 @@ mod key_index;
 mod keys;
 pub mod limits;
 mod reply;
+mod staged_keys;
 mod store_dir;
 mod store_lock;
 mod tail;

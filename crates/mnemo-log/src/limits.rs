@@ -38,6 +38,16 @@ pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 /// after its callers are answered.
 pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
+/// Keys the writer stages in memory before it hands them to the engine as one sorted table
+/// (`staged_keys.rs`): at about 60 bytes a key in memory, a few MiB; each table holds about 2 MiB
+/// of keys. A crash loses at most these, which the next open builds again from the log.
+pub const KEYS_STAGED_MAX: usize = 65_536;
+
+/// Envelopes the key index's mark may lag the log's head before the writer moves it (with the keys
+/// staged so far): bounds what an open after a crash reads to catch the index up, also when few
+/// envelopes carry keys.
+pub const KEYS_MARK_LAG_MAX: u64 = 65_536;
+
 /// Tables the key index's first level gathers before they are merged into the next (the engine's
 /// default is 4): half as many merges, each of twice the keys. Kept well below 20, where the
 /// engine starts to slow writes down.

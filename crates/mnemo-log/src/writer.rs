@@ -20,7 +20,9 @@ use crate::high_water::{HighWater, HighWaterFile};
 use crate::key_filter::KeyFilter;
 use crate::key_index::{self, Decision};
 use crate::keys;
-use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
+use crate::limits::{
+    GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX, KEYS_MARK_LAG_MAX, KEYS_STAGED_MAX,
+};
 use crate::reply::Reply;
 
 /// One queued append and where to send its outcome.
@@ -40,6 +42,9 @@ pub(crate) struct WriterState {
     pub high_water: Option<HighWaterFile>,
     /// Whether the key index holds the keys of every envelope, so that the writer moves its mark.
     pub keys_complete: bool,
+    /// Where the key index's mark is: the keys of every envelope up to here are in the `keys`
+    /// keyspace; those of later ones are staged (`staged_keys.rs`).
+    pub keys_marked: Position,
 }
 
 /// The writer thread's loop: runs until every sender is dropped.
@@ -60,6 +65,13 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
         commit_group(&shared, &mut state, &mut group_keys, group);
     }
     group_keys.close();
+    // The store is closing: the staged keys go to the engine now, so the next open need not catch
+    // the index up.
+    if shared.poison_reason().is_none()
+        && let Err(error) = ingest_keys(&shared, &mut state)
+    {
+        error!(%error, "the staged keys did not reach the key index; the next open builds them from the log");
+    }
     // The store is closing: its last mark goes to the disk now rather than within the interval.
     if let Some(Err(error)) = state.high_water.as_mut().map(HighWaterFile::sync) {
         error!(%error, "the last high-water mark did not reach the disk");
@@ -203,7 +215,6 @@ fn commit_group(
 
     // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
     // append only after that, so an acknowledged append is always readable and persisted.
-    let first_new = state.next_position;
     state.next_position = next_position;
     state.last_hash = last_hash;
     state.last_timestamp = last_timestamp;
@@ -221,47 +232,54 @@ fn commit_group(
         pending.reply.send(outcome);
         spent.push(pending.request);
     }
-    write_keys(shared, state, group_keys, first_new);
+    write_keys(shared, state, group_keys);
     drop(spent);
 }
 
-/// Writes the keys of the group just acknowledged to the key index, with its mark, and lets
-/// readers of the index see them (`Shared::keys_indexed`).
+/// Stages the keys of the group just acknowledged for the key index and lets readers of the index
+/// see them (`Shared::keys_indexed`); hands the staged keys to the engine once there are
+/// `KEYS_STAGED_MAX` of them or the index's mark is `KEYS_MARK_LAG_MAX` envelopes behind.
 ///
-/// NOTE: the keys go in their own batch, after the callers hear of their appends, so that the
-/// caller's next request is prepared while the index is written (decision 0142). The writer
-/// decides its next group only after this, so no decision ever misses a key. The batch is not
-/// persisted by itself: the next durable group's persist carries it. A crash before that loses
-/// the last groups' keys together with the mark that covers them, so the index is behind its log
-/// and the store's open brings it up from the envelopes' own rules (`key_index::catch_up`).
-fn write_keys(
-    shared: &Shared,
-    state: &WriterState,
-    group_keys: &mut key_index::GroupKeys,
-    first_new: Position,
-) {
+/// NOTE: this runs after the callers hear of their appends, so that the caller's next request is
+/// prepared meanwhile (decision 0142). The writer decides its next group only after this, so no
+/// decision ever misses a key. A crash loses the staged keys, all of them past the index's mark,
+/// so the index is behind its log and the store's open brings it up from the envelopes' own rules
+/// (`key_index::catch_up`).
+fn write_keys(shared: &Shared, state: &mut WriterState, group_keys: &mut key_index::GroupKeys) {
     let head = Position(state.next_position.0 - 1);
-    let mut batch = shared.db.batch();
-    for (key, value) in group_keys.entries_in_key_order() {
-        batch.insert(&shared.keys, key, value);
-    }
-    if state.keys_complete && state.next_position > first_new {
-        batch.insert(&shared.keys, key_index::mark_key(), head.to_key());
-    }
-    if !batch.is_empty() {
-        let _span = debug_span!("index_keys", keys = group_keys.written()).entered();
-        if let Err(error) = batch.commit() {
+    let staged = {
+        let mut staged = shared.staged_keys_mut();
+        for (print, value) in group_keys.entries() {
+            staged.insert(print, value);
+        }
+        staged.len()
+    };
+    group_keys.committed();
+    shared.keys_indexed.advance(head);
+    let lag = head.0.saturating_sub(state.keys_marked.0);
+    if staged >= KEYS_STAGED_MAX || (state.keys_complete && lag >= KEYS_MARK_LAG_MAX) {
+        let _span = debug_span!("index_keys", keys = staged).entered();
+        if let Err(error) = ingest_keys(shared, state) {
             let reason = format!(
                 "the log is written up to position {head}, but its key index is not: {}",
                 failure_reason(shared, &error)
             );
-            error!(%reason, "the key index did not take the group's keys; the writer is poisoned until the store is reopened");
+            error!(%reason, "the key index did not take the staged keys; the writer is poisoned until the store is reopened");
             shared.poison(reason);
-            return;
         }
     }
-    group_keys.committed();
-    shared.keys_indexed.advance(head);
+}
+
+/// Hands the staged keys to the engine, with the index's mark at the head when the index is
+/// complete.
+fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
+    let head = Position(state.next_position.0 - 1);
+    let mark = (state.keys_complete && head > state.keys_marked).then_some(head);
+    key_index::ingest_staged(shared, mark)?;
+    if let Some(mark) = mark {
+        state.keys_marked = mark;
+    }
+    Ok(())
 }
 
 fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {

@@ -413,8 +413,10 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
     let log = FjallLog::open(dir.path(), with_rules()).unwrap();
     let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
-    // What a crash between the envelopes' batch and the keys' batch leaves: the envelopes, and an
-    // index without their keys or the mark that covers them.
+    drop(log);
+    // What a crash while the keys are staged leaves: the envelopes, and an index without their
+    // keys or the mark that covers them.
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
     let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     for guard in keys.iter() {
         keys.remove(guard.key().unwrap()).unwrap();
@@ -464,4 +466,37 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
         2,
         "the retry is not stored; the rebuilt index verifies"
     );
+}
+
+#[test]
+fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes() {
+    use mnemo_core::KeyRule::Identity;
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+        vec![Identity(bytes.to_vec())].into()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    for n in 1..=100 {
+        let records = vec![keyed(&format!("e{n}"), vec![Identity(format!("e{n}").into_bytes())])];
+        appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
+    }
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    assert_eq!(keys.prefix(b"h").count(), 0, "fewer keys than a table's worth stay staged");
+    assert_eq!(log.key_holder(b"e7").unwrap(), Some(Position(7)), "a staged key is found");
+    let retry = vec![keyed("e7", vec![Identity(b"e7".to_vec())])];
+    let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
+    assert_eq!((retry.first_position, retry.retried), (Position(7), 1), "a staged key decides a retry");
+    let conflict = vec![keyed("other", vec![Identity(b"e8".to_vec())])];
+    let conflict = log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, conflict)).unwrap();
+    assert_eq!(refused(conflict).held_at, Some(Position(8)), "a staged key decides a conflict");
+    drop(keys);
+    drop(log);
+    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    assert_eq!(keys.prefix(b"h").count(), 100, "closing hands every staged key to the keyspace");
+    assert_eq!(keys.get(b"m").unwrap().as_deref(), Some(&100u64.to_be_bytes()[..]), "with the mark");
+    drop(keys);
+    assert_eq!(log.head(), Position(100));
+    log.verify_chain(&mut |_| {}).unwrap();
 }
