@@ -29,6 +29,7 @@ use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::error::{CorruptionKind, LogError};
 use crate::fjall_log::Shared;
 use crate::key_filter::KeyFilter;
+use crate::limits::KEYS_INGEST_MIN;
 
 /// The keyspace of the key index.
 pub const KEYS_KEYSPACE: &str = "keys";
@@ -420,34 +421,46 @@ fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>
     }
 }
 
-/// Hands the staged keys to the engine as one sorted table, with the index's mark at `mark` when
-/// the index is complete, and then forgets them. The log up to the mark is persisted first, so
-/// that the index never holds keys of envelopes a crash could still take back.
+/// Hands the staged keys to the engine, with the index's mark at `mark` when the index is
+/// complete, and then forgets them: as one sorted table, or, when they are fewer than
+/// `KEYS_INGEST_MIN`, in one batch through the journal.
 pub(crate) fn ingest_staged(shared: &Shared, mark: Option<Position>) -> Result<(), fjall::Error> {
-    if mark.is_some() {
-        shared.db.persist(fjall::PersistMode::SyncData)?;
-    }
     {
         let staged = shared.staged_keys();
-        if staged.is_empty() {
-            // Only the mark moves: too little for a table of its own.
-            if let Some(mark) = mark {
-                shared.keys.insert(MARK_KEY, mark.to_key())?;
-            }
-            return Ok(());
-        }
-        let mut ingestion = shared.keys.start_ingestion()?;
         let mut key = Vec::with_capacity(FRAMED_BYTES);
-        for (print, value) in staged.sorted() {
-            key.clear();
-            frame_into(&mut key, print);
-            ingestion.write(key.as_slice(), value)?;
+        if staged.len() < KEYS_INGEST_MIN {
+            // NOTE: a few keys (what a short-lived process stages before it closes) would make a
+            // table of their own each; in the journal they follow the envelopes they index, so a
+            // crash cannot keep them without those.
+            let mut batch = shared.db.batch();
+            for (print, value) in staged.sorted() {
+                key.clear();
+                frame_into(&mut key, print);
+                batch.insert(&shared.keys, key.as_slice(), value);
+            }
+            if let Some(mark) = mark {
+                batch.insert(&shared.keys, MARK_KEY, mark.to_key());
+            }
+            if !batch.is_empty() {
+                batch.commit()?;
+            }
+        } else {
+            // NOTE: an ingested table is durable apart from the journal: the log it indexes is
+            // persisted first, so that the index never holds a key of an envelope a crash could
+            // still take back.
+            shared.db.persist(fjall::PersistMode::SyncData)?;
+            let mut ingestion = shared.keys.start_ingestion()?;
+            for (print, value) in staged.sorted() {
+                key.clear();
+                frame_into(&mut key, print);
+                ingestion.write(key.as_slice(), value)?;
+            }
+            // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
+            if let Some(mark) = mark {
+                ingestion.write(MARK_KEY, &mark.to_key()[..])?;
+            }
+            ingestion.finish()?;
         }
-        // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
-        if let Some(mark) = mark {
-            ingestion.write(MARK_KEY, &mark.to_key()[..])?;
-        }
-        ingestion.finish()?;
     }
     shared.staged_keys_mut().clear();
     Ok(())

@@ -43,6 +43,11 @@ pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 /// of keys. A crash loses at most these, which the next open builds again from the log.
 pub const KEYS_STAGED_MAX: usize = 65_536;
 
+/// Staged keys below which the writer hands them to the engine in one batch through the journal
+/// rather than as a table of their own: a process that appends a few events and closes (a CLI
+/// import, a hook run without the store server) would otherwise leave a small table each time.
+pub const KEYS_INGEST_MIN: usize = 4096;
+
 /// Envelopes the key index's mark may lag the log's head before the writer moves it (with the keys
 /// staged so far): bounds what an open after a crash reads to catch the index up, also when few
 /// envelopes carry keys.

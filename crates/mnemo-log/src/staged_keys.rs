@@ -32,10 +32,6 @@ impl StagedKeys {
         self.values.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
     /// The value staged for the key of fingerprint `print`.
     pub(crate) fn get(&self, print: Fingerprint) -> Option<&[u8]> {
         self.values.get(&print).map(|range| &self.bytes[range.clone()])
@@ -84,7 +80,7 @@ mod tests {
         let order: Vec<Fingerprint> = staged.sorted().iter().map(|(print, _)| *print).collect();
         assert_eq!(order, vec![10, 20, 30]);
         staged.clear();
-        assert!(staged.is_empty());
+        assert_eq!(staged.len(), 0);
         assert_eq!(staged.get(30), None);
     }
 }

@@ -500,3 +500,34 @@ fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes
     assert_eq!(log.head(), Position(100));
     log.verify_chain(&mut |_| {}).unwrap();
 }
+
+#[test]
+fn a_table_of_staged_keys_is_ingested_with_its_mark_once_enough_are_staged() {
+    use mnemo_core::KeyRule::Identity;
+    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+        vec![Identity(bytes.to_vec())].into()
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), LogOptions { key_rules_of: Some(rules_of), ..options() }).unwrap();
+    let total = mnemo_log::limits::KEYS_STAGED_MAX + 1000;
+    for chunk in 0..total.div_ceil(1000) {
+        let records = (chunk * 1000..((chunk + 1) * 1000).min(total))
+            .map(|n| keyed(&format!("e{n}"), vec![Identity(format!("e{n}").into_bytes())]))
+            .collect();
+        appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
+    }
+    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    let held = keys.prefix(b"h").count();
+    assert!(held >= mnemo_log::limits::KEYS_STAGED_MAX, "{held} keys in the keyspace");
+    assert!(held < total, "the keys of the last appends are still staged");
+    let mark = u64::from_be_bytes(keys.get(b"m").unwrap().unwrap().as_ref().try_into().unwrap());
+    assert_eq!(mark, held as u64, "the mark covers exactly the ingested keys");
+    drop(keys);
+    for n in [0, total / 2, total - 1] {
+        assert_eq!(log.key_holder(format!("e{n}").as_bytes()).unwrap(), Some(Position(n as u64 + 1)));
+    }
+    let retry = vec![keyed("e5", vec![Identity(b"e5".to_vec())])];
+    let retry = appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, retry)).unwrap());
+    assert_eq!((retry.first_position, retry.retried), (Position(6), 1), "an ingested key decides a retry");
+    log.verify_chain(&mut |_| {}).unwrap();
+}
