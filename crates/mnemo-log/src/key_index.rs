@@ -60,17 +60,16 @@ pub(crate) fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
     value
 }
 
-/// Adds the `keys` keyspace's key for a record key of fingerprint `print` to `buffer`.
-fn frame_into(buffer: &mut Vec<u8>, print: Fingerprint) {
-    buffer.push(KEY_TAG);
-    buffer.extend_from_slice(&print.to_be_bytes());
+/// The `keys` keyspace's key for a record key of fingerprint `print`.
+fn framed_print(print: Fingerprint) -> [u8; FRAMED_BYTES] {
+    let mut framed = [KEY_TAG; FRAMED_BYTES];
+    framed[1..].copy_from_slice(&print.to_be_bytes());
+    framed
 }
 
 /// The `keys` keyspace's key for a record key.
 pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
-    let mut framed = Vec::with_capacity(FRAMED_BYTES);
-    frame_into(&mut framed, fingerprint(key));
-    framed
+    framed_print(fingerprint(key)).to_vec()
 }
 
 /// The record key's fingerprint a `keys` keyspace key holds, or `None` for the mark.
@@ -408,9 +407,7 @@ fn read_value(shared: &Shared, print: Fingerprint) -> Result<Option<Vec<u8>>, Lo
     if let Some(value) = shared.staged_keys().get(print) {
         return Ok(Some(value.to_vec()));
     }
-    let mut lookup = [KEY_TAG; FRAMED_BYTES];
-    lookup[1..].copy_from_slice(&print.to_be_bytes());
-    Ok(shared.keys.get(lookup)?.map(|value| value.to_vec()))
+    Ok(shared.keys.get(framed_print(print))?.map(|value| value.to_vec()))
 }
 
 /// The committed index's entry for `key`: its holder and claimed value.
@@ -427,16 +424,13 @@ fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>
 pub(crate) fn ingest_staged(shared: &Shared, mark: Option<Position>) -> Result<(), fjall::Error> {
     {
         let staged = shared.staged_keys();
-        let mut key = Vec::with_capacity(FRAMED_BYTES);
         if staged.len() < KEYS_INGEST_MIN {
             // NOTE: a few keys (what a short-lived process stages before it closes) would make a
             // table of their own each; in the journal they follow the envelopes they index, so a
             // crash cannot keep them without those.
             let mut batch = shared.db.batch();
             for (print, value) in staged.sorted() {
-                key.clear();
-                frame_into(&mut key, print);
-                batch.insert(&shared.keys, key.as_slice(), value);
+                batch.insert(&shared.keys, framed_print(print), value);
             }
             if let Some(mark) = mark {
                 batch.insert(&shared.keys, MARK_KEY, mark.to_key());
@@ -451,9 +445,7 @@ pub(crate) fn ingest_staged(shared: &Shared, mark: Option<Position>) -> Result<(
             shared.db.persist(fjall::PersistMode::SyncData)?;
             let mut ingestion = shared.keys.start_ingestion()?;
             for (print, value) in staged.sorted() {
-                key.clear();
-                frame_into(&mut key, print);
-                ingestion.write(key.as_slice(), value)?;
+                ingestion.write(framed_print(print), value)?;
             }
             // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
             if let Some(mark) = mark {

@@ -232,7 +232,7 @@ fn commit_group(
         pending.reply.send(outcome);
         spent.push(pending.request);
     }
-    write_keys(shared, state, group_keys);
+    stage_keys(shared, state, group_keys);
     drop(spent);
 }
 
@@ -245,7 +245,7 @@ fn commit_group(
 /// decision ever misses a key. A crash loses the staged keys, all of them past the index's mark,
 /// so the index is behind its log and the store's open brings it up from the envelopes' own rules
 /// (`key_index::catch_up`).
-fn write_keys(shared: &Shared, state: &mut WriterState, group_keys: &mut key_index::GroupKeys) {
+fn stage_keys(shared: &Shared, state: &mut WriterState, group_keys: &mut key_index::GroupKeys) {
     let head = Position(state.next_position.0 - 1);
     let staged = {
         let mut staged = shared.staged_keys_mut();

@@ -327,6 +327,16 @@ fn claims_unique_required_and_forbidden_keys_hold_across_records_and_appends() {
 }
 
 /// Waits until the log's key filter answers lookups.
+/// Key rules of a record whose bytes are its identity, for logs that index envelopes themselves.
+fn identity_rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
+    vec![mnemo_core::KeyRule::Identity(bytes.to_vec())].into()
+}
+
+/// The test options, with the log indexing envelopes by `identity_rules_of`.
+fn with_identity_rules() -> LogOptions {
+    LogOptions { key_rules_of: Some(identity_rules_of), ..options() }
+}
+
 fn wait_for_key_filter(log: &FjallLog) {
     let began = std::time::Instant::now();
     while !log.key_filter_ready() {
@@ -365,18 +375,15 @@ fn keys_held_before_an_open_are_found_once_the_key_filter_answers() {
 #[test]
 fn a_key_index_rebuilt_from_the_log_keeps_each_key_with_its_first_holder() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
-        vec![Identity(bytes.to_vec())].into()
-    }
     let dir = tempfile::tempdir().unwrap();
     // Appended without rules, as a salvage copies envelopes (a retry stored twice before the index
     // existed included).
-    let log = FjallLog::open(dir.path(), LogOptions { key_rules_of: Some(rules_of), ..options() }).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     appended(append(&log, "s", ExpectedRevision::Any, &["x", "y", "x"]));
     assert_eq!(log.key_holder(b"x").unwrap(), None);
     // The writer's key filter knows none of the keys the rebuild writes.
     wait_for_key_filter(&log);
-    log.rebuild_key_index(rules_of).unwrap();
+    log.rebuild_key_index(identity_rules_of).unwrap();
     assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)), "the first holder keeps the key");
     assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
     let retry = vec![keyed("y", vec![Identity(b"y".to_vec())])];
@@ -405,25 +412,21 @@ fn a_key_is_found_by_a_reader_as_soon_as_its_append_is_acknowledged() {
 #[test]
 fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
-        vec![Identity(bytes.to_vec())].into()
-    }
     let dir = tempfile::tempdir().unwrap();
-    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     drop(log);
     // What a crash while the keys are staged leaves: the envelopes, and an index without their
     // keys or the mark that covers them.
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     for guard in keys.iter() {
         keys.remove(guard.key().unwrap()).unwrap();
     }
     drop(keys);
     drop(log);
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)));
     assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
     let retry = vec![keyed("y", vec![Identity(b"y".to_vec())])];
@@ -434,12 +437,8 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
 #[test]
 fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_opens() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
-        vec![Identity(bytes.to_vec())].into()
-    }
     let dir = tempfile::tempdir().unwrap();
-    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     // The earlier layout: `k` + the record key itself, with a mark covering the log.
@@ -452,7 +451,7 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
     keys.insert(b"m", 2u64.to_be_bytes()).unwrap();
     drop(keys);
     drop(log);
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     assert_eq!(keys.prefix(b"k").count(), 0, "no entry of the earlier layout is left");
     drop(keys);
@@ -471,12 +470,8 @@ fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_ope
 #[test]
 fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
-        vec![Identity(bytes.to_vec())].into()
-    }
     let dir = tempfile::tempdir().unwrap();
-    let with_rules = || LogOptions { key_rules_of: Some(rules_of), ..options() };
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     for n in 1..=100 {
         let records = vec![keyed(&format!("e{n}"), vec![Identity(format!("e{n}").into_bytes())])];
         appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
@@ -492,7 +487,7 @@ fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes
     assert_eq!(refused(conflict).held_at, Some(Position(8)), "a staged key decides a conflict");
     drop(keys);
     drop(log);
-    let log = FjallLog::open(dir.path(), with_rules()).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     assert_eq!(keys.prefix(b"h").count(), 100, "closing hands every staged key to the keyspace");
     assert_eq!(keys.get(b"m").unwrap().as_deref(), Some(&100u64.to_be_bytes()[..]), "with the mark");
@@ -504,11 +499,8 @@ fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes
 #[test]
 fn a_table_of_staged_keys_is_ingested_with_its_mark_once_enough_are_staged() {
     use mnemo_core::KeyRule::Identity;
-    fn rules_of(_: u16, _: u16, bytes: &[u8]) -> mnemo_core::KeyRules {
-        vec![Identity(bytes.to_vec())].into()
-    }
     let dir = tempfile::tempdir().unwrap();
-    let log = FjallLog::open(dir.path(), LogOptions { key_rules_of: Some(rules_of), ..options() }).unwrap();
+    let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let total = mnemo_log::limits::KEYS_STAGED_MAX + 1000;
     for chunk in 0..total.div_ceil(1000) {
         let records = (chunk * 1000..((chunk + 1) * 1000).min(total))
