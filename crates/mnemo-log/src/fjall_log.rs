@@ -5,7 +5,7 @@ use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     /// Keys the writer acknowledged and has not yet handed to the `keys` keyspace (see
     /// `staged_keys.rs`); readers of the index look here first.
     staged_keys: RwLock<StagedKeys>,
+    /// Held while staged keys go to the `keys` keyspace, so that dropping the index waits for it.
+    key_ingestion: Mutex<()>,
     poisoned: Mutex<Option<String>>,
 }
 
@@ -119,6 +121,10 @@ impl Shared {
 
     pub(crate) fn staged_keys_mut(&self) -> RwLockWriteGuard<'_, StagedKeys> {
         self.staged_keys.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn key_ingestion(&self) -> MutexGuard<'_, ()> {
+        self.key_ingestion.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     pub(crate) fn poison_reason(&self) -> Option<String> {
@@ -205,6 +211,7 @@ impl FjallLog {
             key_filter_scanned: AtomicU64::new(0),
             keys_rewritten: AtomicU64::new(0),
             staged_keys: RwLock::default(),
+            key_ingestion: Mutex::new(()),
             poisoned: Mutex::new(None),
         });
         let mut state = recover(&shared, &options)?;
@@ -712,6 +719,7 @@ pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
         key_filter_scanned: AtomicU64::new(0),
         keys_rewritten: AtomicU64::new(0),
         staged_keys: RwLock::default(),
+        key_ingestion: Mutex::new(()),
         poisoned: Mutex::new(None),
     }))
 }

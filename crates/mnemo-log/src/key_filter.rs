@@ -11,8 +11,8 @@
 //! It is built when the log opens, by a thread that scans the `keys` keyspace while the writer
 //! appends. The writer adds every key it writes to the filter from the moment it exists, before the
 //! scan takes its snapshot, so the two together cover every key; until the scan ends, every lookup
-//! reads the index. Once the filter holds more keys than it was sized for, a filter twice as large is
-//! built the same way, while the full one goes on answering.
+//! reads the index. Once the filter holds more keys than it was sized for, a filter
+//! `KEY_FILTER_GROWTH` times as large is built the same way, while the full one goes on answering.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,7 +23,7 @@ use tracing::{info, warn};
 use crate::error::LogError;
 use crate::fjall_log::Shared;
 use crate::key_index::{self, Fingerprint};
-use crate::limits::{KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_KEYS_MIN};
+use crate::limits::{KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_GROWTH, KEY_FILTER_KEYS_MIN};
 
 /// Words in one block: a block is one 64-byte cache line, and a key's bits all fall in one block.
 const BLOCK_WORDS: usize = 8;
@@ -129,7 +129,8 @@ pub(crate) struct KeyFilter {
 }
 
 impl KeyFilter {
-    /// Starts building the filter for the index as it is, sized for twice the keys it holds.
+    /// Starts building the filter for the index as it is, sized for `KEY_FILTER_GROWTH` times the
+    /// keys it holds.
     pub(crate) fn start(shared: Arc<Shared>) -> KeyFilter {
         let generation = shared.keys_rewritten.load(Ordering::Acquire);
         let mut filter = KeyFilter { shared, active: None, active_keys: 0, generation, building: None };
@@ -137,10 +138,11 @@ impl KeyFilter {
         filter
     }
 
-    /// Builds a filter for the index as it is, sized for twice the keys it holds.
+    /// Builds a filter for the index as it is, sized for `KEY_FILTER_GROWTH` times the keys it
+    /// holds.
     fn build_for_index(&mut self) {
         let held = self.shared.keys.approximate_len() as u64;
-        self.build((2 * held).max(KEY_FILTER_KEYS_MIN));
+        self.build((KEY_FILTER_GROWTH * held).max(KEY_FILTER_KEYS_MIN));
     }
 
     /// Whether the index may hold the key; `true` whenever no filter is ready to say.
@@ -181,7 +183,7 @@ impl KeyFilter {
             .as_ref()
             .is_some_and(|bits| self.active_keys > bits.capacity() && bits.bytes() < KEY_FILTER_BYTES_MAX);
         if full && self.building.is_none() {
-            self.build(2 * self.active_keys);
+            self.build(KEY_FILTER_GROWTH * self.active_keys);
         }
     }
 
@@ -294,7 +296,7 @@ mod tests {
     }
 
     #[test]
-    fn a_full_filter_is_replaced_by_one_twice_as_large_that_keeps_every_key() {
+    fn a_full_filter_is_replaced_by_a_larger_one_that_keeps_every_key() {
         let dir = tempfile::tempdir().expect("tempdir");
         let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
         // Keys in the index before the filter exists come from the scan.
@@ -323,11 +325,11 @@ mod tests {
         assert!(filter.building.is_some(), "a full filter starts a larger one");
         wait_for_build(&mut filter);
         let larger = filter.active.as_ref().expect("a filter").capacity();
-        assert!(larger >= 2 * capacity, "{larger} after {capacity}");
+        assert!(larger >= KEY_FILTER_GROWTH * capacity, "{larger} after {capacity}");
         assert!((0..added).all(|index| filter.may_contain(print(index))));
         assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
         let absent = (added..added + 10_000).filter(|&index| !filter.may_contain(print(index))).count();
-        assert!(absent > 9_500, "a filter at half its capacity answers most absent keys: {absent}");
+        assert!(absent > 9_500, "a filter below its capacity answers most absent keys: {absent}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The key index beside the log: the keys records claim ([`KeyRule`]), each pointing at the
 //! position of the record that holds it. The writer stages a group's keys just after the group
-//! commits and hands them to the engine as sorted tables (`staged_keys.rs`).
+//! commits, and a thread of their own hands them to the engine as sorted tables (`staged_keys.rs`,
+//! `key_ingester.rs`).
 //! An append's rules are decided here against the index, the keys of earlier requests of the same
 //! group commit and of earlier records of the same request; a lookup is one point read, so the
 //! check costs the same however long the log grows.
@@ -22,6 +23,7 @@
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 
@@ -30,6 +32,7 @@ use crate::error::{CorruptionKind, LogError};
 use crate::fjall_log::Shared;
 use crate::key_filter::KeyFilter;
 use crate::limits::KEYS_INGEST_MIN;
+use crate::staged_keys::StagedTable;
 
 /// The keyspace of the key index.
 pub const KEYS_KEYSPACE: &str = "keys";
@@ -418,43 +421,50 @@ fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>
     }
 }
 
-/// Hands the staged keys to the engine, with the index's mark at `mark` when the index is
-/// complete, and then forgets them: as one sorted table, or, when they are fewer than
-/// `KEYS_INGEST_MIN`, in one batch through the journal.
-pub(crate) fn ingest_staged(shared: &Shared, mark: Option<Position>) -> Result<(), fjall::Error> {
-    {
-        let staged = shared.staged_keys();
-        if staged.len() < KEYS_INGEST_MIN {
-            // NOTE: a few keys (what a short-lived process stages before it closes) would make a
-            // table of their own each; in the journal they follow the envelopes they index, so a
-            // crash cannot keep them without those.
-            let mut batch = shared.db.batch();
-            for (print, value) in staged.sorted() {
-                batch.insert(&shared.keys, framed_print(print), value);
-            }
-            if let Some(mark) = mark {
-                batch.insert(&shared.keys, MARK_KEY, mark.to_key());
-            }
-            if !batch.is_empty() {
-                batch.commit()?;
-            }
-        } else {
-            // NOTE: an ingested table is durable apart from the journal: the log it indexes is
-            // persisted first, so that the index never holds a key of an envelope a crash could
-            // still take back.
-            shared.db.persist(fjall::PersistMode::SyncData)?;
-            let mut ingestion = shared.keys.start_ingestion()?;
-            for (print, value) in staged.sorted() {
-                ingestion.write(framed_print(print), value)?;
-            }
-            // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
-            if let Some(mark) = mark {
-                ingestion.write(MARK_KEY, &mark.to_key()[..])?;
-            }
-            ingestion.finish()?;
-        }
+/// Writes the table handed on for ingestion to the engine, with the index's mark at `mark` when
+/// the index is complete, and then takes it out of the staged keys: as one sorted table, or, when
+/// it has fewer than `KEYS_INGEST_MIN` keys, in one batch through the journal. A table the staged
+/// keys no longer hold (the index was dropped meanwhile, for a rebuild) is not written.
+pub(crate) fn ingest_handed(
+    shared: &Shared,
+    table: &Arc<StagedTable>,
+    mark: Option<Position>,
+) -> Result<(), fjall::Error> {
+    // NOTE: held until the engine holds the table, so that dropping the index waits for it.
+    let _ingesting = shared.key_ingestion();
+    if !shared.staged_keys().is_handed(table) {
+        return Ok(());
     }
-    shared.staged_keys_mut().clear();
+    if table.len() < KEYS_INGEST_MIN {
+        // NOTE: a few keys (what a short-lived process stages before it closes) would make a
+        // table of their own each; in the journal they follow the envelopes they index, so a
+        // crash cannot keep them without those.
+        let mut batch = shared.db.batch();
+        for (print, value) in table.sorted() {
+            batch.insert(&shared.keys, framed_print(print), value);
+        }
+        if let Some(mark) = mark {
+            batch.insert(&shared.keys, MARK_KEY, mark.to_key());
+        }
+        if !batch.is_empty() {
+            batch.commit()?;
+        }
+    } else {
+        // NOTE: an ingested table is durable apart from the journal: the log it indexes is
+        // persisted first, so that the index never holds a key of an envelope a crash could
+        // still take back.
+        shared.db.persist(fjall::PersistMode::SyncData)?;
+        let mut ingestion = shared.keys.start_ingestion()?;
+        for (print, value) in table.sorted() {
+            ingestion.write(framed_print(print), value)?;
+        }
+        // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
+        if let Some(mark) = mark {
+            ingestion.write(MARK_KEY, &mark.to_key()[..])?;
+        }
+        ingestion.finish()?;
+    }
+    shared.staged_keys_mut().ingested();
     Ok(())
 }
 
@@ -616,6 +626,8 @@ fn drop_and_catch_up(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> R
 
 /// Removes every entry of the index, its mark with them, and the keys staged for it.
 fn drop_all(shared: &Shared) -> Result<(), LogError> {
+    // NOTE: an ingestion under way ends first; one that starts after finds its table gone.
+    let _ingesting = shared.key_ingestion();
     shared.staged_keys_mut().clear();
     let mut batch = shared.db.batch();
     for guard in shared.keys.iter() {

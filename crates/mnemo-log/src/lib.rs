@@ -14,6 +14,7 @@ mod fjall_log;
 mod high_water;
 mod key_filter;
 mod key_index;
+mod key_ingester;
 mod keys;
 pub mod limits;
 mod reply;

@@ -5,8 +5,10 @@
 //! went through the engine's journal and memtable, then its flushes and compactions, and at 1M
 //! events the import with key rules ran at about two thirds of the rate without them (decision
 //! 0142, last addendum). Staged here, a group's keys cost a hash-map insert each; every
-//! `KEYS_STAGED_MAX` keys (or `KEYS_MARK_LAG_MAX` envelopes) the writer ingests them, sorted, with
-//! the index's mark, as a table of their own, which skips the journal and the memtable.
+//! `KEYS_STAGED_MAX` keys (or `KEYS_MARK_LAG_MAX` envelopes) the writer hands them on, with the
+//! index's mark, to a thread of their own (`key_ingester.rs`), which ingests them, sorted, as a
+//! table of their own: that skips the journal and the memtable, and keeps the sorting and the
+//! table's writing off the path every append waits for.
 //!
 //! Nothing is lost by a crash: the mark moves only with an ingestion, so the keys a crash drops are
 //! those of envelopes past the mark, which every open brings into the index from the envelopes' own
@@ -15,41 +17,92 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::ops::Range;
+use std::sync::Arc;
 
 use crate::key_index::{Fingerprint, FingerprintHasher};
 
-/// Keys the writer has acknowledged and not yet handed to the engine: per fingerprint, the value
-/// the `keys` keyspace will hold (the holder's position, then the claimed value).
+/// Keys the writer has acknowledged and that are not yet in the engine: those it stages now, and
+/// those it has handed to the ingestion thread (`key_ingester.rs`), which readers still find here
+/// until the engine holds them.
 #[derive(Debug, Default)]
 pub(crate) struct StagedKeys {
-    values: HashMap<Fingerprint, Range<usize>, BuildHasherDefault<FingerprintHasher>>,
-    /// The values, end to end.
-    bytes: Vec<u8>,
+    filling: StagedTable,
+    handed: Option<Arc<StagedTable>>,
 }
 
 impl StagedKeys {
+    /// Keys the writer has staged since it last handed them on.
     pub(crate) fn len(&self) -> usize {
-        self.values.len()
+        self.filling.len()
     }
 
-    /// The value staged for the key of fingerprint `print`.
+    /// The value staged for the key of fingerprint `print`, whether still filling or handed on.
     pub(crate) fn get(&self, print: Fingerprint) -> Option<&[u8]> {
-        self.values.get(&print).map(|range| &self.bytes[range.clone()])
+        self.filling.get(print).or_else(|| self.handed.as_ref().and_then(|handed| handed.get(print)))
     }
 
     /// Stages a key the writer wrote. A key is only ever written where it was absent, so it is
     /// not staged already.
     pub(crate) fn insert(&mut self, print: Fingerprint, value: &[u8]) {
+        self.filling.insert(print, value);
+    }
+
+    /// Every staged key's fingerprint, handed on or not.
+    pub(crate) fn fingerprints(&self) -> impl Iterator<Item = Fingerprint> + '_ {
+        self.filling.values.keys().chain(self.handed.iter().flat_map(|handed| handed.values.keys())).copied()
+    }
+
+    /// Whether `table` is the table handed on, not yet in the engine.
+    pub(crate) fn is_handed(&self, table: &Arc<StagedTable>) -> bool {
+        self.handed.as_ref().is_some_and(|handed| Arc::ptr_eq(handed, table))
+    }
+
+    /// Hands the keys staged so far on for ingestion: they stay readable here until
+    /// [`StagedKeys::ingested`]. Only one table is handed on at a time.
+    pub(crate) fn hand_on(&mut self) -> Arc<StagedTable> {
+        debug_assert!(self.handed.is_none(), "a table is handed on while another is");
+        let table = Arc::new(std::mem::take(&mut self.filling));
+        self.handed = Some(Arc::clone(&table));
+        table
+    }
+
+    /// The table handed on is in the engine now: readers find its keys there.
+    pub(crate) fn ingested(&mut self) {
+        self.handed = None;
+    }
+
+    /// Forgets every key, handed on or not.
+    pub(crate) fn clear(&mut self) {
+        self.filling.clear();
+        self.handed = None;
+    }
+}
+
+/// Staged keys: per fingerprint, the value the `keys` keyspace will hold (the holder's position,
+/// then the claimed value).
+#[derive(Debug, Default)]
+pub(crate) struct StagedTable {
+    values: HashMap<Fingerprint, Range<usize>, BuildHasherDefault<FingerprintHasher>>,
+    /// The values, end to end.
+    bytes: Vec<u8>,
+}
+
+impl StagedTable {
+    pub(crate) fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    fn get(&self, print: Fingerprint) -> Option<&[u8]> {
+        self.values.get(&print).map(|range| &self.bytes[range.clone()])
+    }
+
+    fn insert(&mut self, print: Fingerprint, value: &[u8]) {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(value);
         self.values.insert(print, start..self.bytes.len());
     }
 
-    pub(crate) fn fingerprints(&self) -> impl Iterator<Item = Fingerprint> + '_ {
-        self.values.keys().copied()
-    }
-
-    /// Every staged key and its value, in fingerprint order (the order of the `keys` keyspace).
+    /// Every key and its value, in fingerprint order (the order of the `keys` keyspace).
     pub(crate) fn sorted(&self) -> Vec<(Fingerprint, &[u8])> {
         let mut sorted: Vec<(Fingerprint, &[u8])> =
             self.values.iter().map(|(print, range)| (*print, &self.bytes[range.clone()])).collect();
@@ -57,8 +110,7 @@ impl StagedKeys {
         sorted
     }
 
-    /// Forgets every key, keeping the memory they took.
-    pub(crate) fn clear(&mut self) {
+    fn clear(&mut self) {
         self.values.clear();
         self.bytes.clear();
     }
@@ -69,7 +121,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_staged_key_reads_back_its_value_and_keys_come_out_in_fingerprint_order() {
+    fn a_staged_key_reads_back_its_value_until_its_table_is_ingested_and_tables_come_out_in_fingerprint_order()
+     {
         let mut staged = StagedKeys::default();
         staged.insert(30, b"thirty");
         staged.insert(10, b"");
@@ -77,10 +130,21 @@ mod tests {
         assert_eq!(staged.get(30), Some(&b"thirty"[..]));
         assert_eq!(staged.get(10), Some(&b""[..]));
         assert_eq!(staged.get(40), None);
-        let order: Vec<Fingerprint> = staged.sorted().iter().map(|(print, _)| *print).collect();
+        let table = staged.hand_on();
+        let order: Vec<Fingerprint> = table.sorted().iter().map(|(print, _)| *print).collect();
         assert_eq!(order, vec![10, 20, 30]);
+        assert_eq!(staged.len(), 0);
+        staged.insert(40, b"forty");
+        assert_eq!(staged.get(30), Some(&b"thirty"[..]), "a handed-on key is read until it is ingested");
+        assert_eq!(staged.get(40), Some(&b"forty"[..]));
+        let mut prints: Vec<Fingerprint> = staged.fingerprints().collect();
+        prints.sort_unstable();
+        assert_eq!(prints, vec![10, 20, 30, 40]);
+        staged.ingested();
+        assert_eq!(staged.get(30), None);
+        assert_eq!(staged.get(40), Some(&b"forty"[..]));
         staged.clear();
         assert_eq!(staged.len(), 0);
-        assert_eq!(staged.get(30), None);
+        assert_eq!(staged.get(40), None);
     }
 }

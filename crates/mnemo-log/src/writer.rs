@@ -19,9 +19,11 @@ use crate::fjall_log::Shared;
 use crate::high_water::{HighWater, HighWaterFile};
 use crate::key_filter::KeyFilter;
 use crate::key_index::{self, Decision};
+use crate::key_ingester::{IngestFailure, Ingested, KeyIngester};
 use crate::keys;
 use crate::limits::{
-    GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX, KEYS_MARK_LAG_MAX, KEYS_STAGED_MAX,
+    GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX, KEYS_MARK_LAG_MAX, KEYS_STAGED_HELD_MAX,
+    KEYS_STAGED_MAX,
 };
 use crate::reply::Reply;
 
@@ -50,6 +52,7 @@ pub(crate) struct WriterState {
 /// The writer thread's loop: runs until every sender is dropped.
 pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
     let mut group_keys = key_index::GroupKeys::new(KeyFilter::start(Arc::clone(&shared)));
+    let mut ingester = KeyIngester::start(Arc::clone(&shared));
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         let mut group_bytes = request_bytes(&group[0].request);
@@ -62,9 +65,12 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
                 Err(_) => break,
             }
         }
-        commit_group(&shared, &mut state, &mut group_keys, group);
+        commit_group(&shared, &mut state, &mut group_keys, &mut ingester, group);
     }
     group_keys.close();
+    if let Some(ingested) = ingester.stop() {
+        note_ingested(&shared, ingested);
+    }
     // The store is closing: the staged keys go to the engine now, so the next open need not catch
     // the index up.
     if shared.poison_reason().is_none()
@@ -94,6 +100,7 @@ fn commit_group(
     shared: &Shared,
     state: &mut WriterState,
     group_keys: &mut key_index::GroupKeys,
+    ingester: &mut KeyIngester,
     group: Vec<Pending>,
 ) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
@@ -232,12 +239,12 @@ fn commit_group(
         pending.reply.send(outcome);
         spent.push(pending.request);
     }
-    stage_keys(shared, state, group_keys);
+    stage_keys(shared, state, group_keys, ingester);
     drop(spent);
 }
 
 /// Stages the keys of the group just acknowledged for the key index and lets readers of the index
-/// see them (`Shared::keys_indexed`); hands the staged keys to the engine once there are
+/// see them (`Shared::keys_indexed`); hands the staged keys on to be ingested once there are
 /// `KEYS_STAGED_MAX` of them or the index's mark is `KEYS_MARK_LAG_MAX` envelopes behind.
 ///
 /// NOTE: this runs after the callers hear of their appends, so that the caller's next request is
@@ -245,7 +252,12 @@ fn commit_group(
 /// decision ever misses a key. A crash loses the staged keys, all of them past the index's mark,
 /// so the index is behind its log and the store's open brings it up from the envelopes' own rules
 /// (`key_index::catch_up`).
-fn stage_keys(shared: &Shared, state: &mut WriterState, group_keys: &mut key_index::GroupKeys) {
+fn stage_keys(
+    shared: &Shared,
+    state: &mut WriterState,
+    group_keys: &mut key_index::GroupKeys,
+    ingester: &mut KeyIngester,
+) {
     let head = Position(state.next_position.0 - 1);
     let staged = {
         let mut staged = shared.staged_keys_mut();
@@ -256,26 +268,62 @@ fn stage_keys(shared: &Shared, state: &mut WriterState, group_keys: &mut key_ind
     };
     group_keys.committed();
     shared.keys_indexed.advance(head);
+    if let Some(ingested) = ingester.finished() {
+        note_ingested(shared, ingested);
+    }
     let lag = head.0.saturating_sub(state.keys_marked.0);
-    if staged >= KEYS_STAGED_MAX || (state.keys_complete && lag >= KEYS_MARK_LAG_MAX) {
-        let _span = debug_span!("index_keys", keys = staged).entered();
-        if let Err(error) = ingest_keys(shared, state) {
-            let reason = format!(
-                "the log is written up to position {head}, but its key index is not: {}",
-                failure_reason(shared, &error)
-            );
-            error!(%reason, "the key index did not take the staged keys; the writer is poisoned until the store is reopened");
-            shared.poison(reason);
+    if staged < KEYS_STAGED_MAX && !(state.keys_complete && lag >= KEYS_MARK_LAG_MAX) {
+        return;
+    }
+    if ingester.is_busy() {
+        // NOTE: the table under way is not done yet; the keys wait with the rest unless there are
+        // too many to hold.
+        if staged < KEYS_STAGED_HELD_MAX {
+            return;
         }
+        let _span = debug_span!("wait_for_key_ingestion", keys = staged).entered();
+        if let Some(ingested) = ingester.wait() {
+            note_ingested(shared, ingested);
+        }
+    }
+    if shared.poison_reason().is_some() {
+        return;
+    }
+    let mark = next_mark(state);
+    let table = shared.staged_keys_mut().hand_on();
+    ingester.hand_on(table, mark, head);
+    if let Some(mark) = mark {
+        state.keys_marked = mark;
     }
 }
 
-/// Hands the staged keys to the engine, with the index's mark at the head when the index is
-/// complete.
-fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
+/// The index's mark a table handed on now carries: the head, when the index is complete and the
+/// mark is behind it.
+fn next_mark(state: &WriterState) -> Option<Position> {
     let head = Position(state.next_position.0 - 1);
-    let mark = (state.keys_complete && head > state.keys_marked).then_some(head);
-    key_index::ingest_staged(shared, mark)?;
+    (state.keys_complete && head > state.keys_marked).then_some(head)
+}
+
+/// Poisons the writer when a table handed on did not reach the engine: its keys are still staged,
+/// and the next open builds them from the log.
+fn note_ingested(shared: &Shared, ingested: Ingested) {
+    let cause = match ingested.result {
+        Ok(()) => return,
+        Err(IngestFailure::Engine(error)) => failure_reason(shared, &error),
+        Err(IngestFailure::ThreadLost) => "the key ingestion thread ended".to_owned(),
+    };
+    let reason =
+        format!("the log is written up to position {}, but its key index is not: {cause}", ingested.head);
+    error!(%reason, "the key index did not take the staged keys; the writer is poisoned until the store is reopened");
+    shared.poison(reason);
+}
+
+/// Hands the staged keys to the engine on the writer's own thread (the store is closing), with
+/// the index's mark at the head when the index is complete.
+fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
+    let mark = next_mark(state);
+    let table = shared.staged_keys_mut().hand_on();
+    key_index::ingest_handed(shared, &table, mark)?;
     if let Some(mark) = mark {
         state.keys_marked = mark;
     }

@@ -509,6 +509,12 @@ fn a_table_of_staged_keys_is_ingested_with_its_mark_once_enough_are_staged() {
         appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     }
     let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    // The table is written by the ingestion thread while the writer goes on.
+    let began = std::time::Instant::now();
+    while keys.get(b"m").unwrap().is_none() {
+        assert!(began.elapsed() < std::time::Duration::from_secs(60), "no table was ingested");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     let held = keys.prefix(b"h").count();
     assert!(held >= mnemo_log::limits::KEYS_STAGED_MAX, "{held} keys in the keyspace");
     assert!(held < total, "the keys of the last appends are still staged");

@@ -1,0 +1,136 @@
+//! The thread that hands the writer's staged keys to the storage engine (`staged_keys.rs`).
+//!
+//! Handing a table on means persisting the log it indexes, sorting some 65,536 keys and writing
+//! them as a table: tens of milliseconds, which on the writer's thread were added to whatever
+//! append came next. Here the writer hands a table on and goes on appending; the table stays
+//! readable among the staged keys until the engine holds it (`key_index::ingest_handed`). One
+//! table is under way at a time; the writer stages on meanwhile, and waits only once it holds
+//! `KEYS_STAGED_HELD_MAX` keys.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+use mnemo_core::Position;
+use tracing::warn;
+
+use crate::fjall_log::Shared;
+use crate::key_index;
+use crate::staged_keys::StagedTable;
+
+/// A table handed on, and the index's mark it carries.
+struct Job {
+    table: Arc<StagedTable>,
+    mark: Option<Position>,
+}
+
+/// Why a table did not reach the engine.
+pub(crate) enum IngestFailure {
+    Engine(fjall::Error),
+    /// The thread ended (it panicked) without saying how its table ended.
+    ThreadLost,
+}
+
+/// How the table handed on at `head` (the log's head then) ended.
+pub(crate) struct Ingested {
+    pub head: Position,
+    pub result: Result<(), IngestFailure>,
+}
+
+/// The writer's handle on the ingestion thread.
+pub(crate) struct KeyIngester {
+    shared: Arc<Shared>,
+    jobs: Option<Sender<Job>>,
+    done: Receiver<Result<(), fjall::Error>>,
+    /// The log's head when the table under way was handed on.
+    under_way: Option<Position>,
+    /// The outcome of an ingestion run on the writer's own thread (no thread could be started).
+    ran_here: Option<Result<(), fjall::Error>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl KeyIngester {
+    /// Starts the thread; without one, tables are ingested on the writer's thread as they are
+    /// handed on.
+    pub(crate) fn start(shared: Arc<Shared>) -> KeyIngester {
+        let (jobs, queue) = crossbeam_channel::bounded::<Job>(1);
+        let (finished, done) = crossbeam_channel::bounded(1);
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new().name("mnemo-key-ingest".to_owned()).spawn(move || {
+            for job in queue {
+                if finished.send(key_index::ingest_handed(&thread_shared, &job.table, job.mark)).is_err() {
+                    return;
+                }
+            }
+        });
+        let (jobs, thread) = match thread {
+            Ok(thread) => (Some(jobs), Some(thread)),
+            Err(error) => {
+                warn!(%error, "cannot start the key ingestion thread; the writer ingests the staged keys itself");
+                (None, None)
+            }
+        };
+        KeyIngester { shared, jobs, done, under_way: None, ran_here: None, thread }
+    }
+
+    /// Whether a table is under way.
+    pub(crate) fn is_busy(&self) -> bool {
+        self.under_way.is_some()
+    }
+
+    /// Hands `table` on to be ingested with the index's `mark`; `head` is the log's head now.
+    /// Only when no table is under way.
+    pub(crate) fn hand_on(&mut self, table: Arc<StagedTable>, mark: Option<Position>, head: Position) {
+        debug_assert!(self.under_way.is_none(), "a table is handed on while another is under way");
+        self.under_way = Some(head);
+        let job = Job { table, mark };
+        let job = match &self.jobs {
+            Some(jobs) => match jobs.send(job) {
+                Ok(()) => return,
+                Err(unsent) => unsent.into_inner(),
+            },
+            None => job,
+        };
+        self.ran_here = Some(key_index::ingest_handed(&self.shared, &job.table, job.mark));
+    }
+
+    /// How the table under way ended, if it has.
+    pub(crate) fn finished(&mut self) -> Option<Ingested> {
+        let head = self.under_way?;
+        let result = match self.ran_here.take() {
+            Some(result) => result.map_err(IngestFailure::Engine),
+            None => match self.done.try_recv() {
+                Ok(result) => result.map_err(IngestFailure::Engine),
+                Err(crossbeam_channel::TryRecvError::Empty) => return None,
+                Err(crossbeam_channel::TryRecvError::Disconnected) => Err(IngestFailure::ThreadLost),
+            },
+        };
+        self.under_way = None;
+        Some(Ingested { head, result })
+    }
+
+    /// Waits for the table under way, if there is one, and says how it ended.
+    pub(crate) fn wait(&mut self) -> Option<Ingested> {
+        let head = self.under_way.take()?;
+        let result = match self.ran_here.take() {
+            Some(result) => result.map_err(IngestFailure::Engine),
+            None => match self.done.recv() {
+                Ok(result) => result.map_err(IngestFailure::Engine),
+                Err(_) => Err(IngestFailure::ThreadLost),
+            },
+        };
+        Some(Ingested { head, result })
+    }
+
+    /// Waits for the table under way and stops the thread (the store is closing).
+    pub(crate) fn stop(&mut self) -> Option<Ingested> {
+        let ingested = self.wait();
+        self.jobs = None;
+        if let Some(thread) = self.thread.take()
+            && thread.join().is_err()
+        {
+            warn!("the key ingestion thread panicked");
+        }
+        ingested
+    }
+}
