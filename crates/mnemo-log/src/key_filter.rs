@@ -23,7 +23,10 @@ use tracing::{info, warn};
 use crate::error::LogError;
 use crate::fjall_log::Shared;
 use crate::key_index::{self, Fingerprint};
-use crate::limits::{KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_GROWTH, KEY_FILTER_KEYS_MIN};
+use crate::limits::{
+    KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_GROWTH, KEY_FILTER_KEYS_MIN,
+    KEY_FILTER_NICE_INCREMENT,
+};
 
 /// Words in one block: a block is one 64-byte cache line, and a key's bits all fall in one block.
 const BLOCK_WORDS: usize = 8;
@@ -215,6 +218,7 @@ impl KeyFilter {
         let (scan_bits, scan_stop, shared) = (Arc::clone(&bits), Arc::clone(&stop), Arc::clone(&self.shared));
         let generation = self.generation;
         let scan = std::thread::Builder::new().name("mnemo-key-filter".to_owned()).spawn(move || {
+            run_in_background();
             let scanned = scan_into(&shared, &scan_bits, &scan_stop)?;
             if !scan_stop.load(Ordering::Relaxed) {
                 shared.key_filter_scanned.fetch_max(generation + 1, Ordering::Release);
@@ -232,6 +236,21 @@ impl KeyFilter {
         if let Some(build) = self.building.take() {
             build.stop.store(true, Ordering::Relaxed);
             let _ = build.scan.join();
+        }
+    }
+}
+
+/// Lowers the calling thread's scheduling priority by `KEY_FILTER_NICE_INCREMENT`: a scan only
+/// makes later lookups cheaper, so on a busy machine it takes the time appends leave. On Linux the
+/// nice value belongs to the thread; where the system refuses, the scan runs at the host's priority.
+fn run_in_background() {
+    #[cfg(target_os = "linux")]
+    {
+        let thread = Some(rustix::thread::gettid());
+        let lowered = rustix::process::getpriority_process(thread)
+            .and_then(|nice| rustix::process::setpriority_process(thread, nice + KEY_FILTER_NICE_INCREMENT));
+        if let Err(error) = lowered {
+            tracing::debug!(%error, "cannot lower the key filter scan's priority");
         }
     }
 }

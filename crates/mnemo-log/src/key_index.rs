@@ -194,6 +194,11 @@ pub(crate) struct GroupKeys {
     writes: Vec<Write>,
     /// The values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
+    /// The fingerprints of the identity keys of the record being decided, in its rules' order, as
+    /// [`GroupKeys::identity`] looked them up.
+    identity_prints: Vec<Fingerprint>,
+    /// The fingerprint of an empty value (what every key but a claim holds).
+    empty_print: Fingerprint,
 }
 
 /// What the index says of a request.
@@ -208,7 +213,14 @@ pub(crate) enum Decision {
 
 impl GroupKeys {
     pub(crate) fn new(filter: KeyFilter) -> GroupKeys {
-        GroupKeys { filter, known: HashMap::default(), writes: Vec::new(), bytes: Vec::new() }
+        GroupKeys {
+            filter,
+            known: HashMap::default(),
+            writes: Vec::new(),
+            bytes: Vec::new(),
+            identity_prints: Vec::new(),
+            empty_print: fingerprint(&[]),
+        }
     }
 
     /// Forgets the last group's keys, keeping the memory they took.
@@ -265,7 +277,8 @@ impl GroupKeys {
         // NOTE: a key is written only where it was absent, or again by the same record (an
         // identity after a claim of the same bytes): the record's earlier write is replaced, so
         // that undoing the request leaves the key absent as it found it.
-        self.known.insert(print, Known::Pending { position, value: fingerprint(value), holder });
+        let value_print = if value.is_empty() { self.empty_print } else { fingerprint(value) };
+        self.known.insert(print, Known::Pending { position, value: value_print, holder });
         let value_start = self.bytes.len();
         encode_value_into(&mut self.bytes, position, value);
         let write = Write { fingerprint: print, value: value_start..self.bytes.len() };
@@ -330,11 +343,13 @@ impl GroupKeys {
                 Identity::New => {}
             }
             let from = self.writes.len();
+            let mut identities = 0;
             for rule in &record.rules {
                 let key = rule.key();
                 let (print, write) = if matches!(rule, RuleRef::Identity(_)) {
                     // Looked up by `identity` just now: absent, or written by this very record.
-                    (fingerprint(key), Some(&[][..]))
+                    identities += 1;
+                    (self.identity_prints[identities - 1], Some(&[][..]))
                 } else {
                     let (print, known) = self.get(shared, key)?;
                     let write = match (rule, known.value()) {
@@ -362,7 +377,8 @@ impl GroupKeys {
     }
 
     /// What the record's identity keys say: the first one held tells a retry (held by the same
-    /// record) from a conflict; none held, the record is new.
+    /// record) from a conflict; none held, the record is new, and `identity_prints` holds the
+    /// fingerprints of all of them for its writes.
     fn identity<'r>(
         &mut self,
         shared: &Shared,
@@ -370,9 +386,11 @@ impl GroupKeys {
         stream: &StreamId,
         record: &'r NewRecord,
     ) -> Result<Identity<'r>, LogError> {
+        self.identity_prints.clear();
         for rule in &record.rules {
             let RuleRef::Identity(key) = rule else { continue };
-            let (_, known) = self.get(shared, key)?;
+            let (print, known) = self.get(shared, key)?;
+            self.identity_prints.push(print);
             let Some(held_at) = known.held_at() else { continue };
             return Ok(if known.is_record(shared, group, stream, record)? {
                 Identity::Retry(held_at)

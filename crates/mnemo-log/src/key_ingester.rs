@@ -31,21 +31,26 @@ pub(crate) enum IngestFailure {
     ThreadLost,
 }
 
-/// How the table handed on at `head` (the log's head then) ended.
+/// How the table handed on at `head` (the log's head then) ended, and the table back, so that its
+/// memory is used again for the next.
 pub(crate) struct Ingested {
     pub head: Position,
     pub result: Result<(), IngestFailure>,
+    pub table: Option<Arc<StagedTable>>,
 }
+
+/// What an ingestion sends back: the engine's answer and the table.
+type Outcome = (Result<(), fjall::Error>, Arc<StagedTable>);
 
 /// The writer's handle on the ingestion thread.
 pub(crate) struct KeyIngester {
     shared: Arc<Shared>,
     jobs: Option<Sender<Job>>,
-    done: Receiver<Result<(), fjall::Error>>,
+    done: Receiver<Outcome>,
     /// The log's head when the table under way was handed on.
     under_way: Option<Position>,
     /// The outcome of an ingestion run on the writer's own thread (no thread could be started).
-    ran_here: Option<Result<(), fjall::Error>>,
+    ran_here: Option<Outcome>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -58,7 +63,8 @@ impl KeyIngester {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("mnemo-key-ingest".to_owned()).spawn(move || {
             for job in queue {
-                if finished.send(key_index::ingest_handed(&thread_shared, &job.table, job.mark)).is_err() {
+                let result = key_index::ingest_handed(&thread_shared, &job.table, job.mark);
+                if finished.send((result, job.table)).is_err() {
                     return;
                 }
             }
@@ -91,35 +97,29 @@ impl KeyIngester {
             },
             None => job,
         };
-        self.ran_here = Some(key_index::ingest_handed(&self.shared, &job.table, job.mark));
+        self.ran_here = Some((key_index::ingest_handed(&self.shared, &job.table, job.mark), job.table));
     }
 
     /// How the table under way ended, if it has.
     pub(crate) fn finished(&mut self) -> Option<Ingested> {
         let head = self.under_way?;
-        let result = match self.ran_here.take() {
-            Some(result) => result.map_err(IngestFailure::Engine),
+        let outcome = match self.ran_here.take() {
+            Some(outcome) => Some(outcome),
             None => match self.done.try_recv() {
-                Ok(result) => result.map_err(IngestFailure::Engine),
+                Ok(outcome) => Some(outcome),
                 Err(crossbeam_channel::TryRecvError::Empty) => return None,
-                Err(crossbeam_channel::TryRecvError::Disconnected) => Err(IngestFailure::ThreadLost),
+                Err(crossbeam_channel::TryRecvError::Disconnected) => None,
             },
         };
         self.under_way = None;
-        Some(Ingested { head, result })
+        Some(ingested(head, outcome))
     }
 
     /// Waits for the table under way, if there is one, and says how it ended.
     pub(crate) fn wait(&mut self) -> Option<Ingested> {
         let head = self.under_way.take()?;
-        let result = match self.ran_here.take() {
-            Some(result) => result.map_err(IngestFailure::Engine),
-            None => match self.done.recv() {
-                Ok(result) => result.map_err(IngestFailure::Engine),
-                Err(_) => Err(IngestFailure::ThreadLost),
-            },
-        };
-        Some(Ingested { head, result })
+        let outcome = self.ran_here.take().or_else(|| self.done.recv().ok());
+        Some(ingested(head, outcome))
     }
 
     /// Waits for the table under way and stops the thread (the store is closing).
@@ -132,5 +132,16 @@ impl KeyIngester {
             warn!("the key ingestion thread panicked");
         }
         ingested
+    }
+}
+
+/// How the table handed on at `head` ended; no outcome: the thread ended (it panicked) without
+/// saying.
+fn ingested(head: Position, outcome: Option<Outcome>) -> Ingested {
+    match outcome {
+        Some((result, table)) => {
+            Ingested { head, result: result.map_err(IngestFailure::Engine), table: Some(table) }
+        }
+        None => Ingested { head, result: Err(IngestFailure::ThreadLost), table: None },
     }
 }

@@ -28,6 +28,9 @@ use crate::key_index::{Fingerprint, FingerprintHasher};
 pub(crate) struct StagedKeys {
     filling: StagedTable,
     handed: Option<Arc<StagedTable>>,
+    /// An ingested table, emptied, whose memory the next table takes over (a fresh one grew its
+    /// map step by step, rehashing and touching new pages as it went).
+    spare: Option<StagedTable>,
 }
 
 impl StagedKeys {
@@ -61,7 +64,8 @@ impl StagedKeys {
     /// [`StagedKeys::ingested`]. Only one table is handed on at a time.
     pub(crate) fn hand_on(&mut self) -> Arc<StagedTable> {
         debug_assert!(self.handed.is_none(), "a table is handed on while another is");
-        let table = Arc::new(std::mem::take(&mut self.filling));
+        let next = self.spare.take().unwrap_or_default();
+        let table = Arc::new(std::mem::replace(&mut self.filling, next));
         self.handed = Some(Arc::clone(&table));
         table
     }
@@ -69,6 +73,14 @@ impl StagedKeys {
     /// The table handed on is in the engine now: readers find its keys there.
     pub(crate) fn ingested(&mut self) {
         self.handed = None;
+    }
+
+    /// Keeps the memory of a table the engine holds now, for the next table.
+    pub(crate) fn give_back(&mut self, table: Arc<StagedTable>) {
+        if let Ok(mut table) = Arc::try_unwrap(table) {
+            table.clear();
+            self.spare = Some(table);
+        }
     }
 
     /// Forgets every key, handed on or not.
@@ -143,6 +155,14 @@ mod tests {
         staged.ingested();
         assert_eq!(staged.get(30), None);
         assert_eq!(staged.get(40), Some(&b"forty"[..]));
+        staged.give_back(table);
+        let next = staged.hand_on();
+        assert_eq!(next.sorted(), vec![(40, &b"forty"[..])]);
+        assert_eq!(staged.len(), 0, "the table given back fills again from empty");
+        assert_eq!(staged.get(10), None, "nothing of the table given back is read");
+        staged.insert(50, b"fifty");
+        assert_eq!(staged.get(50), Some(&b"fifty"[..]));
+        staged.ingested();
         staged.clear();
         assert_eq!(staged.len(), 0);
         assert_eq!(staged.get(40), None);

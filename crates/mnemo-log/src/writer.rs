@@ -307,6 +307,9 @@ fn next_mark(state: &WriterState) -> Option<Position> {
 /// Poisons the writer when a table handed on did not reach the engine: its keys are still staged,
 /// and the next open builds them from the log.
 fn note_ingested(shared: &Shared, ingested: Ingested) {
+    if let (Ok(()), Some(table)) = (&ingested.result, ingested.table) {
+        shared.staged_keys_mut().give_back(table);
+    }
     let cause = match ingested.result {
         Ok(()) => return,
         Err(IngestFailure::Engine(error)) => failure_reason(shared, &error),
