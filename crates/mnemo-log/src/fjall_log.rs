@@ -530,7 +530,10 @@ pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
     let compaction = fjall::compaction::Leveled::default()
         .with_l0_threshold(KEYS_L0_TABLES_MAX)
         .with_table_target_size(KEYS_TABLE_BYTES);
-    keyspace_options().max_memtable_size(KEYS_MEMTABLE_BYTES_MAX).compaction_strategy(Arc::new(compaction))
+    keyspace_options()
+        .max_memtable_size(KEYS_MEMTABLE_BYTES_MAX)
+        .compaction_strategy(Arc::new(compaction))
+        .data_block_compression_policy(CompressionPolicy::all(CompressionType::None))
 }
 
 /// Opens the store's database and the log's keyspaces, checking the store's format.
@@ -652,6 +655,7 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             high_water: None,
             keys_complete: false,
             keys_marked: Position(next_position.0 - 1),
+            synced_through: Position::ZERO,
         };
     let Some(last) = shared.log.last_key_value() else {
         return Ok(state(Position::FIRST, GENESIS_HASH, TimestampMs(0)));

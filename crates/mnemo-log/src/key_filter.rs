@@ -102,6 +102,12 @@ impl FilterBits {
         }
     }
 
+    /// A word of the key's block: reading it brings the block into the processor's cache, so
+    /// that a lookup soon after finds it there.
+    fn fetch_ahead(&self, print: Fingerprint) -> u64 {
+        self.block_of(print).0[0].load(Ordering::Relaxed)
+    }
+
     /// Whether the key may be held; `false` means it certainly is not among the keys inserted.
     pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
         let (block, masks) = self.locate(print);
@@ -112,7 +118,7 @@ impl FilterBits {
 /// A filter being filled by a scan of the index.
 struct Build {
     bits: Arc<FilterBits>,
-    /// Keys the writer added while the scan ran.
+    /// Keys the writer added: those staged when the build started, and those it wrote since.
     added: u64,
     stop: Arc<AtomicBool>,
     scan: JoinHandle<Result<u64, LogError>>,
@@ -151,6 +157,14 @@ impl KeyFilter {
     /// Whether the index may hold the key; `true` whenever no filter is ready to say.
     pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
         self.active.as_ref().is_none_or(|bits| bits.may_contain(print))
+    }
+
+    /// Reads a word of the block the active filter will look the key up in, so that the block is
+    /// in the processor's cache by then. The caller folds the words together and uses the result
+    /// only once it has asked for all of them: no read then waits for another, and the processor
+    /// has several under way at once.
+    pub(crate) fn fetch_ahead(&self, print: Fingerprint) -> u64 {
+        self.active.as_ref().map_or(0, |bits| bits.fetch_ahead(print))
     }
 
     /// Records a key the writer wrote to the index.
@@ -208,9 +222,11 @@ impl KeyFilter {
     fn build(&mut self, capacity: u64) {
         let bits = Arc::new(FilterBits::with_capacity(capacity));
         // NOTE: the keys staged but not yet in the keyspace are in no snapshot the scan can take,
-        // and the writer added them before this filter existed.
+        // and the writer added them before this filter existed. They count as the writer's.
+        let mut staged = 0;
         for print in self.shared.staged_keys().fingerprints() {
             bits.insert(print);
+            staged += 1;
         }
         let stop = Arc::new(AtomicBool::new(false));
         // NOTE: the writer adds its keys to `bits` from here on, and the scan's snapshot is taken
@@ -226,7 +242,7 @@ impl KeyFilter {
             Ok(scanned)
         });
         match scan {
-            Ok(scan) => self.building = Some(Build { bits, added: 0, stop, scan }),
+            Ok(scan) => self.building = Some(Build { bits, added: staged, stop, scan }),
             Err(error) => warn!(%error, "cannot start the key filter's scan; key lookups read the index"),
         }
     }

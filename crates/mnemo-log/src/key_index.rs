@@ -194,9 +194,10 @@ pub(crate) struct GroupKeys {
     writes: Vec<Write>,
     /// The values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
-    /// The fingerprints of the identity keys of the record being decided, in its rules' order, as
-    /// [`GroupKeys::identity`] looked them up.
-    identity_prints: Vec<Fingerprint>,
+    /// The fingerprints of the keys of the request being decided, rule after rule and record after
+    /// record; `rules_from[r]` is where record `r`'s begin.
+    prints: Vec<Fingerprint>,
+    rules_from: Vec<usize>,
     /// The fingerprint of an empty value (what every key but a claim holds).
     empty_print: Fingerprint,
 }
@@ -218,7 +219,8 @@ impl GroupKeys {
             known: HashMap::default(),
             writes: Vec::new(),
             bytes: Vec::new(),
-            identity_prints: Vec::new(),
+            prints: Vec::new(),
+            rules_from: Vec::new(),
             empty_print: fingerprint(&[]),
         }
     }
@@ -245,13 +247,10 @@ impl GroupKeys {
 
     /// The key's fingerprint and the key as the group knows it, read from the committed index
     /// the first time.
-    fn get(&mut self, shared: &Shared, key: &[u8]) -> Result<(Fingerprint, Known), LogError> {
-        let print = fingerprint(key);
+    fn get(&mut self, shared: &Shared, print: Fingerprint) -> Result<Known, LogError> {
         match self.known.entry(print) {
-            Entry::Occupied(entry) => Ok((print, *entry.get())),
-            Entry::Vacant(entry) if !self.filter.may_contain(print) => {
-                Ok((print, *entry.insert(Known::Absent)))
-            }
+            Entry::Occupied(entry) => Ok(*entry.get()),
+            Entry::Vacant(entry) if !self.filter.may_contain(print) => Ok(*entry.insert(Known::Absent)),
             Entry::Vacant(entry) => {
                 let known = match read_value(shared, print)? {
                     None => Known::Absent,
@@ -259,7 +258,7 @@ impl GroupKeys {
                         Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
                     }
                 };
-                Ok((print, *entry.insert(known)))
+                Ok(*entry.insert(known))
             }
         }
     }
@@ -329,12 +328,14 @@ impl GroupKeys {
         first_position: Position,
     ) -> Result<Result<Vec<Option<Position>>, KeyRefusal>, LogError> {
         let request = group[request_index];
+        self.fingerprint_rules(request);
         let mut retried = Vec::with_capacity(request.records.len());
         let mut next = first_position;
         for (index, record) in request.records.iter().enumerate() {
             let refuse =
                 |rule: RuleRef<'_>, held_at| KeyRefusal { record: index, rule: rule.to_rule(), held_at };
-            match self.identity(shared, group, &request.stream, record)? {
+            let prints_from = self.rules_from[index];
+            match self.identity(shared, group, &request.stream, record, prints_from)? {
                 Identity::Retry(original) => {
                     retried.push(Some(original));
                     continue;
@@ -343,16 +344,14 @@ impl GroupKeys {
                 Identity::New => {}
             }
             let from = self.writes.len();
-            let mut identities = 0;
-            for rule in &record.rules {
-                let key = rule.key();
-                let (print, write) = if matches!(rule, RuleRef::Identity(_)) {
+            for (rule_index, rule) in record.rules.iter().enumerate() {
+                let print = self.prints[prints_from + rule_index];
+                let write = if matches!(rule, RuleRef::Identity(_)) {
                     // Looked up by `identity` just now: absent, or written by this very record.
-                    identities += 1;
-                    (self.identity_prints[identities - 1], Some(&[][..]))
+                    Some(&[][..])
                 } else {
-                    let (print, known) = self.get(shared, key)?;
-                    let write = match (rule, known.value()) {
+                    let known = self.get(shared, print)?;
+                    match (rule, known.value()) {
                         (RuleRef::Claim { value, .. }, None) => Some(value),
                         (RuleRef::Claim { value, .. }, Some(held)) if held == fingerprint(value) => None,
                         (RuleRef::Unique(_), None) => Some(&[][..]),
@@ -361,8 +360,7 @@ impl GroupKeys {
                         // absent; and a rule this build does not know refuses rather than passing
                         // unchecked.
                         _ => return Ok(Err(refuse(rule, known.held_at()))),
-                    };
-                    (print, write)
+                    }
                 };
                 if let Some(value) = write {
                     let holder = matches!(rule, RuleRef::Identity(_))
@@ -376,21 +374,43 @@ impl GroupKeys {
         Ok(Ok(retried))
     }
 
-    /// What the record's identity keys say: the first one held tells a retry (held by the same
-    /// record) from a conflict; none held, the record is new, and `identity_prints` holds the
-    /// fingerprints of all of them for its writes.
+    /// Fingerprints the keys of every rule of `request` into `prints`, and has the filter fetch
+    /// the memory it will read for each while the rest are hashed.
+    ///
+    /// NOTE: the filter is larger than the processor's caches past a few hundred thousand keys,
+    /// and a lookup that waited for its block took most of the writer's time per key; fetched
+    /// ahead like this, the blocks of a request's keys arrive together.
+    fn fingerprint_rules(&mut self, request: &AppendRequest) {
+        self.prints.clear();
+        self.rules_from.clear();
+        let mut fetched = 0;
+        for record in &request.records {
+            self.rules_from.push(self.prints.len());
+            for rule in &record.rules {
+                let print = fingerprint(rule.key());
+                fetched ^= self.filter.fetch_ahead(print);
+                self.prints.push(print);
+            }
+        }
+        std::hint::black_box(fetched);
+    }
+
+    /// What the record's identity keys say (their fingerprints in `prints` from `prints_from`):
+    /// the first one held tells a retry (held by the same record) from a conflict; none held, the
+    /// record is new.
     fn identity<'r>(
         &mut self,
         shared: &Shared,
         group: &[&AppendRequest],
         stream: &StreamId,
         record: &'r NewRecord,
+        prints_from: usize,
     ) -> Result<Identity<'r>, LogError> {
-        self.identity_prints.clear();
-        for rule in &record.rules {
-            let RuleRef::Identity(key) = rule else { continue };
-            let (print, known) = self.get(shared, key)?;
-            self.identity_prints.push(print);
+        for (rule_index, rule) in record.rules.iter().enumerate() {
+            if !matches!(rule, RuleRef::Identity(_)) {
+                continue;
+            }
+            let known = self.get(shared, self.prints[prints_from + rule_index])?;
             let Some(held_at) = known.held_at() else { continue };
             return Ok(if known.is_record(shared, group, stream, record)? {
                 Identity::Retry(held_at)
@@ -443,10 +463,12 @@ fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>
 /// the index is complete, and then takes it out of the staged keys: as one sorted table, or, when
 /// it has fewer than `KEYS_INGEST_MIN` keys, in one batch through the journal. A table the staged
 /// keys no longer hold (the index was dropped meanwhile, for a rebuild) is not written.
+/// `log_synced`: the log is on disk up to the last envelope the table indexes.
 pub(crate) fn ingest_handed(
     shared: &Shared,
     table: &Arc<StagedTable>,
     mark: Option<Position>,
+    log_synced: bool,
 ) -> Result<(), fjall::Error> {
     // NOTE: held until the engine holds the table, so that dropping the index waits for it.
     let _ingesting = shared.key_ingestion();
@@ -469,9 +491,12 @@ pub(crate) fn ingest_handed(
         }
     } else {
         // NOTE: an ingested table is durable apart from the journal: the log it indexes is
-        // persisted first, so that the index never holds a key of an envelope a crash could
-        // still take back.
-        shared.db.persist(fjall::PersistMode::SyncData)?;
+        // persisted first (unless its appends already were), so that the index never holds a key
+        // of an envelope a crash could still take back. A sync of its own here took the journal
+        // from the writer while the disk flushed, once per table.
+        if !log_synced {
+            shared.db.persist(fjall::PersistMode::SyncData)?;
+        }
         let mut ingestion = shared.keys.start_ingestion()?;
         for (print, value) in table.sorted() {
             ingestion.write(framed_print(print), value)?;

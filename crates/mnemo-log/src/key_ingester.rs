@@ -22,6 +22,8 @@ use crate::staged_keys::StagedTable;
 struct Job {
     table: Arc<StagedTable>,
     mark: Option<Position>,
+    /// Whether the log the table indexes is already on disk (see `key_index::ingest_handed`).
+    log_synced: bool,
 }
 
 /// Why a table did not reach the engine.
@@ -63,7 +65,7 @@ impl KeyIngester {
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("mnemo-key-ingest".to_owned()).spawn(move || {
             for job in queue {
-                let result = key_index::ingest_handed(&thread_shared, &job.table, job.mark);
+                let result = key_index::ingest_handed(&thread_shared, &job.table, job.mark, job.log_synced);
                 if finished.send((result, job.table)).is_err() {
                     return;
                 }
@@ -84,12 +86,18 @@ impl KeyIngester {
         self.under_way.is_some()
     }
 
-    /// Hands `table` on to be ingested with the index's `mark`; `head` is the log's head now.
-    /// Only when no table is under way.
-    pub(crate) fn hand_on(&mut self, table: Arc<StagedTable>, mark: Option<Position>, head: Position) {
+    /// Hands `table` on to be ingested with the index's `mark`; `head` is the log's head now, and
+    /// `log_synced` says whether the log is on disk up to it. Only when no table is under way.
+    pub(crate) fn hand_on(
+        &mut self,
+        table: Arc<StagedTable>,
+        mark: Option<Position>,
+        head: Position,
+        log_synced: bool,
+    ) {
         debug_assert!(self.under_way.is_none(), "a table is handed on while another is under way");
         self.under_way = Some(head);
-        let job = Job { table, mark };
+        let job = Job { table, mark, log_synced };
         let job = match &self.jobs {
             Some(jobs) => match jobs.send(job) {
                 Ok(()) => return,
@@ -97,7 +105,8 @@ impl KeyIngester {
             },
             None => job,
         };
-        self.ran_here = Some((key_index::ingest_handed(&self.shared, &job.table, job.mark), job.table));
+        let result = key_index::ingest_handed(&self.shared, &job.table, job.mark, job.log_synced);
+        self.ran_here = Some((result, job.table));
     }
 
     /// How the table under way ended, if it has.

@@ -47,6 +47,9 @@ pub(crate) struct WriterState {
     /// Where the key index's mark is: the keys of every envelope up to here are in the `keys`
     /// keyspace; those of later ones are staged (`staged_keys.rs`).
     pub keys_marked: Position,
+    /// Every envelope up to here is on disk: the last group persisted with `SyncData` or `SyncAll`
+    /// ended here (`Position::ZERO` until one is).
+    pub synced_through: Position,
 }
 
 /// The writer thread's loop: runs until every sender is dropped.
@@ -212,6 +215,9 @@ fn commit_group(
     }
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
+    if persist_mode(durability).is_some() {
+        state.synced_through = Position(next_position.0 - 1);
+    }
     if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
         record_high_water(
             shared,
@@ -291,7 +297,7 @@ fn stage_keys(
     }
     let mark = next_mark(state);
     let table = shared.staged_keys_mut().hand_on();
-    ingester.hand_on(table, mark, head);
+    ingester.hand_on(table, mark, head, head <= state.synced_through);
     if let Some(mark) = mark {
         state.keys_marked = mark;
     }
@@ -326,7 +332,8 @@ fn note_ingested(shared: &Shared, ingested: Ingested) {
 fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
     let mark = next_mark(state);
     let table = shared.staged_keys_mut().hand_on();
-    key_index::ingest_handed(shared, &table, mark)?;
+    let head = Position(state.next_position.0 - 1);
+    key_index::ingest_handed(shared, &table, mark, head <= state.synced_through)?;
     if let Some(mark) = mark {
         state.keys_marked = mark;
     }
