@@ -523,9 +523,11 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
 }
 
 /// The options of the key index's keyspace (`keys`): the log's, with a larger memtable
-/// (`KEYS_MEMTABLE_BYTES_MAX`) and a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
-/// `KEYS_TABLE_BYTES`), since its keys are random. Used only when the keyspace is created; the
-/// engine keeps them.
+/// (`KEYS_MEMTABLE_BYTES_MAX`), a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
+/// `KEYS_TABLE_BYTES`), since its keys are random, and no compression: a key is a random
+/// fingerprint and its value mostly a position, which compress little, and compressing them took
+/// the engine's threads more time than any other part of their merges. Used only when the
+/// keyspace is created; the engine keeps them.
 pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
     let compaction = fjall::compaction::Leveled::default()
         .with_l0_threshold(KEYS_L0_TABLES_MAX)

@@ -61,8 +61,9 @@ pub const KEYS_INGEST_MIN: usize = 4096;
 pub const KEYS_MARK_LAG_MAX: u64 = 131_072;
 
 /// Tables the key index's first level gathers before they are merged into the next (the engine's
-/// default is 4): half as many merges, each of twice the keys. Kept well below 20, where the
-/// engine starts to slow writes down.
+/// default is 4): a quarter as many merges, each of four times the keys; its keys are random, so
+/// each merge rewrites all of the next level. Kept below 20, where the engine starts to slow
+/// writes down. A lookup that gets past the key filter checks each of these tables' own filters.
 pub const KEYS_L0_TABLES_MAX: u8 = 16;
 
 /// The size of the key index's tables (the engine's default is 64 MiB). The first level below the
