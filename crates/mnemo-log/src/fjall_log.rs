@@ -525,8 +525,8 @@ pub fn keyspace_options() -> KeyspaceCreateOptions {
 /// The options of the key index's keyspace (`keys`): the log's, with a larger memtable
 /// (`KEYS_MEMTABLE_BYTES_MAX`), a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
 /// `KEYS_TABLE_BYTES`), since its keys are random, and no compression: a key is a random
-/// fingerprint and its value mostly a position, which compress little, and compressing them took
-/// the engine's threads more time than any other part of their merges. Used only when the
+/// fingerprint and its value mostly a position, which compress little, while compression is the
+/// largest single cost in the engine threads' profile of a bulk import. Used only when the
 /// keyspace is created; the engine keeps them.
 pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
     let compaction = fjall::compaction::Leveled::default()
