@@ -96,7 +96,9 @@ impl FilterBits {
     pub(crate) fn insert(&self, print: Fingerprint) {
         let (block, masks) = self.locate(print);
         for (word, mask) in block.iter().zip(masks) {
-            if mask != 0 {
+            // NOTE: a word whose bits are all set already is only read: an atomic update costs
+            // several times a read, and a filter near its capacity has half its bits set.
+            if word.load(Ordering::Relaxed) & mask != mask {
                 word.fetch_or(mask, Ordering::Relaxed);
             }
         }
@@ -167,7 +169,7 @@ impl KeyFilter {
         self.active.as_ref().map_or(0, |bits| bits.fetch_ahead(print))
     }
 
-    /// Records a key the writer wrote to the index.
+    /// Records a key the writer writes to the index (as it decides to: see `GroupKeys::write`).
     pub(crate) fn add(&mut self, print: Fingerprint) {
         if let Some(bits) = &self.active {
             bits.insert(print);

@@ -233,13 +233,6 @@ impl GroupKeys {
         self.bytes.clear();
     }
 
-    /// The group's keys are in the committed index now: the filter learns them.
-    pub(crate) fn committed(&mut self) {
-        for write in &self.writes {
-            self.filter.add(write.fingerprint);
-        }
-    }
-
     /// The store is closing: a filter still being built is abandoned.
     pub(crate) fn close(&mut self) {
         self.filter.stop();
@@ -278,6 +271,11 @@ impl GroupKeys {
         // that undoing the request leaves the key absent as it found it.
         let value_print = if value.is_empty() { self.empty_print } else { fingerprint(value) };
         self.known.insert(print, Known::Pending { position, value: value_print, holder });
+        // NOTE: the filter learns the key now, while its block is in the cache from the lookup
+        // just made, not once the group is committed: a key the group then does not write (its
+        // request undone, the batch failed) only makes the filter answer "may be present" for it,
+        // which costs a read, never a wrong decision.
+        self.filter.add(print);
         let value_start = self.bytes.len();
         encode_value_into(&mut self.bytes, position, value);
         let write = Write { fingerprint: print, value: value_start..self.bytes.len() };

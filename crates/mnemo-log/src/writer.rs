@@ -272,7 +272,6 @@ fn stage_keys(
         }
         staged.len()
     };
-    group_keys.committed();
     shared.keys_indexed.advance(head);
     if let Some(ingested) = ingester.finished() {
         note_ingested(shared, ingested);
