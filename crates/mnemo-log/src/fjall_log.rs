@@ -215,7 +215,7 @@ impl FjallLog {
             poisoned: Mutex::new(None),
         });
         let mut state = recover(&shared, &options)?;
-        let head = Position(state.next_position.0 - 1);
+        let head = state.head();
         let (high_water, check) = check_high_water(dir, &shared, &state, &options)?;
         let (lost, accepted) = match check {
             HighWaterCheck::Reached => (None, None),
@@ -591,7 +591,7 @@ fn check_high_water(
     state: &WriterState,
     options: &LogOptions,
 ) -> Result<(HighWaterFile, HighWaterCheck), LogError> {
-    let head = HighWater { position: Position(state.next_position.0 - 1), hash: state.last_hash };
+    let head = HighWater { position: state.head(), hash: state.last_hash };
     let (mut file, mark) = HighWaterFile::open(dir, head)?;
     if mark.position <= head.position {
         if options.verify_tail_on_open && mark.position > Position::ZERO {

@@ -238,8 +238,8 @@ impl GroupKeys {
         self.filter.stop();
     }
 
-    /// The key's fingerprint and the key as the group knows it, read from the committed index
-    /// the first time.
+    /// The key of fingerprint `print` as the group knows it, read from the committed index the
+    /// first time.
     fn get(&mut self, shared: &Shared, print: Fingerprint) -> Result<Known, LogError> {
         match self.known.entry(print) {
             Entry::Occupied(entry) => Ok(*entry.get()),

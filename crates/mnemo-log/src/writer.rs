@@ -52,6 +52,13 @@ pub(crate) struct WriterState {
     pub synced_through: Position,
 }
 
+impl WriterState {
+    /// The position of the last envelope appended (`Position::ZERO` for an empty log).
+    pub(crate) fn head(&self) -> Position {
+        Position(self.next_position.0 - 1)
+    }
+}
+
 /// The writer thread's loop: runs until every sender is dropped.
 pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
     let mut group_keys = key_index::GroupKeys::new(KeyFilter::start(Arc::clone(&shared)));
@@ -264,7 +271,7 @@ fn stage_keys(
     group_keys: &mut key_index::GroupKeys,
     ingester: &mut KeyIngester,
 ) {
-    let head = Position(state.next_position.0 - 1);
+    let head = state.head();
     let staged = {
         let mut staged = shared.staged_keys_mut();
         for (print, value) in group_keys.entries() {
@@ -305,7 +312,7 @@ fn stage_keys(
 /// The index's mark a table handed on now carries: the head, when the index is complete and the
 /// mark is behind it.
 fn next_mark(state: &WriterState) -> Option<Position> {
-    let head = Position(state.next_position.0 - 1);
+    let head = state.head();
     (state.keys_complete && head > state.keys_marked).then_some(head)
 }
 
@@ -331,7 +338,7 @@ fn note_ingested(shared: &Shared, ingested: Ingested) {
 fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
     let mark = next_mark(state);
     let table = shared.staged_keys_mut().hand_on();
-    let head = Position(state.next_position.0 - 1);
+    let head = state.head();
     key_index::ingest_handed(shared, &table, mark, head <= state.synced_through)?;
     if let Some(mark) = mark {
         state.keys_marked = mark;
