@@ -93,6 +93,7 @@ impl FilterBits {
         &self.blocks[((u128::from(low) * self.blocks.len() as u128) >> 64) as usize]
     }
 
+    /// Inserts a key while another thread may insert too (a filter being filled by its scan).
     pub(crate) fn insert(&self, print: Fingerprint) {
         let (block, masks) = self.locate(print);
         for (word, mask) in block.iter().zip(masks) {
@@ -100,6 +101,19 @@ impl FilterBits {
             // several times a read, and a filter near its capacity has half its bits set.
             if word.load(Ordering::Relaxed) & mask != mask {
                 word.fetch_or(mask, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Inserts a key into a filter no other thread inserts into (the one in use, whose scan has
+    /// ended): a plain read and write per word, where [`FilterBits::insert`]'s atomic update costs
+    /// several times as much.
+    fn insert_alone(&self, print: Fingerprint) {
+        let (block, masks) = self.locate(print);
+        for (word, mask) in block.iter().zip(masks) {
+            let bits = word.load(Ordering::Relaxed);
+            if bits & mask != mask {
+                word.store(bits | mask, Ordering::Relaxed);
             }
         }
     }
@@ -161,18 +175,21 @@ impl KeyFilter {
         self.active.as_ref().is_none_or(|bits| bits.may_contain(print))
     }
 
-    /// Reads a word of the block the active filter will look the key up in, so that the block is
-    /// in the processor's cache by then. The caller folds the words together and uses the result
-    /// only once it has asked for all of them: no read then waits for another, and the processor
-    /// has several under way at once.
+    /// Reads a word of each block the key will be looked up in or added to (the active filter's,
+    /// and the one being built's), so that the blocks are in the processor's cache by then. Returns
+    /// the words folded together: a caller folds the results of many keys and uses the fold only
+    /// after asking for all of them, so that no read waits for another and many are under way at
+    /// once.
     pub(crate) fn fetch_ahead(&self, print: Fingerprint) -> u64 {
-        self.active.as_ref().map_or(0, |bits| bits.fetch_ahead(print))
+        let active = self.active.as_ref().map_or(0, |bits| bits.fetch_ahead(print));
+        active ^ self.building.as_ref().map_or(0, |build| build.bits.fetch_ahead(print))
     }
 
     /// Records a key the writer writes to the index (as it decides to: see `GroupKeys::write`).
     pub(crate) fn add(&mut self, print: Fingerprint) {
         if let Some(bits) = &self.active {
-            bits.insert(print);
+            // Only a finished build becomes active, so its scan no longer inserts into it.
+            bits.insert_alone(print);
             self.active_keys += 1;
         }
         if let Some(build) = &mut self.building {
@@ -304,6 +321,23 @@ mod tests {
             bits.insert(print(index));
         }
         assert!((0..20_000).all(|index| bits.may_contain(print(index))));
+    }
+
+    #[test]
+    fn a_key_inserted_alone_sets_the_bits_a_shared_insert_sets() {
+        let (shared, alone) = (FilterBits::with_capacity(10_000), FilterBits::with_capacity(10_000));
+        for index in 0..20_000 {
+            shared.insert(print(index));
+            alone.insert_alone(print(index));
+        }
+        let words = |bits: &FilterBits| -> Vec<u64> {
+            bits.blocks
+                .iter()
+                .flat_map(|block| block.0.iter().map(|word| word.load(Ordering::Relaxed)))
+                .collect()
+        };
+        assert_eq!(words(&shared), words(&alone));
+        assert!((0..20_000).all(|index| alone.may_contain(print(index))));
     }
 
     #[test]

@@ -372,24 +372,22 @@ impl GroupKeys {
         Ok(Ok(retried))
     }
 
-    /// Fingerprints the keys of every rule of `request` into `prints`, and has the filter fetch
-    /// the memory it will read for each while the rest are hashed.
+    /// Fingerprints the keys of every rule of `request` into `prints`, then has the filter fetch
+    /// the memory it will read for each.
     ///
     /// NOTE: the filter is larger than the processor's caches past a few hundred thousand keys,
-    /// and a lookup that waited for its block took most of the writer's time per key; fetched
-    /// ahead like this, the blocks of a request's keys arrive together.
+    /// and a lookup that waited for its block took most of the writer's time per key. The fetches
+    /// are a loop of their own: interleaved with the hashing, only the two or three fetches within
+    /// the processor's window of instructions were under way at once, and the writer still waited
+    /// for most of each (`perf annotate`: 70% of the request's decision at the fetch).
     fn fingerprint_rules(&mut self, request: &AppendRequest) {
         self.prints.clear();
         self.rules_from.clear();
-        let mut fetched = 0;
         for record in &request.records {
             self.rules_from.push(self.prints.len());
-            for rule in &record.rules {
-                let print = fingerprint(rule.key());
-                fetched ^= self.filter.fetch_ahead(print);
-                self.prints.push(print);
-            }
+            self.prints.extend(record.rules.iter().map(|rule| fingerprint(rule.key())));
         }
+        let fetched = self.prints.iter().fold(0, |fold, &print| fold ^ self.filter.fetch_ahead(print));
         std::hint::black_box(fetched);
     }
 
