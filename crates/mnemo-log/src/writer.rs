@@ -57,6 +57,11 @@ impl WriterState {
     pub(crate) fn head(&self) -> Position {
         Position(self.next_position.0 - 1)
     }
+
+    /// Whether every envelope appended is on disk already (so an ingestion need not sync the log).
+    fn head_is_synced(&self) -> bool {
+        self.head() <= self.synced_through
+    }
 }
 
 /// The writer thread's loop: runs until every sender is dropped.
@@ -303,7 +308,7 @@ fn stage_keys(
     }
     let mark = next_mark(state);
     let table = shared.staged_keys_mut().hand_on();
-    ingester.hand_on(table, mark, head, head <= state.synced_through);
+    ingester.hand_on(table, mark, head, state.head_is_synced());
     if let Some(mark) = mark {
         state.keys_marked = mark;
     }
@@ -338,8 +343,7 @@ fn note_ingested(shared: &Shared, ingested: Ingested) {
 fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
     let mark = next_mark(state);
     let table = shared.staged_keys_mut().hand_on();
-    let head = state.head();
-    key_index::ingest_handed(shared, &table, mark, head <= state.synced_through)?;
+    key_index::ingest_handed(shared, &table, mark, state.head_is_synced())?;
     if let Some(mark) = mark {
         state.keys_marked = mark;
     }
