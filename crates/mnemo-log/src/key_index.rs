@@ -243,7 +243,9 @@ impl GroupKeys {
     fn get(&mut self, shared: &Shared, print: Fingerprint) -> Result<Known, LogError> {
         match self.known.entry(print) {
             Entry::Occupied(entry) => Ok(*entry.get()),
-            Entry::Vacant(entry) if !self.filter.may_contain(print) => Ok(*entry.insert(Known::Absent)),
+            // NOTE: not remembered: asking the filter again costs less than the map's insert, and
+            // most such keys are written at once, which puts them in the map anyway.
+            Entry::Vacant(_) if !self.filter.may_contain(print) => Ok(Known::Absent),
             Entry::Vacant(entry) => {
                 let known = match read_value(shared, print)? {
                     None => Known::Absent,
@@ -476,9 +478,10 @@ pub(crate) fn ingest_handed(
         // table of their own each; in the journal they follow the envelopes they index, so a
         // crash cannot keep them without those.
         let mut batch = shared.db.batch();
-        for (print, value) in table.sorted() {
+        table.for_each_in_key_order(|print, value| {
             batch.insert(&shared.keys, framed_print(print), value);
-        }
+            Ok::<(), fjall::Error>(())
+        })?;
         if let Some(mark) = mark {
             batch.insert(&shared.keys, MARK_KEY, mark.to_key());
         }
@@ -494,9 +497,7 @@ pub(crate) fn ingest_handed(
             shared.db.persist(fjall::PersistMode::SyncData)?;
         }
         let mut ingestion = shared.keys.start_ingestion()?;
-        for (print, value) in table.sorted() {
-            ingestion.write(framed_print(print), value)?;
-        }
+        table.for_each_in_key_order(|print, value| ingestion.write(framed_print(print), value))?;
         // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
         if let Some(mark) = mark {
             ingestion.write(MARK_KEY, &mark.to_key()[..])?;

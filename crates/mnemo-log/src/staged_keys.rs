@@ -17,7 +17,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::key_index::{Fingerprint, FingerprintHasher};
 
@@ -64,7 +64,10 @@ impl StagedKeys {
     /// [`StagedKeys::ingested`]. Only one table is handed on at a time.
     pub(crate) fn hand_on(&mut self) -> Arc<StagedTable> {
         debug_assert!(self.handed.is_none(), "a table is handed on while another is");
-        let next = self.spare.take().unwrap_or_default();
+        // NOTE: without a spare, the next table is sized like this one: grown from empty, its map
+        // rehashed every key at each doubling, on the writer's thread.
+        let filled = self.filling.len();
+        let next = self.spare.take().unwrap_or_else(|| StagedTable::with_capacity(filled));
         let table = Arc::new(std::mem::replace(&mut self.filling, next));
         self.handed = Some(Arc::clone(&table));
         table
@@ -97,9 +100,20 @@ pub(crate) struct StagedTable {
     values: HashMap<Fingerprint, Range<usize>, BuildHasherDefault<FingerprintHasher>>,
     /// The values, end to end.
     bytes: Vec<u8>,
+    /// The keys in fingerprint order, made when the table is ingested, and kept with the rest of
+    /// the table's memory for the next table: a fresh buffer of this size (4 MiB for
+    /// `KEYS_STAGED_MAX` keys) was faulted in and zeroed page by page at every ingestion.
+    order: Mutex<Vec<(Fingerprint, Range<usize>)>>,
 }
 
 impl StagedTable {
+    fn with_capacity(keys: usize) -> StagedTable {
+        StagedTable {
+            values: HashMap::with_capacity_and_hasher(keys, BuildHasherDefault::default()),
+            ..StagedTable::default()
+        }
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.values.len()
     }
@@ -114,12 +128,17 @@ impl StagedTable {
         self.values.insert(print, start..self.bytes.len());
     }
 
-    /// Every key and its value, in fingerprint order (the order of the `keys` keyspace).
-    pub(crate) fn sorted(&self) -> Vec<(Fingerprint, &[u8])> {
-        let mut sorted: Vec<(Fingerprint, &[u8])> =
-            self.values.iter().map(|(print, range)| (*print, &self.bytes[range.clone()])).collect();
-        sorted.sort_unstable_by_key(|(print, _)| *print);
-        sorted
+    /// Calls `each` with every key and its value, in fingerprint order (the order of the `keys`
+    /// keyspace), until it fails.
+    pub(crate) fn for_each_in_key_order<E>(
+        &self,
+        mut each: impl FnMut(Fingerprint, &[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut order = self.order.lock().unwrap_or_else(PoisonError::into_inner);
+        order.clear();
+        order.extend(self.values.iter().map(|(print, range)| (*print, range.clone())));
+        order.sort_unstable_by_key(|(print, _)| *print);
+        order.iter().try_for_each(|(print, range)| each(*print, &self.bytes[range.clone()]))
     }
 
     fn clear(&mut self) {
@@ -132,6 +151,17 @@ impl StagedTable {
 mod tests {
     use super::*;
 
+    fn in_key_order(table: &StagedTable) -> Vec<(Fingerprint, Vec<u8>)> {
+        let mut entries = Vec::new();
+        table
+            .for_each_in_key_order(|print, value| {
+                entries.push((print, value.to_vec()));
+                Ok::<(), ()>(())
+            })
+            .expect("collected");
+        entries
+    }
+
     #[test]
     fn a_staged_key_reads_back_its_value_until_its_table_is_ingested_and_tables_come_out_in_fingerprint_order()
      {
@@ -143,7 +173,7 @@ mod tests {
         assert_eq!(staged.get(10), Some(&b""[..]));
         assert_eq!(staged.get(40), None);
         let table = staged.hand_on();
-        let order: Vec<Fingerprint> = table.sorted().iter().map(|(print, _)| *print).collect();
+        let order: Vec<Fingerprint> = in_key_order(&table).iter().map(|(print, _)| *print).collect();
         assert_eq!(order, vec![10, 20, 30]);
         assert_eq!(staged.len(), 0);
         staged.insert(40, b"forty");
@@ -157,7 +187,7 @@ mod tests {
         assert_eq!(staged.get(40), Some(&b"forty"[..]));
         staged.give_back(table);
         let next = staged.hand_on();
-        assert_eq!(next.sorted(), vec![(40, &b"forty"[..])]);
+        assert_eq!(in_key_order(&next), vec![(40, b"forty".to_vec())]);
         assert_eq!(staged.len(), 0, "the table given back fills again from empty");
         assert_eq!(staged.get(10), None, "nothing of the table given back is read");
         staged.insert(50, b"fifty");
