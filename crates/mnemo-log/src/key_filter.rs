@@ -435,6 +435,21 @@ mod tests {
     }
 
     #[test]
+    fn a_new_store_gets_a_filter_for_a_million_events_keys_before_it_needs_a_larger_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let mut filter = KeyFilter::start(Arc::clone(&shared));
+        wait_for_build(&mut filter);
+        let capacity = filter.active.as_ref().expect("a filter").capacity();
+        assert!(capacity >= KEY_FILTER_KEYS_MIN, "{capacity} keys");
+        for index in 0..1_800_000 {
+            filter.add(print(index));
+        }
+        filter.poll();
+        assert!(filter.building.is_none(), "1.8M keys, the keys of about 1M events, start no rebuild");
+    }
+
+    #[test]
     fn keys_staged_before_a_build_are_in_the_filter_it_builds() {
         let dir = tempfile::tempdir().expect("tempdir");
         let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
