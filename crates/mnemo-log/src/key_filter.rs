@@ -434,12 +434,18 @@ mod tests {
         assert!(absent > 9_500, "a filter below its capacity answers most absent keys: {absent}");
     }
 
-    #[test]
-    fn a_new_store_gets_a_filter_for_a_million_events_keys_before_it_needs_a_larger_one() {
+    /// A new store's filter, built and in use; the store's folder and state with it.
+    fn built_filter() -> (tempfile::TempDir, Arc<Shared>, KeyFilter) {
         let dir = tempfile::tempdir().expect("tempdir");
         let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
         let mut filter = KeyFilter::start(Arc::clone(&shared));
         wait_for_build(&mut filter);
+        (dir, shared, filter)
+    }
+
+    #[test]
+    fn a_new_store_gets_a_filter_for_a_million_events_keys_before_it_needs_a_larger_one() {
+        let (_dir, _shared, mut filter) = built_filter();
         let capacity = filter.active.as_ref().expect("a filter").capacity();
         assert!(capacity >= KEY_FILTER_KEYS_MIN, "{capacity} keys");
         for index in 0..1_800_000 {
@@ -464,10 +470,7 @@ mod tests {
 
     #[test]
     fn a_rewritten_index_drops_the_filter_until_one_is_built_for_it() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
-        let mut filter = KeyFilter::start(Arc::clone(&shared));
-        wait_for_build(&mut filter);
+        let (_dir, shared, mut filter) = built_filter();
         assert!(!filter.may_contain(key_index::fingerprint(b"erebuilt")));
         // Another thread writes the index (a rebuild) and says so.
         let framed = crate::key_index::framed(b"erebuilt");
