@@ -38,6 +38,7 @@ pub enum RuleRef<'a> {
 
 impl<'a> RuleRef<'a> {
     /// The key the rule is about.
+    #[inline]
     pub fn key(self) -> &'a [u8] {
         match self {
             RuleRef::Identity(key)
@@ -117,6 +118,7 @@ impl KeyRules {
     }
 
     /// The rules in order.
+    #[inline]
     pub fn iter(&self) -> RulesIter<'_> {
         RulesIter { rest: &self.bytes }
     }
@@ -211,7 +213,11 @@ pub struct RulesIter<'a> {
     rest: &'a [u8],
 }
 
+// NOTE: `#[inline]` on the readers: the log's writer walks every record's rules three times, and
+// called across crates each rule came back through memory, where the writer waited to read it
+// (`perf annotate`: 70% of its decisions' time at the first read after the call).
 impl<'a> RulesIter<'a> {
+    #[inline]
     fn part(&mut self) -> &'a [u8] {
         let (length, rest) = self.rest.split_at(4);
         let length = u32::from_le_bytes([length[0], length[1], length[2], length[3]]) as usize;
@@ -224,6 +230,7 @@ impl<'a> RulesIter<'a> {
 impl<'a> Iterator for RulesIter<'a> {
     type Item = RuleRef<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<RuleRef<'a>> {
         // NOTE: only `KeyRules`' own methods write the buffer, so every rule is whole.
         let (&tag, rest) = self.rest.split_first()?;

@@ -79,15 +79,21 @@ impl FilterBits {
         (self.blocks.len() * BLOCK_WORDS * 8) as u64
     }
 
-    /// The block of a fingerprint and, per word of it, the bits the key sets.
-    fn locate(&self, print: Fingerprint) -> (&[AtomicU64; BLOCK_WORDS], [u64; BLOCK_WORDS]) {
-        let mut high = (print >> 64) as u64;
-        let mut masks = [0u64; BLOCK_WORDS];
-        for _ in 0..BITS_PER_KEY_SET {
-            masks[(high & 7) as usize] |= 1 << ((high >> 3) & 63);
-            high >>= 9;
-        }
-        (&self.block_of(print).0, masks)
+    /// The block of a fingerprint and the bits the key sets in it: per bit, its word in the block
+    /// and the bit's mask in that word.
+    ///
+    /// NOTE: bit by bit, each tested or set where it is. Gathering the bits into one mask per word
+    /// first built the masks in memory a word at a time and read them back sixteen bytes at a
+    /// time, which the processor cannot forward from the pending writes: 90% of the samples of
+    /// that computation were at those reads, about 0.25 s of the writer's time per 1M events
+    /// (`perf annotate`).
+    fn locate(&self, print: Fingerprint) -> (&[AtomicU64; BLOCK_WORDS], impl Iterator<Item = (usize, u64)>) {
+        let high = (print >> 64) as u64;
+        let bits = (0..BITS_PER_KEY_SET).map(move |probe| {
+            let chosen = high >> (9 * probe);
+            ((chosen & 7) as usize, 1 << ((chosen >> 3) & 63))
+        });
+        (&self.block_of(print).0, bits)
     }
 
     fn block_of(&self, print: Fingerprint) -> &Block {
@@ -98,25 +104,25 @@ impl FilterBits {
 
     /// Inserts a key while another thread may insert too (a filter being filled by its scan).
     pub(crate) fn insert(&self, print: Fingerprint) {
-        let (block, masks) = self.locate(print);
-        for (word, mask) in block.iter().zip(masks) {
-            // NOTE: a word whose bits are all set already is only read: an atomic update costs
-            // several times a read, and a filter near its capacity has half its bits set.
-            if word.load(Ordering::Relaxed) & mask != mask {
-                word.fetch_or(mask, Ordering::Relaxed);
+        let (block, bits) = self.locate(print);
+        for (word, mask) in bits {
+            // NOTE: a bit set already is only read: an atomic update costs several times a read,
+            // and a filter near its capacity has half its bits set.
+            if block[word].load(Ordering::Relaxed) & mask == 0 {
+                block[word].fetch_or(mask, Ordering::Relaxed);
             }
         }
     }
 
     /// Inserts a key into a filter no other thread inserts into (the one in use, whose scan has
-    /// ended): a plain read and write per word, where [`FilterBits::insert`]'s atomic update costs
+    /// ended): a plain read and write per bit, where [`FilterBits::insert`]'s atomic update costs
     /// several times as much.
     fn insert_alone(&self, print: Fingerprint) {
-        let (block, masks) = self.locate(print);
-        for (word, mask) in block.iter().zip(masks) {
-            let bits = word.load(Ordering::Relaxed);
-            if bits & mask != mask {
-                word.store(bits | mask, Ordering::Relaxed);
+        let (block, bits) = self.locate(print);
+        for (word, mask) in bits {
+            let held = block[word].load(Ordering::Relaxed);
+            if held & mask == 0 {
+                block[word].store(held | mask, Ordering::Relaxed);
             }
         }
     }
@@ -132,8 +138,8 @@ impl FilterBits {
 
     /// Whether the key may be held; `false` means it certainly is not among the keys inserted.
     pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
-        let (block, masks) = self.locate(print);
-        block.iter().zip(masks).all(|(word, mask)| word.load(Ordering::Relaxed) & mask == mask)
+        let (block, mut bits) = self.locate(print);
+        bits.all(|(word, mask)| block[word].load(Ordering::Relaxed) & mask != 0)
     }
 }
 
