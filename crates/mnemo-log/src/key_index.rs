@@ -198,6 +198,9 @@ pub(crate) struct GroupKeys {
     /// record; `rules_from[r]` is where record `r`'s begin.
     prints: Vec<Fingerprint>,
     rules_from: Vec<usize>,
+    /// Beside `prints`: whether the rule is the same as the rule in the same place of the record
+    /// before (the events of one invocation claim the same run and turn and forbid the same seal).
+    repeats: Vec<bool>,
     /// The fingerprint of an empty value (what every key but a claim holds).
     empty_print: Fingerprint,
 }
@@ -221,6 +224,7 @@ impl GroupKeys {
             bytes: Vec::new(),
             prints: Vec::new(),
             rules_from: Vec::new(),
+            repeats: Vec::new(),
             empty_print: fingerprint(&[]),
         }
     }
@@ -329,8 +333,11 @@ impl GroupKeys {
     ) -> Result<Result<Vec<Option<Position>>, KeyRefusal>, LogError> {
         let request = group[request_index];
         self.fingerprint_rules(request);
-        let mut retried = Vec::with_capacity(request.records.len());
+        let mut retried: Vec<Option<Position>> = Vec::with_capacity(request.records.len());
         let mut next = first_position;
+        // Where the group's writes of the record before begin, when it was new (its rules were all
+        // checked).
+        let mut new_before: Option<usize> = None;
         for (index, record) in request.records.iter().enumerate() {
             let refuse =
                 |rule: RuleRef<'_>, held_at| KeyRefusal { record: index, rule: rule.to_rule(), held_at };
@@ -338,6 +345,7 @@ impl GroupKeys {
             match self.identity(shared, group, &request.stream, record, prints_from)? {
                 Identity::Retry(original) => {
                     retried.push(Some(original));
+                    new_before = None;
                     continue;
                 }
                 Identity::Conflict(rule, held_at) => return Ok(Err(refuse(rule, Some(held_at)))),
@@ -346,6 +354,12 @@ impl GroupKeys {
             let from = self.writes.len();
             for (rule_index, rule) in record.rules.iter().enumerate() {
                 let print = self.prints[prints_from + rule_index];
+                if self.repeats[prints_from + rule_index]
+                    && new_before
+                        .is_some_and(|writes_before| self.holds_as_before(rule, print, writes_before))
+                {
+                    continue;
+                }
                 let write = if matches!(rule, RuleRef::Identity(_)) {
                     // Looked up by `identity` just now: absent, or written by this very record.
                     Some(&[][..])
@@ -370,8 +384,24 @@ impl GroupKeys {
             }
             next = next.next();
             retried.push(None);
+            new_before = Some(from);
         }
         Ok(Ok(retried))
+    }
+
+    /// Whether `rule`, the same as the rule in its place in the record before, which was new and
+    /// whose writes are the group's from `writes_before` on, holds as it held there: a claim met or
+    /// written stays met, a required key stays held, and a forbidden key stays absent unless that
+    /// record or this one has written it since (a terminal event seals its run). Such a rule needs
+    /// no lookup and writes nothing.
+    fn holds_as_before(&self, rule: RuleRef<'_>, print: Fingerprint, writes_before: usize) -> bool {
+        match rule {
+            RuleRef::Claim { .. } | RuleRef::Requires(_) => true,
+            RuleRef::Forbids(_) => {
+                self.writes[writes_before..].iter().all(|write| write.fingerprint != print)
+            }
+            RuleRef::Identity(_) | RuleRef::Unique(_) => false,
+        }
     }
 
     /// Fingerprints the keys of every rule of `request` into `prints`, then has the filter fetch
@@ -382,12 +412,28 @@ impl GroupKeys {
     /// are a loop of their own: interleaved with the hashing, only the two or three fetches within
     /// the processor's window of instructions were under way at once, and the writer still waited
     /// for most of each (`perf annotate`: 70% of the request's decision at the fetch).
+    ///
+    /// A rule the same as the one in its place in the record before takes that one's fingerprint
+    /// and is marked in `repeats`: comparing the bytes costs less than hashing them.
     fn fingerprint_rules(&mut self, request: &AppendRequest) {
         self.prints.clear();
         self.rules_from.clear();
+        self.repeats.clear();
+        let mut before: Option<(&NewRecord, usize)> = None;
         for record in &request.records {
-            self.rules_from.push(self.prints.len());
-            self.prints.extend(record.rules.iter().map(|rule| fingerprint(rule.key())));
+            let from = self.prints.len();
+            self.rules_from.push(from);
+            let mut rules_before = before.map(|(record, _)| record.rules.iter());
+            for (rule_index, rule) in record.rules.iter().enumerate() {
+                let same = rules_before.as_mut().and_then(Iterator::next) == Some(rule);
+                let print = match before {
+                    Some((_, before_from)) if same => self.prints[before_from + rule_index],
+                    _ => fingerprint(rule.key()),
+                };
+                self.prints.push(print);
+                self.repeats.push(same);
+            }
+            before = Some((record, from));
         }
         self.filter.fetch_all(&self.prints);
     }
@@ -792,5 +838,61 @@ mod tests {
         let decided = keys.decide(&shared, &[&other], 0, Position(1)).expect("decide");
         assert!(matches!(decided, Decision::Go { ref retried, .. } if retried == &[None]));
         assert_eq!(keys.written(), 2, "its identity and its claim");
+    }
+
+    #[test]
+    fn rules_repeated_from_the_record_before_are_decided_as_that_record_left_them() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let shared = shared_for_tests(dir.path()).expect("store");
+        let seal = || KeyRule::Forbids(b"seal".to_vec());
+        let sealing = KeyRule::Unique(b"seal".to_vec());
+        let run = request(
+            "session/a",
+            vec![
+                event("e1", b"one", vec![claim("run", "a"), seal()]),
+                event("e2", b"two", vec![claim("run", "a"), seal()]),
+                event("e3", b"end", vec![claim("run", "a"), seal(), sealing.clone()]),
+                event("e4", b"late", vec![claim("run", "a"), seal()]),
+            ],
+        );
+        let mut keys = group_keys(&shared);
+        let Decision::Refused(refusal) = keys.decide(&shared, &[&run], 0, Position(1)).expect("decide")
+        else {
+            panic!("an event after the one that sealed its run, in the same request, is taken");
+        };
+        assert_eq!((refusal.record, refusal.rule, refusal.held_at), (3, seal(), Some(Position(3))));
+
+        keys.start_group();
+        let open = request(
+            "session/a",
+            vec![
+                event("e1", b"one", vec![claim("run", "a"), seal()]),
+                event("e2", b"two", vec![claim("run", "a"), seal()]),
+            ],
+        );
+        let Decision::Go { retried, .. } = keys.decide(&shared, &[&open], 0, Position(1)).expect("decide")
+        else {
+            panic!("two events of an open run are refused");
+        };
+        assert_eq!(retried, vec![None, None]);
+        assert_eq!(keys.written(), 3, "two identities and one claim: the repeated claim writes nothing");
+
+        // A retried record's rules are not checked, so the next record's same rules are.
+        keys.start_group();
+        let sealed = request("session/a", vec![event("e9", b"end", vec![sealing])]);
+        let after_retry = request(
+            "session/a",
+            vec![
+                event("e6", b"six", vec![claim("other", "x")]),
+                event("e9", b"end", vec![seal()]),
+                event("e5", b"five", vec![seal()]),
+            ],
+        );
+        let group = [&sealed, &after_retry];
+        assert!(matches!(keys.decide(&shared, &group, 0, Position(1)).expect("decide"), Decision::Go { .. }));
+        let Decision::Refused(refusal) = keys.decide(&shared, &group, 1, Position(2)).expect("decide") else {
+            panic!("a forbidden key held is passed after a retry with the same rule");
+        };
+        assert_eq!((refusal.record, refusal.held_at), (2, Some(Position(1))));
     }
 }
