@@ -333,7 +333,7 @@ impl GroupKeys {
     ) -> Result<Result<Vec<Option<Position>>, KeyRefusal>, LogError> {
         let request = group[request_index];
         self.fingerprint_rules(request);
-        let mut retried: Vec<Option<Position>> = Vec::with_capacity(request.records.len());
+        let mut retried = Vec::with_capacity(request.records.len());
         let mut next = first_position;
         // Where the group's writes of the record before begin, when it was new (its rules were all
         // checked).
