@@ -39,7 +39,7 @@ pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// Keys the writer stages in memory before it hands them to the engine as one sorted table
-/// (`staged_keys.rs`): at about 60 bytes a key in memory, about 8 MiB; each table holds about
+/// (`staged_keys.rs`): at about 50 bytes a key in memory, about 6.5 MiB; each table holds about
 /// 4 MiB of keys. A crash loses at most these, which the next open builds again from the log.
 /// Each table costs the disk several flushes (the table, its folder, the engine's version), which
 /// the writer's own syncs wait behind: at half this size, a bulk import's syncs took 20% longer
