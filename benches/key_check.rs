@@ -10,10 +10,10 @@
 //! storage engine flushing and compacting what it writes, the key index included. That background
 //! work is part of what the check costs a host (decision 0142).
 //!
-//! The first import of a process grows its heap, and the zeroing of those fresh pages (0.5 s to
-//! 1.1 s of the main thread's time at 1M events, 0.75 s of it in the first import and none in the
-//! later ones) fell on whichever kind ran first. So an untimed import, with key rules, into a
-//! store of its own runs before the timed ones (`KEY_CHECK_WARM_UP_EVENTS`). Then each kind is
+//! The first import of a process grows its heap, and the zeroing of those fresh pages (about
+//! 0.75 s of the main thread's time in the first import at 1M events, under 0.1 s in each later
+//! one) fell on whichever kind ran first. So an untimed import, with key rules, into a store of
+//! its own runs before the timed ones (`KEY_CHECK_WARM_UP_EVENTS`). Then each kind is
 //! imported twice, in the order A B B A, so that a slow drift of the machine falls on both alike.
 //! Each rate is over both of its imports.
 
@@ -38,8 +38,9 @@ const KEY_CHECK_ORDER_SEED: u64 = 0x6b65_795f_6f72_6465;
 /// closed and the other import starts (a wait that ends there is only a noisier measurement).
 pub const KEY_CHECK_SETTLE_MAX: Duration = Duration::from_secs(60);
 
-/// Events of the untimed import before the timed ones (at most the corpus): enough for the
-/// process's heap to reach the size the timed imports keep it at.
+/// Events of the untimed import before the timed ones (at most the corpus): enough that the
+/// heap's first growth falls on it. The allocator still gives memory back and faults it in again
+/// during every import, of either kind.
 pub const KEY_CHECK_WARM_UP_EVENTS: u64 = 100_000;
 
 /// Imports the corpus with and without key rules; returns the workload's figures.
