@@ -273,7 +273,9 @@ impl KeyFilter {
         let (scan_bits, scan_stop, shared) = (Arc::clone(&bits), Arc::clone(&stop), Arc::clone(&self.shared));
         let generation = self.generation;
         let scan = std::thread::Builder::new().name("mnemo-key-filter".to_owned()).spawn(move || {
-            run_in_background();
+            // NOTE: a scan only makes later lookups cheaper, so on a busy machine it takes the
+            // time appends leave.
+            crate::priority::lower_this_thread(KEY_FILTER_NICE_INCREMENT, "mnemo-key-filter");
             for prints in staged.chunks(SCAN_INSERT_KEYS) {
                 insert_fetched(&scan_bits, prints);
             }
@@ -294,21 +296,6 @@ impl KeyFilter {
         if let Some(build) = self.building.take() {
             build.stop.store(true, Ordering::Relaxed);
             let _ = build.scan.join();
-        }
-    }
-}
-
-/// Lowers the calling thread's scheduling priority by `KEY_FILTER_NICE_INCREMENT`: a scan only
-/// makes later lookups cheaper, so on a busy machine it takes the time appends leave. On Linux the
-/// nice value belongs to the thread; where the system refuses, the scan runs at the host's priority.
-fn run_in_background() {
-    #[cfg(target_os = "linux")]
-    {
-        let thread = Some(rustix::thread::gettid());
-        let lowered = rustix::process::getpriority_process(thread)
-            .and_then(|nice| rustix::process::setpriority_process(thread, nice + KEY_FILTER_NICE_INCREMENT));
-        if let Err(error) = lowered {
-            tracing::debug!(%error, "cannot lower the key filter scan's priority");
         }
     }
 }

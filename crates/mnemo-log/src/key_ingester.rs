@@ -16,6 +16,7 @@ use tracing::warn;
 
 use crate::fjall_log::Shared;
 use crate::key_index;
+use crate::limits::KEYS_INGEST_NICE_INCREMENT;
 use crate::staged_keys::StagedTable;
 
 /// A table handed on, and the index's mark it carries.
@@ -64,6 +65,7 @@ impl KeyIngester {
         let (finished, done) = crossbeam_channel::bounded(1);
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("mnemo-key-ingest".to_owned()).spawn(move || {
+            crate::priority::lower_this_thread(KEYS_INGEST_NICE_INCREMENT, "mnemo-key-ingest");
             for job in queue {
                 let result = key_index::ingest_handed(&thread_shared, &job.table, job.mark, job.log_synced);
                 if finished.send((result, job.table)).is_err() {

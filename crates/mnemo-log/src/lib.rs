@@ -17,6 +17,7 @@ mod key_index;
 mod key_ingester;
 mod keys;
 pub mod limits;
+mod priority;
 mod reply;
 mod staged_keys;
 mod store_dir;

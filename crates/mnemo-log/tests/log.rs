@@ -529,3 +529,53 @@ fn a_table_of_staged_keys_is_ingested_with_its_mark_once_enough_are_staged() {
     assert_eq!((retry.first_position, retry.retried), (Position(6), 1), "an ingested key decides a retry");
     log.verify_chain(&mut |_| {}).unwrap();
 }
+
+/// The nice value of each of this process's threads named `name`, from `/proc`.
+#[cfg(target_os = "linux")]
+fn nice_values_of_threads_named(name: &str) -> Vec<i32> {
+    // The kernel keeps the first 15 bytes of a thread's name.
+    let name = &name[..name.len().min(15)];
+    let mut values = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let task = task.unwrap().path();
+        // A thread that ended since the listing has no files left: it is not one to look at.
+        let (Ok(comm), Ok(stat)) =
+            (std::fs::read_to_string(task.join("comm")), std::fs::read_to_string(task.join("stat")))
+        else {
+            continue;
+        };
+        if comm.trim_end() != name {
+            continue;
+        }
+        // The fields after the command's closing parenthesis start at the third (the state); the
+        // nice value is the nineteenth.
+        let after_command = &stat[stat.rfind(')').unwrap() + 1..];
+        values.push(after_command.split_whitespace().nth(16).unwrap().parse().unwrap());
+    }
+    values
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_key_ingestion_thread_runs_below_the_hosts_priority() {
+    let host = rustix::process::getpriority_process(None).unwrap();
+    let expected = (host + mnemo_log::limits::KEYS_INGEST_NICE_INCREMENT).min(19);
+    let dir = tempfile::tempdir().unwrap();
+    let log = FjallLog::open(dir.path(), options()).unwrap();
+    appended(append(&log, "a", ExpectedRevision::Any, &["a0"]));
+    // NOTE: the thread lowers its own priority as it starts, which may be after the open returns;
+    // other tests of this binary may have ingestion threads of their own at the same time.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let values = nice_values_of_threads_named("mnemo-key-ingest");
+        if !values.is_empty() && values.iter().all(|&nice| nice == expected) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "ingestion threads' nice values {values:?}, expected {expected}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(log);
+}
