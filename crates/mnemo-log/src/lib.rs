@@ -41,6 +41,7 @@ pub use fjall_log::{
 };
 pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, LostRange, read_high_water};
 pub use key_index::{KEYS_KEYSPACE, KeyRulesOf};
+pub use priority::lower_this_thread;
 pub use reply::PendingAppend;
 pub use store_dir::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME};
 pub use verify::ChainVerifier;

@@ -1,11 +1,12 @@
-//! The log's background threads run at a lower scheduling priority than the host's, so that on a
-//! busy machine they take the time the host's own threads (the writer, the callers) leave.
+//! Background threads (the log's key ingestion and filter scan, the pipeline's stages) run at a
+//! lower scheduling priority than the host's, so that on a busy machine they take the time the
+//! host's own threads (the writer, the callers) leave.
 
 /// Raises the calling thread's nice value by `increment` over what it has. On Linux the nice value
 /// belongs to the thread, not the process, so the host's own threads keep theirs. Where the system
 /// refuses, the thread runs at the host's priority: the same work, done sooner. An unprivileged
 /// thread cannot raise its priority again.
-pub(crate) fn lower_this_thread(increment: i32, thread_name: &str) {
+pub fn lower_this_thread(increment: i32, thread_name: &str) {
     #[cfg(target_os = "linux")]
     {
         let thread = Some(rustix::thread::gettid());

@@ -358,21 +358,11 @@ fn spawn(name: &str, body: impl FnOnce() + Send + 'static) -> Result<JoinHandle<
         .map_err(|source| PipelineError::Spawn { thread: name.to_owned(), source })
 }
 
-/// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. On Linux the
-/// nice value belongs to the thread, not the process, so the host's own threads keep theirs.
-/// Where the system refuses, the thread runs at the host's priority: slower appends, same results.
-/// An unprivileged thread cannot raise its priority again: a replay thread calls this once, when
-/// it has caught up.
+/// Lowers the calling thread's scheduling priority by [`PIPELINE_NICE_INCREMENT`]. An
+/// unprivileged thread cannot raise its priority again: a replay thread calls this once, when it
+/// has caught up.
 fn run_in_background() {
-    #[cfg(target_os = "linux")]
-    {
-        let thread = Some(rustix::thread::gettid());
-        let lowered = rustix::process::getpriority_process(thread)
-            .and_then(|nice| rustix::process::setpriority_process(thread, nice + PIPELINE_NICE_INCREMENT));
-        if let Err(error) = lowered {
-            tracing::debug!(%error, "cannot lower the pipeline thread's priority");
-        }
-    }
+    mnemo_log::lower_this_thread(PIPELINE_NICE_INCREMENT, "pipeline");
 }
 
 /// Resets a stage whose stored state was written by other code or configuration; returns its
