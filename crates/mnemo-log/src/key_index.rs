@@ -20,9 +20,7 @@
 //! billion keys; a retry is still told by comparing the holder's record itself. An index of the
 //! earlier layout (`k` + record key) is rebuilt from the log when the store opens for writing.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
@@ -30,6 +28,7 @@ use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::error::{CorruptionKind, LogError};
 use crate::fjall_log::Shared;
+use crate::group_table::GroupTable;
 use crate::key_filter::KeyFilter;
 use crate::limits::KEYS_INGEST_MIN;
 use crate::staged_keys::StagedTable;
@@ -87,25 +86,6 @@ pub(crate) type Fingerprint = u128;
 
 pub(crate) fn fingerprint(key: &[u8]) -> Fingerprint {
     xxhash_rust::xxh3::xxh3_128(key)
-}
-
-/// Hashes a fingerprint, already a uniform hash, by folding it to 64 bits.
-#[derive(Debug, Default)]
-pub(crate) struct FingerprintHasher(u64);
-
-impl Hasher for FingerprintHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        // Only fingerprints are hashed with it (as `write_u128`); any other input still spreads.
-        self.0 = xxhash_rust::xxh3::xxh3_64_with_seed(bytes, self.0);
-    }
-
-    fn write_u128(&mut self, fingerprint: u128) {
-        self.0 = (fingerprint as u64) ^ ((fingerprint >> 64) as u64);
-    }
 }
 
 /// Where a record of the group is: its request's index in the group, and its index in the request.
@@ -190,7 +170,7 @@ struct Write {
 pub(crate) struct GroupKeys {
     /// Answers most lookups of absent keys without a read.
     filter: KeyFilter,
-    known: HashMap<Fingerprint, Known, BuildHasherDefault<FingerprintHasher>>,
+    known: GroupTable<Known>,
     writes: Vec<Write>,
     /// The values of `writes` as the keyspace holds them, end to end.
     bytes: Vec<u8>,
@@ -219,7 +199,7 @@ impl GroupKeys {
     pub(crate) fn new(filter: KeyFilter) -> GroupKeys {
         GroupKeys {
             filter,
-            known: HashMap::default(),
+            known: GroupTable::new(),
             writes: Vec::new(),
             bytes: Vec::new(),
             prints: Vec::new(),
@@ -245,21 +225,22 @@ impl GroupKeys {
     /// The key of fingerprint `print` as the group knows it, read from the committed index the
     /// first time.
     fn get(&mut self, shared: &Shared, print: Fingerprint) -> Result<Known, LogError> {
-        match self.known.entry(print) {
-            Entry::Occupied(entry) => Ok(*entry.get()),
-            // NOTE: not remembered: asking the filter again costs less than the map's insert, and
-            // most such keys are written at once, which puts them in the map anyway.
-            Entry::Vacant(_) if !self.filter.may_contain(print) => Ok(Known::Absent),
-            Entry::Vacant(entry) => {
-                let known = match read_value(shared, print)? {
-                    None => Known::Absent,
-                    Some(value) => {
-                        Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
-                    }
-                };
-                Ok(*entry.insert(known))
-            }
+        if let Some(known) = self.known.get(print) {
+            return Ok(known);
         }
+        // NOTE: an absent key is not remembered: asking the filter again costs less than an
+        // insert, and most such keys are written at once, which puts them in the table anyway.
+        if !self.filter.may_contain(print) {
+            return Ok(Known::Absent);
+        }
+        let known = match read_value(shared, print)? {
+            None => Known::Absent,
+            Some(value) => {
+                Known::Logged { position: decode_position(&value)?, value: fingerprint(&value[8..]) }
+            }
+        };
+        self.known.insert(print, known);
+        Ok(known)
     }
 
     /// Writes a key (of fingerprint `print`) for a record; `self.writes[from..]` are the record's

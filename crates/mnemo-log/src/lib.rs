@@ -11,6 +11,7 @@ mod damaged;
 mod envelope;
 mod error;
 mod fjall_log;
+mod group_table;
 mod high_water;
 mod key_filter;
 mod key_index;
