@@ -106,9 +106,10 @@ impl<V: Copy> GroupTable<V> {
 
 /// What a slot holds for the entry at `index`.
 fn slot_of_index(index: usize) -> u32 {
-    // NOTE: a group holds a few keys per record, and at most `GROUP_BYTES_MAX` bytes of records,
-    // so an index always fits.
-    u32::try_from(index + 1).expect("a group's keys fit a 32-bit index")
+    // NOTE: a group holds a few keys per record, and at most `GROUP_BYTES_MAX` (64 MiB) of
+    // records, so an index never comes near 2^32.
+    debug_assert!(index < u32::MAX as usize, "a group's keys fit a 32-bit index");
+    (index + 1) as u32
 }
 
 #[cfg(test)]
