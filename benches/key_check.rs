@@ -1,7 +1,7 @@
 //! The key-check workload: what the key index (an event's identity, its run's claims and seal, its
-//! tool call's pairing; decisions 0140 and 0141) costs a bulk append. The same corpus is imported
-//! twice, each time into a fresh store of its own, through the log's append, as the bulk-import row
-//! imports it: once with every record's key rules, once with none (the log as it was before the
+//! tool call's pairing; decisions 0140 and 0141) costs a bulk append. The same corpus is imported,
+//! each time into a fresh store of its own, through the log's append, as the bulk-import row
+//! imports it: with every record's key rules, and with none (the log as it was before the
 //! index). Both encode every record inside the timing; only the first derives and checks rules.
 //! The figure is the ratio of the two rates.
 //!
@@ -13,9 +13,9 @@
 //! The first import of a process grows its heap, and the zeroing of those fresh pages (about
 //! 0.75 s of the main thread's time in the first import at 1M events, under 0.1 s in each later
 //! one) fell on whichever kind ran first. So an untimed import, with key rules, into a store of
-//! its own runs before the timed ones (`KEY_CHECK_WARM_UP_EVENTS`). Then each kind is
-//! imported twice, in the order A B B A, so that a slow drift of the machine falls on both alike.
-//! Each rate is over both of its imports.
+//! its own runs before the timed ones (`KEY_CHECK_WARM_UP_EVENTS`). Then each kind is imported
+//! `KEY_CHECK_IMPORTS_PER_KIND` times, in the order A B B A B A A B, so that a drift of the machine,
+//! steady or bending, falls on both alike. Each rate is over all of its imports.
 
 use std::time::{Duration, Instant};
 
@@ -23,7 +23,7 @@ use mnemo::log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, New
 use mnemo::records::{Record, StreamId};
 
 use crate::harness::{
-    BenchError, BenchOptions, CORPUS_EVENTS_PER_SESSION, IMPORT_CHUNK_RECORDS, WorkloadResult, fresh_dir,
+    BenchError, BenchOptions, CORPUS_EVENTS_PER_SESSION, IMPORT_CHUNK_RECORDS, WorkloadResult, fresh_dir, io,
     open_mnemo, ratio,
 };
 use crate::workload::{Rng, SessionEvents, session_name};
@@ -43,23 +43,38 @@ pub const KEY_CHECK_SETTLE_MAX: Duration = Duration::from_secs(60);
 /// during every import, of either kind.
 pub const KEY_CHECK_WARM_UP_EVENTS: u64 = 100_000;
 
+/// Imports of each kind (with key rules, without). Half of an import at 1M events is the disk's
+/// syncs, whose time moved by almost a second from one import to the next whatever its kind; with
+/// two imports of each kind, that alone moved a run's ratio by several points (decision 0142).
+pub const KEY_CHECK_IMPORTS_PER_KIND: usize = 4;
+
 /// Imports the corpus with and without key rules; returns the workload's figures.
 pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
     // NOTE: which import runs first is drawn from the seed, so that runs with different seeds spread
     // whatever running first or second costs over both.
     let checked_first = Rng::new(options.seed ^ KEY_CHECK_ORDER_SEED).chance(50);
-    import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, "keys-warm-up")?;
+    let mut stores = vec!["keys-warm-up".to_owned()];
+    import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, &stores[0])?;
     let (mut checked_time, mut unchecked_time) = (Duration::ZERO, Duration::ZERO);
-    let order = [checked_first, !checked_first, !checked_first, checked_first];
-    for (round, with_rules) in order.into_iter().enumerate() {
+    // NOTE: the Thue-Morse order (A B B A B A A B): the kinds' rounds have the same sum, and the
+    // same sum of squares, so a drift that is linear or quadratic in time costs both alike.
+    let order =
+        (0..2 * KEY_CHECK_IMPORTS_PER_KIND).map(|round| checked_first ^ (round.count_ones() % 2 == 1));
+    for (round, with_rules) in order.enumerate() {
         let name = if with_rules { "keys-checked" } else { "keys-unchecked" };
-        let time = import_corpus(options, options.corpus_events, with_rules, &format!("{name}-{round}"))?;
+        stores.push(format!("{name}-{round}"));
+        let time = import_corpus(options, options.corpus_events, with_rules, &stores[stores.len() - 1])?;
         *(if with_rules { &mut checked_time } else { &mut unchecked_time }) += time;
     }
-    let events = (2 * options.corpus_events) as f64;
+    // NOTE: the stores are scratch (about 0.7 GB each at 1M events); nothing reads them afterwards.
+    for store in &stores {
+        let dir = options.out.join("stores").join(store);
+        std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
+    }
+    let events = (KEY_CHECK_IMPORTS_PER_KIND as u64 * options.corpus_events) as f64;
     let (with, without) = (events / checked_time.as_secs_f64(), events / unchecked_time.as_secs_f64());
     let first = if checked_first { "with key rules" } else { "without key rules" };
-    let order = format!("each imported twice, the import {first} first and last");
+    let order = format!("each imported {KEY_CHECK_IMPORTS_PER_KIND} times, the import {first} first");
     Ok(WorkloadResult {
         name: "append_key_check".to_owned(),
         unit: "events/s".to_owned(),
