@@ -93,13 +93,11 @@ impl<V: Copy> GroupTable<V> {
         let slots = 2 * self.slots.len();
         self.slots.clear();
         self.slots.resize(slots, EMPTY);
-        let mask = slots - 1;
-        for (index, &print) in self.prints.iter().enumerate() {
-            let mut slot = print as usize & mask;
-            while self.slots[slot] != EMPTY {
-                slot = (slot + 1) & mask;
+        for index in 0..self.prints.len() {
+            // NOTE: every fingerprint is held once, so `find` only ever finds its empty slot.
+            if let Err(slot) = self.find(self.prints[index]) {
+                self.slots[slot] = slot_of_index(index);
             }
-            self.slots[slot] = slot_of_index(index);
         }
     }
 }
