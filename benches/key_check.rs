@@ -43,9 +43,10 @@ pub const KEY_CHECK_SETTLE_MAX: Duration = Duration::from_secs(60);
 /// during every import, of either kind.
 pub const KEY_CHECK_WARM_UP_EVENTS: u64 = 100_000;
 
-/// Imports of each kind (with key rules, without). Half of an import at 1M events is the disk's
-/// syncs, whose time moved by almost a second from one import to the next whatever its kind; with
-/// two imports of each kind, that alone moved a run's ratio by several points (decision 0142).
+/// Imports of each kind (with key rules, without). Half of an import at 1M events is the writer's
+/// commits (the batch, the journal's write and its sync), whose time moved by almost a second from
+/// one import to the next whatever its kind; with two imports of each kind, that alone moved a
+/// run's ratio by several points (decision 0142).
 pub const KEY_CHECK_IMPORTS_PER_KIND: usize = 4;
 
 /// Imports the corpus with and without key rules; returns the workload's figures.
