@@ -17,6 +17,7 @@
 //! `KEY_CHECK_IMPORTS_PER_KIND` times, in the order A B B A B A A B, so that a drift of the machine,
 //! steady or bending, falls on both alike. Each rate is over all of its imports.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mnemo::log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, NewRecord};
@@ -54,8 +55,9 @@ pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
     // NOTE: which import runs first is drawn from the seed, so that runs with different seeds spread
     // whatever running first or second costs over both.
     let checked_first = Rng::new(options.seed ^ KEY_CHECK_ORDER_SEED).chance(50);
-    let mut stores = vec!["keys-warm-up".to_owned()];
-    import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, &stores[0])?;
+    let (_, warm_up) =
+        import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, "keys-warm-up")?;
+    let mut stores = vec![warm_up];
     let (mut checked_time, mut unchecked_time) = (Duration::ZERO, Duration::ZERO);
     // NOTE: the Thue-Morse order (A B B A B A A B): the kinds' rounds have the same sum, and the
     // same sum of squares, so a drift that is linear or quadratic in time costs both alike.
@@ -63,14 +65,14 @@ pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
         (0..2 * KEY_CHECK_IMPORTS_PER_KIND).map(|round| checked_first ^ (round.count_ones() % 2 == 1));
     for (round, with_rules) in order.enumerate() {
         let name = if with_rules { "keys-checked" } else { "keys-unchecked" };
-        stores.push(format!("{name}-{round}"));
-        let time = import_corpus(options, options.corpus_events, with_rules, &stores[stores.len() - 1])?;
+        let (time, store) =
+            import_corpus(options, options.corpus_events, with_rules, &format!("{name}-{round}"))?;
+        stores.push(store);
         *(if with_rules { &mut checked_time } else { &mut unchecked_time }) += time;
     }
     // NOTE: the stores are scratch (about 0.7 GB each at 1M events); nothing reads them afterwards.
     for store in &stores {
-        let dir = options.out.join("stores").join(store);
-        std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
+        std::fs::remove_dir_all(store).map_err(io(format!("cannot remove {}", store.display())))?;
     }
     let events = (KEY_CHECK_IMPORTS_PER_KIND as u64 * options.corpus_events) as f64;
     let (with, without) = (events / checked_time.as_secs_f64(), events / unchecked_time.as_secs_f64());
@@ -90,17 +92,18 @@ pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
 }
 
 /// Imports the first `events` events of the corpus into a fresh store named `store`, a session at
-/// a time in appends of `IMPORT_CHUNK_RECORDS`; returns the time the appends took. The store's
-/// stages catch up and its engine goes idle, untimed, before it is closed.
+/// a time in appends of `IMPORT_CHUNK_RECORDS`; returns the time the appends took and the store's
+/// folder. The store's stages catch up and its engine goes idle, untimed, before it is closed.
 fn import_corpus(
     options: &BenchOptions,
     events: u64,
     with_rules: bool,
     store: &str,
-) -> Result<Duration, BenchError> {
+) -> Result<(Duration, PathBuf), BenchError> {
     // NOTE: a store of its own per import: clearing the last one's files just before a timed
     // import would leave the file system freeing them during it.
-    let mnemo = open_mnemo(&fresh_dir(&options.out, store)?, Durability::SyncData)?;
+    let dir = fresh_dir(&options.out, store)?;
+    let mnemo = open_mnemo(&dir, Durability::SyncData)?;
     let sessions = events.div_ceil(CORPUS_EVENTS_PER_SESSION);
     let mut remaining = events;
     let mut time = Duration::ZERO;
@@ -121,7 +124,7 @@ fn import_corpus(
     while mnemo.log().background_work() > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    Ok(time)
+    Ok((time, dir))
 }
 
 /// One append of `records`, encoded as the facade encodes them; with their key rules or none.
