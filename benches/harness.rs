@@ -163,9 +163,15 @@ pub(crate) fn ratio(mnemo: f64, baseline: f64) -> f64 {
     if baseline > 0.0 { mnemo / baseline } else { f64::INFINITY }
 }
 
+/// The median of `values` (of an even count, the mean of the middle two); 0 for none.
 pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(0.0)
+    let middle = values.len() / 2;
+    match values.len() {
+        0 => 0.0,
+        len if len % 2 == 0 => (values[middle - 1] + values[middle]) / 2.0,
+        _ => values[middle],
+    }
 }
 
 /// The `at` quantile of `samples`, in milliseconds.
@@ -215,7 +221,7 @@ pub fn run(options: &BenchOptions, progress: &mut dyn FnMut(&str)) -> Result<Ben
     workloads.push(import);
     workloads.push(disk);
     progress("bulk append with and without key rules");
-    workloads.push(crate::key_check::key_check(options)?);
+    workloads.push(crate::key_check::key_check(options, progress)?);
     progress("rebuild and decode-only scan");
     let (rebuild, rebuild_cpu) = rebuild_and_scan(&store)?;
     workloads.extend(rebuild);
@@ -475,4 +481,16 @@ fn rebuild_and_scan(store: &Path) -> Result<(Vec<WorkloadResult>, ThreadCpu), Be
         met: peak <= 256.0,
     };
     Ok((vec![rebuild, rss], cpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median(Vec::new()), 0.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 30.0, 2.0]), 3.0);
+    }
 }

@@ -15,7 +15,11 @@
 //! one) fell on whichever kind ran first. So an untimed import, with key rules, into a store of
 //! its own runs before the timed ones (`KEY_CHECK_WARM_UP_EVENTS`). Then each kind is imported
 //! `KEY_CHECK_IMPORTS_PER_KIND` times, in the order A B B A B A A B, so that a drift of the machine,
-//! steady or bending, falls on both alike. Each rate is over all of its imports.
+//! steady or bending, falls on both alike. Each rate is the corpus over the median of its kind's
+//! import times, as the harness's other rows take the median of their rounds: an import during
+//! which the whole machine slowed (every thread of the process did more of its own work in a
+//! longer window, the import's and the engine's alike) moved the rate over all imports by several
+//! points, and the median sets it aside whichever kind it fell on (decision 0142).
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -25,7 +29,7 @@ use mnemo::records::{Record, StreamId};
 
 use crate::harness::{
     BenchError, BenchOptions, CORPUS_EVENTS_PER_SESSION, IMPORT_CHUNK_RECORDS, WorkloadResult, fresh_dir, io,
-    open_mnemo, ratio,
+    median, open_mnemo, ratio,
 };
 use crate::workload::{Rng, SessionEvents, session_name};
 
@@ -50,15 +54,19 @@ pub const KEY_CHECK_WARM_UP_EVENTS: u64 = 100_000;
 /// run's ratio by several points (decision 0142).
 pub const KEY_CHECK_IMPORTS_PER_KIND: usize = 4;
 
-/// Imports the corpus with and without key rules; returns the workload's figures.
-pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
+/// Imports the corpus with and without key rules; returns the workload's figures. `progress` hears
+/// of each timed import as it ends.
+pub fn key_check(
+    options: &BenchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<WorkloadResult, BenchError> {
     // NOTE: which import runs first is drawn from the seed, so that runs with different seeds spread
     // whatever running first or second costs over both.
     let checked_first = Rng::new(options.seed ^ KEY_CHECK_ORDER_SEED).chance(50);
     let (_, warm_up) =
         import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, "keys-warm-up")?;
     let mut stores = vec![warm_up];
-    let (mut checked_time, mut unchecked_time) = (Duration::ZERO, Duration::ZERO);
+    let (mut checked_times, mut unchecked_times) = (Vec::new(), Vec::new());
     // NOTE: the Thue-Morse order (A B B A B A A B): the kinds' rounds have the same sum, and the
     // same sum of squares, so a drift that is linear or quadratic in time costs both alike.
     let order =
@@ -68,16 +76,26 @@ pub fn key_check(options: &BenchOptions) -> Result<WorkloadResult, BenchError> {
         let (time, store) =
             import_corpus(options, options.corpus_events, with_rules, &format!("{name}-{round}"))?;
         stores.push(store);
-        *(if with_rules { &mut checked_time } else { &mut unchecked_time }) += time;
+        let kind = if with_rules { "with key rules" } else { "without key rules" };
+        progress(&format!(
+            "key check: import {} of {}, {kind}: {} events in {:.2} s",
+            round + 1,
+            2 * KEY_CHECK_IMPORTS_PER_KIND,
+            options.corpus_events,
+            time.as_secs_f64()
+        ));
+        (if with_rules { &mut checked_times } else { &mut unchecked_times }).push(time.as_secs_f64());
     }
     // NOTE: the stores are scratch (about 0.7 GB each at 1M events); nothing reads them afterwards.
     for store in &stores {
         std::fs::remove_dir_all(store).map_err(io(format!("cannot remove {}", store.display())))?;
     }
-    let events = (KEY_CHECK_IMPORTS_PER_KIND as u64 * options.corpus_events) as f64;
-    let (with, without) = (events / checked_time.as_secs_f64(), events / unchecked_time.as_secs_f64());
+    let events = options.corpus_events as f64;
+    let (with, without) = (events / median(checked_times), events / median(unchecked_times));
     let first = if checked_first { "with key rules" } else { "without key rules" };
-    let order = format!("each imported {KEY_CHECK_IMPORTS_PER_KIND} times, the import {first} first");
+    let order = format!(
+        "each imported {KEY_CHECK_IMPORTS_PER_KIND} times, the median import, the import {first} first"
+    );
     Ok(WorkloadResult {
         name: "append_key_check".to_owned(),
         unit: "events/s".to_owned(),

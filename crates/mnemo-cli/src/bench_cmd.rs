@@ -152,7 +152,15 @@ fn import_memory(cli: &Cli, args: &BenchArgs, megabytes: u64) -> anyhow::Result<
 fn key_check(cli: &Cli, options: &BenchOptions) -> anyhow::Result<ExitCode> {
     let spinner = progress(0, "bench");
     spinner.set_message(format!("{} events with and without key rules", options.corpus_events));
-    let row = mnemo_benches::key_check::key_check(options);
+    let row = mnemo_benches::key_check::key_check(options, &mut |step| {
+        // NOTE: each import's time is printed as it ends: the row takes minutes at 1M events, and
+        // the spread of the imports tells how far to trust the ratio.
+        if cli.json {
+            spinner.set_message(step.to_owned());
+        } else {
+            spinner.suspend(|| eprintln!("{step}"));
+        }
+    });
     spinner.finish_and_clear();
     let row = row?;
     std::fs::create_dir_all(&options.out)?;

@@ -1,4 +1,5 @@
-//! The one-shot channel that carries an append's outcome from the writer back to its caller.
+//! The one-shot channel that carries an append's outcome from the writer back to its caller, and
+//! the spent request with it, so that the caller frees what it allocated.
 //!
 //! A caller blocks on a condition variable at once. A general-purpose channel spins and yields
 //! before it sleeps, and with many concurrent appenders on few cores those spinning callers took
@@ -6,14 +7,17 @@
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use crate::backend::AppendOutcome;
+use crate::backend::{AppendOutcome, AppendRequest};
 use crate::error::LogError;
 
 type Outcome = Result<AppendOutcome, LogError>;
 
+/// What the writer hands back: the outcome, and the request once the writer is done with it.
+type Answer = (Outcome, Option<AppendRequest>);
+
 #[derive(Debug, Default)]
 struct Slot {
-    outcome: Mutex<Option<Outcome>>,
+    answer: Mutex<Option<Answer>>,
     ready: Condvar,
 }
 
@@ -27,7 +31,20 @@ pub(crate) struct Reply {
 impl Reply {
     pub(crate) fn send(mut self, outcome: Outcome) {
         if let Some(slot) = self.slot.take() {
-            fulfil(&slot, outcome);
+            fulfil(&slot, (outcome, None));
+        }
+    }
+
+    /// Sends the outcome with the spent request, which the caller then frees.
+    ///
+    /// NOTE: a request's records and key rules are an allocation or two each, made on the
+    /// caller's thread. Freed on the writer's, each free went on a list the caller's allocator
+    /// had to collect before it could use the memory again, and meanwhile the caller took fresh
+    /// pages, which the kernel zeroed (decision 0142). Freed by the caller, the memory is used
+    /// again at once, still in the caller's cache.
+    pub(crate) fn send_returning(mut self, outcome: Outcome, request: AppendRequest) {
+        if let Some(slot) = self.slot.take() {
+            fulfil(&slot, (outcome, Some(request)));
         }
     }
 }
@@ -35,13 +52,13 @@ impl Reply {
 impl Drop for Reply {
     fn drop(&mut self) {
         if let Some(slot) = self.slot.take() {
-            fulfil(&slot, Err(LogError::Closed));
+            fulfil(&slot, (Err(LogError::Closed), None));
         }
     }
 }
 
-fn fulfil(slot: &Slot, outcome: Outcome) {
-    *slot.outcome.lock().unwrap_or_else(PoisonError::into_inner) = Some(outcome);
+fn fulfil(slot: &Slot, answer: Answer) {
+    *slot.answer.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
     slot.ready.notify_one();
 }
 
@@ -52,15 +69,18 @@ pub struct PendingAppend {
 }
 
 impl PendingAppend {
-    /// Blocks until the writer answers.
+    /// Blocks until the writer answers; frees the spent request, if the writer handed it back.
     pub fn wait(self) -> Outcome {
-        let mut outcome = self.slot.outcome.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            if let Some(outcome) = outcome.take() {
-                return outcome;
+        let mut guard = self.slot.answer.lock().unwrap_or_else(PoisonError::into_inner);
+        let (outcome, spent) = loop {
+            if let Some(answer) = guard.take() {
+                break answer;
             }
-            outcome = self.slot.ready.wait(outcome).unwrap_or_else(PoisonError::into_inner);
-        }
+            guard = self.slot.ready.wait(guard).unwrap_or_else(PoisonError::into_inner);
+        };
+        drop(guard);
+        drop(spent);
+        outcome
     }
 }
 

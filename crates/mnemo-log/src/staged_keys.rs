@@ -97,11 +97,14 @@ impl StagedKeys {
 /// NOTE: a hash map's insert of a random fingerprint missed the processor's caches twice (its
 /// control bytes and its slot, in a map of about 8 MiB): about 0.3 s of the writer's time per 1M
 /// events, the largest single cost the key check added to it (decision 0142). An insert here
-/// writes at the end of one of 4,096 buckets, whose ends (256 KiB) stay in the cache. A bucket
-/// holds about 32 keys when a table is handed on, so a lookup scans a few hundred bytes, and the
+/// writes at the end of one of 512 buckets, whose ends and handles (about 44 KiB) stay in the
+/// cache between a group's inserts. With 4,096 buckets (about 350 KiB of ends and handles) they
+/// did not: the writer's work between two groups pushed them out, and each insert missed the cache
+/// (about 0.15 s of the writer's time per 1M events). A bucket holds about 256 keys when a table
+/// is handed on, so a lookup, which only a key the filter may hold costs, scans a few KiB; and the
 /// buckets in order, each sorted on its own, give the table in key order without a sort of the
 /// whole table.
-const STAGED_BUCKET_BITS: u32 = 12;
+const STAGED_BUCKET_BITS: u32 = 9;
 const STAGED_BUCKETS: usize = 1 << STAGED_BUCKET_BITS;
 
 /// The bucket of the key of fingerprint `print`: its top bits, so that the buckets in order hold
