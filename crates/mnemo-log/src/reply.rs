@@ -111,6 +111,18 @@ mod tests {
     }
 
     #[test]
+    fn an_outcome_sent_with_its_spent_request_is_received_alone() {
+        use crate::backend::{ExpectedRevision, NewRecord};
+        let (reply, pending) = reply_pair();
+        let stream = mnemo_core::StreamId::new("session/s").expect("a valid stream");
+        let request =
+            AppendRequest::new(stream, ExpectedRevision::Any, vec![NewRecord::new(1, 1, vec![7; 64])]);
+        let sender = std::thread::spawn(move || reply.send_returning(Err(LogError::Closed), request));
+        assert!(matches!(pending.wait(), Err(LogError::Closed)));
+        assert!(sender.join().is_ok());
+    }
+
+    #[test]
     fn a_reply_dropped_unsent_answers_closed() {
         let (reply, pending) = reply_pair();
         drop(reply);
