@@ -7,7 +7,7 @@ use clap::Args;
 use mnemo_benches::harness::{self, BenchOptions};
 use mnemo_benches::report;
 
-use crate::term::{say, say_inline};
+use crate::term::{say, say_err, say_inline};
 use crate::{Cli, output, progress};
 
 /// Options of `mnemo bench`.
@@ -158,7 +158,7 @@ fn key_check(cli: &Cli, options: &BenchOptions) -> anyhow::Result<ExitCode> {
         if cli.json {
             spinner.set_message(step.to_owned());
         } else {
-            spinner.suspend(|| eprintln!("{step}"));
+            spinner.suspend(|| say_err!("{step}"));
         }
     });
     spinner.finish_and_clear();
