@@ -44,8 +44,8 @@ fn cli(store: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// A store with the samples imported and every keyspace flushed to tables, so that tables, version
-/// files and the journal all hold data.
+/// A store with the samples imported and every keyspace of both its databases (the log's and the key
+/// index's) flushed to tables, so that tables, version files and the journals all hold data.
 fn build_store(store: &Path) {
     {
         let mnemo = Mnemo::open(store, Config::default()).unwrap();
@@ -54,22 +54,27 @@ fn build_store(store: &Path) {
         }
         mnemo.catch_up().unwrap();
     }
+    let keys = fjall::Database::builder(store.join("keys")).open().unwrap();
+    let index = keys.keyspace("keys", fjall::KeyspaceCreateOptions::default).unwrap();
+    assert!(index.iter().count() > 0, "the key index holds the samples' keys");
+    index.rotate_memtable_and_wait().unwrap();
+    drop((index, keys));
     let db = fjall::Database::builder(store.join("db")).open().unwrap();
     for name in db.list_keyspace_names() {
         let keyspace = db.keyspace(&name, fjall::KeyspaceCreateOptions::default).unwrap();
         keyspace.rotate_memtable_and_wait().unwrap();
     }
-    // A last write after the flush, so the journal holds data too.
+    // A last write after the flush, so the log's journal holds data too.
     let log = db.keyspace("log_meta", fjall::KeyspaceCreateOptions::default).unwrap();
     log.insert(b"flip-test", b"1").unwrap();
     db.persist(fjall::PersistMode::SyncAll).unwrap();
 }
 
-/// Every file of the database with data, and how many of its bytes are data (a journal is
+/// Every file of the databases with data, and how many of its bytes are data (a journal is
 /// preallocated with zeros past its end).
 fn data_files(store: &Path) -> Vec<(PathBuf, u64)> {
     let mut files = Vec::new();
-    let mut pending = vec![store.join("db")];
+    let mut pending = vec![store.join("db"), store.join("keys")];
     while let Some(dir) = pending.pop() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use tracing::{debug, info};
 
 use crate::error::LogError;
-use crate::fjall_log::{DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LogOptions};
+use crate::fjall_log::{DATABASE_DIR_NAME, FjallLog, KEYS_DATABASE_DIR_NAME, LOCK_FILE_NAME, LogOptions};
 use crate::store_dir::{self, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
 use crate::store_lock::StoreLock;
 
@@ -206,6 +206,14 @@ fn try_open(
             .map_err(|e| LogError::io(format!("cannot clear the scratch copy {}", copy.display()), e))?;
     }
     copy_dir(from, copy, true)?;
+    // NOTE: the copy's key index is dropped: the salvage builds it again from the copy's log, and a
+    // damaged index must not make the copy refuse to open.
+    let copied_index = copy.join(KEYS_DATABASE_DIR_NAME);
+    if copied_index.exists() {
+        std::fs::remove_dir_all(&copied_index).map_err(|e| {
+            LogError::io(format!("cannot clear the scratch copy's key index {}", copied_index.display()), e)
+        })?;
+    }
     if let Some(cut) = cut {
         let database = copy.join(DATABASE_DIR_NAME);
         for (index, journal) in journals.iter().enumerate() {

@@ -23,9 +23,10 @@ use crate::high_water::{HighWater, HighWaterFile, LostRange};
 use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_L0_TABLES_MAX, KEYS_MEMTABLE_BYTES_MAX,
-    KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX, READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX,
-    SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
+    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_BLOCK_CACHE_BYTES, KEYS_L0_TABLES_MAX,
+    KEYS_MEMTABLE_BYTES_MAX, KEYS_STORAGE_WORKER_THREADS, KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX,
+    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS,
+    WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
 use crate::staged_keys::StagedKeys;
@@ -39,6 +40,9 @@ use crate::writer::{self, Pending, WriterState};
 pub const LOCK_FILE_NAME: &str = "mnemo.lock";
 /// The folder inside the store directory that holds the fjall database.
 pub const DATABASE_DIR_NAME: &str = "db";
+/// The folder inside the store directory that holds the key index's own fjall database (decision
+/// 0142): its tables are ingested without holding the log's journal.
+pub const KEYS_DATABASE_DIR_NAME: &str = "keys";
 /// Keyspace names owned by the log.
 pub const LOG_KEYSPACE: &str = "log";
 /// The stream index keyspace.
@@ -85,7 +89,9 @@ pub(crate) struct Shared {
     pub dir: PathBuf,
     pub log: Keyspace,
     pub streams: Keyspace,
-    /// The key index (see `key_index.rs`).
+    /// The key index's own database, beside the log's (`KEYS_DATABASE_DIR_NAME`).
+    pub keys_db: Database,
+    /// The key index (see `key_index.rs`), in `keys_db`.
     pub keys: Keyspace,
     /// How the key index learns an envelope's keys (for building and verifying it).
     pub key_rules_of: Option<KeyRulesOf>,
@@ -197,13 +203,14 @@ impl FjallLog {
             Some(lock) => lock,
             None => StoreLock::acquire(dir)?,
         };
-        let (db, log, streams, keys) = open_database(dir)?;
+        let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
 
         let shared = Arc::new(Shared {
             db,
             dir: dir.to_path_buf(),
             log,
             streams,
+            keys_db,
             keys,
             key_rules_of: options.key_rules_of,
             tail: Tail::default(),
@@ -225,7 +232,7 @@ impl FjallLog {
         state.high_water = Some(high_water);
         // A log open only to be verified or salvaged is not written to: its index stays as it is.
         if lost.is_none() && options.verify_tail_on_open {
-            key_index::upgrade_layout(&shared, head, options.key_rules_of)?;
+            key_index::drop_from_log_database(&shared.db)?;
             state.keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
         }
         if let Some(lost) = lost {
@@ -306,6 +313,11 @@ impl FjallLog {
         &self.shared.db
     }
 
+    /// The key index's own database (its `keys` keyspace is the index; see `key_index.rs`).
+    pub fn key_database(&self) -> &Database {
+        &self.shared.keys_db
+    }
+
     /// Drops the key index and builds it again from the log with `rules_of`: for a store filled by
     /// copying envelopes verbatim (a salvage), retries and all. Nothing may append meanwhile.
     pub fn rebuild_key_index(&self, rules_of: KeyRulesOf) -> Result<(), LogError> {
@@ -351,7 +363,11 @@ impl LogBackend for FjallLog {
     }
 
     fn background_work(&self) -> usize {
-        self.shared.db.outstanding_flushes() + self.shared.db.active_compactions()
+        let (db, keys_db) = (&self.shared.db, &self.shared.keys_db);
+        db.outstanding_flushes()
+            + db.active_compactions()
+            + keys_db.outstanding_flushes()
+            + keys_db.active_compactions()
     }
 
     fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
@@ -538,32 +554,65 @@ pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
         .data_block_compression_policy(CompressionPolicy::all(CompressionType::None))
 }
 
-/// Opens the store's database and the log's keyspaces, checking the store's format.
-fn open_database(dir: &Path) -> Result<(Database, Keyspace, Keyspace, Keyspace), LogError> {
-    crate::version_files::check(dir, &dir.join(DATABASE_DIR_NAME))?;
-    let db = Database::builder(dir.join(DATABASE_DIR_NAME))
-        .cache_size(BLOCK_CACHE_BYTES)
-        .max_journaling_size(JOURNAL_BYTES_MAX)
-        .worker_threads(STORAGE_WORKER_THREADS)
-        .open()
-        .map_err(|error| match error {
-            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-            other => LogError::Storage(other),
-        })?;
-    let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
-    let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
-    let keys = db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
-    let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
-    check_format(&meta)?;
-    Ok((db, log, streams, keys))
+/// The store's two databases and the log's keyspaces in them.
+struct Databases {
+    db: Database,
+    log: Keyspace,
+    streams: Keyspace,
+    keys_db: Database,
+    keys: Keyspace,
 }
 
-/// Creates an empty store's database in `dir` (the temporary directory a new store is built in) and
-/// makes it durable, so that the store is complete when it is renamed into place. The store's lock is
-/// already held there, and is handed to the open that follows the rename.
+/// Opens the store's databases and the log's keyspaces, checking the store's format.
+fn open_databases(dir: &Path) -> Result<Databases, LogError> {
+    let db = open_database(
+        dir,
+        DATABASE_DIR_NAME,
+        Database::builder(dir.join(DATABASE_DIR_NAME))
+            .cache_size(BLOCK_CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES_MAX)
+            .worker_threads(STORAGE_WORKER_THREADS),
+    )?;
+    let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
+    let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
+    let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
+    check_format(&meta)?;
+    // NOTE: the key index has a database of its own so that ingesting one of its tables, which
+    // holds the database's journal while it syncs the table (about 20 ms), never holds the
+    // journal the log's appends commit through (decision 0142).
+    let keys_db = open_database(
+        dir,
+        KEYS_DATABASE_DIR_NAME,
+        Database::builder(dir.join(KEYS_DATABASE_DIR_NAME))
+            .cache_size(KEYS_BLOCK_CACHE_BYTES)
+            .max_journaling_size(JOURNAL_BYTES_MAX)
+            .worker_threads(KEYS_STORAGE_WORKER_THREADS),
+    )?;
+    let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
+    Ok(Databases { db, log, streams, keys_db, keys })
+}
+
+/// Opens one of the store's databases, folder `name` of the store `dir`, once its version files
+/// are checked.
+fn open_database(
+    dir: &Path,
+    name: &str,
+    builder: fjall::DatabaseBuilder<Database>,
+) -> Result<Database, LogError> {
+    crate::version_files::check(dir, &dir.join(name))?;
+    builder.open().map_err(|error| match error {
+        fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
+        other => LogError::Storage(other),
+    })
+}
+
+/// Creates an empty store's databases in `dir` (the temporary directory a new store is built in)
+/// and makes them durable, so that the store is complete when it is renamed into place. The store's
+/// lock is already held there, and is handed to the open that follows the rename.
 fn create_database(dir: &Path) -> Result<(), LogError> {
-    let (db, _, _, _) = open_database(dir)?;
-    db.persist(fjall::PersistMode::SyncAll)?;
+    let databases = open_databases(dir)?;
+    databases.db.persist(fjall::PersistMode::SyncAll)?;
+    databases.keys_db.persist(fjall::PersistMode::SyncAll)?;
     Ok(())
 }
 
@@ -712,12 +761,13 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
 /// A store's shared state without its writer, for tests of what the writer decides.
 #[cfg(test)]
 pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
-    let (db, log, streams, keys) = open_database(dir)?;
+    let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
     Ok(Arc::new(Shared {
         db,
         dir: dir.to_path_buf(),
         log,
         streams,
+        keys_db,
         keys,
         key_rules_of: None,
         tail: Tail::default(),

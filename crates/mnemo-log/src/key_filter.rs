@@ -410,7 +410,7 @@ mod tests {
         assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
         // As the writer does: each key is committed to the index, then added.
         let added = capacity + 10;
-        let mut batch = shared.db.batch();
+        let mut batch = shared.keys_db.batch();
         for index in 0..added {
             let framed = crate::key_index::framed(format!("ee{index}").as_bytes());
             batch.insert(&shared.keys, framed, crate::key_index::encode_value(mnemo_core::Position(2), b""));

@@ -6,7 +6,9 @@
 //! group commit and of earlier records of the same request; a lookup is one point read, so the
 //! check costs the same however long the log grows.
 //!
-//! Keys of the `keys` keyspace:
+//! Keys of the `keys` keyspace, in the index's own database (the store's `keys` folder, beside
+//! the log's `db`), so that ingesting a table never holds the journal the log's appends commit
+//! through (decision 0142):
 //! - `h` + the record key's fingerprint (its xxh3 128-bit hash, 16 bytes BE) -> position (u64 BE)
 //!   of the record holding it, then the claimed value's bytes (empty but for a
 //!   [`KeyRule::Claim`]);
@@ -17,8 +19,9 @@
 //! record keys of one session share a long prefix, and the memtable compares every key it inserts
 //! with about twenty others, so short keys that differ in their first bytes halve the cost of
 //! writing a group's keys. Two record keys share a fingerprint with a chance below 10⁻³⁰ among a
-//! billion keys; a retry is still told by comparing the holder's record itself. An index of the
-//! earlier layout (`k` + record key) is rebuilt from the log when the store opens for writing.
+//! billion keys; a retry is still told by comparing the holder's record itself. An index kept in
+//! the log's database, as stores kept it before, is dropped there and built again from the log in
+//! its own when the store opens for writing.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -38,8 +41,6 @@ pub const KEYS_KEYSPACE: &str = "keys";
 
 const KEY_TAG: u8 = b'h';
 const MARK_KEY: &[u8] = b"m";
-/// The tag of the earlier layout's keys: the record key itself followed the tag.
-const EARLIER_LAYOUT_TAG: u8 = b'k';
 /// A `keys` keyspace key of a record key: the tag, then the fingerprint.
 const FRAMED_BYTES: usize = 1 + 16;
 
@@ -503,7 +504,13 @@ pub(crate) fn ingest_handed(
         // NOTE: a few keys (what a short-lived process stages before it closes) would make a
         // table of their own each; in the journal they follow the envelopes they index, so a
         // crash cannot keep them without those.
-        let mut batch = shared.db.batch();
+        // NOTE: the index's database has a journal of its own, so the log it indexes is persisted
+        // first (unless its appends already were): a crash must not keep these keys without the
+        // envelopes holding them.
+        if !log_synced {
+            shared.db.persist(fjall::PersistMode::SyncData)?;
+        }
+        let mut batch = shared.keys_db.batch();
         table.for_each_in_key_order(|print, value| {
             batch.insert(&shared.keys, framed_print(print), value);
             Ok::<(), fjall::Error>(())
@@ -573,7 +580,7 @@ pub(crate) fn catch_up(
     }
     let Some(rules_of) = rules_of else { return Ok(false) };
     let _span = tracing::info_span!("key_index_catch_up", from = from.0, head = head.0).entered();
-    let mut batch = shared.db.batch();
+    let mut batch = shared.keys_db.batch();
     let mut written: HashSet<Fingerprint> = HashSet::new();
     let mut position = from.next();
     while position <= head {
@@ -598,7 +605,7 @@ pub(crate) fn catch_up(
         if written.len() >= CATCH_UP_BATCH_KEYS || position == head {
             batch.insert(&shared.keys, MARK_KEY, position.to_key());
             batch.commit()?;
-            batch = shared.db.batch();
+            batch = shared.keys_db.batch();
             written.clear();
         }
         position = position.next();
@@ -623,10 +630,6 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
         }
     }
     let Some(rules_of) = rules_of else { return Ok(()) };
-    if is_earlier_layout(shared)? {
-        // Its entries are not where this build looks; the next open for writing rebuilds it.
-        return Ok(());
-    }
     let mark = mark(shared)?.min(head);
     let mut position = Position::FIRST;
     while position <= mark {
@@ -649,30 +652,18 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
     Ok(())
 }
 
-/// Whether the index is of the earlier layout, keyed by the record keys themselves.
-fn is_earlier_layout(shared: &Shared) -> Result<bool, LogError> {
-    match shared.keys.prefix([EARLIER_LAYOUT_TAG]).next() {
-        None => Ok(false),
-        Some(guard) => guard.key().map(|_| true).map_err(LogError::from),
-    }
-}
-
-/// Brings an index of the earlier layout to this one, when the store opens for writing: rebuilt
-/// from the log with `rules_of`; without them, dropped with its mark, so that the log's keys are
-/// known incomplete as they would be for a store written before the index existed.
-pub(crate) fn upgrade_layout(
-    shared: &Shared,
-    head: Position,
-    rules_of: Option<KeyRulesOf>,
-) -> Result<(), LogError> {
-    if !is_earlier_layout(shared)? {
+/// Drops an index kept in the log's own database, where stores kept it before it had a database
+/// of its own: the index's database then starts empty, below every envelope, and the open builds
+/// it from the log (`catch_up`), as for a store written before the index existed. Only when the
+/// store opens for writing.
+pub(crate) fn drop_from_log_database(db: &fjall::Database) -> Result<(), LogError> {
+    if !db.keyspace_exists(KEYS_KEYSPACE) {
         return Ok(());
     }
-    tracing::info!("the key index is of an earlier layout; it is built again from the log");
-    match rules_of {
-        Some(rules_of) => rebuild(shared, head, rules_of),
-        None => drop_all(shared),
-    }
+    tracing::info!("the key index is kept in the log's database; it is built again from the log in its own");
+    let earlier = db.keyspace(KEYS_KEYSPACE, crate::fjall_log::keys_keyspace_options)?;
+    db.delete_keyspace(earlier)?;
+    Ok(())
 }
 
 /// Drops the whole index and builds it again from the log, for a store filled by copying envelopes
@@ -695,7 +686,7 @@ fn drop_all(shared: &Shared) -> Result<(), LogError> {
     // NOTE: an ingestion under way ends first; one that starts after finds its table gone.
     let _ingesting = shared.key_ingestion();
     shared.staged_keys_mut().clear();
-    let mut batch = shared.db.batch();
+    let mut batch = shared.keys_db.batch();
     for guard in shared.keys.iter() {
         let key = guard.key()?;
         batch.remove(&shared.keys, key);

@@ -37,8 +37,8 @@ pub use damaged::{DamagedCopy, JournalCut};
 pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
 pub use error::{CorruptionKind, LogError, damage, describe, diagnose, fault_cause};
 pub use fjall_log::{
-    ACCEPTED_LOSS_FILE_NAME, DATABASE_DIR_NAME, FjallLog, LOCK_FILE_NAME, LOG_KEYSPACE, LogOptions,
-    META_KEYSPACE, STREAMS_KEYSPACE, keys_keyspace_options, keyspace_options,
+    ACCEPTED_LOSS_FILE_NAME, DATABASE_DIR_NAME, FjallLog, KEYS_DATABASE_DIR_NAME, LOCK_FILE_NAME,
+    LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE, keys_keyspace_options, keyspace_options,
 };
 pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, LostRange, read_high_water};
 pub use key_index::{KEYS_KEYSPACE, KeyRulesOf};

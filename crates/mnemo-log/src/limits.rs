@@ -92,6 +92,17 @@ pub const JOURNAL_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// compactions, growing all the while.
 pub const STORAGE_WORKER_THREADS: usize = 4;
 
+/// The block cache of the key index's own database (`fjall_log::KEYS_DATABASE_DIR_NAME`). Its
+/// filters and block indexes are pinned with their tables, and the writer's key filter answers
+/// most lookups before they reach it, so the blocks it caches are those of retries and of the
+/// filter's rare wrong answers.
+pub const KEYS_BLOCK_CACHE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The background threads of the key index's database. Its memtable takes only the few keys of a
+/// closing store and an index's catch-up, so no flush waits long behind a merge; and with one
+/// thread the engine's pool does not hand merges back and forth between its threads.
+pub const KEYS_STORAGE_WORKER_THREADS: usize = 1;
+
 /// Envelopes a scan of the log reads through one storage iterator before it opens the next (see
 /// the fjall log's scan): what a scan holds in memory at once.
 pub const SCAN_CHUNK_ENVELOPES: u64 = 1024;

@@ -29,9 +29,10 @@ pub(crate) fn check(store: &Path, database: &Path) -> Result<(), LogError> {
         // A new store has none yet; an unreadable directory is the engine's to report.
         return Ok(());
     };
+    let folder = database.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     for entry in entries.flatten() {
         let keyspace = entry.path();
-        if let Some(what) = damaged_version_file(&keyspace) {
+        if let Some(what) = damaged_version_file(&keyspace, &folder) {
             return Err(LogError::Damaged { path: store.to_path_buf(), what });
         }
     }
@@ -39,8 +40,8 @@ pub(crate) fn check(store: &Path, database: &Path) -> Result<(), LogError> {
 }
 
 /// What is wrong with the keyspace's current version file, if its bytes differ from the checksum
-/// recorded for them.
-fn damaged_version_file(keyspace: &Path) -> Option<String> {
+/// recorded for them; `folder` names the database the keyspace is in.
+fn damaged_version_file(keyspace: &Path, folder: &str) -> Option<String> {
     let current = std::fs::read(keyspace.join(CURRENT_FILE_NAME)).ok()?;
     if current.len() != CURRENT_FILE_BYTES || current[CURRENT_FILE_BYTES - 1] != CHECKSUM_XXH3 {
         return None;
@@ -53,7 +54,7 @@ fn damaged_version_file(keyspace: &Path) -> Option<String> {
     hasher.update(&bytes);
     (hasher.digest128() != recorded).then(|| {
         let keyspace = keyspace.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        format!("the version file {name} of keyspace {keyspace} fails its checksum")
+        format!("the version file {name} of keyspace {keyspace} of {folder}/ fails its checksum")
     })
 }
 
@@ -84,11 +85,12 @@ mod tests {
     #[test]
     fn a_version_file_with_a_flipped_bit_is_damage_naming_the_file() {
         let dir = tempfile::tempdir().expect("tempdir");
-        keyspace_with(dir.path(), b"tables", b"tablfs");
-        let error = check(Path::new("store"), dir.path()).expect_err("a flipped bit passes");
+        let database = dir.path().join("db");
+        keyspace_with(&database, b"tables", b"tablfs");
+        let error = check(Path::new("store"), &database).expect_err("a flipped bit passes");
         assert_eq!(
             error.to_string().split(';').next(),
-            Some("store store is damaged: the version file v3 of keyspace 7 fails its checksum")
+            Some("store store is damaged: the version file v3 of keyspace 7 of db/ fails its checksum")
         );
     }
 }

@@ -420,7 +420,8 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
     // What a crash while the keys are staged leaves: the envelopes, and an index without their
     // keys or the mark that covers them.
     let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    let keys =
+        log.key_database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     for guard in keys.iter() {
         keys.remove(guard.key().unwrap()).unwrap();
     }
@@ -435,26 +436,26 @@ fn keys_lost_with_their_mark_are_caught_up_from_the_log_when_the_store_opens() {
 }
 
 #[test]
-fn an_index_of_the_earlier_layout_is_built_again_from_the_log_when_the_store_opens() {
+fn an_index_kept_in_the_log_database_is_dropped_there_and_built_again_in_its_own() {
     use mnemo_core::KeyRule::Identity;
     let dir = tempfile::tempdir().unwrap();
     let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
     let records = vec![keyed("x", vec![Identity(b"x".to_vec())]), keyed("y", vec![Identity(b"y".to_vec())])];
     appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
-    // The earlier layout: `k` + the record key itself, with a mark covering the log.
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
-    for guard in keys.iter() {
-        keys.remove(guard.key().unwrap()).unwrap();
-    }
-    keys.insert(b"kx", 1u64.to_be_bytes()).unwrap();
-    keys.insert(b"ky", 2u64.to_be_bytes()).unwrap();
-    keys.insert(b"m", 2u64.to_be_bytes()).unwrap();
-    drop(keys);
     drop(log);
+    // Where stores kept the index before it had a database of its own: a `keys` keyspace in the
+    // log's database (here with a wrong holder for `x`, which must not survive), and no index in
+    // the index's own database.
+    let db = fjall::Database::builder(dir.path().join(mnemo_log::DATABASE_DIR_NAME)).open().unwrap();
+    let earlier = db.keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    earlier.insert(b"kx", 2u64.to_be_bytes()).unwrap();
+    earlier.insert(b"m", 2u64.to_be_bytes()).unwrap();
+    db.persist(fjall::PersistMode::SyncAll).unwrap();
+    drop((earlier, db));
+    std::fs::remove_dir_all(dir.path().join(mnemo_log::KEYS_DATABASE_DIR_NAME)).unwrap();
+
     let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
-    assert_eq!(keys.prefix(b"k").count(), 0, "no entry of the earlier layout is left");
-    drop(keys);
+    assert!(!log.database().keyspace_exists(mnemo_log::KEYS_KEYSPACE), "the earlier index is dropped");
     assert_eq!(log.key_holder(b"x").unwrap(), Some(Position(1)));
     assert_eq!(log.key_holder(b"y").unwrap(), Some(Position(2)));
     let retry = vec![keyed("x", vec![Identity(b"x".to_vec())])];
@@ -476,7 +477,8 @@ fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes
         let records = vec![keyed(&format!("e{n}"), vec![Identity(format!("e{n}").into_bytes())])];
         appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     }
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    let keys =
+        log.key_database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     assert_eq!(keys.prefix(b"h").count(), 0, "fewer keys than a table's worth stay staged");
     assert_eq!(log.key_holder(b"e7").unwrap(), Some(Position(7)), "a staged key is found");
     let retry = vec![keyed("e7", vec![Identity(b"e7".to_vec())])];
@@ -488,7 +490,8 @@ fn keys_are_staged_in_memory_while_the_store_is_open_and_ingested_when_it_closes
     drop(keys);
     drop(log);
     let log = FjallLog::open(dir.path(), with_identity_rules()).unwrap();
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    let keys =
+        log.key_database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     assert_eq!(keys.prefix(b"h").count(), 100, "closing hands every staged key to the keyspace");
     assert_eq!(keys.get(b"m").unwrap().as_deref(), Some(&100u64.to_be_bytes()[..]), "with the mark");
     drop(keys);
@@ -508,7 +511,8 @@ fn a_table_of_staged_keys_is_ingested_with_its_mark_once_enough_are_staged() {
             .collect();
         appended(log.append(AppendRequest::new(stream("s"), ExpectedRevision::Any, records)).unwrap());
     }
-    let keys = log.database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
+    let keys =
+        log.key_database().keyspace(mnemo_log::KEYS_KEYSPACE, mnemo_log::keys_keyspace_options).unwrap();
     // The table is written by the ingestion thread while the writer goes on.
     let began = std::time::Instant::now();
     while keys.get(b"m").unwrap().is_none() {

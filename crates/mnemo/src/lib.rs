@@ -123,9 +123,9 @@ pub mod log {
     pub use crate::salvage::{SalvageReport, salvage};
     pub use mnemo_log::{
         AppendOutcome, AppendRequest, Appended, Clock, CorruptionKind, Durability, ENVELOPE_FORMAT_VERSION,
-        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, KeyRefusal, LogBackend, LogError,
-        LostRange, ManualClock, NewRecord, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, RevisionConflict,
-        STORE_MARKER_FILE_NAME, StreamHead, SystemClock,
+        Envelope, EnvelopeIter, ExpectedRevision, GENESIS_HASH, HASH_BYTES, KEYS_DATABASE_DIR_NAME,
+        KeyRefusal, LogBackend, LogError, LostRange, ManualClock, NewRecord, PRIVATE_DIR_MODE,
+        PRIVATE_FILE_MODE, RevisionConflict, STORE_MARKER_FILE_NAME, StreamHead, SystemClock,
     };
 }
 

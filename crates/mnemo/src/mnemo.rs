@@ -114,7 +114,7 @@ pub struct Stats {
     pub events: u64,
     /// Turns across sessions.
     pub turns: u64,
-    /// Bytes the store's database takes on disk.
+    /// Bytes the store's databases (the log's and the key index's) take on disk.
     pub disk_bytes: u64,
     /// Every stage.
     pub stages: Vec<StageReport>,
@@ -455,7 +455,8 @@ impl Mnemo {
             sessions: sessions.len() as u64,
             events: sessions.iter().map(|s| s.event_count).sum(),
             turns: sessions.iter().map(|s| s.turn_count).sum(),
-            disk_bytes: self.local.database().disk_space().unwrap_or(0),
+            disk_bytes: self.local.database().disk_space().unwrap_or(0)
+                + self.local.key_database().disk_space().unwrap_or(0),
             stages,
         })
     }

@@ -209,6 +209,47 @@ fn retries_are_known_after_reopen_and_after_the_index_is_built_from_the_log() {
     assert_eq!(mnemo.log().head(), Position(2), "a retry appends nothing to the salvaged store");
 }
 
+#[test]
+fn a_damaged_key_index_is_reported_and_a_salvage_builds_it_again_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mnemo = open(dir.path());
+        mnemo
+            .append(
+                &stream(),
+                ExpectedRevision::NoStream,
+                &[opened(), text_event("e1", "t1", Role::User, "a")],
+            )
+            .unwrap();
+        mnemo.close().unwrap();
+    }
+    // Every version file of the key index's own database gets a flipped byte.
+    let keyspaces = dir.path().join(mnemo::log::KEYS_DATABASE_DIR_NAME).join("keyspaces");
+    let mut flipped = 0;
+    for entry in std::fs::read_dir(&keyspaces).unwrap() {
+        let keyspace = entry.unwrap().path();
+        let current = std::fs::read(keyspace.join("current")).unwrap();
+        let version = keyspace.join(format!("v{}", u64::from_le_bytes(current[..8].try_into().unwrap())));
+        let mut bytes = std::fs::read(&version).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0x10;
+        std::fs::write(&version, bytes).unwrap();
+        flipped += 1;
+    }
+    assert!(flipped > 0, "the key index has a database of its own");
+    let refused = Mnemo::open(dir.path(), Config::default()).map(|_| ()).unwrap_err().to_string();
+    assert!(refused.contains("damaged") && refused.contains("of keys/"), "{refused}");
+
+    let salvaged = tempfile::tempdir().unwrap();
+    let to = salvaged.path().join("store");
+    let report = mnemo::log::salvage(dir.path(), &to, &mut |_| {}).unwrap();
+    assert_eq!(report.recovered, 2, "{report:?}");
+    let mnemo = open(&to);
+    let retry =
+        mnemo.append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "a")]).unwrap();
+    assert_eq!((retry.first_position, retry.retried), (Position(2), 1), "the rebuilt index knows e1");
+}
+
 /// The reference runtime's event lines (the `maka` format), one of them logged twice.
 const MAKA_RETRIED: &str = r#"{"id":"m1","invocationId":"i1","runId":"r1","sessionId":"sm","turnId":"t1","ts":1767225600000,"partial":false,"role":"user","author":"user","content":{"kind":"text","text":"hello"}}
 {"id":"m2","invocationId":"i1","runId":"r1","sessionId":"sm","turnId":"t1","ts":1767225600001,"partial":false,"role":"model","author":"agent","content":{"kind":"text","text":"hi"}}
