@@ -5,10 +5,13 @@
 //! index). Both encode every record inside the timing; only the first derives and checks rules.
 //! The figure is the ratio of the two rates.
 //!
-//! The imports run one after the other, and each store is closed once its engine is idle, so that
-//! each import shares the machine only with its own store's work: its projection stages, and its
-//! storage engine flushing and compacting what it writes, the key index included. That background
-//! work is part of what the check costs a host (decision 0142).
+//! The imports run one after the other, each into a store of its own that is closed and removed
+//! once its import is timed, so that each import shares the machine only with its own store's
+//! work: its projection stages, and its storage engine flushing and compacting what it writes, the
+//! key index included. That background work is part of what the check costs a host (decision
+//! 0142). The stages' and the engines' work left when an import ends is not waited for (it took
+//! about 70 s an import at 1M events, seven times the import); closing the store stops it, and the
+//! store's files are removed, so that the disk does not write them back during the next import.
 //!
 //! The first import of a process grows its heap, and the zeroing of those fresh pages (about
 //! 0.75 s of the main thread's time in the first import at 1M events, under 0.1 s in each later
@@ -21,7 +24,6 @@
 //! longer window, the import's and the engine's alike) moved the rate over all imports by several
 //! points, and the median sets it aside whichever kind it fell on (decision 0142).
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use mnemo::log::{AppendOutcome, AppendRequest, Durability, ExpectedRevision, NewRecord};
@@ -39,9 +41,10 @@ pub const KEY_CHECK_TARGET: f64 = 0.9;
 /// Mixed into the corpus seed for the draw of which import runs first.
 const KEY_CHECK_ORDER_SEED: u64 = 0x6b65_795f_6f72_6465;
 
-/// The longest wait for a store's storage engine to finish its background work before the store is
-/// closed and the other import starts (a wait that ends there is only a noisier measurement).
-pub const KEY_CHECK_SETTLE_MAX: Duration = Duration::from_secs(60);
+/// The pause after a store is closed and removed, before the next import starts: the file system
+/// commits its journal every five seconds, and the removal's share of that commit then falls
+/// outside the next import.
+pub const KEY_CHECK_PAUSE: Duration = Duration::from_secs(6);
 
 /// Events of the untimed import before the timed ones (at most the corpus): enough that the
 /// heap's first growth falls on it. The allocator still gives memory back and faults it in again
@@ -50,9 +53,9 @@ pub const KEY_CHECK_WARM_UP_EVENTS: u64 = 100_000;
 
 /// Imports of each kind (with key rules, without). Half of an import at 1M events is the writer's
 /// commits (the batch, the journal's write and its sync), whose time moved by almost a second from
-/// one import to the next whatever its kind; with two imports of each kind, that alone moved a
-/// run's ratio by several points (decision 0142).
-pub const KEY_CHECK_IMPORTS_PER_KIND: usize = 4;
+/// one import to the next whatever its kind; with four imports of each kind, a run's ratio still
+/// moved by several points with the machine (decision 0142).
+pub const KEY_CHECK_IMPORTS_PER_KIND: usize = 8;
 
 /// Imports the corpus with and without key rules; returns the workload's figures. `progress` hears
 /// of each timed import as it ends.
@@ -63,19 +66,15 @@ pub fn key_check(
     // NOTE: which import runs first is drawn from the seed, so that runs with different seeds spread
     // whatever running first or second costs over both.
     let checked_first = Rng::new(options.seed ^ KEY_CHECK_ORDER_SEED).chance(50);
-    let (_, warm_up) =
-        import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, "keys-warm-up")?;
-    let mut stores = vec![warm_up];
+    import_corpus(options, options.corpus_events.min(KEY_CHECK_WARM_UP_EVENTS), true, "keys-warm-up")?;
     let (mut checked_times, mut unchecked_times) = (Vec::new(), Vec::new());
-    // NOTE: the Thue-Morse order (A B B A B A A B): the kinds' rounds have the same sum, and the
-    // same sum of squares, so a drift that is linear or quadratic in time costs both alike.
+    // NOTE: the Thue-Morse order (A B B A B A A B B A A B A B B A): the kinds' rounds have the same
+    // sum, sum of squares and sum of cubes, so a drift up to cubic in time costs both alike.
     let order =
         (0..2 * KEY_CHECK_IMPORTS_PER_KIND).map(|round| checked_first ^ (round.count_ones() % 2 == 1));
     for (round, with_rules) in order.enumerate() {
         let name = if with_rules { "keys-checked" } else { "keys-unchecked" };
-        let (time, store) =
-            import_corpus(options, options.corpus_events, with_rules, &format!("{name}-{round}"))?;
-        stores.push(store);
+        let time = import_corpus(options, options.corpus_events, with_rules, &format!("{name}-{round}"))?;
         let kind = if with_rules { "with key rules" } else { "without key rules" };
         progress(&format!(
             "key check: import {} of {}, {kind}: {} events in {:.2} s",
@@ -85,10 +84,6 @@ pub fn key_check(
             time.as_secs_f64()
         ));
         (if with_rules { &mut checked_times } else { &mut unchecked_times }).push(time.as_secs_f64());
-    }
-    // NOTE: the stores are scratch (about 0.7 GB each at 1M events); nothing reads them afterwards.
-    for store in &stores {
-        std::fs::remove_dir_all(store).map_err(io(format!("cannot remove {}", store.display())))?;
     }
     let events = options.corpus_events as f64;
     let (with, without) = (events / median(checked_times), events / median(unchecked_times));
@@ -110,16 +105,16 @@ pub fn key_check(
 }
 
 /// Imports the first `events` events of the corpus into a fresh store named `store`, a session at
-/// a time in appends of `IMPORT_CHUNK_RECORDS`; returns the time the appends took and the store's
-/// folder. The store's stages catch up and its engine goes idle, untimed, before it is closed.
+/// a time in appends of `IMPORT_CHUNK_RECORDS`; returns the time the appends took. The store is
+/// then closed without waiting for its stages, removed, and followed by `KEY_CHECK_PAUSE`.
 fn import_corpus(
     options: &BenchOptions,
     events: u64,
     with_rules: bool,
     store: &str,
-) -> Result<(Duration, PathBuf), BenchError> {
-    // NOTE: a store of its own per import: clearing the last one's files just before a timed
-    // import would leave the file system freeing them during it.
+) -> Result<Duration, BenchError> {
+    // NOTE: a store of its own per import, so that nothing of the last import's store is in the
+    // engine's memory or on its disk.
     let dir = fresh_dir(&options.out, store)?;
     let mnemo = open_mnemo(&dir, Durability::SyncData)?;
     let sessions = events.div_ceil(CORPUS_EVENTS_PER_SESSION);
@@ -137,12 +132,13 @@ fn import_corpus(
         }
         time += started.elapsed();
     }
-    mnemo.catch_up()?;
-    let deadline = Instant::now() + KEY_CHECK_SETTLE_MAX;
-    while mnemo.log().background_work() > 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    Ok((time, dir))
+    // NOTE: dropping the store stops its stages where they are and its engine's background work;
+    // its files are scratch (up to about 0.7 GB at 1M events), and removed ones are never written
+    // back to the disk, which a store kept until the run ends would be, during the next imports.
+    drop(mnemo);
+    std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
+    std::thread::sleep(KEY_CHECK_PAUSE);
+    Ok(time)
 }
 
 /// One append of `records`, encoded as the facade encodes them; with their key rules or none.

@@ -25,8 +25,8 @@ use crate::keys;
 use crate::limits::{
     BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_BLOCK_CACHE_BYTES, KEYS_L0_TABLES_MAX,
     KEYS_MEMTABLE_BYTES_MAX, KEYS_STORAGE_WORKER_THREADS, KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX,
-    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_WORKER_THREADS,
-    WRITER_QUEUE_DEPTH_MAX,
+    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_NICE_INCREMENT,
+    STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
 use crate::staged_keys::StagedKeys;
@@ -589,6 +589,7 @@ fn open_databases(dir: &Path) -> Result<Databases, LogError> {
             .worker_threads(KEYS_STORAGE_WORKER_THREADS),
     )?;
     let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
+    crate::priority::lower_engine_threads(STORAGE_NICE_INCREMENT);
     Ok(Databases { db, log, streams, keys_db, keys })
 }
 

@@ -1,6 +1,10 @@
-//! Background threads (the log's key ingestion and filter scan, the pipeline's stages) run at a
-//! lower scheduling priority than the host's, so that on a busy machine they take the time the
-//! host's own threads (the writer, the callers) leave.
+//! Background threads (the log's key ingestion and filter scan, the pipeline's stages, the storage
+//! engine's flushes and compactions) run at a lower scheduling priority than the host's, so that on
+//! a busy machine they take the time the host's own threads (the writer, the callers) leave.
+
+/// The name the storage engine gives the threads of its pool (flushes, compactions, memtable
+/// rotations).
+const ENGINE_THREAD_NAME: &str = "fjall:worker";
 
 /// Raises the calling thread's nice value by `increment` over what it has. On Linux the nice value
 /// belongs to the thread, not the process, so the host's own threads keep theirs. Where the system
@@ -18,4 +22,57 @@ pub fn lower_this_thread(increment: i32, thread_name: &str) {
     }
     #[cfg(not(target_os = "linux"))]
     let _ = (increment, thread_name);
+}
+
+/// Lowers the storage engine's pool threads of this process to the calling thread's nice value plus
+/// `increment`, as [`lower_this_thread`] lowers the log's own background threads; returns how many
+/// it lowered. The engine starts its threads when a database opens and offers no hook to run code
+/// on them, so they are found by name among the process's threads just after the open. A thread
+/// already that low is left alone, so a process that opens several stores lowers each thread once.
+pub(crate) fn lower_engine_threads(increment: i32) -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        let target = match rustix::process::getpriority_process(Some(rustix::thread::gettid())) {
+            Ok(nice) => nice + increment,
+            Err(error) => {
+                tracing::debug!(%error, "cannot read this thread's priority; the engine's threads keep theirs");
+                return 0;
+            }
+        };
+        let mut lowered = 0;
+        for tid in engine_threads() {
+            let thread = Some(tid);
+            let lower = rustix::process::getpriority_process(thread)
+                .is_ok_and(|nice| nice < target)
+                .then(|| rustix::process::setpriority_process(thread, target));
+            match lower {
+                Some(Ok(())) => lowered += 1,
+                Some(Err(error)) => {
+                    tracing::debug!(%error, "cannot lower a storage engine thread's priority")
+                }
+                None => {}
+            }
+        }
+        lowered
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = increment;
+        0
+    }
+}
+
+/// The ids of this process's threads the storage engine named as its own (`/proc/self/task`).
+#[cfg(target_os = "linux")]
+pub(crate) fn engine_threads() -> Vec<rustix::process::Pid> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter(|task| {
+            std::fs::read_to_string(task.path().join("comm"))
+                .is_ok_and(|name| name.trim_end() == ENGINE_THREAD_NAME)
+        })
+        .filter_map(|task| task.file_name().to_str()?.parse().ok())
+        .filter_map(rustix::process::Pid::from_raw)
+        .collect()
 }
