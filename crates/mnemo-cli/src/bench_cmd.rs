@@ -79,8 +79,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_name = "MB")]
     import_memory: Option<u64>,
     /// Run only the key-check workload: the `--events` corpus appended with and without key rules
-    /// (event identity, run claims and seals, tool-call pairing), into two fresh stores one after
-    /// the other.
+    /// (event identity, run claims and seals, tool-call pairing), each kind eight times, each into
+    /// a fresh store of its own.
     #[arg(long)]
     key_check: bool,
     /// The real fixtures directory of the context-quality workload.
