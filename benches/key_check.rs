@@ -46,6 +46,10 @@ const KEY_CHECK_ORDER_SEED: u64 = 0x6b65_795f_6f72_6465;
 /// outside the next import.
 pub const KEY_CHECK_PAUSE: Duration = Duration::from_secs(6);
 
+/// Imports of fewer events than this are not followed by `KEY_CHECK_PAUSE`: their stores take a few
+/// MiB, and sixteen pauses would be most of a quick run's time.
+pub const KEY_CHECK_PAUSE_EVENTS_MIN: u64 = 100_000;
+
 /// Events of the untimed import before the timed ones (at most the corpus): enough that the
 /// heap's first growth falls on it. The allocator still gives memory back and faults it in again
 /// during every import, of either kind.
@@ -106,7 +110,8 @@ pub fn key_check(
 
 /// Imports the first `events` events of the corpus into a fresh store named `store`, a session at
 /// a time in appends of `IMPORT_CHUNK_RECORDS`; returns the time the appends took. The store is
-/// then closed without waiting for its stages, removed, and followed by `KEY_CHECK_PAUSE`.
+/// then closed without waiting for its stages, removed, and followed by `KEY_CHECK_PAUSE` when it
+/// held `KEY_CHECK_PAUSE_EVENTS_MIN` events or more.
 fn import_corpus(
     options: &BenchOptions,
     events: u64,
@@ -137,7 +142,9 @@ fn import_corpus(
     // back to the disk, which a store kept until the run ends would be, during the next imports.
     drop(mnemo);
     std::fs::remove_dir_all(&dir).map_err(io(format!("cannot remove {}", dir.display())))?;
-    std::thread::sleep(KEY_CHECK_PAUSE);
+    if events >= KEY_CHECK_PAUSE_EVENTS_MIN {
+        std::thread::sleep(KEY_CHECK_PAUSE);
+    }
     Ok(time)
 }
 
