@@ -565,14 +565,7 @@ struct Databases {
 
 /// Opens the store's databases and the log's keyspaces, checking the store's format.
 fn open_databases(dir: &Path) -> Result<Databases, LogError> {
-    let db = open_database(
-        dir,
-        DATABASE_DIR_NAME,
-        Database::builder(dir.join(DATABASE_DIR_NAME))
-            .cache_size(BLOCK_CACHE_BYTES)
-            .max_journaling_size(JOURNAL_BYTES_MAX)
-            .worker_threads(STORAGE_WORKER_THREADS),
-    )?;
+    let db = open_database(dir, DATABASE_DIR_NAME, BLOCK_CACHE_BYTES, STORAGE_WORKER_THREADS)?;
     let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
     let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
     let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
@@ -580,31 +573,27 @@ fn open_databases(dir: &Path) -> Result<Databases, LogError> {
     // NOTE: the key index has a database of its own so that ingesting one of its tables, which
     // holds the database's journal while it syncs the table (about 20 ms), never holds the
     // journal the log's appends commit through (decision 0142).
-    let keys_db = open_database(
-        dir,
-        KEYS_DATABASE_DIR_NAME,
-        Database::builder(dir.join(KEYS_DATABASE_DIR_NAME))
-            .cache_size(KEYS_BLOCK_CACHE_BYTES)
-            .max_journaling_size(JOURNAL_BYTES_MAX)
-            .worker_threads(KEYS_STORAGE_WORKER_THREADS),
-    )?;
+    let keys_db =
+        open_database(dir, KEYS_DATABASE_DIR_NAME, KEYS_BLOCK_CACHE_BYTES, KEYS_STORAGE_WORKER_THREADS)?;
     let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
     crate::priority::lower_engine_threads(STORAGE_NICE_INCREMENT);
     Ok(Databases { db, log, streams, keys_db, keys })
 }
 
 /// Opens one of the store's databases, folder `name` of the store `dir`, once its version files
-/// are checked.
-fn open_database(
-    dir: &Path,
-    name: &str,
-    builder: fjall::DatabaseBuilder<Database>,
-) -> Result<Database, LogError> {
-    crate::version_files::check(dir, &dir.join(name))?;
-    builder.open().map_err(|error| match error {
-        fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-        other => LogError::Storage(other),
-    })
+/// are checked, with a block cache of `cache_bytes` and `workers` background threads.
+fn open_database(dir: &Path, name: &str, cache_bytes: u64, workers: usize) -> Result<Database, LogError> {
+    let folder = dir.join(name);
+    crate::version_files::check(dir, &folder)?;
+    Database::builder(folder)
+        .cache_size(cache_bytes)
+        .max_journaling_size(JOURNAL_BYTES_MAX)
+        .worker_threads(workers)
+        .open()
+        .map_err(|error| match error {
+            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
+            other => LogError::Storage(other),
+        })
 }
 
 /// Creates an empty store's databases in `dir` (the temporary directory a new store is built in)

@@ -64,7 +64,7 @@ pub(crate) fn lower_engine_threads(increment: i32) -> usize {
 
 /// The ids of this process's threads the storage engine named as its own (`/proc/self/task`).
 #[cfg(target_os = "linux")]
-pub(crate) fn engine_threads() -> Vec<rustix::process::Pid> {
+fn engine_threads() -> Vec<rustix::process::Pid> {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Vec::new() };
     tasks
         .flatten()

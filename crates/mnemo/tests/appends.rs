@@ -170,20 +170,20 @@ fn the_same_event_id_with_another_payload_is_refused_and_nothing_of_the_batch_is
     assert_eq!(mnemo.log().head(), head);
 }
 
+/// A closed store holding the session's opening and event `e1` (positions 1 and 2).
+fn closed_store_with_e1() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    mnemo
+        .append(&stream(), ExpectedRevision::NoStream, &[opened(), text_event("e1", "t1", Role::User, "a")])
+        .unwrap();
+    mnemo.close().unwrap();
+    dir
+}
+
 #[test]
 fn retries_are_known_after_reopen_and_after_the_index_is_built_from_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let mnemo = open(dir.path());
-        mnemo
-            .append(
-                &stream(),
-                ExpectedRevision::NoStream,
-                &[opened(), text_event("e1", "t1", Role::User, "a")],
-            )
-            .unwrap();
-        mnemo.close().unwrap();
-    }
+    let dir = closed_store_with_e1();
     let known = |mnemo: &Mnemo, store: &str| {
         let retry = mnemo
             .append(&stream(), ExpectedRevision::Any, &[text_event("e1", "t1", Role::User, "a")])
@@ -211,18 +211,7 @@ fn retries_are_known_after_reopen_and_after_the_index_is_built_from_the_log() {
 
 #[test]
 fn a_damaged_key_index_is_reported_and_a_salvage_builds_it_again_from_the_log() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let mnemo = open(dir.path());
-        mnemo
-            .append(
-                &stream(),
-                ExpectedRevision::NoStream,
-                &[opened(), text_event("e1", "t1", Role::User, "a")],
-            )
-            .unwrap();
-        mnemo.close().unwrap();
-    }
+    let dir = closed_store_with_e1();
     // Every version file of the key index's own database gets a flipped byte.
     let keyspaces = dir.path().join(mnemo::log::KEYS_DATABASE_DIR_NAME).join("keyspaces");
     let mut flipped = 0;
