@@ -576,7 +576,10 @@ fn open_databases(dir: &Path) -> Result<Databases, LogError> {
     let keys_db =
         open_database(dir, KEYS_DATABASE_DIR_NAME, KEYS_BLOCK_CACHE_BYTES, KEYS_STORAGE_WORKER_THREADS)?;
     let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
-    crate::priority::lower_engine_threads(STORAGE_NICE_INCREMENT);
+    crate::priority::lower_engine_threads(
+        STORAGE_NICE_INCREMENT,
+        STORAGE_WORKER_THREADS + KEYS_STORAGE_WORKER_THREADS,
+    );
     Ok(Databases { db, log, streams, keys_db, keys })
 }
 

@@ -2,6 +2,8 @@
 //! engine's flushes and compactions) run at a lower scheduling priority than the host's, so that on
 //! a busy machine they take the time the host's own threads (the writer, the callers) leave.
 
+use std::time::Duration;
+
 /// The name the storage engine gives the threads of its pool (flushes, compactions, memtable
 /// rotations).
 const ENGINE_THREAD_NAME: &str = "fjall:worker";
@@ -24,12 +26,22 @@ pub fn lower_this_thread(increment: i32, thread_name: &str) {
     let _ = (increment, thread_name);
 }
 
+/// How long a store's open waits for the storage engine's new threads to take their name, so that
+/// they can be found and lowered (`lower_engine_threads`). A thread names itself as it starts, most
+/// within microseconds of the open; one not named by then keeps the host's priority.
+const ENGINE_THREADS_NAMED_WAIT: Duration = Duration::from_secs(1);
+
 /// Lowers the storage engine's pool threads of this process to the calling thread's nice value plus
 /// `increment`, as [`lower_this_thread`] lowers the log's own background threads; returns how many
 /// it lowered. The engine starts its threads when a database opens and offers no hook to run code
-/// on them, so they are found by name among the process's threads just after the open. A thread
-/// already that low is left alone, so a process that opens several stores lowers each thread once.
-pub(crate) fn lower_engine_threads(increment: i32) -> usize {
+/// on them, so they are found by name among the process's threads just after the open: `started`
+/// of them, the threads the open started. A thread already that low is left alone, so a process
+/// that opens several stores lowers each thread once.
+///
+/// NOTE: a thread takes its name only once it runs, and just after the open some had not yet: one
+/// open in about thirty left threads at the host's priority. So the threads are looked for again
+/// until `started` have been seen, for at most `ENGINE_THREADS_NAMED_WAIT`.
+pub(crate) fn lower_engine_threads(increment: i32, started: usize) -> usize {
     #[cfg(target_os = "linux")]
     {
         let target = match rustix::process::getpriority_process(Some(rustix::thread::gettid())) {
@@ -39,25 +51,40 @@ pub(crate) fn lower_engine_threads(increment: i32) -> usize {
                 return 0;
             }
         };
-        let mut lowered = 0;
-        for tid in engine_threads() {
-            let thread = Some(tid);
-            let lower = rustix::process::getpriority_process(thread)
-                .is_ok_and(|nice| nice < target)
-                .then(|| rustix::process::setpriority_process(thread, target));
-            match lower {
-                Some(Ok(())) => lowered += 1,
-                Some(Err(error)) => {
-                    tracing::debug!(%error, "cannot lower a storage engine thread's priority")
+        let deadline = std::time::Instant::now() + ENGINE_THREADS_NAMED_WAIT;
+        let (mut lowered, mut seen) = (0, 0);
+        loop {
+            for tid in engine_threads() {
+                let thread = Some(tid);
+                let lower = rustix::process::getpriority_process(thread)
+                    .is_ok_and(|nice| nice < target)
+                    .then(|| rustix::process::setpriority_process(thread, target));
+                match lower {
+                    Some(Ok(())) => lowered += 1,
+                    Some(Err(error)) => {
+                        tracing::debug!(%error, "cannot lower a storage engine thread's priority")
+                    }
+                    None => continue,
                 }
-                None => {}
+                seen += 1;
             }
+            if seen >= started || std::time::Instant::now() >= deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        if seen < started {
+            tracing::debug!(
+                seen,
+                started,
+                "some storage engine threads were not found; they keep the host's priority"
+            );
         }
         lowered
     }
     #[cfg(not(target_os = "linux"))]
     {
-        let _ = increment;
+        let _ = (increment, started);
         0
     }
 }
