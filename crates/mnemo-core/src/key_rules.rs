@@ -117,6 +117,12 @@ impl KeyRules {
         self.bytes.is_empty()
     }
 
+    /// The rules as encoded (see the module's documentation).
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
     /// The rules in order.
     #[inline]
     pub fn iter(&self) -> RulesIter<'_> {

@@ -44,6 +44,9 @@ const MARK_KEY: &[u8] = b"m";
 /// A `keys` keyspace key of a record key: the tag, then the fingerprint.
 const FRAMED_BYTES: usize = 1 + 16;
 
+/// The processor's cache line: what one read brings into its cache.
+const CACHE_LINE_BYTES: usize = 64;
+
 /// Keys the index catch-up writes per batch.
 const CATCH_UP_BATCH_KEYS: usize = 4096;
 
@@ -398,6 +401,7 @@ impl GroupKeys {
     /// A rule the same as the one in its place in the record before takes that one's fingerprint
     /// and is marked in `repeats`: comparing the bytes costs less than hashing them.
     fn fingerprint_rules(&mut self, request: &AppendRequest) {
+        fetch_rules(&request.records);
         self.prints.clear();
         self.rules_from.clear();
         self.repeats.clear();
@@ -456,6 +460,22 @@ impl GroupKeys {
     pub(crate) fn written(&self) -> usize {
         self.writes.len()
     }
+}
+
+/// Reads a byte of each cache line of every record's rules, so that they are in the processor's
+/// cache when the rules are walked soon after. The bytes are folded together and the fold used only
+/// at the end, so that no read waits for another and many are under way at once.
+///
+/// NOTE: the caller's thread wrote the rules, a buffer per record, and the writer's first read of
+/// each waited for it to come from memory or the other processor's cache: `perf annotate` put 29%
+/// of the writer's decisions at the reads of two rules' lengths (decision 0142).
+fn fetch_rules(records: &[NewRecord]) {
+    let fetched = records.iter().fold(0u8, |fold, record| {
+        let rules = record.rules.as_bytes();
+        let lines = rules.iter().step_by(CACHE_LINE_BYTES).fold(fold, |fold, &byte| fold ^ byte);
+        lines ^ rules.last().copied().unwrap_or(0)
+    });
+    std::hint::black_box(fetched);
 }
 
 /// What a record's identity says of it.
