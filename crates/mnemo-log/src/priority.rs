@@ -32,42 +32,29 @@ pub fn lower_this_thread(increment: i32, thread_name: &str) {
 const ENGINE_THREADS_NAMED_WAIT: Duration = Duration::from_secs(1);
 
 /// Lowers the storage engine's pool threads of this process to the calling thread's nice value plus
-/// `increment`, as [`lower_this_thread`] lowers the log's own background threads; returns how many
-/// it lowered. The engine starts its threads when a database opens and offers no hook to run code
-/// on them, so they are found by name among the process's threads just after the open: `started`
-/// of them, the threads the open started. A thread already that low is left alone, so a process
-/// that opens several stores lowers each thread once.
+/// `increment`, as [`lower_this_thread`] lowers the log's own background threads. The engine starts
+/// its threads when a database opens and offers no hook to run code on them, so they are found by
+/// name among the process's threads just after the open: `started` of them, the threads the open
+/// started. A thread already that low is left alone, so a process that opens several stores lowers
+/// each thread once.
 ///
 /// NOTE: a thread takes its name only once it runs, and just after the open some had not yet: one
 /// open in about thirty left threads at the host's priority. So the threads are looked for again
 /// until `started` have been seen, for at most `ENGINE_THREADS_NAMED_WAIT`.
-pub(crate) fn lower_engine_threads(increment: i32, started: usize) -> usize {
+pub(crate) fn lower_engine_threads(increment: i32, started: usize) {
     #[cfg(target_os = "linux")]
     {
         let target = match rustix::process::getpriority_process(Some(rustix::thread::gettid())) {
             Ok(nice) => nice + increment,
             Err(error) => {
                 tracing::debug!(%error, "cannot read this thread's priority; the engine's threads keep theirs");
-                return 0;
+                return;
             }
         };
         let deadline = std::time::Instant::now() + ENGINE_THREADS_NAMED_WAIT;
-        let (mut lowered, mut seen) = (0, 0);
+        let mut seen = 0;
         loop {
-            for tid in engine_threads() {
-                let thread = Some(tid);
-                let lower = rustix::process::getpriority_process(thread)
-                    .is_ok_and(|nice| nice < target)
-                    .then(|| rustix::process::setpriority_process(thread, target));
-                match lower {
-                    Some(Ok(())) => lowered += 1,
-                    Some(Err(error)) => {
-                        tracing::debug!(%error, "cannot lower a storage engine thread's priority")
-                    }
-                    None => continue,
-                }
-                seen += 1;
-            }
+            seen += engine_threads().into_iter().filter(|&thread| lower_to(thread, target)).count();
             if seen >= started || std::time::Instant::now() >= deadline {
                 break;
             }
@@ -80,13 +67,24 @@ pub(crate) fn lower_engine_threads(increment: i32, started: usize) -> usize {
                 "some storage engine threads were not found; they keep the host's priority"
             );
         }
-        lowered
     }
     #[cfg(not(target_os = "linux"))]
-    {
-        let _ = (increment, started);
-        0
+    let _ = (increment, started);
+}
+
+/// Sets `thread`'s nice value to `target` if it is below it; whether it was below (a thread not
+/// lowered yet), whether or not the system then let it be lowered. A thread whose priority cannot
+/// be read (it has ended) is left alone.
+#[cfg(target_os = "linux")]
+fn lower_to(thread: rustix::process::Pid, target: i32) -> bool {
+    let thread = Some(thread);
+    if !rustix::process::getpriority_process(thread).is_ok_and(|nice| nice < target) {
+        return false;
     }
+    if let Err(error) = rustix::process::setpriority_process(thread, target) {
+        tracing::debug!(%error, "cannot lower a storage engine thread's priority");
+    }
+    true
 }
 
 /// The ids of this process's threads the storage engine named as its own (`/proc/self/task`).
