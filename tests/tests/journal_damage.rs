@@ -252,6 +252,45 @@ fn an_accepted_loss_opens_the_store_again_and_records_it() {
     drop(Mnemo::open(written.store.path(), Config::default()).unwrap());
 }
 
+#[test]
+fn an_accepted_loss_forgets_the_keys_of_the_envelopes_it_lost() {
+    // A store closed cleanly twice: its key index, in a database of its own, holds the keys of
+    // every envelope; the log's database is then put back as it was after the first close, as a
+    // file system that lost the later writes of that folder would leave it.
+    let store = tempfile::tempdir().unwrap();
+    let earlier = tempfile::tempdir().unwrap();
+    let stream = StreamId::new("session/keys").unwrap();
+    let records = event_records(&mut Rng::new(7), "keys", 0, 200);
+    let append_all = |records: &[mnemo::records::Record]| {
+        let mnemo = Mnemo::open(store.path(), Config::default()).unwrap();
+        for chunk in records.chunks(20) {
+            mnemo.append(&stream, ExpectedRevision::Any, chunk).unwrap();
+        }
+    };
+    append_all(&records[..100]);
+    copy_dir(&store.path().join("db"), earlier.path());
+    append_all(&records[100..]);
+    std::fs::remove_dir_all(store.path().join("db")).unwrap();
+    copy_dir(earlier.path(), &store.path().join("db"));
+    let Err(Error::Log(LogError::AcknowledgedLost { head, lost })) =
+        Mnemo::open(store.path(), Config::default())
+    else {
+        panic!("the log must have lost acknowledged envelopes");
+    };
+    assert_eq!(head, Position(100));
+
+    let mnemo = Mnemo::open(store.path(), Config { accept_loss: Some(lost), ..Config::default() }).unwrap();
+    let report = mnemo.verify(&mut |_| {}).unwrap();
+    assert!(report.ok(), "the store verifies after the accepted loss: {report:?}");
+    // The lost events sent again are new to the store, not retries of envelopes it no longer holds.
+    let appended = mnemo.append(&stream, ExpectedRevision::Any, &records[100..]).unwrap();
+    assert_eq!(
+        (appended.first_position, appended.last_position, appended.retried),
+        (Position(101), Position(200), 0)
+    );
+    assert!(mnemo.verify(&mut |_| {}).unwrap().ok());
+}
+
 /// The log head of a store opened without its tail check (it may have lost acknowledged envelopes).
 fn head_of(store: &Path) -> u64 {
     let mnemo = Mnemo::open(store, Config { verify_tail_on_open: false, ..Config::default() }).unwrap();

@@ -649,6 +649,12 @@ fn check_high_water(
     }
     let lost = LostRange { first: head.position.next(), last: mark.position };
     if options.accept_loss == Some(lost) {
+        // NOTE: before the mark is lowered, so that a crash in between leaves the loss to be
+        // accepted again rather than an index that answers for envelopes the log no longer holds.
+        let forgotten = key_index::forget_past(shared, head.position)?;
+        if forgotten > 0 {
+            tracing::warn!(forgotten, %lost, "the key index forgot the keys of the lost envelopes");
+        }
         record_accepted_loss(dir, lost, head.position)?;
         file.write(head, true)?;
         tracing::warn!(%lost, "acknowledged envelopes accepted as lost");

@@ -633,6 +633,33 @@ pub(crate) fn catch_up(
     Ok(true)
 }
 
+/// Removes the index's entries for envelopes past `head` and lowers its mark to it, durably; returns
+/// how many entries it removed. A log that lost acknowledged envelopes (an accepted loss) may
+/// have an index that kept their keys: the lost events sent again would be answered as retries of
+/// envelopes that are gone, or refused as conflicts with them, and `verify` would report the index
+/// as damaged. A key is written only where it was absent, so an entry past the head is the key of a
+/// lost envelope, which no envelope the log still holds had claimed before it.
+pub(crate) fn forget_past(shared: &Shared, head: Position) -> Result<u64, LogError> {
+    let mut batch = shared.keys_db.batch();
+    let mut forgotten = 0;
+    for guard in shared.keys.iter() {
+        let (key, value) = guard.into_inner()?;
+        if key.as_ref() == MARK_KEY || decode_position(&value)? <= head {
+            continue;
+        }
+        batch.remove(&shared.keys, key);
+        forgotten += 1;
+    }
+    if mark(shared)? > head {
+        batch.insert(&shared.keys, MARK_KEY, head.to_key());
+    }
+    if !batch.is_empty() {
+        batch.commit()?;
+        shared.keys_db.persist(fjall::PersistMode::SyncAll)?;
+    }
+    Ok(forgotten)
+}
+
 /// Checks the index beside a verified log: every entry reads (so a damaged table is found) and
 /// points into the log, and every envelope up to the index's mark holds its keys at or before its
 /// own position (a key's first holder keeps it). Returns the first damage found.
