@@ -190,7 +190,9 @@ fn commit_group(
             }
         };
         for (position, bytes, revision) in &staged.entries {
-            batch.insert(&shared.log, position.to_key(), bytes.clone());
+            // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
+            // are lent: a clone of them was a second allocation and copy of every envelope.
+            batch.insert(&shared.log, position.to_key(), bytes.as_slice());
             batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
         }
         batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
