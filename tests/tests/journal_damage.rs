@@ -278,6 +278,12 @@ fn an_accepted_loss_forgets_the_keys_of_the_envelopes_it_lost() {
         panic!("the log must have lost acknowledged envelopes");
     };
     assert_eq!(head, Position(100));
+    // Before the loss is accepted, verify reports the loss itself, not the keys the index kept.
+    let unchecked =
+        Mnemo::open(store.path(), Config { verify_tail_on_open: false, ..Config::default() }).unwrap();
+    let report = unchecked.verify(&mut |_| {}).unwrap();
+    assert_eq!(report.lost, Some(lost.to_string()));
+    drop(unchecked);
 
     let mnemo = Mnemo::open(store.path(), Config { accept_loss: Some(lost), ..Config::default() }).unwrap();
     let report = mnemo.verify(&mut |_| {}).unwrap();

@@ -660,10 +660,16 @@ pub(crate) fn forget_past(shared: &Shared, head: Position) -> Result<u64, LogErr
     Ok(forgotten)
 }
 
-/// Checks the index beside a verified log: every entry reads (so a damaged table is found) and
-/// points into the log, and every envelope up to the index's mark holds its keys at or before its
-/// own position (a key's first holder keeps it). Returns the first damage found.
-pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesOf>) -> Result<(), LogError> {
+/// Checks the index beside a verified log whose head is `head`: every entry reads (so a damaged
+/// table is found) and points at or before `reach` (the head, or the end of the range of envelopes
+/// the log is known to have lost), and every envelope up to the index's mark holds its keys at or
+/// before its own position (a key's first holder keeps it). Returns the first damage found.
+pub(crate) fn verify(
+    shared: &Shared,
+    head: Position,
+    reach: Position,
+    rules_of: Option<KeyRulesOf>,
+) -> Result<(), LogError> {
     let damaged = |position: Position, what: String| LogError::Corrupt {
         position,
         kind: CorruptionKind::StreamIndex(format!("key index: {what}")),
@@ -671,7 +677,7 @@ pub(crate) fn verify(shared: &Shared, head: Position, rules_of: Option<KeyRulesO
     for guard in shared.keys.iter() {
         let (key, value) = guard.into_inner()?;
         let position = decode_position(&value)?;
-        if position > head {
+        if position > reach {
             let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
             return Err(damaged(position, format!("the entry {key} points beyond the log's head {head}")));
         }
