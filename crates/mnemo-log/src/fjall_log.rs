@@ -453,7 +453,7 @@ impl LogBackend for FjallLog {
         // may have an index that kept their keys: entries in the lost range are that loss, which
         // the caller reports, not damage of the index's own.
         let head = verifier.last_position();
-        let reach = self.lost.map_or(head, |lost| lost.last.max(head));
+        let reach = self.lost.map_or(head, |lost| lost.last);
         key_index::verify(&self.shared, head, reach, self.shared.key_rules_of)?;
         Ok(verifier.checked())
     }
