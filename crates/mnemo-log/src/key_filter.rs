@@ -9,8 +9,9 @@
 //! answer.
 //!
 //! It is built when the log opens, by a thread that scans the `keys` keyspace while the writer
-//! appends. The writer adds every key it writes to the filter from the moment it exists, before the
-//! scan takes its snapshot, so the two together cover every key; until the scan ends, every lookup
+//! appends. The writer adds every key it writes to the filter from the moment it exists (each
+//! group's once the group is committed, before it decides the next), before the scan takes its
+//! snapshot, so the two together cover every key; until the scan ends, every lookup
 //! reads the index. Once the filter holds more keys than it was sized for, a filter
 //! `KEY_FILTER_GROWTH` times as large is built the same way, while the full one goes on answering.
 
@@ -130,9 +131,10 @@ impl FilterBits {
     /// Reads a word of each key's block, so that the blocks are in the processor's cache when the
     /// keys are looked up or inserted soon after. The words are folded together and the fold used
     /// only at the end, so that no read waits for another and many are under way at once.
-    fn fetch_all(&self, prints: &[Fingerprint]) {
-        let fetched =
-            prints.iter().fold(0, |fold, &print| fold ^ self.block_of(print).0[0].load(Ordering::Relaxed));
+    fn fetch_all(&self, prints: impl IntoIterator<Item = Fingerprint>) {
+        let fetched = prints
+            .into_iter()
+            .fold(0, |fold, print| fold ^ self.block_of(print).0[0].load(Ordering::Relaxed));
         std::hint::black_box(fetched);
     }
 
@@ -196,16 +198,17 @@ impl KeyFilter {
 
     /// Brings the blocks the keys will be looked up in or added to (the active filter's, and the
     /// one being built's) into the processor's cache, many reads under way at once.
-    pub(crate) fn fetch_all(&self, prints: &[Fingerprint]) {
+    pub(crate) fn fetch_all(&self, prints: impl Iterator<Item = Fingerprint> + Clone) {
         if let Some(bits) = &self.active {
-            bits.fetch_all(prints);
+            bits.fetch_all(prints.clone());
         }
         if let Some(build) = &self.building {
             build.bits.fetch_all(prints);
         }
     }
 
-    /// Records a key the writer writes to the index (as it decides to: see `GroupKeys::write`).
+    /// Records a key the writer wrote to the index (once its group is committed, before the next
+    /// group is decided: see `GroupKeys::learn_written`).
     pub(crate) fn add(&mut self, print: Fingerprint) {
         if let Some(bits) = &self.active {
             // Only a finished build becomes active, so its scan no longer inserts into it.
@@ -326,7 +329,7 @@ fn scan_into(shared: &Shared, bits: &FilterBits, stop: &AtomicBool) -> Result<u6
 /// scan read them, each key waited for its block, a third of the scan's time (`perf`, an import of
 /// 1M events).
 fn insert_fetched(bits: &FilterBits, prints: &[Fingerprint]) {
-    bits.fetch_all(prints);
+    bits.fetch_all(prints.iter().copied());
     for &print in prints {
         bits.insert(print);
     }

@@ -256,9 +256,10 @@ fn commit_group(
     stage_keys(shared, state, group_keys, ingester);
 }
 
-/// Stages the keys of the group just acknowledged for the key index and lets readers of the index
-/// see them (`Shared::keys_indexed`); hands the staged keys on to be ingested once there are
-/// `KEYS_STAGED_MAX` of them or the index's mark is `KEYS_MARK_LAG_MAX` envelopes behind.
+/// Stages the keys of the group just acknowledged for the key index, tells the writer's filter of
+/// them, and lets readers of the index see them (`Shared::keys_indexed`); hands the staged keys on
+/// to be ingested once there are `KEYS_STAGED_MAX` of them or the index's mark is
+/// `KEYS_MARK_LAG_MAX` envelopes behind.
 ///
 /// NOTE: this runs after the callers hear of their appends, so that the caller's next request is
 /// prepared meanwhile (decision 0142). The writer decides its next group only after this, so no
@@ -279,6 +280,7 @@ fn stage_keys(
         }
         staged.len()
     };
+    group_keys.learn_written();
     shared.keys_indexed.advance(head);
     if let Some(ingested) = ingester.finished() {
         note_ingested(shared, ingested);
