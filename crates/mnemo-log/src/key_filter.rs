@@ -207,9 +207,16 @@ impl KeyFilter {
         }
     }
 
-    /// Records a key the writer wrote to the index (once its group is committed, before the next
-    /// group is decided: see `GroupKeys::learn_written`).
-    pub(crate) fn add(&mut self, print: Fingerprint) {
+    /// Records keys the writer wrote to the index (once their group is committed, before the next
+    /// group is decided: see `GroupKeys::learn_written`), their blocks fetched first, together.
+    pub(crate) fn add_all(&mut self, prints: impl Iterator<Item = Fingerprint> + Clone) {
+        self.fetch_all(prints.clone());
+        for print in prints {
+            self.add(print);
+        }
+    }
+
+    fn add(&mut self, print: Fingerprint) {
         if let Some(bits) = &self.active {
             // Only a finished build becomes active, so its scan no longer inserts into it.
             bits.insert_alone(print);
