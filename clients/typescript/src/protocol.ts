@@ -147,7 +147,10 @@ export type CopyBoundary = {
 export interface CopyParams {
   /** The session to copy. */
   session: string;
-  /** The new session's id; derived from the source and boundary when absent. */
+  /**
+   * The new session's id. When absent it is derived from the source and the log's position,
+   * so each call makes a new copy; give it to retry a copy safely.
+   */
   target?: string | null;
   /** Where the copy stops; the whole session when absent. */
   up_to?: CopyBoundary | null;

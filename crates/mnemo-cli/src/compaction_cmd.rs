@@ -54,7 +54,8 @@ pub(crate) struct CopyArgs {
     /// Copy the turns strictly before this one (a revision).
     #[arg(long)]
     before_turn: Option<String>,
-    /// The new session's id (default: derived from the source).
+    /// The new session's id (default: derived from the source and the log's position, so each
+    /// copy without it makes a new session; give it to retry a copy safely).
     #[arg(long)]
     to: Option<String>,
 }

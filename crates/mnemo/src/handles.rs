@@ -335,7 +335,9 @@ impl<'a> Compaction<'a> {
     /// keeps the turns' events wherever they were logged; streaming chunks are never copied. A
     /// target that already holds this copy returns it (retry freely); a target holding anything else,
     /// an archived revision family and a continuation run are refused
-    /// ([`CopyRefusal`](crate::compaction::CopyRefusal)). Blocks for one durable append.
+    /// ([`CopyRefusal`](crate::compaction::CopyRefusal)). Without a `target`, one is derived from
+    /// the source and the log's position, so each call makes a new copy: give one to retry safely.
+    /// Blocks for one durable append.
     pub fn copy(
         &self,
         session: &SessionId,

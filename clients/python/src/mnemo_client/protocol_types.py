@@ -154,7 +154,8 @@ class CopyParams:
 
     #: The session to copy.
     session: str
-    #: The new session's id; derived from the source and boundary when absent.
+    #: The new session's id. When absent it is derived from the source and the log's position,
+    #: so each call makes a new copy; give it to retry a copy safely.
     target: Optional[str] = None
     #: Where the copy stops; the whole session when absent.
     up_to: Optional[Any] = None

@@ -279,7 +279,8 @@ pub struct CopyParams {
     /// Where the copy stops; the whole session when absent.
     #[serde(default)]
     pub up_to: Option<CopyBoundary>,
-    /// The new session's id; derived from the source and boundary when absent.
+    /// The new session's id. When absent it is derived from the source and the log's position,
+    /// so each call makes a new copy; give it to retry a copy safely.
     #[serde(default)]
     pub target: Option<String>,
 }
