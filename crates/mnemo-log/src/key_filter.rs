@@ -9,10 +9,9 @@
 //! answer.
 //!
 //! It is built when the log opens, by a thread that scans the `keys` keyspace while the writer
-//! appends. The writer adds every key it writes to the filter from the moment it exists (each
-//! group's once the group is committed, before it decides the next), before the scan takes its
-//! snapshot, so the two together cover every key; until the scan ends, every lookup
-//! reads the index. Once the filter holds more keys than it was sized for, a filter
+//! appends. The writer adds every key it writes to the filter, a group's keys once the group is
+//! committed and before it decides the next, whether or not the scan has taken its snapshot yet,
+//! so the two together cover every key; until the scan ends, every lookup reads the index. Once the filter holds more keys than it was sized for, a filter
 //! `KEY_FILTER_GROWTH` times as large is built the same way, while the full one goes on answering.
 
 use std::sync::Arc;
