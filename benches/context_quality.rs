@@ -4,7 +4,7 @@
 //! the session's listed key facts (the goal, each user constraint, each file changed, each
 //! unresolved error) found in the assembled context.
 //!
-//! The corpus: the real Claude Code sessions under `../shared/fixtures/real/` (read in place, never
+//! The corpus: the real Claude Code sessions under `tests/fixtures/real/` (read in place, never
 //! copied; their fact lists are in `context_quality_facts.json`), and long single-request sessions
 //! this module writes, seeded, in the exact line format of Claude Code and Codex files (one request,
 //! 100–300 tool calls, results of 1–60 KB), whose facts are known by construction.

@@ -3,7 +3,7 @@
 // Run by `crates/mnemo-cli/tests/mcp_client.rs` (which passes the binary as MNEMO_BIN); on its own:
 //   MNEMO_BIN=target/debug/mnemo node --test tests/mcp-client/
 //
-// A store is built from the real Claude Code sessions under ../shared/fixtures/real/; two MCP servers
+// A store is built from the real Claude Code sessions under tests/fixtures/real/; two MCP servers
 // run on it at once (each starts or reaches the one store server); the client lists the tools,
 // compiles their input schemas, searches inside its workspace (given as a root), reads around a hit,
 // remembers and recalls; an older protocol version is negotiated by hand.
@@ -24,7 +24,7 @@ import Ajv2020 from 'ajv/dist/2020.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '../..');
-const fixtures = resolve(repo, '../shared/fixtures/real/claude-code');
+const fixtures = resolve(repo, 'tests/fixtures/real/claude-code');
 const mnemo = process.env.MNEMO_BIN;
 assert.ok(mnemo && existsSync(mnemo), 'MNEMO_BIN must name the built mnemo binary');
 

@@ -1,5 +1,5 @@
 //! The fitting guarantee over every fixture and window: the real Claude Code sessions under
-//! `../shared/fixtures/real/` and generated long single-request sessions in Claude Code and Codex
+//! `tests/fixtures/real/` and generated long single-request sessions in Claude Code and Codex
 //! format, each at 8k, 32k and 128k. The next request's history fits its budget or carries a typed
 //! reason; it is never over budget silently. Fact retention is measured by `mnemo bench
 //! --context-quality`; here the user's constraints and the changed files must survive at 32k.
@@ -10,7 +10,7 @@ use std::path::Path;
 use mnemo_benches::context_quality::{self, WINDOWS};
 
 fn fixtures() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/real")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/real")
 }
 
 #[test]

@@ -1,6 +1,6 @@
 // End-to-end test of `mnemo ui` in headless Chromium (playwright-core with the system's chromium).
 //
-// Builds a store from the real session files in ../shared/fixtures/real/ (one compacted into a
+// Builds a store from the real session files in tests/fixtures/real/ (one compacted into a
 // checkpoint, one remembered fact), starts `mnemo ui`, and drives the page by keyboard and click:
 // find a session by search, move the time-travel slider across the checkpoint and see the context
 // change, open a memory item and follow its evidence link, verify the store. Screenshots go to
@@ -25,7 +25,7 @@ const mnemo = resolve(root, process.env.MNEMO_BIN ?? 'target/debug/mnemo');
 const browserPath = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const out = resolve(root, process.env.MNEMO_E2E_OUT ?? 'target/ui-e2e');
 const largeEvents = Number(process.env.MNEMO_E2E_LARGE_EVENTS ?? 10000);
-const real = resolve(root, '../shared/fixtures/real/claude-code');
+const real = resolve(root, 'tests/fixtures/real/claude-code');
 const compacted = '4c2ddfdc-b619-4525-8d03-1950fb1b0257';
 
 function run(store, ...args) {

@@ -84,7 +84,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     key_check: bool,
     /// The real fixtures directory of the context-quality workload.
-    #[arg(long, default_value = "../shared/fixtures/real")]
+    #[arg(long, default_value = "tests/fixtures/real")]
     fixtures: PathBuf,
 }
 

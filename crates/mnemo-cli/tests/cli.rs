@@ -553,7 +553,7 @@ fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() 
 fn sessions_text_names_the_parent_of_each_sub_agent_session() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code");
+    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code");
     let parent = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
     let codex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
     for path in [

@@ -1,6 +1,6 @@
 //! `mnemo hook claude-code|codex` as the hosts run it: the event's JSON on stdin, in exactly the
 //! members each host sends (Claude Code's hooks reference; Codex's `codex-rs/hooks` input schemas),
-//! on the real Claude Code session files (`../shared/fixtures/real/`) and a Codex rollout written as
+//! on the real Claude Code session files (`tests/fixtures/real/`) and a Codex rollout written as
 //! Codex writes one. The session-start output parses as both hosts read it and stays within its
 //! token budget; capture appends only what grew; and a killed server, a locked store, a server that
 //! never answers or garbage on stdin each end in exit 0 with nothing on stdout and a logged line.
@@ -37,7 +37,7 @@ const BUDGETS_PER_WALL_MAX: u32 = 5;
 const GENEROUS: &[&str] = &["--budget-ms", "30000"];
 
 fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 fn written(name: &str) -> PathBuf {

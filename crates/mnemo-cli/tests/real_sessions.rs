@@ -1,4 +1,4 @@
-//! The CLI on real session files (`../shared/fixtures/real/`, read in place) and on files in the
+//! The CLI on real session files (`tests/fixtures/real/`, read in place) and on files in the
 //! exact shape the real tools write: what a user sees end to end, held to what the files contain.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
@@ -25,7 +25,7 @@ fn ok_json(output: &Output) -> Value {
 }
 
 fn real(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 /// The call ids of results whose call is not earlier in the request, and of calls without a result.

@@ -1,5 +1,5 @@
 //! `mnemo recall` as a user reads it: a block that is empty, or that leaves items out, says so,
-//! on a real Claude Code session (`../shared/fixtures/real/`, read in place) and on one in the
+//! on a real Claude Code session (`tests/fixtures/real/`, read in place) and on one in the
 //! exact shape Claude Code writes.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
@@ -32,7 +32,7 @@ fn recall_of_a_session_whose_scope_holds_no_item_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let file = repo_root().join(
-        "../shared/fixtures/real/claude-code/small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+        "tests/fixtures/real/claude-code/small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
     );
     assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
     let session = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";

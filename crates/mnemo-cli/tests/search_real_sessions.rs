@@ -1,5 +1,5 @@
 //! `mnemo search` and `mnemo recall` on real Claude Code session files
-//! (`../shared/fixtures/real/`, read in place) and on files in the exact shape Claude Code writes:
+//! (`tests/fixtures/real/`, read in place) and on files in the exact shape Claude Code writes:
 //! what a user looking for something they know is there gets back, held to what the files contain.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
@@ -25,7 +25,7 @@ fn ok_json(output: &Output) -> Value {
 }
 
 fn real(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 /// `(match_kind, message_id, snippet)` of each row `mnemo search QUERY` returns (exit 1 is

@@ -1,5 +1,5 @@
 //! `mnemo sync` over folders laid out like `~/.claude/projects` and `~/.codex/sessions`, holding
-//! real Claude Code session files (`../shared/fixtures/real/`) and Codex rollouts written in the
+//! real Claude Code session files (`tests/fixtures/real/`) and Codex rollouts written in the
 //! shape Codex writes them: what each run captures, that a second run appends only what grew, and
 //! that runs at the same time, a busy store and a half-written last line are handled.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 fn written(name: &str) -> PathBuf {

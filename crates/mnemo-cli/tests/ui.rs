@@ -20,7 +20,7 @@ use serde_json::Value;
 const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
 
 fn real_fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code")
 }
 
 fn mnemo(store: &Path, args: &[&str]) -> std::process::Output {

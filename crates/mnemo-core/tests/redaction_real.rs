@@ -1,4 +1,4 @@
-//! Redaction over real session files (`../shared/fixtures/real/` from the repository root): what
+//! Redaction over real session files (`tests/fixtures/real/` from the repository root): what
 //! the rules hide in ordinary coding sessions, as a snapshot. A rule that starts hiding ordinary
 //! text (a port after `-p`, prose about passwords, code) changes the snapshot and names the text.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
@@ -10,7 +10,7 @@ use serde_json::Value;
 
 fn real_fixtures() -> PathBuf {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = root.join("../shared/fixtures/real");
+    let dir = root.join("tests/fixtures/real");
     assert!(dir.is_dir(), "the real session files are expected at {}", dir.display());
     dir
 }

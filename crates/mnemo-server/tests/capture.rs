@@ -1,5 +1,5 @@
 //! Capturing a transcript its agent is still writing, as a hook's `capture` does at every stop: the
-//! real Claude Code session files (`../shared/fixtures/real/`) and Codex rollouts written as Codex
+//! real Claude Code session files (`tests/fixtures/real/`) and Codex rollouts written as Codex
 //! writes them, grown between captures. A capture of a file captured before reads only what
 //! follows the bytes the last capture read; a file that shrank, was rewritten, had a line put in
 //! before its end, or whose sessions another writer added to since, is read whole. Either way the
@@ -19,7 +19,7 @@ use mnemo::{Config, Error, Mnemo};
 use mnemo_server::capture::{Captured, capture_file};
 
 fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 fn written(name: &str) -> PathBuf {

@@ -27,7 +27,7 @@ use mnemo_server::server::{ServeOptions, StopCause, serve};
 use serde_json::{Value, json};
 
 fn fixture(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 fn client(store: &Path) -> Client {

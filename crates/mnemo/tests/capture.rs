@@ -1,7 +1,7 @@
 //! Importing a file again: live capture of a growing session file and the rerun of an import that
 //! stopped part-way are one mechanism — the records the log holds are what was taken — so an import
 //! in steps leaves the log a single import leaves, and a file imported again appends only what is
-//! new. Real Claude Code snapshots of growing sessions are read from `../shared/fixtures/real/`.
+//! new. Real Claude Code snapshots of growing sessions are read from `tests/fixtures/real/`.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ fn open(dir: &Path) -> Mnemo {
 }
 
 fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real/claude-code").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
 }
 
 fn read(path: &Path) -> Vec<u8> {

@@ -1,5 +1,5 @@
 //! Nothing of a source transcript is lost: for each fixture (written ones of every item type, and
-//! the real Claude Code sessions under `../shared/fixtures/real/`), the user messages, assistant
+//! the real Claude Code sessions under `tests/fixtures/real/`), the user messages, assistant
 //! texts, tool calls with their arguments, tool results with their error flags and thinking are
 //! counted from the source file line by line, by code written apart from the importers, and the
 //! same multiset must be in the log of a store the file was imported into.
@@ -35,11 +35,11 @@ fn written(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import").join(name)
 }
 
-/// The real transcripts: `../shared/fixtures/real/` from the repository root, or where
+/// The real transcripts: `tests/fixtures/real/` from the repository root, or where
 /// `MNEMO_REAL_FIXTURES` points. Missing, the test fails: it is never skipped.
 fn real(relative: &str) -> PathBuf {
     let base = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real"),
         PathBuf::from,
     );
     let path = base.join(relative);

@@ -174,7 +174,7 @@ fn claude_code_compaction_and_commands_are_the_hosts_system_events_never_user_tu
 #[test]
 fn claude_code_sub_agent_files_are_sub_agent_sessions_named_after_their_parent() {
     let real = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real"),
         PathBuf::from,
     );
     let path = real.join("claude-code/small-with-subagents/agent-36541525.jsonl");
@@ -295,7 +295,7 @@ fn codex_sub_agent_rollouts_are_linked_to_the_thread_that_spawned_them() {
 #[test]
 fn every_imported_session_names_the_format_it_came_from_and_claude_sub_agents_their_parent() {
     let real = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real"),
         PathBuf::from,
     );
     let agent = std::fs::read(real.join("claude-code/small-with-subagents/agent-36541525.jsonl")).unwrap();
@@ -481,7 +481,7 @@ fn claude_code_real_sub_agent_preview_of_a_saved_output_is_recognised_and_counte
     // Claude Code 2.1.7 cut a 126.7KB Grep output to a preview in this real sub-agent file; the
     // fixtures hold no `tool-results` folder, so the preview stays and the summary says so.
     let base = std::env::var_os("MNEMO_REAL_FIXTURES").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/real"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real"),
         PathBuf::from,
     );
     let path = base.join("claude-code/incremental-subagents/turn-2/subagents/agent-a485154.jsonl");

@@ -37,7 +37,7 @@ fn files() -> Vec<PathBuf> {
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .collect();
-    let real = root.join("../../../shared/fixtures/real/claude-code");
+    let real = root.join("../../tests/fixtures/real/claude-code");
     for dir in ["small-with-subagents", "incremental-subagents", "incremental-simple"] {
         for entry in std::fs::read_dir(real.join(dir)).unwrap() {
             let path = entry.unwrap().path();

@@ -1,4 +1,4 @@
-//! Extraction on real Claude Code sessions (`../shared/fixtures/real/` from the repository root)
+//! Extraction on real Claude Code sessions (`tests/fixtures/real/` from the repository root)
 //! and on a session written in the exact shape Claude Code writes: standing instructions,
 //! corrections and project facts the user states become items; tasks, questions, slash-command
 //! markup and the assistant's guesses while debugging never do. The items are a snapshot: a rule
@@ -16,7 +16,7 @@ fn repo_root() -> PathBuf {
 }
 
 fn real_session_files() -> Vec<PathBuf> {
-    let dir = repo_root().join("../shared/fixtures/real/claude-code");
+    let dir = repo_root().join("tests/fixtures/real/claude-code");
     assert!(dir.is_dir(), "the real session files are expected at {}", dir.display());
     let mut files = Vec::new();
     let mut todo = vec![dir];
