@@ -447,6 +447,16 @@ impl Record {
 
     /// Decodes a payload of the given kind code and schema version, and validates it.
     pub fn decode(kind_code: u16, schema_version: u16, bytes: &[u8]) -> Result<Record, DecodeError> {
+        let record = Record::parse(kind_code, schema_version, bytes)?;
+        record.validate().map_err(|error| DecodeError::Invalid { kind: record.kind().name(), error })?;
+        Ok(record)
+    }
+
+    /// [`Record::decode`] without the record's validation: the kind, the schema version, the size
+    /// and the shape are checked, the rules are not. For a record that arrives on the generic append
+    /// path, whose preparation (text normalised, spec §1.2) comes before validation, and which the
+    /// append validates when it encodes the record.
+    pub fn parse(kind_code: u16, schema_version: u16, bytes: &[u8]) -> Result<Record, DecodeError> {
         let kind = RecordKind::from_code(kind_code).ok_or(DecodeError::UnknownKind { code: kind_code })?;
         if schema_version == 0 || schema_version > kind.schema_version() {
             return Err(DecodeError::UnsupportedSchemaVersion {
@@ -481,7 +491,6 @@ impl Record {
                 ),
             });
         }
-        record.validate().map_err(|error| DecodeError::Invalid { kind: kind.name(), error })?;
         Ok(record)
     }
 }

@@ -136,7 +136,9 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
             invalid(format!("unknown kind {:?}; expected one of {}", record.kind, names.join(", ")))
         })?;
         let payload = serde_json::to_vec(&record.record).map_err(|e| invalid(e.to_string()))?;
-        let record = Record::decode(kind.code(), kind.schema_version(), &payload)
+        // Parsed, not validated: the facade's append prepares the record as every door does
+        // (spec §1.2) and validates it then.
+        let record = Record::parse(kind.code(), kind.schema_version(), &payload)
             .map_err(|e| invalid(e.to_string()))?;
         records.push(record);
     }

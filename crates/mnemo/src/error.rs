@@ -113,7 +113,9 @@ impl Error {
     /// What kind of failure this is.
     pub fn category(&self) -> ErrorCategory {
         match self {
-            Error::Transcript(_) | Error::InvalidInput(_) | Error::Read { .. } => ErrorCategory::Input,
+            Error::Transcript(_) | Error::InvalidInput(_) | Error::Encode(_) | Error::Read { .. } => {
+                ErrorCategory::Input
+            }
             Error::Log(mnemo_log::LogError::InvalidAppend(_) | mnemo_log::LogError::NotAStore { .. }) => {
                 ErrorCategory::Input
             }

@@ -1,5 +1,6 @@
 //! `Mnemo`: one store directory, its log and its running projection pipeline.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
 use std::time::Duration;
@@ -257,7 +258,8 @@ impl Mnemo {
         &self.location
     }
 
-    /// Appends records to one stream atomically. A revision mismatch is [`Error::Conflict`].
+    /// Appends records to one stream atomically, acknowledged at the store's durability. A
+    /// revision mismatch is [`Error::Conflict`].
     ///
     /// This is the generic append path of the reference store (spec events-and-history.md §1.8):
     /// event text is normalised, reserved facts are refused, and the log decides every event's
@@ -270,34 +272,15 @@ impl Mnemo {
         expected: ExpectedRevision,
         records: &[Record],
     ) -> Result<Appended, Error> {
-        let refused = |record: usize, reason| Error::Refused {
-            stream: stream.to_string(),
-            record,
-            reason,
-            held_at: None,
-        };
-        // NOTE: records are copied only when one needs normalising; the common case checks in place.
-        let prepared: Option<Vec<Record>> = if records.iter().any(Record::needs_generic_preparation) {
-            let mut copies = records.to_vec();
-            for (index, record) in copies.iter_mut().enumerate() {
-                record.prepare_generic_append().map_err(|reason| refused(index, reason))?;
-            }
-            Some(copies)
-        } else {
-            for (index, record) in records.iter().enumerate() {
-                if let Some(reason) = record.generic_append_refusal() {
-                    return Err(refused(index, reason));
-                }
-            }
-            None
-        };
-        self.append_at(stream, expected, prepared.as_deref().unwrap_or(records), None)
+        self.append_with_durability(stream, expected, records, self.durability())
     }
 
     /// [`Mnemo::append`], acknowledged at `durability` instead of the store's own (`Buffered`: once
     /// written to the operating system, which survives the process but not a power loss; `SyncAll`:
     /// with the journal's metadata synced too). Appends committed in one group are persisted at the
-    /// strongest durability any of them asked for.
+    /// strongest durability any of them asked for. The records are prepared exactly as
+    /// [`Mnemo::append`] prepares them: durability changes when the answer comes, never what is
+    /// stored.
     pub fn append_with_durability(
         &self,
         stream: &StreamId,
@@ -305,37 +288,30 @@ impl Mnemo {
         records: &[Record],
         durability: Durability,
     ) -> Result<Appended, Error> {
-        let _span = info_span!("append", stream = %stream, records = records.len()).entered();
-        let encoded =
-            records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        let appended =
-            self.append_encoded(stream, expected, encoded, None, durability, BatchLimits::Standard)?;
-        for record in records {
-            if let Record::CheckpointRecorded(checkpoint) = record {
-                self.compaction.invalidate(&checkpoint.session);
-            }
-        }
-        Ok(appended)
+        let prepared = prepare_generic(stream, records)?;
+        self.append_records(stream, expected, &prepared, durability)
     }
 
-    pub(crate) fn append_at(
+    /// The one body every record append goes through: encode, commit, and drop the compaction
+    /// cache of a session that gained a checkpoint.
+    fn append_records(
         &self,
         stream: &StreamId,
         expected: ExpectedRevision,
         records: &[Record],
-        timestamp: Option<TimestampMs>,
+        durability: Durability,
     ) -> Result<Appended, Error> {
         let _span = info_span!("append", stream = %stream, records = records.len()).entered();
-        let encoded =
-            records.iter().map(|record| encode_for(stream, record)).collect::<Result<Vec<_>, _>>()?;
-        let appended = self.append_encoded(
-            stream,
-            expected,
-            encoded,
-            timestamp,
-            self.durability(),
-            BatchLimits::Standard,
-        )?;
+        let encoded = records
+            .iter()
+            .enumerate()
+            .map(|(index, record)| {
+                encode_for(stream, record)
+                    .map_err(|error| Error::InvalidInput(format!("records[{index}]: {error}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let appended =
+            self.append_encoded(stream, expected, encoded, None, durability, BatchLimits::Standard)?;
         for record in records {
             if let Record::CheckpointRecorded(checkpoint) = record {
                 self.compaction.invalidate(&checkpoint.session);
@@ -582,6 +558,29 @@ impl Mnemo {
     pub(crate) fn durability(&self) -> Durability {
         self.durability
     }
+}
+
+/// The generic append path's preparation of a host's records (spec §1.2, §1.8 item 1): event text
+/// normalised, a reserved fact refused with the index of its record. Records are copied only when
+/// one needs normalising; the common case checks them in place.
+fn prepare_generic<'a>(stream: &StreamId, records: &'a [Record]) -> Result<Cow<'a, [Record]>, Error> {
+    let refused =
+        |record: usize, reason| Error::Refused { stream: stream.to_string(), record, reason, held_at: None };
+    if !records.iter().any(Record::needs_generic_preparation) {
+        if let Some((index, reason)) = records
+            .iter()
+            .enumerate()
+            .find_map(|(index, r)| r.generic_append_refusal().map(|why| (index, why)))
+        {
+            return Err(refused(index, reason));
+        }
+        return Ok(Cow::Borrowed(records));
+    }
+    let mut copies = records.to_vec();
+    for (index, record) in copies.iter_mut().enumerate() {
+        record.prepare_generic_append().map_err(|reason| refused(index, reason))?;
+    }
+    Ok(Cow::Owned(copies))
 }
 
 /// One record ready for the log, checked to belong on `stream`.
