@@ -174,6 +174,24 @@ pub enum ReceiptStatus {
     Skipped,
 }
 
+impl ReceiptStatus {
+    /// The one rule for the status a memory commit's receipt carries: `Skipped` when a compaction
+    /// range was skipped by policy, `Extracted` for any extraction that was not a remember request,
+    /// and for a remember request `Remembered` when it stored a requested item, else `NotApplicable`.
+    /// (`Discarded` belongs to the receipt that gives up on a failed range, never to a commit.)
+    pub fn of_commit(trigger: ExtractionTrigger, skipped: bool, stored_requested: bool) -> ReceiptStatus {
+        if skipped {
+            ReceiptStatus::Skipped
+        } else if trigger != ExtractionTrigger::Remember {
+            ReceiptStatus::Extracted
+        } else if stored_requested {
+            ReceiptStatus::Remembered
+        } else {
+            ReceiptStatus::NotApplicable
+        }
+    }
+}
+
 /// Why a remember request deliberately stored nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -706,15 +724,8 @@ impl MemoryCommit {
         if receipt.skip_reason.is_some() && !(self.trigger == ExtractionTrigger::Compaction && empty) {
             return fail("skip_reason", "requires trigger compaction and no items");
         }
-        let expected = if receipt.skip_reason.is_some() {
-            ReceiptStatus::Skipped
-        } else if !remember {
-            ReceiptStatus::Extracted
-        } else if requested.is_empty() {
-            ReceiptStatus::NotApplicable
-        } else {
-            ReceiptStatus::Remembered
-        };
+        let expected =
+            ReceiptStatus::of_commit(self.trigger, receipt.skip_reason.is_some(), !requested.is_empty());
         if receipt.status != expected {
             return fail("status", format!("must be {} for this commit", status_name(expected)));
         }

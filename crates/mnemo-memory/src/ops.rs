@@ -446,16 +446,8 @@ fn commit_record(request: &CommitRequest, now: TimestampMs) -> MemoryCommit {
     let mut requested = request.requested.clone();
     requested.sort_unstable();
     requested.dedup();
-    let remember = request.trigger == ExtractionTrigger::Remember;
-    let status = if request.skip_reason.is_some() {
-        ReceiptStatus::Skipped
-    } else if !remember {
-        ReceiptStatus::Extracted
-    } else if requested.is_empty() {
-        ReceiptStatus::NotApplicable
-    } else {
-        ReceiptStatus::Remembered
-    };
+    let status =
+        ReceiptStatus::of_commit(request.trigger, request.skip_reason.is_some(), !requested.is_empty());
     MemoryCommit {
         operation: request.operation.clone(),
         session: request.session.clone(),
