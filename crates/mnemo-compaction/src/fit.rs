@@ -16,7 +16,7 @@ use mnemo_core::{Author, Content, EventId, Position, Role, RuntimeEvent};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::assembly::{AssembledHistory, HistoryItem, items_tokens};
+use crate::history::{AssembledHistory, HistoryItem, items_tokens};
 use crate::policy::CompactionPolicy;
 use crate::projection::{estimated_chars, utf16_len};
 
@@ -480,7 +480,7 @@ fn drop_oldest(
         positions: (first, last),
         reason: reason.to_owned(),
     };
-    history.notes.push(crate::assembly::Note {
+    history.notes.push(crate::history::Note {
         kind: "context_history_dropped".to_owned(),
         text: format!(
             "{} earlier events (~{} tokens, log positions {}..={}) are not in this request: {}.",
@@ -614,7 +614,7 @@ mod tests {
                 })
                 .collect(),
             boundary: None,
-            diagnostics: crate::assembly::empty_diagnostics(&policy),
+            diagnostics: crate::history::empty_diagnostics(&policy),
             notes: Vec::new(),
         };
         answer_unanswered_calls(&mut history, policy.chars_per_token);

@@ -21,6 +21,7 @@ mod error;
 mod extractive;
 mod faithfulness;
 mod fit;
+mod history;
 mod host_compaction;
 mod ledger;
 mod midturn;
@@ -35,9 +36,8 @@ pub mod testing;
 mod writer;
 
 pub use assembly::{
-    AssembledHistory, AssemblyOptions, Boundary, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, Decision,
-    Diagnostics, FoldPlan, HistoryItem, Note, TAIL_BUDGET_DIVISOR, assemble, fitted_tokens,
-    has_oversized_turn, replay_fits, select_fold, trim_whole_turns,
+    AssemblyOptions, DRAFT_EVENT_CHARS_MAX, DRAFT_SUMMARY_TOKENS_MAX, FoldPlan, TAIL_BUDGET_DIVISOR,
+    assemble, fitted_tokens, has_oversized_turn, replay_fits, select_fold, trim_whole_turns,
 };
 pub use checkpoint::{
     BodyInput, BuildError, CHECKPOINT_ID_PREFIX, CODEX_PROVIDER_TYPE, CheckpointInput, Connection,
@@ -61,6 +61,7 @@ pub use fit::{
     UNANSWERED_CALL_RESULT, UnfitReason, WINDOW_MIN, answer_unanswered_calls, elide_event, elision_marker,
     fit_history, result_cap_chars,
 };
+pub use history::{AssembledHistory, Boundary, Decision, Diagnostics, HistoryItem, Note};
 pub use host_compaction::{CLAUDE_CODE_CONTINUATION, HostCompactionStart, is_host_compaction};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{
@@ -82,7 +83,7 @@ pub use retrieval::{
 };
 pub use stage::{
     IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry,
-    STAGE_NAME as LATEST_CHECKPOINT_STAGE, factory as latest_checkpoint_factory, quarantined,
+    STAGE_NAME as LATEST_CHECKPOINT_STAGE, quarantined,
     select as select_checkpoint, view as latest_view,
 };
 pub use summarizer::{
@@ -95,3 +96,8 @@ pub use summary::{
     SummaryChecks, SummaryDefect, find_summary_defect, shorten_summary,
 };
 pub use writer::{CompactionOutcome, ManualOptions, WriterSeams, compact_now, prepare_history};
+
+/// Registers this crate's stage (`latest-checkpoint`) with a registry.
+pub fn register(registry: &mut mnemo_pipeline::StageRegistry) {
+    registry.register(stage::STAGE_NAME, stage::factory);
+}

@@ -13,12 +13,13 @@ use mnemo_core::{
     Role, RuntimeEvent, TimestampMs,
 };
 
-use crate::assembly::{HistoryItem, checkpoint_items, items_tokens, replay_fits};
+use crate::assembly::replay_fits;
 use crate::checkpoint::{
     BodyInput, CheckpointInput, Connection, build_checkpoint, can_continue, match_prefix,
 };
 use crate::coordinator::Coordinator;
 use crate::faithfulness::check_faithfulness;
+use crate::history::{HistoryItem, checkpoint_items, items_tokens};
 use crate::policy::CompactionPolicy;
 use crate::projection::{estimate_tokens, is_compactable};
 use crate::stage::LoggedCheckpoint;

@@ -16,7 +16,7 @@ use std::collections::{BTreeSet, HashSet};
 use mnemo_core::{Content, EventId, Position, RuntimeEvent};
 use serde::Serialize;
 
-use crate::assembly::{AssembledHistory, HistoryItem};
+use crate::history::{AssembledHistory, HistoryItem};
 use crate::ledger::LoggedEvent;
 use crate::policy::CompactionPolicy;
 use crate::projection::{estimate_tokens, utf16_len};

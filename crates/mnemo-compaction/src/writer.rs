@@ -9,8 +9,7 @@ use mnemo_core::{
 };
 
 use crate::assembly::{
-    AssembledHistory, AssemblyOptions, Decision, Diagnostics, FoldPlan, Note, assemble, boundary_of,
-    checkpoint_items, event_items, fitted_tokens, items_tokens, note_host_compaction, replay_fits,
+    AssemblyOptions, FoldPlan, assemble, boundary_of, fitted_tokens, note_host_compaction, replay_fits,
     select_fold,
 };
 use crate::checkpoint::{
@@ -20,6 +19,9 @@ use crate::coordinator::Coordinator;
 use crate::error::CompactionError;
 use crate::faithfulness::{check_faithfulness, exceeds};
 use crate::fit::{FitReport, fit_history};
+use crate::history::{
+    AssembledHistory, Decision, Diagnostics, Note, checkpoint_items, event_items, items_tokens,
+};
 use crate::host_compaction::{latest_host_compaction, start_at};
 use crate::ledger::{LoggedEvent, SessionLedger};
 use crate::policy::{CompactionPolicy, MANUAL_HIGH_WATER_RATIO, MAX_HISTORY_TOKENS_DEFAULT};
@@ -122,7 +124,7 @@ pub async fn compact_now(
 }
 
 fn assemble_diagnostics(policy: &CompactionPolicy) -> Diagnostics {
-    let mut diagnostics = crate::assembly::empty_diagnostics(policy);
+    let mut diagnostics = crate::history::empty_diagnostics(policy);
     diagnostics.compaction_due = true;
     diagnostics
 }

@@ -44,7 +44,7 @@ pub use extract::{
     RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization, SessionEvent, Trigger,
     check_faithful, execute, parse_canonicalization, parse_proposal,
 };
-pub use index::{MemoryIndex, factory};
+pub use index::MemoryIndex;
 pub use lane::{LaneGuard, Priority, SessionLanes};
 pub use ops::{
     CommitRequest, CommitResult, Decide, LIST_RESULTS_DEFAULT, LIST_RESULTS_MAX, ListRequest, MatchMode,
@@ -67,3 +67,8 @@ pub use text::{
     IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,
 };
 pub use write::{ItemInput, KeyInput, key_priority, normalize_keys, normalize_sources};
+
+/// Registers this crate's stage (`memory-index`) with a registry.
+pub fn register(registry: &mut mnemo_pipeline::StageRegistry) {
+    registry.register(STAGE_NAME, index::factory);
+}

@@ -461,6 +461,6 @@ mod choice_tests {
         assert_eq!(recall_budget_tokens(Some(&table("recall_budget_tokens = 64"))), 64);
         assert_eq!(recall_budget_tokens(Some(&table(""))), RECALL_BUDGET_TOKENS_DEFAULT);
         assert_eq!(recall_budget_tokens(None), RECALL_BUDGET_TOKENS_DEFAULT);
-        assert!(crate::factory(&table("recall_budget_tokens = 0")).is_err());
+        assert!(crate::index::factory(&table("recall_budget_tokens = 0")).is_err());
     }
 }
