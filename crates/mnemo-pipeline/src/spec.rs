@@ -89,10 +89,12 @@ impl PipelineSpec {
         Self::parse(&text, &path.display().to_string())
     }
 
-    /// Parses spec text; `origin` names it in errors.
+    /// Parses spec text; `origin` names it in errors. The text lists its stages, or overlays the
+    /// built-in default (`extends = "default"` and a `[config.<stage>]` table per stage it changes).
     pub fn parse(text: &str, origin: &str) -> Result<PipelineSpec, PipelineError> {
         let invalid = |reason: String| PipelineError::InvalidSpec { origin: origin.to_owned(), reason };
-        let spec: PipelineSpec = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let file: SpecFile = toml::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        let spec = file.resolve().map_err(invalid)?;
         let mut seen = BTreeMap::new();
         for stage in &spec.stages {
             check_stage_name(&stage.name).map_err(invalid)?;
@@ -102,6 +104,69 @@ impl PipelineSpec {
         }
         Ok(spec)
     }
+}
+
+/// A spec file as written: its own list of stages, or an overlay of the built-in default spec, so
+/// that a variant states only what it changes and follows the default in everything else.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SpecFile {
+    /// `"default"`: the stages of `pipelines/default.toml`, with `config` overlaid.
+    #[serde(default)]
+    extends: Option<String>,
+    #[serde(default, rename = "stage")]
+    stages: Option<Vec<StageSpec>>,
+    /// Per stage of the extended spec, keys that replace (or add to) its configuration.
+    #[serde(default)]
+    config: BTreeMap<String, toml::Table>,
+    #[serde(default)]
+    log: Option<LogSpec>,
+}
+
+impl SpecFile {
+    fn resolve(self) -> Result<PipelineSpec, String> {
+        let stages = match (self.extends.as_deref(), self.stages) {
+            (None, Some(stages)) if self.config.is_empty() => stages,
+            (None, Some(_)) => {
+                return Err("[config.<stage>] overlays need `extends = \"default\"`".to_owned());
+            }
+            (None, None) => {
+                return Err("a spec lists its [[stage]]s or says `extends = \"default\"`".to_owned());
+            }
+            (Some("default"), None) => overlay(default_stages()?, self.config)?,
+            (Some("default"), Some(_)) => {
+                return Err(
+                    "a spec that extends the default overlays [config.<stage>], not [[stage]]".to_owned()
+                );
+            }
+            (Some(other), _) => return Err(format!("extends {other:?}: only \"default\" can be extended")),
+        };
+        Ok(PipelineSpec { stages, log: self.log })
+    }
+}
+
+fn default_stages() -> Result<Vec<StageSpec>, String> {
+    let file: SpecFile =
+        toml::from_str(DEFAULT_SPEC_TOML).map_err(|e| format!("the built-in default: {e}"))?;
+    file.stages.ok_or_else(|| "the built-in default lists no stages".to_owned())
+}
+
+/// The stages with each overlay's keys written over its stage's configuration.
+fn overlay(
+    mut stages: Vec<StageSpec>,
+    overlays: BTreeMap<String, toml::Table>,
+) -> Result<Vec<StageSpec>, String> {
+    for (name, keys) in overlays {
+        let Some(stage) = stages.iter_mut().find(|stage| stage.name == name) else {
+            let known: Vec<&str> = stages.iter().map(|stage| stage.name.as_str()).collect();
+            return Err(format!(
+                "[config.{name}]: the default has no such stage; its stages: {}",
+                known.join(", ")
+            ));
+        };
+        stage.config.extend(keys);
+    }
+    Ok(stages)
 }
 
 fn check_stage_name(name: &str) -> Result<(), String> {
