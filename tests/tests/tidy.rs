@@ -1,5 +1,6 @@
-//! Tidy checks over the workspace's own files: the crate dependency direction of DESIGN.md, and the
-//! opening docs every library crate must have.
+//! Tidy checks over the workspace's own files: the crate dependency direction of DESIGN.md, no
+//! module cycle longer than three files inside a crate, and the opening docs every library crate
+//! must have.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -8,13 +9,14 @@ use std::path::{Path, PathBuf};
 /// The workspace crates each crate may depend on (directly listed, plus theirs, transitively).
 const DIRECT: &[(&str, &[&str])] = &[
     ("mnemo-core", &[]),
+    ("mnemo-transcript", &["mnemo-core"]),
     ("mnemo-log", &["mnemo-core"]),
     ("mnemo-log-nats", &["mnemo-log"]),
     ("mnemo-pipeline", &["mnemo-log"]),
     ("mnemo-history", &["mnemo-pipeline"]),
     ("mnemo-compaction", &["mnemo-pipeline"]),
     ("mnemo-memory", &["mnemo-history"]),
-    ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats"]),
+    ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats", "mnemo-transcript"]),
     ("mnemo-server", &["mnemo"]),
     ("mnemo-cli", &["mnemo", "mnemo-server"]),
 ];
@@ -301,4 +303,451 @@ fn every_workspace_dependency_is_inherited_by_a_member() {
     let orphans: Vec<&str> =
         declared.keys().map(String::as_str).filter(|key| !inherited.contains(key)).collect();
     assert!(orphans.is_empty(), "[workspace.dependencies] no member uses: {orphans:?}");
+}
+
+/// The longest module cycle a crate may have, in files.
+const MODULE_CYCLE_FILES_MAX: usize = 3;
+
+#[test]
+fn the_module_cycle_finder_finds_a_cycle_and_only_a_cycle() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    let write = |path: &str, text: &str| std::fs::write(src.join(path), text).unwrap();
+    write("lib.rs", "mod a; mod b; mod c; mod d;\npub use a::A;\n");
+    write("a.rs", "use crate::b::B;\npub struct A;\n");
+    write("b.rs", "use crate::{c::C, d::{self, e::E}};\npub struct B;\n");
+    write("c.rs", "pub struct C; fn f() -> crate::A { crate::A }\n");
+    write("d/mod.rs", "pub mod e;\nuse self::e::E;\n");
+    write("d/e.rs", "use super::super::c;\npub struct E;\n");
+    let cycles = module_cycles(&src);
+    // a -> b -> c -> (crate::A is a's) a; b -> d, d -> e, e -> c: all five files in one cycle.
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert_eq!(cycles[0], vec!["a.rs", "b.rs", "c.rs", "d/e.rs", "d/mod.rs"]);
+    write("c.rs", "pub struct C;\n");
+    assert!(module_cycles(&src).is_empty(), "{:?}", module_cycles(&src));
+}
+
+#[test]
+fn no_crate_has_a_module_cycle_longer_than_three_files() {
+    let mut problems = Vec::new();
+    for (name, dir, _) in member_manifests() {
+        let src = dir.join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        for cycle in module_cycles(&src) {
+            if cycle.len() > MODULE_CYCLE_FILES_MAX {
+                problems.push(format!("{name}: {} files: {}", cycle.len(), cycle.join(", ")));
+                problems.extend(cycle_edges(&src, &cycle));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "module cycles longer than {MODULE_CYCLE_FILES_MAX} files:\n{}",
+        problems.join("\n")
+    );
+}
+
+/// A module: its path from the crate root and its file (relative to `src`).
+type ModulePath = Vec<String>;
+
+/// The cycles (strongly connected components of two files or more) among the files under `src`,
+/// each as its files' paths relative to `src`, sorted.
+///
+/// File A depends on file B when A names B's module, or an item B defines or re-exports, through a
+/// `crate::`, `super::` or `self::` path, in a `use` or inline. A `mod b;` declaration alone is
+/// not a dependency: a parent that contains a child does not use it.
+fn module_cycles(src: &Path) -> Vec<Vec<String>> {
+    let files = source_files(src);
+    let modules: BTreeMap<ModulePath, String> =
+        files.iter().map(|file| (module_path(file), file.clone())).collect();
+    let texts: BTreeMap<String, String> = files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            (file.clone(), strip_test_modules(&strip_comments(&text)))
+        })
+        .collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let here = module_path(file);
+        for path in referenced_paths(&texts[file]) {
+            let Some(absolute) = absolute(&here, &path) else { continue };
+            if let Some(target) = resolve(&absolute, &modules, &texts, 0)
+                && target != *file
+            {
+                edges.entry(file.clone()).or_default().insert(target);
+            }
+        }
+    }
+    strongly_connected(&files, &edges).into_iter().filter(|component| component.len() > 1).collect()
+}
+
+/// The dependencies among `cycle`'s files, as `a.rs -> b.rs` lines: where a cycle can be cut.
+fn cycle_edges(src: &Path, cycle: &[String]) -> Vec<String> {
+    let files = source_files(src);
+    let modules: BTreeMap<ModulePath, String> =
+        files.iter().map(|file| (module_path(file), file.clone())).collect();
+    let texts: BTreeMap<String, String> = files
+        .iter()
+        .map(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            (file.clone(), strip_test_modules(&strip_comments(&text)))
+        })
+        .collect();
+    let mut lines = BTreeSet::new();
+    for file in cycle {
+        for path in referenced_paths(&texts[file]) {
+            let Some(absolute) = absolute(&module_path(file), &path) else { continue };
+            if let Some(target) = resolve(&absolute, &modules, &texts, 0)
+                && target != *file
+                && cycle.contains(&target)
+            {
+                lines.insert(format!("  {file} -> {target} ({})", path.join("::")));
+            }
+        }
+    }
+    lines.into_iter().collect()
+}
+
+fn source_files(src: &Path) -> Vec<String> {
+    let mut files = Vec::new();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                pending.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path.strip_prefix(src).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// `lib.rs` is the root; `a/mod.rs` and `a.rs` are `a`; `a/b.rs` is `a::b`.
+fn module_path(file: &str) -> ModulePath {
+    let mut parts: Vec<String> = file.trim_end_matches(".rs").split('/').map(str::to_owned).collect();
+    if parts.last().is_some_and(|last| last == "mod" || last == "lib" || last == "main") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The text without comments (so doc links and prose name nothing) and without string literals.
+fn strip_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if c == '"' && !escaped {
+                        break;
+                    }
+                    escaped = c == '\\' && !escaped;
+                }
+                out.push_str("\"\"");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// The text without its `#[cfg(test)]` inline modules: a unit test's `use super::*` is the file
+/// testing itself, not a dependency.
+fn strip_test_modules(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + "#[cfg(test)]".len()..];
+        let trimmed = after.trim_start();
+        let is_module = trimmed.starts_with("mod ") || trimmed.starts_with("pub mod ");
+        match (is_module, trimmed.find(['{', ';'])) {
+            (true, Some(open)) if trimmed.as_bytes()[open] == b'{' => {
+                let mut depth = 0usize;
+                let mut end = trimmed.len();
+                for (index, c) in trimmed.char_indices().skip(open) {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = index + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                rest = &trimmed[end..];
+            }
+            _ => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Every `crate::`, `super::` and `self::` path the text names, `use` trees expanded.
+fn referenced_paths(text: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let bytes = text.as_bytes();
+    let mut index = 0;
+    while index < text.len() {
+        let rest = &text[index..];
+        let starts_word =
+            index == 0 || !(bytes[index - 1].is_ascii_alphanumeric() || bytes[index - 1] == b'_');
+        if starts_word && rest.starts_with("use ") {
+            let end = rest.find(';').unwrap_or(rest.len());
+            expand_use_tree(&rest[4..end], &mut Vec::new(), &mut paths);
+            index += end.max(1);
+            continue;
+        }
+        if starts_word
+            && let Some(root) = ["crate::", "super::", "self::"].iter().find(|root| rest.starts_with(**root))
+        {
+            let len =
+                rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
+            let path: Vec<String> =
+                rest[..len].split("::").filter(|part| !part.is_empty()).map(str::to_owned).collect();
+            paths.push(path);
+            index += len.max(root.len());
+            continue;
+        }
+        index += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    paths
+}
+
+/// Expands `a::{b, c::{d as e, self}}` into its paths, each prefixed by `prefix`.
+fn expand_use_tree(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    let tree = tree.trim();
+    let (head, group) = match tree.find('{') {
+        Some(open) => (&tree[..open], Some(&tree[open + 1..tree.rfind('}').unwrap_or(tree.len())])),
+        None => (tree, None),
+    };
+    let depth = prefix.len();
+    for part in head.split("::").map(str::trim).filter(|part| !part.is_empty()) {
+        let name = part.split(" as ").next().unwrap_or(part).trim();
+        if name != "self" && name != "*" {
+            prefix.push(name.to_owned());
+        } else if name == "self" && prefix.is_empty() {
+            prefix.push(name.to_owned());
+        }
+    }
+    match group {
+        Some(group) => {
+            for item in split_top_level(group) {
+                expand_use_tree(item, prefix, out);
+            }
+        }
+        None => out.push(prefix.clone()),
+    }
+    prefix.truncate(depth);
+}
+
+fn split_top_level(group: &str) -> Vec<&str> {
+    let (mut items, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (index, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&group[start..index]);
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&group[start..]);
+    items
+}
+
+/// The path from the crate root that `path`, named in the module `here`, means; `None` for a path
+/// that does not start at `crate`, `self` or `super`.
+fn absolute(here: &ModulePath, path: &[String]) -> Option<ModulePath> {
+    let mut base = match path.first().map(String::as_str) {
+        Some("crate") => Vec::new(),
+        // `self` of `a/b.rs` is `a::b` and its `super` is `a`; `a.rs` is `a`, as `a/mod.rs` is.
+        Some("self" | "super") => here.clone(),
+        _ => return None,
+    };
+    let skip = usize::from(path.first().is_some_and(|first| first == "crate"));
+    for part in &path[skip..] {
+        match part.as_str() {
+            "self" => {}
+            "super" => {
+                base.pop()?;
+            }
+            name => base.push(name.to_owned()),
+        }
+    }
+    Some(base)
+}
+
+/// The file that defines what `path` names: the longest module prefix that is a file, followed
+/// through that file's inline modules and its re-exports (`pub use`) when the next name is one of
+/// them. `None` when the name is another crate's item re-exported: that is no dependency on the
+/// file that re-exports it.
+fn resolve(
+    path: &ModulePath,
+    modules: &BTreeMap<ModulePath, String>,
+    texts: &BTreeMap<String, String>,
+    depth: usize,
+) -> Option<String> {
+    let prefix_len = (0..=path.len()).rev().find(|len| modules.contains_key(&path[..*len]))?;
+    let module = &path[..prefix_len];
+    let file = &modules[module];
+    let text = &texts[file];
+    let mut at = prefix_len;
+    while path.get(at).is_some_and(|name| defines_inline_module(text, name)) {
+        at += 1;
+    }
+    let Some(name) = path.get(at) else { return Some(file.clone()) };
+    match reexport(text, &module.to_vec(), name, modules) {
+        Reexport::None => Some(file.clone()),
+        Reexport::OtherCrate => None,
+        Reexport::Internal(mut target) if depth < 8 => {
+            target.extend(path[at + 1..].iter().cloned());
+            resolve(&target, modules, texts, depth + 1)
+        }
+        Reexport::Internal(_) => Some(file.clone()),
+    }
+}
+
+fn defines_inline_module(text: &str, name: &str) -> bool {
+    text.match_indices(&format!("mod {name} {{")).next().is_some()
+}
+
+enum Reexport {
+    /// The file defines the name itself (or it is not found).
+    None,
+    /// Another crate's item.
+    OtherCrate,
+    /// Another module of this crate's item, by its path from the crate root.
+    Internal(ModulePath),
+}
+
+/// Where the module `module` (whose text is `text`) takes `name` from when a `use` of it imports
+/// that name.
+fn reexport(text: &str, module: &ModulePath, name: &str, modules: &BTreeMap<ModulePath, String>) -> Reexport {
+    for path in use_paths(text) {
+        if path.last().map(String::as_str) != Some(name) || path.len() < 2 {
+            continue;
+        }
+        let target = match path[0].as_str() {
+            "crate" | "self" | "super" => match absolute(module, &path) {
+                Some(target) => target,
+                None => continue,
+            },
+            first => {
+                let child: ModulePath = module.iter().cloned().chain([first.to_owned()]).collect();
+                if !modules.contains_key(&child) {
+                    return Reexport::OtherCrate;
+                }
+                module.iter().cloned().chain(path.iter().cloned()).collect()
+            }
+        };
+        return Reexport::Internal(target);
+    }
+    Reexport::None
+}
+
+/// The paths of the `use` declarations of a text (relative paths kept as written).
+fn use_paths(text: &str) -> Vec<Vec<String>> {
+    let mut paths = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("use ") {
+        let before = rest[..at].chars().last();
+        let after = &rest[at + 4..];
+        let end = after.find(';').unwrap_or(after.len());
+        if before.is_none_or(|c| !(c.is_alphanumeric() || c == '_')) {
+            expand_use_tree(&after[..end], &mut Vec::new(), &mut paths);
+        }
+        rest = &after[end..];
+    }
+    paths
+}
+
+/// Tarjan's strongly connected components, each sorted.
+fn strongly_connected(files: &[String], edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct State<'a> {
+        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on_stack: BTreeSet<&'a str>,
+        components: Vec<Vec<String>>,
+    }
+    fn visit<'a>(state: &mut State<'a>, node: &'a str) {
+        let next = state.index.len();
+        state.index.insert(node, next);
+        state.low.insert(node, next);
+        state.stack.push(node);
+        state.on_stack.insert(node);
+        let edges = state.edges;
+        for target in edges.get(node).into_iter().flatten() {
+            let target = target.as_str();
+            if !state.index.contains_key(target) {
+                visit(state, target);
+                let low = state.low[node].min(state.low[target]);
+                state.low.insert(node, low);
+            } else if state.on_stack.contains(target) {
+                let low = state.low[node].min(state.index[target]);
+                state.low.insert(node, low);
+            }
+        }
+        if state.low[node] == state.index[node] {
+            let mut component = Vec::new();
+            while let Some(member) = state.stack.pop() {
+                state.on_stack.remove(member);
+                component.push(member.to_owned());
+                if member == node {
+                    break;
+                }
+            }
+            component.sort();
+            state.components.push(component);
+        }
+    }
+    let mut state = State {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        components: Vec::new(),
+    };
+    for file in files {
+        if !state.index.contains_key(file.as_str()) {
+            visit(&mut state, file);
+        }
+    }
+    state.components
 }
