@@ -10,23 +10,21 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use fjall::config::{CompressionPolicy, PinningPolicy};
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
+use fjall::{Database, Keyspace};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
 use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, HeldKey, LogBackend, StreamHead};
 use crate::clock::{Clock, SystemClock};
-use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
-use crate::error::{CorruptionKind, LogError};
-use crate::high_water::{HighWater, HighWaterFile, LostRange};
-use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
+use crate::databases::{self, Databases};
+use crate::envelope::{Envelope, GENESIS_HASH, HASH_BYTES};
+use crate::error::{CorruptionKind, LogError, LostRange};
+use crate::high_water::{HighWater, HighWaterFile};
+use crate::key_index::{self, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_BLOCK_CACHE_BYTES, KEYS_L0_TABLES_MAX,
-    KEYS_MEMTABLE_BYTES_MAX, KEYS_STORAGE_WORKER_THREADS, KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX,
-    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_NICE_INCREMENT,
-    STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
+    KEY_INDEX_WAIT_MAX, READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES,
+    WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
 use crate::staged_keys::StagedKeys;
@@ -36,23 +34,8 @@ use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
 
-/// The lock file that keeps a second process out of a store.
-pub const LOCK_FILE_NAME: &str = "mnemo.lock";
-/// The folder inside the store directory that holds the fjall database.
-pub const DATABASE_DIR_NAME: &str = "db";
-/// The folder inside the store directory that holds the key index's own fjall database (decision
-/// 0142): its tables are ingested without holding the log's journal.
-pub const KEYS_DATABASE_DIR_NAME: &str = "keys";
-/// Keyspace names owned by the log.
-pub const LOG_KEYSPACE: &str = "log";
-/// The stream index keyspace.
-pub const STREAMS_KEYSPACE: &str = "streams";
 /// The file that lists the losses of acknowledged envelopes the store's owner accepted.
 pub const ACCEPTED_LOSS_FILE_NAME: &str = "accepted-losses";
-/// The log's metadata keyspace (its format version).
-pub const META_KEYSPACE: &str = "log_meta";
-
-const FORMAT_KEY: &[u8] = b"format_version";
 
 /// How to open a log.
 #[derive(Debug, Clone)]
@@ -199,11 +182,11 @@ impl FjallLog {
     pub(crate) fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         // A store this open created is opened under the lock its creation took: letting it go to
         // take it again would leave a moment in which another process could hold it.
-        let lock = match store_dir::ensure_store(dir, &create_database)? {
+        let lock = match store_dir::ensure_store(dir, &databases::create_database)? {
             Some(lock) => lock,
             None => StoreLock::acquire(dir)?,
         };
-        let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
+        let Databases { db, log, streams, keys_db, keys } = databases::open_databases(dir)?;
 
         let shared = Arc::new(Shared {
             db,
@@ -523,111 +506,6 @@ impl Iterator for ChunkedScan {
     }
 }
 
-/// Options for every keyspace of a store, the projections' included: a bounded memtable.
-pub fn keyspace_options() -> KeyspaceCreateOptions {
-    // Every level's data blocks are compressed (fjall's default leaves the first two levels, where
-    // a store of a few million events keeps most of its data, uncompressed): event text and the
-    // stages' copies of it compress well, and a block read costs a decompression of a few KiB.
-    //
-    // Every level's bloom filters and block indexes are pinned in memory with their table. By
-    // default only the first levels' are, and a deeper table's filter is read from disk through
-    // the block cache, where a filter larger than a cache shard's share is never admitted: a table
-    // of a million keys then cost a read and checksum of its whole 1 MiB filter on every point
-    // lookup, and the stages' lookups of keys that do not exist yet (most of an index's) slowed as
-    // the store grew. Pinned, a filter costs about 10 bits per key and an index one entry per
-    // data block, a few MiB for a store of millions of events.
-    KeyspaceCreateOptions::default()
-        .max_memtable_size(MEMTABLE_BYTES_MAX)
-        .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
-        .filter_block_pinning_policy(PinningPolicy::all(true))
-        .index_block_pinning_policy(PinningPolicy::all(true))
-}
-
-/// The options of the key index's keyspace (`keys`): the log's, with a larger memtable
-/// (`KEYS_MEMTABLE_BYTES_MAX`), a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
-/// `KEYS_TABLE_BYTES`), since its keys are random, and no compression: a key is a random
-/// fingerprint and its value mostly a position, which compress little, while compression is the
-/// largest single cost in the engine threads' profile of a bulk import. Used only when the
-/// keyspace is created; the engine keeps them.
-pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
-    let compaction = fjall::compaction::Leveled::default()
-        .with_l0_threshold(KEYS_L0_TABLES_MAX)
-        .with_table_target_size(KEYS_TABLE_BYTES);
-    keyspace_options()
-        .max_memtable_size(KEYS_MEMTABLE_BYTES_MAX)
-        .compaction_strategy(Arc::new(compaction))
-        .data_block_compression_policy(CompressionPolicy::all(CompressionType::None))
-}
-
-/// The store's two databases and the log's keyspaces in them.
-struct Databases {
-    db: Database,
-    log: Keyspace,
-    streams: Keyspace,
-    keys_db: Database,
-    keys: Keyspace,
-}
-
-/// Opens the store's databases and the log's keyspaces, checking the store's format.
-fn open_databases(dir: &Path) -> Result<Databases, LogError> {
-    let db = open_database(dir, DATABASE_DIR_NAME, BLOCK_CACHE_BYTES, STORAGE_WORKER_THREADS)?;
-    let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
-    let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
-    let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
-    check_format(&meta)?;
-    // NOTE: the key index has a database of its own so that ingesting one of its tables, which
-    // holds the database's journal while it syncs the table (about 20 ms), never holds the
-    // journal the log's appends commit through (decision 0142).
-    let keys_db =
-        open_database(dir, KEYS_DATABASE_DIR_NAME, KEYS_BLOCK_CACHE_BYTES, KEYS_STORAGE_WORKER_THREADS)?;
-    let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
-    crate::priority::lower_engine_threads(
-        STORAGE_NICE_INCREMENT,
-        STORAGE_WORKER_THREADS + KEYS_STORAGE_WORKER_THREADS,
-    );
-    Ok(Databases { db, log, streams, keys_db, keys })
-}
-
-/// Opens one of the store's databases, folder `name` of the store `dir`, once its version files
-/// are checked, with a block cache of `cache_bytes` and `workers` background threads.
-fn open_database(dir: &Path, name: &str, cache_bytes: u64, workers: usize) -> Result<Database, LogError> {
-    let folder = dir.join(name);
-    crate::version_files::check(dir, &folder)?;
-    Database::builder(folder)
-        .cache_size(cache_bytes)
-        .max_journaling_size(JOURNAL_BYTES_MAX)
-        .worker_threads(workers)
-        .open()
-        .map_err(|error| match error {
-            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-            other => LogError::Storage(other),
-        })
-}
-
-/// Creates an empty store's databases in `dir` (the temporary directory a new store is built in)
-/// and makes them durable, so that the store is complete when it is renamed into place. The store's
-/// lock is already held there, and is handed to the open that follows the rename.
-fn create_database(dir: &Path) -> Result<(), LogError> {
-    let databases = open_databases(dir)?;
-    databases.db.persist(fjall::PersistMode::SyncAll)?;
-    databases.keys_db.persist(fjall::PersistMode::SyncAll)?;
-    Ok(())
-}
-
-fn check_format(meta: &Keyspace) -> Result<(), LogError> {
-    match meta.get(FORMAT_KEY)? {
-        None => {
-            meta.insert(FORMAT_KEY, ENVELOPE_FORMAT_VERSION.to_be_bytes())?;
-            Ok(())
-        }
-        Some(value) if value.as_ref() == ENVELOPE_FORMAT_VERSION.to_be_bytes() => Ok(()),
-        Some(value) => Err(LogError::UnsupportedStoreFormat {
-            found: hex::encode(value.as_ref()),
-            supported: ENVELOPE_FORMAT_VERSION,
-        }),
-    }
-}
-
 /// Compares the recovered log with its high-water mark. A log shorter than its mark lost acknowledged
 /// envelopes: refused, unless the tail check is off (the log then opens read-only and reports the
 /// loss) or the owner accepts exactly that loss (the mark is lowered to the head and the acceptance
@@ -765,7 +643,7 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
 /// A store's shared state without its writer, for tests of what the writer decides.
 #[cfg(test)]
 pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
-    let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
+    let Databases { db, log, streams, keys_db, keys } = databases::open_databases(dir)?;
     Ok(Arc::new(Shared {
         db,
         dir: dir.to_path_buf(),

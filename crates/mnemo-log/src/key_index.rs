@@ -29,15 +29,13 @@ use std::sync::Arc;
 use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
+use crate::databases::KEYS_KEYSPACE;
 use crate::error::{CorruptionKind, LogError};
 use crate::fjall_log::Shared;
 use crate::group_table::GroupTable;
 use crate::key_filter::KeyFilter;
 use crate::limits::KEYS_INGEST_MIN;
 use crate::staged_keys::StagedTable;
-
-/// The keyspace of the key index.
-pub const KEYS_KEYSPACE: &str = "keys";
 
 const KEY_TAG: u8 = b'h';
 const MARK_KEY: &[u8] = b"m";
@@ -725,7 +723,7 @@ pub(crate) fn drop_from_log_database(db: &fjall::Database) -> Result<(), LogErro
         return Ok(());
     }
     tracing::info!("the key index is kept in the log's database; it is built again from the log in its own");
-    let earlier = db.keyspace(KEYS_KEYSPACE, crate::fjall_log::keys_keyspace_options)?;
+    let earlier = db.keyspace(KEYS_KEYSPACE, crate::databases::keys_keyspace_options)?;
     db.delete_keyspace(earlier)?;
     Ok(())
 }

@@ -101,7 +101,7 @@ pub const STORAGE_WORKER_THREADS: usize = 4;
 /// 0.07 s with the engine's threads lowered (decision 0142).
 pub const STORAGE_NICE_INCREMENT: i32 = 10;
 
-/// The block cache of the key index's own database (`fjall_log::KEYS_DATABASE_DIR_NAME`). Its
+/// The block cache of the key index's own database (`databases::KEYS_DATABASE_DIR_NAME`). Its
 /// filters and block indexes are pinned with their tables, and the writer's key filter answers
 /// most lookups before they reach it, so the blocks it caches are those of retries and of the
 /// filter's rare wrong answers.
