@@ -4,19 +4,19 @@
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use fjall::{Database, Keyspace};
+use fjall::Database;
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
 use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, HeldKey, LogBackend, StreamHead};
 use crate::clock::{Clock, SystemClock};
-use crate::databases::{self, Databases};
+use crate::databases;
 use crate::envelope::{Envelope, GENESIS_HASH, HASH_BYTES};
 use crate::error::{CorruptionKind, LogError, LostRange};
 use crate::high_water::{HighWater, HighWaterFile};
@@ -27,10 +27,9 @@ use crate::limits::{
     WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
-use crate::staged_keys::StagedKeys;
+use crate::shared::{Shared, decode_at};
 use crate::store_dir;
 use crate::store_lock::StoreLock;
-use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
 
@@ -65,94 +64,6 @@ impl Default for LogOptions {
     }
 }
 
-/// State shared by the handle and the writer thread.
-pub(crate) struct Shared {
-    pub db: Database,
-    /// The store directory.
-    pub dir: PathBuf,
-    pub log: Keyspace,
-    pub streams: Keyspace,
-    /// The key index's own database, beside the log's (`KEYS_DATABASE_DIR_NAME`).
-    pub keys_db: Database,
-    /// The key index (see `key_index.rs`), in `keys_db`.
-    pub keys: Keyspace,
-    /// How the key index learns an envelope's keys (for building and verifying it).
-    pub key_rules_of: Option<KeyRulesOf>,
-    pub tail: Tail,
-    /// How far the key index holds the keys the writer appended: the writer indexes a group's keys
-    /// just after acknowledging it, so a reader of the index waits for this to reach the head.
-    pub keys_indexed: Tail,
-    /// The last generation of the key index (see `keys_rewritten`) whose key filter scan finished,
-    /// plus one (0: none yet). When it is the current one, the writer's next group looks keys up
-    /// through the filter.
-    pub key_filter_scanned: AtomicU64,
-    /// How many times the key index was rewritten by another thread than the writer's (a rebuild
-    /// after salvage): the writer's key filter is then built anew.
-    pub keys_rewritten: AtomicU64,
-    /// Keys the writer acknowledged and has not yet handed to the `keys` keyspace (see
-    /// `staged_keys.rs`); readers of the index look here first.
-    staged_keys: RwLock<StagedKeys>,
-    /// Held while staged keys go to the `keys` keyspace, so that dropping the index waits for it.
-    key_ingestion: Mutex<()>,
-    poisoned: Mutex<Option<String>>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("head", &self.tail.head()).finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    pub(crate) fn staged_keys(&self) -> RwLockReadGuard<'_, StagedKeys> {
-        self.staged_keys.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn staged_keys_mut(&self) -> RwLockWriteGuard<'_, StagedKeys> {
-        self.staged_keys.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn key_ingestion(&self) -> MutexGuard<'_, ()> {
-        self.key_ingestion.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn poison_reason(&self) -> Option<String> {
-        self.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    pub(crate) fn poison(&self, reason: String) {
-        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-    }
-
-    pub(crate) fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError> {
-        let Some(value) = self.streams.get(keys::head_key(stream))? else {
-            return Ok(None);
-        };
-        keys::decode_head(&value).map(Some).ok_or_else(|| LogError::Corrupt {
-            position: Position::ZERO,
-            kind: CorruptionKind::StreamIndex(format!("head of {stream} is {} bytes, not 16", value.len())),
-        })
-    }
-
-    pub(crate) fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
-        match self.log.get(position.to_key())? {
-            Some(bytes) => decode_at(position, &bytes).map(Some),
-            None => Ok(None),
-        }
-    }
-}
-
-fn decode_at(position: Position, bytes: &[u8]) -> Result<Envelope, LogError> {
-    let envelope = Envelope::decode(bytes).map_err(|kind| LogError::Corrupt { position, kind })?;
-    if envelope.position != position {
-        return Err(LogError::Corrupt {
-            position,
-            kind: CorruptionKind::MisplacedEnvelope { key: position, inner: envelope.position },
-        });
-    }
-    Ok(envelope)
-}
-
 /// The embedded, durable log of one store directory.
 ///
 /// Dropping it stops the writer after it has answered every queued append.
@@ -164,6 +75,8 @@ pub struct FjallLog {
     writer: Option<JoinHandle<()>>,
     lost: Option<LostRange>,
     accepted: Option<LostRange>,
+    /// How the key index learns an envelope's keys, to verify it.
+    key_rules_of: Option<KeyRulesOf>,
     // Held for the life of the handle, released when it is dropped.
     _lock: StoreLock,
 }
@@ -186,24 +99,7 @@ impl FjallLog {
             Some(lock) => lock,
             None => StoreLock::acquire(dir)?,
         };
-        let Databases { db, log, streams, keys_db, keys } = databases::open_databases(dir)?;
-
-        let shared = Arc::new(Shared {
-            db,
-            dir: dir.to_path_buf(),
-            log,
-            streams,
-            keys_db,
-            keys,
-            key_rules_of: options.key_rules_of,
-            tail: Tail::default(),
-            keys_indexed: Tail::default(),
-            key_filter_scanned: AtomicU64::new(0),
-            keys_rewritten: AtomicU64::new(0),
-            staged_keys: RwLock::default(),
-            key_ingestion: Mutex::new(()),
-            poisoned: Mutex::new(None),
-        });
+        let shared = Arc::new(Shared::new(dir, databases::open_databases(dir)?));
         let mut state = recover(&shared, &options)?;
         let head = state.head();
         let (high_water, check) = check_high_water(dir, &shared, &state, &options)?;
@@ -241,6 +137,7 @@ impl FjallLog {
             writer: Some(writer),
             lost,
             accepted,
+            key_rules_of: options.key_rules_of,
             _lock: lock,
         })
     }
@@ -437,7 +334,7 @@ impl LogBackend for FjallLog {
         // the caller reports, not damage of the index's own.
         let head = verifier.last_position();
         let reach = self.lost.map_or(head, |lost| lost.last);
-        key_index::verify(&self.shared, head, reach, self.shared.key_rules_of)?;
+        key_index::verify(&self.shared, head, reach, self.key_rules_of)?;
         Ok(verifier.checked())
     }
 }
@@ -638,28 +535,6 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
         });
     }
     Ok(())
-}
-
-/// A store's shared state without its writer, for tests of what the writer decides.
-#[cfg(test)]
-pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
-    let Databases { db, log, streams, keys_db, keys } = databases::open_databases(dir)?;
-    Ok(Arc::new(Shared {
-        db,
-        dir: dir.to_path_buf(),
-        log,
-        streams,
-        keys_db,
-        keys,
-        key_rules_of: None,
-        tail: Tail::default(),
-        keys_indexed: Tail::default(),
-        key_filter_scanned: AtomicU64::new(0),
-        keys_rewritten: AtomicU64::new(0),
-        staged_keys: RwLock::default(),
-        key_ingestion: Mutex::new(()),
-        poisoned: Mutex::new(None),
-    }))
 }
 
 #[cfg(test)]

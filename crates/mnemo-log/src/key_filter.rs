@@ -21,12 +21,12 @@ use std::thread::JoinHandle;
 use tracing::{info, warn};
 
 use crate::error::LogError;
-use crate::fjall_log::Shared;
 use crate::key_index::{self, Fingerprint};
 use crate::limits::{
     KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_GROWTH, KEY_FILTER_KEYS_MIN,
     KEY_FILTER_NICE_INCREMENT,
 };
+use crate::shared::Shared;
 
 /// Words in one block: a block is one 64-byte cache line, and a key's bits all fall in one block.
 const BLOCK_WORDS: usize = 8;
@@ -404,7 +404,7 @@ mod tests {
     #[test]
     fn a_full_filter_is_replaced_by_a_larger_one_that_keeps_every_key() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
         // Keys in the index before the filter exists come from the scan.
         let framed = crate::key_index::framed(b"ebefore");
         shared
@@ -442,7 +442,7 @@ mod tests {
     /// A new store's filter, built and in use; the store's folder and state with it.
     fn built_filter() -> (tempfile::TempDir, Arc<Shared>, KeyFilter) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
         let mut filter = KeyFilter::start(Arc::clone(&shared));
         wait_for_build(&mut filter);
         (dir, shared, filter)
@@ -463,7 +463,7 @@ mod tests {
     #[test]
     fn keys_staged_before_a_build_are_in_the_filter_it_builds() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
         let value = crate::key_index::encode_value(mnemo_core::Position(1), b"");
         shared.staged_keys_mut().insert(print(7), &value);
         let mut filter = KeyFilter::start(Arc::clone(&shared));

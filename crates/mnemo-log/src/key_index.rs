@@ -31,10 +31,10 @@ use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::databases::KEYS_KEYSPACE;
 use crate::error::{CorruptionKind, LogError};
-use crate::fjall_log::Shared;
 use crate::group_table::GroupTable;
 use crate::key_filter::KeyFilter;
 use crate::limits::KEYS_INGEST_MIN;
+use crate::shared::Shared;
 use crate::staged_keys::StagedTable;
 
 const KEY_TAG: u8 = b'h';
@@ -770,7 +770,7 @@ mod tests {
 
     use super::*;
     use crate::backend::ExpectedRevision;
-    use crate::fjall_log::shared_for_tests;
+    use crate::shared::shared_for_tests;
 
     fn request(stream: &str, records: Vec<NewRecord>) -> AppendRequest {
         let stream = StreamId::new(stream.to_owned()).expect("stream id");

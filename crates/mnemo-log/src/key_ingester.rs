@@ -14,9 +14,9 @@ use crossbeam_channel::{Receiver, Sender};
 use mnemo_core::Position;
 use tracing::warn;
 
-use crate::fjall_log::Shared;
 use crate::key_index;
 use crate::limits::KEYS_INGEST_NICE_INCREMENT;
+use crate::shared::Shared;
 use crate::staged_keys::StagedTable;
 
 /// A table handed on, and the index's mark it carries.

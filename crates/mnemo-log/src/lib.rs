@@ -21,6 +21,7 @@ mod keys;
 pub mod limits;
 mod priority;
 mod reply;
+mod shared;
 mod staged_keys;
 mod store_dir;
 mod store_lock;

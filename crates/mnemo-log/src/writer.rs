@@ -15,7 +15,6 @@ use crate::backend::{
 use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
-use crate::fjall_log::Shared;
 use crate::high_water::{HighWater, HighWaterFile};
 use crate::key_filter::KeyFilter;
 use crate::key_index::{self, Decision};
@@ -26,6 +25,7 @@ use crate::limits::{
     KEYS_STAGED_MAX,
 };
 use crate::reply::Reply;
+use crate::shared::Shared;
 
 /// One queued append and where to send its outcome.
 pub(crate) struct Pending {
@@ -326,7 +326,7 @@ fn note_ingested(shared: &Shared, ingested: Ingested) {
     }
     let cause = match ingested.result {
         Ok(()) => return,
-        Err(IngestFailure::Engine(error)) => failure_reason(shared, &error),
+        Err(IngestFailure::Engine(error)) => shared.failure_reason(&error),
         Err(IngestFailure::ThreadLost) => "the key ingestion thread ended".to_owned(),
     };
     let reason =
@@ -357,21 +357,12 @@ fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
 
 /// Answers the whole group with the failed write's cause and poisons the writer.
 fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
-    let reason = failure_reason(shared, error);
+    let reason = shared.failure_reason(error);
     error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
     shared.poison(reason.clone());
     for pending in group {
         pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
     }
-}
-
-/// What a failed write tells its callers: the engine says only "poisoned" after its first
-/// failure, which may have been a background flush or a stage's commit, so the system then tells
-/// the cause (a full disk, say).
-fn failure_reason(shared: &Shared, error: &fjall::Error) -> String {
-    let diagnosed =
-        crate::error::fault_cause_of(error).is_none().then(|| crate::error::diagnose(&shared.dir));
-    diagnosed.flatten().unwrap_or_else(|| crate::error::describe(error))
 }
 
 fn count(records: usize) -> u32 {
