@@ -110,9 +110,10 @@ impl FjallLog {
         };
         state.high_water = Some(high_water);
         // A log open only to be verified or salvaged is not written to: its index stays as it is.
+        let mut keys_complete = false;
         if lost.is_none() && options.verify_tail_on_open {
             key_index::drop_from_log_database(&shared.db)?;
-            state.keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
+            keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
         }
         if let Some(lost) = lost {
             // Read-only until the owner decides: nothing may be appended after a hole.
@@ -128,7 +129,7 @@ impl FjallLog {
         let writer_shared = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
             .name("mnemo-log-writer".to_owned())
-            .spawn(move || writer::run(writer_shared, state, requests))
+            .spawn(move || writer::run(writer_shared, state, keys_complete, requests))
             .map_err(|e| LogError::io("cannot start the log writer thread", e))?;
         Ok(FjallLog {
             shared,
@@ -164,7 +165,7 @@ impl FjallLog {
     }
 
     /// Whether the key filter built when the log opened is ready: appends from the next group on
-    /// learn that a key is absent without reading the key index (see `key_filter.rs`). Until then
+    /// learn that a key is absent without reading the key index (see `key_index/filter.rs`). Until then
     /// they read the index, with the same answers.
     pub fn key_filter_ready(&self) -> bool {
         let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
@@ -193,7 +194,7 @@ impl FjallLog {
         &self.shared.db
     }
 
-    /// The key index's own database (its `keys` keyspace is the index; see `key_index.rs`).
+    /// The key index's own database (its `keys` keyspace is the index; see `key_index/`).
     pub fn key_database(&self) -> &Database {
         &self.shared.keys_db
     }
@@ -483,8 +484,6 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             heads: Default::default(),
             clock: Arc::clone(&options.clock),
             high_water: None,
-            keys_complete: false,
-            keys_marked: Position(next_position.0 - 1),
             synced_through: Position::ZERO,
         };
     let Some(last) = shared.log.last_key_value() else {

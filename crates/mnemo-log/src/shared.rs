@@ -26,8 +26,8 @@ use crate::backend::StreamHead;
 use crate::databases::Databases;
 use crate::envelope::Envelope;
 use crate::error::{CorruptionKind, LogError};
+use crate::key_index::staged::StagedKeys;
 use crate::keys;
-use crate::staged_keys::StagedKeys;
 use crate::tail::Tail;
 
 /// State shared by the handle and the writer thread.

@@ -16,14 +16,9 @@ use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
 use crate::high_water::{HighWater, HighWaterFile};
-use crate::key_filter::KeyFilter;
-use crate::key_index::{self, Decision};
-use crate::key_ingester::{IngestFailure, Ingested, KeyIngester};
+use crate::key_index::{Decision, KeyIndex};
 use crate::keys;
-use crate::limits::{
-    GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX, KEYS_MARK_LAG_MAX, KEYS_STAGED_HELD_MAX,
-    KEYS_STAGED_MAX,
-};
+use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
 use crate::reply::Reply;
 use crate::shared::Shared;
 
@@ -42,11 +37,6 @@ pub(crate) struct WriterState {
     pub clock: Arc<dyn Clock>,
     /// Where each durable group's last position is recorded (see `high_water.rs`).
     pub high_water: Option<HighWaterFile>,
-    /// Whether the key index holds the keys of every envelope, so that the writer moves its mark.
-    pub keys_complete: bool,
-    /// Where the key index's mark is: the keys of every envelope up to here are in the `keys`
-    /// keyspace; those of later ones are staged (`staged_keys.rs`).
-    pub keys_marked: Position,
     /// Every envelope up to here is on disk: the last group persisted with `SyncData` or `SyncAll`
     /// ended here (`Position::ZERO` until one is).
     pub synced_through: Position,
@@ -64,10 +54,15 @@ impl WriterState {
     }
 }
 
-/// The writer thread's loop: runs until every sender is dropped.
-pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
-    let mut group_keys = key_index::GroupKeys::new(KeyFilter::start(Arc::clone(&shared)));
-    let mut ingester = KeyIngester::start(Arc::clone(&shared));
+/// The writer thread's loop: runs until every sender is dropped. `keys_complete`: the key index
+/// holds the keys of every envelope the log holds.
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    mut state: WriterState,
+    keys_complete: bool,
+    queue: Receiver<Pending>,
+) {
+    let mut key_index = KeyIndex::start(&shared, keys_complete, state.head());
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         let mut group_bytes = request_bytes(&group[0].request);
@@ -80,16 +75,13 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
                 Err(_) => break,
             }
         }
-        commit_group(&shared, &mut state, &mut group_keys, &mut ingester, group);
+        commit_group(&shared, &mut state, &mut key_index, group);
     }
-    group_keys.close();
-    if let Some(ingested) = ingester.stop() {
-        note_ingested(&shared, ingested);
-    }
+    key_index.stop(&shared);
     // The store is closing: the staged keys go to the engine now, so the next open need not catch
     // the index up.
     if shared.poison_reason().is_none()
-        && let Err(error) = ingest_keys(&shared, &mut state)
+        && let Err(error) = key_index.ingest(&shared, state.head(), state.head_is_synced())
     {
         error!(%error, "the staged keys did not reach the key index; the next open builds them from the log");
     }
@@ -111,13 +103,7 @@ struct Staged {
     timestamp: TimestampMs,
 }
 
-fn commit_group(
-    shared: &Shared,
-    state: &mut WriterState,
-    group_keys: &mut key_index::GroupKeys,
-    ingester: &mut KeyIngester,
-    group: Vec<Pending>,
-) {
+fn commit_group(shared: &Shared, state: &mut WriterState, key_index: &mut KeyIndex, group: Vec<Pending>) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
     if let Some(reason) = shared.poison_reason() {
         for pending in group {
@@ -134,7 +120,7 @@ fn commit_group(
     let mut last_hash = state.last_hash;
     let mut last_timestamp = state.last_timestamp;
 
-    group_keys.start_group();
+    key_index.start_group();
     let requests: Vec<&AppendRequest> = group.iter().map(|pending| &pending.request).collect();
     for (index, request) in requests.iter().copied().enumerate() {
         let current = match group_heads.get(&request.stream) {
@@ -149,7 +135,7 @@ fn commit_group(
             }
         };
         let actual = current.map(|head| head.revision);
-        let (retried, writes_from) = match group_keys.decide(shared, &requests, index, next_position) {
+        let (retried, writes_from) = match key_index.check(shared, &requests, index, next_position) {
             Ok(Decision::Go { retried, writes_from }) => (retried, writes_from),
             Ok(Decision::Refused(refusal)) => {
                 outcomes.push(Ok(AppendOutcome::Refused(refusal)));
@@ -166,14 +152,14 @@ fn commit_group(
             outcomes.push(Ok(AppendOutcome::Appended(Appended {
                 first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
                 last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
-                last_revision: key_index::retried_revision(actual),
+                last_revision: retried_revision(actual),
                 retried: count(originals.len()),
             })));
             durability = durability.max(Some(request.durability));
             continue;
         }
         if !request.expected.matches(actual) {
-            group_keys.undo(writes_from);
+            key_index.forget(writes_from);
             outcomes
                 .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
             continue;
@@ -184,7 +170,7 @@ fn commit_group(
         let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
             Ok(staged) => staged,
             Err(error) => {
-                group_keys.undo(writes_from);
+                key_index.forget(writes_from);
                 outcomes.push(Err(error));
                 continue;
             }
@@ -253,98 +239,7 @@ fn commit_group(
     for (pending, outcome) in group.into_iter().zip(outcomes) {
         pending.reply.send_returning(outcome, pending.request);
     }
-    stage_keys(shared, state, group_keys, ingester);
-}
-
-/// Stages the keys of the group just acknowledged for the key index, tells the writer's filter of
-/// them, and lets readers of the index see them (`Shared::keys_indexed`); hands the staged keys on
-/// to be ingested once there are `KEYS_STAGED_MAX` of them or the index's mark is
-/// `KEYS_MARK_LAG_MAX` envelopes behind.
-///
-/// NOTE: this runs after the callers hear of their appends, so that the caller's next request is
-/// prepared meanwhile (decision 0142). The writer decides its next group only after this, so no
-/// decision ever misses a key. A crash loses the staged keys, all of them past the index's mark,
-/// so the index is behind its log and the store's open brings it up from the envelopes' own rules
-/// (`key_index::catch_up`).
-fn stage_keys(
-    shared: &Shared,
-    state: &mut WriterState,
-    group_keys: &mut key_index::GroupKeys,
-    ingester: &mut KeyIngester,
-) {
-    let head = state.head();
-    let staged = {
-        let mut staged = shared.staged_keys_mut();
-        for (print, value) in group_keys.entries() {
-            staged.insert(print, value);
-        }
-        staged.len()
-    };
-    group_keys.learn_written();
-    shared.keys_indexed.advance(head);
-    if let Some(ingested) = ingester.finished() {
-        note_ingested(shared, ingested);
-    }
-    let lag = head.0.saturating_sub(state.keys_marked.0);
-    if staged < KEYS_STAGED_MAX && !(state.keys_complete && lag >= KEYS_MARK_LAG_MAX) {
-        return;
-    }
-    if ingester.is_busy() {
-        // NOTE: the table under way is not done yet; the keys wait with the rest unless there are
-        // too many to hold.
-        if staged < KEYS_STAGED_HELD_MAX {
-            return;
-        }
-        let _span = debug_span!("wait_for_key_ingestion", keys = staged).entered();
-        if let Some(ingested) = ingester.wait() {
-            note_ingested(shared, ingested);
-        }
-    }
-    if shared.poison_reason().is_some() {
-        return;
-    }
-    let mark = next_mark(state);
-    let table = shared.staged_keys_mut().hand_on();
-    ingester.hand_on(table, mark, head, state.head_is_synced());
-    if let Some(mark) = mark {
-        state.keys_marked = mark;
-    }
-}
-
-/// The index's mark a table handed on now carries: the head, when the index is complete and the
-/// mark is behind it.
-fn next_mark(state: &WriterState) -> Option<Position> {
-    let head = state.head();
-    (state.keys_complete && head > state.keys_marked).then_some(head)
-}
-
-/// Poisons the writer when a table handed on did not reach the engine: its keys are still staged,
-/// and the next open builds them from the log.
-fn note_ingested(shared: &Shared, ingested: Ingested) {
-    if let (Ok(()), Some(table)) = (&ingested.result, ingested.table) {
-        shared.staged_keys_mut().give_back(table);
-    }
-    let cause = match ingested.result {
-        Ok(()) => return,
-        Err(IngestFailure::Engine(error)) => shared.failure_reason(&error),
-        Err(IngestFailure::ThreadLost) => "the key ingestion thread ended".to_owned(),
-    };
-    let reason =
-        format!("the log is written up to position {}, but its key index is not: {cause}", ingested.head);
-    error!(%reason, "the key index did not take the staged keys; the writer is poisoned until the store is reopened");
-    shared.poison(reason);
-}
-
-/// Hands the staged keys to the engine on the writer's own thread (the store is closing), with
-/// the index's mark at the head when the index is complete.
-fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
-    let mark = next_mark(state);
-    let table = shared.staged_keys_mut().hand_on();
-    key_index::ingest_handed(shared, &table, mark, state.head_is_synced())?;
-    if let Some(mark) = mark {
-        state.keys_marked = mark;
-    }
-    Ok(())
+    key_index.stage(shared, state.head(), state.head_is_synced());
 }
 
 fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
@@ -363,6 +258,13 @@ fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
     for pending in group {
         pending.reply.send(Err(LogError::Poisoned { reason: reason.clone() }));
     }
+}
+
+/// The revision a request's stream is at when every record of it was a retry: where the stream is.
+fn retried_revision(actual: Option<StreamRevision>) -> StreamRevision {
+    // A retried record is in this very stream (the holder's stream is compared), so the stream
+    // exists; `FIRST` is never reached.
+    actual.unwrap_or(StreamRevision::FIRST)
 }
 
 fn count(records: usize) -> u32 {
