@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use fjall::PersistMode;
+use fjall::{OwnedWriteBatch, PersistMode};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, error};
 
@@ -103,6 +103,23 @@ struct Staged {
     timestamp: TimestampMs,
 }
 
+/// What a group's decisions add up to, before anything is written: each request's outcome in the
+/// group's order, and where the log and its streams end once the batch is written.
+struct Decided {
+    outcomes: Vec<Result<AppendOutcome, LogError>>,
+    /// The most durable level asked for by a request appended or answered as a retry (`None`: no
+    /// request was either).
+    durability: Option<Durability>,
+    /// The head of each stream the group appends to.
+    heads: HashMap<StreamId, StreamHead>,
+    next_position: Position,
+    last_hash: [u8; HASH_BYTES],
+    last_timestamp: TimestampMs,
+}
+
+/// Commits one group in three steps: decides every request, writes and syncs the batch, then
+/// answers every caller. A poisoned writer answers the group with its poison, and a write that
+/// fails poisons it.
 fn commit_group(shared: &Shared, state: &mut WriterState, key_index: &mut KeyIndex, group: Vec<Pending>) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
     if let Some(reason) = shared.poison_reason() {
@@ -111,135 +128,160 @@ fn commit_group(shared: &Shared, state: &mut WriterState, key_index: &mut KeyInd
         }
         return;
     }
+    let (batch, decided) = decide(shared, state, key_index, &group);
+    if let Err(error) = commit(shared, state, batch, &decided) {
+        poison_group(shared, group, &error);
+        return;
+    }
+    answer(shared, state, decided, group);
+    key_index.stage(shared, state.head(), state.head_is_synced());
+}
 
+/// Decides each request of the group in turn: appended (its envelopes go into the batch), answered
+/// as a retry, refused by a key rule, in conflict with its expected revision, or failed. Later
+/// requests see what earlier ones appended; nothing is written yet.
+fn decide(
+    shared: &Shared,
+    state: &WriterState,
+    key_index: &mut KeyIndex,
+    group: &[Pending],
+) -> (OwnedWriteBatch, Decided) {
     let mut batch = shared.db.batch();
-    let mut group_heads: HashMap<StreamId, StreamHead> = HashMap::new();
-    let mut outcomes: Vec<Result<AppendOutcome, LogError>> = Vec::with_capacity(group.len());
-    let mut durability: Option<Durability> = None;
-    let mut next_position = state.next_position;
-    let mut last_hash = state.last_hash;
-    let mut last_timestamp = state.last_timestamp;
-
+    let mut decided = Decided {
+        outcomes: Vec::with_capacity(group.len()),
+        durability: None,
+        heads: HashMap::new(),
+        next_position: state.next_position,
+        last_hash: state.last_hash,
+        last_timestamp: state.last_timestamp,
+    };
     key_index.start_group();
     let requests: Vec<&AppendRequest> = group.iter().map(|pending| &pending.request).collect();
-    for (index, request) in requests.iter().copied().enumerate() {
-        let current = match group_heads.get(&request.stream) {
-            Some(head) => Ok(Some(*head)),
-            None => current_head(shared, state, &request.stream),
-        };
-        let current = match current {
-            Ok(current) => current,
-            Err(error) => {
-                outcomes.push(Err(error));
-                continue;
-            }
-        };
-        let actual = current.map(|head| head.revision);
-        let (retried, writes_from) = match key_index.check(shared, &requests, index, next_position) {
-            Ok(Decision::Go { retried, writes_from }) => (retried, writes_from),
-            Ok(Decision::Refused(refusal)) => {
-                outcomes.push(Ok(AppendOutcome::Refused(refusal)));
-                continue;
-            }
-            Err(error) => {
-                outcomes.push(Err(error));
-                continue;
-            }
-        };
-        let originals: Vec<Position> = retried.iter().flatten().copied().collect();
-        if originals.len() == request.records.len() {
-            // Every record is a retry: answered with where they landed, at the durability asked.
-            outcomes.push(Ok(AppendOutcome::Appended(Appended {
-                first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
-                last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
-                last_revision: retried_revision(actual),
-                retried: count(originals.len()),
-            })));
-            durability = durability.max(Some(request.durability));
-            continue;
-        }
-        if !request.expected.matches(actual) {
-            key_index.forget(writes_from);
-            outcomes
-                .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
-            continue;
-        }
-        let timestamp = last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
-        let fresh =
-            request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
-        let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
+    for index in 0..requests.len() {
+        let outcome = decide_request(shared, state, key_index, &requests, index, &mut batch, &mut decided);
+        decided.outcomes.push(outcome);
+    }
+    (batch, decided)
+}
+
+/// Decides `requests[index]` against the log, the key index and the requests before it in the
+/// group. When it is appended, its envelopes go into `batch` and `decided` moves past them; a
+/// request not appended takes its keys back from the key index.
+fn decide_request(
+    shared: &Shared,
+    state: &WriterState,
+    key_index: &mut KeyIndex,
+    requests: &[&AppendRequest],
+    index: usize,
+    batch: &mut OwnedWriteBatch,
+    decided: &mut Decided,
+) -> Result<AppendOutcome, LogError> {
+    let request = requests[index];
+    let current = match decided.heads.get(&request.stream) {
+        Some(head) => Some(*head),
+        None => current_head(shared, state, &request.stream)?,
+    };
+    let actual = current.map(|head| head.revision);
+    let (retried, writes_from) = match key_index.check(shared, requests, index, decided.next_position)? {
+        Decision::Go { retried, writes_from } => (retried, writes_from),
+        Decision::Refused(refusal) => return Ok(AppendOutcome::Refused(refusal)),
+    };
+    let originals: Vec<Position> = retried.iter().flatten().copied().collect();
+    if originals.len() == request.records.len() {
+        // Every record is a retry: answered with where they landed, at the durability asked.
+        decided.durability = decided.durability.max(Some(request.durability));
+        return Ok(AppendOutcome::Appended(Appended {
+            first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
+            last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
+            last_revision: retried_revision(actual),
+            retried: count(originals.len()),
+        }));
+    }
+    if !request.expected.matches(actual) {
+        key_index.forget(writes_from);
+        return Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual }));
+    }
+    let timestamp = decided.last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
+    let fresh = request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
+    let staged =
+        match stage(&request.stream, fresh, actual, decided.next_position, decided.last_hash, timestamp) {
             Ok(staged) => staged,
             Err(error) => {
                 key_index.forget(writes_from);
-                outcomes.push(Err(error));
-                continue;
+                return Err(error);
             }
         };
-        for (position, bytes, revision) in &staged.entries {
-            // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
-            // are lent: a clone of them was a second allocation and copy of every envelope.
-            batch.insert(&shared.log, position.to_key(), bytes.as_slice());
-            batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
-        }
-        batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
-        let first_position = originals.iter().copied().fold(next_position, Position::min);
-        let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
-        outcomes.push(Ok(AppendOutcome::Appended(Appended {
-            first_position,
-            last_position,
-            last_revision: staged.head.revision,
-            retried: count(originals.len()),
-        })));
-        group_heads.insert(request.stream.clone(), staged.head);
-        durability = durability.max(Some(request.durability));
-        next_position = staged.head.position.next();
-        last_hash = staged.last_hash;
-        last_timestamp = staged.timestamp;
+    for (position, bytes, revision) in &staged.entries {
+        // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
+        // are lent: a clone of them was a second allocation and copy of every envelope.
+        batch.insert(&shared.log, position.to_key(), bytes.as_slice());
+        batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
     }
-    drop(requests);
+    batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
+    let first_position = originals.iter().copied().fold(decided.next_position, Position::min);
+    let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
+    decided.heads.insert(request.stream.clone(), staged.head);
+    decided.durability = decided.durability.max(Some(request.durability));
+    decided.next_position = staged.head.position.next();
+    decided.last_hash = staged.last_hash;
+    decided.last_timestamp = staged.timestamp;
+    Ok(AppendOutcome::Appended(Appended {
+        first_position,
+        last_position,
+        last_revision: staged.head.revision,
+        retried: count(originals.len()),
+    }))
+}
 
+/// Writes the group's batch and syncs it as durably as its most demanding request asked, then
+/// records how far the log is durable. A failed write is returned and nothing of the group is
+/// acknowledged: the writer state, the tail and the mark stay where they were.
+fn commit(
+    shared: &Shared,
+    state: &mut WriterState,
+    batch: OwnedWriteBatch,
+    decided: &Decided,
+) -> Result<(), fjall::Error> {
+    let mode = persist_mode(decided.durability);
     if !batch.is_empty() {
-        let mode = persist_mode(durability);
-        let _persist = debug_span!("persist", envelopes = next_position.0 - state.next_position.0).entered();
-        if let Err(error) = batch.durability(mode).commit() {
-            poison_group(shared, group, &error);
-            return;
-        }
-    } else if let Some(mode) = persist_mode(durability) {
+        let envelopes = decided.next_position.0 - state.next_position.0;
+        let _persist = debug_span!("persist", envelopes).entered();
+        batch.durability(mode).commit()?;
+    } else if let Some(mode) = mode {
         // Only retries: what they were answered with must be as durable as they asked, and the
         // original may have been appended without waiting for the disk.
-        if let Err(error) = shared.db.persist(mode) {
-            poison_group(shared, group, &error);
-            return;
-        }
+        shared.db.persist(mode)?;
     }
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
-    if persist_mode(durability).is_some() {
-        state.synced_through = Position(next_position.0 - 1);
+    let last = Position(decided.next_position.0 - 1);
+    if mode.is_some() {
+        state.synced_through = last;
     }
-    if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
-        record_high_water(
-            shared,
-            state,
-            HighWater { position: Position(next_position.0 - 1), hash: last_hash },
-        );
+    if decided.durability.is_some_and(|d| d != Durability::Buffered)
+        && decided.next_position > state.next_position
+    {
+        record_high_water(shared, state, HighWater { position: last, hash: decided.last_hash });
     }
+    Ok(())
+}
 
+/// Moves the writer's state and the log's tail past the group just committed, then answers each
+/// caller with its outcome, in the group's order.
+fn answer(shared: &Shared, state: &mut WriterState, decided: Decided, group: Vec<Pending>) {
     // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
     // append only after that, so an acknowledged append is always readable and persisted.
-    state.next_position = next_position;
-    state.last_hash = last_hash;
-    state.last_timestamp = last_timestamp;
-    if state.heads.len() + group_heads.len() > HEAD_CACHE_STREAMS_MAX {
+    state.next_position = decided.next_position;
+    state.last_hash = decided.last_hash;
+    state.last_timestamp = decided.last_timestamp;
+    if state.heads.len() + decided.heads.len() > HEAD_CACHE_STREAMS_MAX {
         state.heads.clear();
     }
-    state.heads.extend(group_heads);
-    shared.tail.advance(Position(next_position.0 - 1));
-    for (pending, outcome) in group.into_iter().zip(outcomes) {
+    state.heads.extend(decided.heads);
+    shared.tail.advance(Position(decided.next_position.0 - 1));
+    for (pending, outcome) in group.into_iter().zip(decided.outcomes) {
         pending.reply.send_returning(outcome, pending.request);
     }
-    key_index.stage(shared, state.head(), state.head_is_synced());
 }
 
 fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
