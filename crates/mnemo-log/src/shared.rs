@@ -1,19 +1,22 @@
-//! The state an open log shares between its handle (`FjallLog`), the writer
-//! thread, and the key index's threads: the two databases and their keyspaces, how far the log and
-//! the key index reach, and whether the writer is poisoned.
+//! The state an open log shares between its handle (`FjallLog`), the writer thread, and the key
+//! index's threads: the two databases and their keyspaces, how far the log and the key index
+//! reach, and whether the writer is poisoned.
 //!
 //! Who may touch what:
 //! - the log's keyspaces (`log`, `streams`) and `tail` are written by the writer thread only, once
-//!   the log is open; anyone reads them, up to the tail's head;
+//!   the open has recovered the log; anyone reads them, up to the tail's head;
 //! - the key index's database and keyspace (`keys_db`, `keys`), the staged keys, `key_ingestion`,
 //!   `keys_indexed`, `key_filter_scanned` and `keys_rewritten` are changed by the key index
-//!   (`key_index/`) only, on the writer's thread or on threads of its own; the handle reads them to
-//!   answer a reader of the index and to say whether the key filter is ready;
-//! - `poisoned` is set by whatever fails to persist (the writer, the key index's ingestion) and read
-//!   by everyone before writing: a store whose write failed takes no appends until reopened.
+//!   (`key_index/`) only, on the writer's thread or on threads of its own, once the open has
+//!   caught the index up; the handle reads them to answer a reader of the index and to say
+//!   whether the key filter is ready;
+//! - `poisoned` is set by the open of a log that lost acknowledged envelopes and by whatever fails
+//!   to persist (the writer's batch, the high-water mark, the key index's ingestion); everyone
+//!   reads it before writing: a poisoned store takes no appends until it is reopened.
 //!
 //! It is not the log's logic: opening and recovery are in `fjall_log.rs`, the writer in
-//! `writer.rs`. Only reads that need nothing but this state are here.
+//! `writer.rs`. Only what needs nothing but this state is here: reading an envelope or a stream's
+//! head, and saying why the writer stopped.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;

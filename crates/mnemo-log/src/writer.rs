@@ -1,5 +1,7 @@
 //! The single writer: it owns appends, folds everything queued into one batch and one persist
-//! (group commit), and only then acknowledges each caller.
+//! (group commit), and only then acknowledges each caller. A group commit decides every request
+//! (`decide`), writes and syncs the batch (`commit`), answers the callers (`answer`), and then
+//! stages the group's keys for the key index (`key_index/`), while the callers prepare their next.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -96,7 +98,7 @@ fn request_bytes(request: &AppendRequest) -> usize {
 }
 
 /// The envelopes one request will add, sealed but not yet written.
-struct Staged {
+struct Sealed {
     entries: Vec<(Position, Vec<u8>, StreamRevision)>,
     head: StreamHead,
     last_hash: [u8; HASH_BYTES],
@@ -203,32 +205,32 @@ fn decide_request(
     }
     let timestamp = decided.last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
     let fresh = request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
-    let staged =
-        match stage(&request.stream, fresh, actual, decided.next_position, decided.last_hash, timestamp) {
-            Ok(staged) => staged,
+    let sealed =
+        match seal(&request.stream, fresh, actual, decided.next_position, decided.last_hash, timestamp) {
+            Ok(sealed) => sealed,
             Err(error) => {
                 key_index.forget(writes_from);
                 return Err(error);
             }
         };
-    for (position, bytes, revision) in &staged.entries {
+    for (position, bytes, revision) in &sealed.entries {
         // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
         // are lent: a clone of them was a second allocation and copy of every envelope.
         batch.insert(&shared.log, position.to_key(), bytes.as_slice());
         batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
     }
-    batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
+    batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(sealed.head));
     let first_position = originals.iter().copied().fold(decided.next_position, Position::min);
-    let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
-    decided.heads.insert(request.stream.clone(), staged.head);
+    let last_position = originals.iter().copied().fold(sealed.head.position, Position::max);
+    decided.heads.insert(request.stream.clone(), sealed.head);
     decided.durability = decided.durability.max(Some(request.durability));
-    decided.next_position = staged.head.position.next();
-    decided.last_hash = staged.last_hash;
-    decided.last_timestamp = staged.timestamp;
+    decided.next_position = sealed.head.position.next();
+    decided.last_hash = sealed.last_hash;
+    decided.last_timestamp = sealed.timestamp;
     Ok(AppendOutcome::Appended(Appended {
         first_position,
         last_position,
-        last_revision: staged.head.revision,
+        last_revision: sealed.head.revision,
         retried: count(originals.len()),
     }))
 }
@@ -336,14 +338,16 @@ fn current_head(
     shared.stream_head(stream)
 }
 
-fn stage<'a>(
+/// Seals the envelopes of a request's new `records`, the first at `first_position`, chained on
+/// from `previous_hash`.
+fn seal<'a>(
     stream: &StreamId,
     records: impl Iterator<Item = &'a NewRecord>,
     actual: Option<StreamRevision>,
     first_position: Position,
     previous_hash: [u8; HASH_BYTES],
     timestamp: TimestampMs,
-) -> Result<Staged, LogError> {
+) -> Result<Sealed, LogError> {
     let mut entries = Vec::new();
     let mut position = first_position;
     let mut revision = actual.map_or(StreamRevision::FIRST, StreamRevision::next);
@@ -370,5 +374,5 @@ fn stage<'a>(
         return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
     }
     let head = StreamHead { revision: StreamRevision(revision.0 - 1), position: Position(position.0 - 1) };
-    Ok(Staged { head, entries, last_hash, timestamp })
+    Ok(Sealed { head, entries, last_hash, timestamp })
 }
