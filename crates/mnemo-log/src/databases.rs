@@ -1,9 +1,9 @@
 //! The store's two fjall databases: the log's (`db`: the envelopes, the stream index, the format
-//! version, and the projections' keyspaces) and the key index's (`keys`), their keyspaces' names and
-//! options, and opening them with the store's format checked.
+//! version, and the projections' keyspaces) and the key index's (`keys`), their keyspaces' names
+//! and options, and opening them with the store's format checked.
 //!
-//! It is not the store directory (`store_dir.rs`: creating a store, refusing a directory that is not
-//! one) nor the log on them (`fjall_log.rs`).
+//! It is not the store directory (`store_dir.rs`: creating a store, refusing a directory that is
+//! not one) nor the log kept in them (`fjall_log.rs`).
 
 use std::path::Path;
 use std::sync::Arc;

@@ -165,8 +165,8 @@ impl FjallLog {
     }
 
     /// Whether the key filter built when the log opened is ready: appends from the next group on
-    /// learn that a key is absent without reading the key index (see `key_index/filter.rs`). Until then
-    /// they read the index, with the same answers.
+    /// learn that a key is absent without reading the key index (see `key_index/filter.rs`). Until
+    /// then they read the index, with the same answers.
     pub fn key_filter_ready(&self) -> bool {
         let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
         self.shared.key_filter_scanned.load(Ordering::Acquire) == generation + 1

@@ -39,8 +39,8 @@ pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// Keys the writer stages in memory before it hands them to the engine as one sorted table
-/// (`key_index/staged.rs`): at about 50 bytes a key in memory, about 6.5 MiB; each table holds about
-/// 4 MiB of keys. A crash loses at most these, which the next open builds again from the log.
+/// (`key_index/staged.rs`): at about 50 bytes a key in memory, about 6.5 MiB; each table holds
+/// about 4 MiB of keys. A crash loses at most these, which the next open builds again from the log.
 /// Each table costs the disk several flushes (the table, its folder, the engine's version): at half
 /// this size, when the index shared the log's database and its journal, a bulk import's syncs took
 /// 20% longer with the key check than without (decision 0142).
@@ -50,8 +50,8 @@ pub const KEYS_STAGED_MAX: usize = 131_072;
 /// engine (`key_index/ingester.rs`), the writer waits for it rather than stage more.
 pub const KEYS_STAGED_HELD_MAX: usize = 2 * KEYS_STAGED_MAX;
 
-/// How much the thread that hands staged tables to the engine (`key_index/ingester.rs`) raises its nice
-/// value over the host's, as the pipeline's stages and the key filter's scan do: a table's
+/// How much the thread that hands staged tables to the engine (`key_index/ingester.rs`) raises its
+/// nice value over the host's, as the pipeline's stages and the key filter's scan do: a table's
 /// ingestion is the index's upkeep, which the writer waits for only once it holds
 /// `KEYS_STAGED_HELD_MAX` keys. At the host's priority it took the processor from the appends it
 /// follows: on a 2-core machine, a bulk import of 1M events spent about 0.2 s more outside its

@@ -117,7 +117,8 @@ pub(super) struct GroupKeys {
 pub(crate) enum Decision {
     /// Per record, where it already is when it is a retry (`None`: a new record). The keys the new
     /// records write are the group's writes from `writes_from` on: the writer either writes them
-    /// with the request's envelopes or takes them back with [`GroupKeys::undo`].
+    /// with the request's envelopes or forgets them (`KeyIndex::forget`, through
+    /// [`GroupKeys::undo`]).
     Go { retried: Vec<Option<Position>>, writes_from: usize },
     /// A rule is broken; nothing of the request is appended and the group holds none of its keys.
     Refused(KeyRefusal),

@@ -1,5 +1,5 @@
-//! The table a group commit keeps of the keys it has looked up or written (`check.rs`'s `GroupKeys`):
-//! per key's fingerprint, what the group knows of it.
+//! The table a group commit keeps of the keys it has looked up or written (`GroupKeys`, in
+//! `check.rs`): per key's fingerprint, what the group knows of it.
 //!
 //! NOTE: a `HashMap<Fingerprint, Known>` took each key's fingerprint and value into a slot of 80
 //! bytes, so a group of 1,000 events (about 1,800 keys) spread its inserts over some 320 KiB, and

@@ -12,7 +12,8 @@
 //!
 //! Nothing is lost by a crash: the mark moves only with an ingestion, so the keys a crash drops are
 //! those of envelopes past the mark, which every open brings into the index from the envelopes' own
-//! rules (`maintenance.rs`'s `catch_up`). Readers of the index look here first (`read.rs`'s `read_value`).
+//! rules (`catch_up`, in `maintenance.rs`). Readers of the index look here first (`read_value`, in
+//! `read.rs`).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
