@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 
 use tracing::{debug, info};
 
+use crate::databases::{DATABASE_DIR_NAME, KEYS_DATABASE_DIR_NAME};
 use crate::error::LogError;
-use crate::fjall_log::{DATABASE_DIR_NAME, FjallLog, KEYS_DATABASE_DIR_NAME, LOCK_FILE_NAME, LogOptions};
+use crate::fjall_log::{FjallLog, LogOptions};
 use crate::store_dir::{self, PRIVATE_DIR_MODE, PRIVATE_FILE_MODE};
-use crate::store_lock::StoreLock;
+use crate::store_lock::{LOCK_FILE_NAME, StoreLock};
 
 /// What closes each batch of the storage engine's journal: the end tag, an 8-byte checksum of the
 /// batch, then this trailer.

@@ -1,5 +1,8 @@
-//! The log's errors. A revision conflict is not here: it is an outcome of an append
-//! ([`crate::AppendOutcome::Conflict`]), not a failure.
+//! The log's errors, and the range of acknowledged envelopes a log lost that one of them names. A
+//! revision conflict is not here: it is an outcome of an append (`AppendOutcome::Conflict`), not a
+//! failure.
+//!
+//! This file names no other file of the crate: every other one reports its failures through it.
 
 use std::path::PathBuf;
 
@@ -62,13 +65,13 @@ pub enum LogError {
     /// The log ends before the last position it acknowledged (its high-water mark): envelopes that
     /// callers were told are durable are gone, cut from the storage engine's journal. Nothing is
     /// appended to the store until its owner decides: salvage what verifies into a new store, or
-    /// accept the loss of exactly this range in place ([`crate::LogOptions::accept_loss`]).
+    /// accept the loss of exactly this range in place (`LogOptions::accept_loss`).
     #[error(
         "acknowledged envelopes are lost: the log ends at position {head} but positions {lost} were acknowledged; \
          nothing will be appended to this store until you decide: `mnemo salvage --to DIR` copies what \
          verifies into a new store, `mnemo accept-loss {lost}` accepts the loss here"
     )]
-    AcknowledgedLost { head: Position, lost: crate::high_water::LostRange },
+    AcknowledgedLost { head: Position, lost: LostRange },
     /// The store was written by a newer or unknown version of Mnemo.
     #[error("store format {found} is not supported (this build reads format {supported})")]
     UnsupportedStoreFormat { found: String, supported: u16 },
@@ -123,6 +126,41 @@ pub enum LogError {
         /// Whether the file system is read-only (otherwise: permission denied).
         read_only: bool,
     },
+}
+
+/// Positions the log acknowledged that it no longer holds: `first..=last`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostRange {
+    /// The first lost position (the one after the log's head).
+    pub first: Position,
+    /// The last lost position (the high-water mark).
+    pub last: Position,
+}
+
+impl LostRange {
+    /// How many acknowledged envelopes are lost.
+    pub fn len(&self) -> u64 {
+        self.last.0 + 1 - self.first.0
+    }
+
+    /// Always false: a lost range holds at least one position.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Parses `FIRST..=LAST` (or `FIRST..LAST`, meaning the same inclusive range, as it is typed).
+    pub fn parse(text: &str) -> Option<LostRange> {
+        let (first, last) = text.trim().split_once("..")?;
+        let last = last.strip_prefix('=').unwrap_or(last);
+        let (first, last) = (Position(first.parse().ok()?), Position(last.parse().ok()?));
+        (first.0 >= 1 && first <= last).then_some(LostRange { first, last })
+    }
+}
+
+impl std::fmt::Display for LostRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}..={}", self.first.0, self.last.0)
+    }
 }
 
 /// What an access refusal says: the store, what failed, and what to do about it.

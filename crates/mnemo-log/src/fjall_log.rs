@@ -4,55 +4,37 @@
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use fjall::config::{CompressionPolicy, PinningPolicy};
-use fjall::{CompressionType, Database, Keyspace, KeyspaceCreateOptions};
+use fjall::Database;
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, info};
 
 use crate::backend::{AppendOutcome, AppendRequest, EnvelopeIter, HeldKey, LogBackend, StreamHead};
 use crate::clock::{Clock, SystemClock};
-use crate::envelope::{ENVELOPE_FORMAT_VERSION, Envelope, GENESIS_HASH, HASH_BYTES};
-use crate::error::{CorruptionKind, LogError};
-use crate::high_water::{HighWater, HighWaterFile, LostRange};
-use crate::key_index::{self, KEYS_KEYSPACE, KeyRulesOf};
+use crate::databases;
+use crate::envelope::{Envelope, GENESIS_HASH, HASH_BYTES};
+use crate::error::{CorruptionKind, LogError, LostRange};
+use crate::high_water::{HighWater, HighWaterFile};
+use crate::key_index::{self, KeyRulesOf};
 use crate::keys;
 use crate::limits::{
-    BLOCK_CACHE_BYTES, JOURNAL_BYTES_MAX, KEY_INDEX_WAIT_MAX, KEYS_BLOCK_CACHE_BYTES, KEYS_L0_TABLES_MAX,
-    KEYS_MEMTABLE_BYTES_MAX, KEYS_STORAGE_WORKER_THREADS, KEYS_TABLE_BYTES, MEMTABLE_BYTES_MAX,
-    READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES, STORAGE_NICE_INCREMENT,
-    STORAGE_WORKER_THREADS, WRITER_QUEUE_DEPTH_MAX,
+    KEY_INDEX_WAIT_MAX, READ_ENVELOPES_MAX, RECOVERY_VERIFY_ENVELOPES_MAX, SCAN_CHUNK_ENVELOPES,
+    WRITER_QUEUE_DEPTH_MAX,
 };
 use crate::reply::PendingAppend;
-use crate::staged_keys::StagedKeys;
+use crate::shared::{Shared, decode_at};
 use crate::store_dir;
 use crate::store_lock::StoreLock;
-use crate::tail::Tail;
 use crate::verify::ChainVerifier;
 use crate::writer::{self, Pending, WriterState};
 
-/// The lock file that keeps a second process out of a store.
-pub const LOCK_FILE_NAME: &str = "mnemo.lock";
-/// The folder inside the store directory that holds the fjall database.
-pub const DATABASE_DIR_NAME: &str = "db";
-/// The folder inside the store directory that holds the key index's own fjall database (decision
-/// 0142): its tables are ingested without holding the log's journal.
-pub const KEYS_DATABASE_DIR_NAME: &str = "keys";
-/// Keyspace names owned by the log.
-pub const LOG_KEYSPACE: &str = "log";
-/// The stream index keyspace.
-pub const STREAMS_KEYSPACE: &str = "streams";
 /// The file that lists the losses of acknowledged envelopes the store's owner accepted.
 pub const ACCEPTED_LOSS_FILE_NAME: &str = "accepted-losses";
-/// The log's metadata keyspace (its format version).
-pub const META_KEYSPACE: &str = "log_meta";
-
-const FORMAT_KEY: &[u8] = b"format_version";
 
 /// How to open a log.
 #[derive(Debug, Clone)]
@@ -82,94 +64,6 @@ impl Default for LogOptions {
     }
 }
 
-/// State shared by the handle and the writer thread.
-pub(crate) struct Shared {
-    pub db: Database,
-    /// The store directory.
-    pub dir: PathBuf,
-    pub log: Keyspace,
-    pub streams: Keyspace,
-    /// The key index's own database, beside the log's (`KEYS_DATABASE_DIR_NAME`).
-    pub keys_db: Database,
-    /// The key index (see `key_index.rs`), in `keys_db`.
-    pub keys: Keyspace,
-    /// How the key index learns an envelope's keys (for building and verifying it).
-    pub key_rules_of: Option<KeyRulesOf>,
-    pub tail: Tail,
-    /// How far the key index holds the keys the writer appended: the writer indexes a group's keys
-    /// just after acknowledging it, so a reader of the index waits for this to reach the head.
-    pub keys_indexed: Tail,
-    /// The last generation of the key index (see `keys_rewritten`) whose key filter scan finished,
-    /// plus one (0: none yet). When it is the current one, the writer's next group looks keys up
-    /// through the filter.
-    pub key_filter_scanned: AtomicU64,
-    /// How many times the key index was rewritten by another thread than the writer's (a rebuild
-    /// after salvage): the writer's key filter is then built anew.
-    pub keys_rewritten: AtomicU64,
-    /// Keys the writer acknowledged and has not yet handed to the `keys` keyspace (see
-    /// `staged_keys.rs`); readers of the index look here first.
-    staged_keys: RwLock<StagedKeys>,
-    /// Held while staged keys go to the `keys` keyspace, so that dropping the index waits for it.
-    key_ingestion: Mutex<()>,
-    poisoned: Mutex<Option<String>>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("head", &self.tail.head()).finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    pub(crate) fn staged_keys(&self) -> RwLockReadGuard<'_, StagedKeys> {
-        self.staged_keys.read().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn staged_keys_mut(&self) -> RwLockWriteGuard<'_, StagedKeys> {
-        self.staged_keys.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn key_ingestion(&self) -> MutexGuard<'_, ()> {
-        self.key_ingestion.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn poison_reason(&self) -> Option<String> {
-        self.poisoned.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    pub(crate) fn poison(&self, reason: String) {
-        *self.poisoned.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason);
-    }
-
-    pub(crate) fn stream_head(&self, stream: &StreamId) -> Result<Option<StreamHead>, LogError> {
-        let Some(value) = self.streams.get(keys::head_key(stream))? else {
-            return Ok(None);
-        };
-        keys::decode_head(&value).map(Some).ok_or_else(|| LogError::Corrupt {
-            position: Position::ZERO,
-            kind: CorruptionKind::StreamIndex(format!("head of {stream} is {} bytes, not 16", value.len())),
-        })
-    }
-
-    pub(crate) fn read(&self, position: Position) -> Result<Option<Envelope>, LogError> {
-        match self.log.get(position.to_key())? {
-            Some(bytes) => decode_at(position, &bytes).map(Some),
-            None => Ok(None),
-        }
-    }
-}
-
-fn decode_at(position: Position, bytes: &[u8]) -> Result<Envelope, LogError> {
-    let envelope = Envelope::decode(bytes).map_err(|kind| LogError::Corrupt { position, kind })?;
-    if envelope.position != position {
-        return Err(LogError::Corrupt {
-            position,
-            kind: CorruptionKind::MisplacedEnvelope { key: position, inner: envelope.position },
-        });
-    }
-    Ok(envelope)
-}
-
 /// The embedded, durable log of one store directory.
 ///
 /// Dropping it stops the writer after it has answered every queued append.
@@ -181,6 +75,8 @@ pub struct FjallLog {
     writer: Option<JoinHandle<()>>,
     lost: Option<LostRange>,
     accepted: Option<LostRange>,
+    /// How the key index learns an envelope's keys, to verify it.
+    key_rules_of: Option<KeyRulesOf>,
     // Held for the life of the handle, released when it is dropped.
     _lock: StoreLock,
 }
@@ -199,28 +95,11 @@ impl FjallLog {
     pub(crate) fn open_inner(dir: &Path, options: LogOptions) -> Result<FjallLog, LogError> {
         // A store this open created is opened under the lock its creation took: letting it go to
         // take it again would leave a moment in which another process could hold it.
-        let lock = match store_dir::ensure_store(dir, &create_database)? {
+        let lock = match store_dir::ensure_store(dir, &databases::create_database)? {
             Some(lock) => lock,
             None => StoreLock::acquire(dir)?,
         };
-        let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
-
-        let shared = Arc::new(Shared {
-            db,
-            dir: dir.to_path_buf(),
-            log,
-            streams,
-            keys_db,
-            keys,
-            key_rules_of: options.key_rules_of,
-            tail: Tail::default(),
-            keys_indexed: Tail::default(),
-            key_filter_scanned: AtomicU64::new(0),
-            keys_rewritten: AtomicU64::new(0),
-            staged_keys: RwLock::default(),
-            key_ingestion: Mutex::new(()),
-            poisoned: Mutex::new(None),
-        });
+        let shared = Arc::new(Shared::new(dir, databases::open_databases(dir)?));
         let mut state = recover(&shared, &options)?;
         let head = state.head();
         let (high_water, check) = check_high_water(dir, &shared, &state, &options)?;
@@ -231,9 +110,10 @@ impl FjallLog {
         };
         state.high_water = Some(high_water);
         // A log open only to be verified or salvaged is not written to: its index stays as it is.
+        let mut keys_complete = false;
         if lost.is_none() && options.verify_tail_on_open {
             key_index::drop_from_log_database(&shared.db)?;
-            state.keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
+            keys_complete = key_index::catch_up(&shared, head, options.key_rules_of)?;
         }
         if let Some(lost) = lost {
             // Read-only until the owner decides: nothing may be appended after a hole.
@@ -249,7 +129,7 @@ impl FjallLog {
         let writer_shared = Arc::clone(&shared);
         let writer = std::thread::Builder::new()
             .name("mnemo-log-writer".to_owned())
-            .spawn(move || writer::run(writer_shared, state, requests))
+            .spawn(move || writer::run(writer_shared, state, keys_complete, requests))
             .map_err(|e| LogError::io("cannot start the log writer thread", e))?;
         Ok(FjallLog {
             shared,
@@ -258,6 +138,7 @@ impl FjallLog {
             writer: Some(writer),
             lost,
             accepted,
+            key_rules_of: options.key_rules_of,
             _lock: lock,
         })
     }
@@ -284,8 +165,8 @@ impl FjallLog {
     }
 
     /// Whether the key filter built when the log opened is ready: appends from the next group on
-    /// learn that a key is absent without reading the key index (see `key_filter.rs`). Until then
-    /// they read the index, with the same answers.
+    /// learn that a key is absent without reading the key index (see `key_index/filter.rs`). Until
+    /// then they read the index, with the same answers.
     pub fn key_filter_ready(&self) -> bool {
         let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
         self.shared.key_filter_scanned.load(Ordering::Acquire) == generation + 1
@@ -313,7 +194,7 @@ impl FjallLog {
         &self.shared.db
     }
 
-    /// The key index's own database (its `keys` keyspace is the index; see `key_index.rs`).
+    /// The key index's own database (its `keys` keyspace is the index; see `key_index/`).
     pub fn key_database(&self) -> &Database {
         &self.shared.keys_db
     }
@@ -454,7 +335,7 @@ impl LogBackend for FjallLog {
         // the caller reports, not damage of the index's own.
         let head = verifier.last_position();
         let reach = self.lost.map_or(head, |lost| lost.last);
-        key_index::verify(&self.shared, head, reach, self.shared.key_rules_of)?;
+        key_index::verify(&self.shared, head, reach, self.key_rules_of)?;
         Ok(verifier.checked())
     }
 }
@@ -520,111 +401,6 @@ impl Iterator for ChunkedScan {
             self.chunk.clear();
         }
         Some(entry)
-    }
-}
-
-/// Options for every keyspace of a store, the projections' included: a bounded memtable.
-pub fn keyspace_options() -> KeyspaceCreateOptions {
-    // Every level's data blocks are compressed (fjall's default leaves the first two levels, where
-    // a store of a few million events keeps most of its data, uncompressed): event text and the
-    // stages' copies of it compress well, and a block read costs a decompression of a few KiB.
-    //
-    // Every level's bloom filters and block indexes are pinned in memory with their table. By
-    // default only the first levels' are, and a deeper table's filter is read from disk through
-    // the block cache, where a filter larger than a cache shard's share is never admitted: a table
-    // of a million keys then cost a read and checksum of its whole 1 MiB filter on every point
-    // lookup, and the stages' lookups of keys that do not exist yet (most of an index's) slowed as
-    // the store grew. Pinned, a filter costs about 10 bits per key and an index one entry per
-    // data block, a few MiB for a store of millions of events.
-    KeyspaceCreateOptions::default()
-        .max_memtable_size(MEMTABLE_BYTES_MAX)
-        .data_block_compression_policy(CompressionPolicy::all(CompressionType::Lz4))
-        .filter_block_pinning_policy(PinningPolicy::all(true))
-        .index_block_pinning_policy(PinningPolicy::all(true))
-}
-
-/// The options of the key index's keyspace (`keys`): the log's, with a larger memtable
-/// (`KEYS_MEMTABLE_BYTES_MAX`), a leveled compaction of small tables (`KEYS_L0_TABLES_MAX`,
-/// `KEYS_TABLE_BYTES`), since its keys are random, and no compression: a key is a random
-/// fingerprint and its value mostly a position, which compress little, while compression is the
-/// largest single cost in the engine threads' profile of a bulk import. Used only when the
-/// keyspace is created; the engine keeps them.
-pub fn keys_keyspace_options() -> KeyspaceCreateOptions {
-    let compaction = fjall::compaction::Leveled::default()
-        .with_l0_threshold(KEYS_L0_TABLES_MAX)
-        .with_table_target_size(KEYS_TABLE_BYTES);
-    keyspace_options()
-        .max_memtable_size(KEYS_MEMTABLE_BYTES_MAX)
-        .compaction_strategy(Arc::new(compaction))
-        .data_block_compression_policy(CompressionPolicy::all(CompressionType::None))
-}
-
-/// The store's two databases and the log's keyspaces in them.
-struct Databases {
-    db: Database,
-    log: Keyspace,
-    streams: Keyspace,
-    keys_db: Database,
-    keys: Keyspace,
-}
-
-/// Opens the store's databases and the log's keyspaces, checking the store's format.
-fn open_databases(dir: &Path) -> Result<Databases, LogError> {
-    let db = open_database(dir, DATABASE_DIR_NAME, BLOCK_CACHE_BYTES, STORAGE_WORKER_THREADS)?;
-    let log = db.keyspace(LOG_KEYSPACE, keyspace_options)?;
-    let streams = db.keyspace(STREAMS_KEYSPACE, keyspace_options)?;
-    let meta = db.keyspace(META_KEYSPACE, KeyspaceCreateOptions::default)?;
-    check_format(&meta)?;
-    // NOTE: the key index has a database of its own so that ingesting one of its tables, which
-    // holds the database's journal while it syncs the table (about 20 ms), never holds the
-    // journal the log's appends commit through (decision 0142).
-    let keys_db =
-        open_database(dir, KEYS_DATABASE_DIR_NAME, KEYS_BLOCK_CACHE_BYTES, KEYS_STORAGE_WORKER_THREADS)?;
-    let keys = keys_db.keyspace(KEYS_KEYSPACE, keys_keyspace_options)?;
-    crate::priority::lower_engine_threads(
-        STORAGE_NICE_INCREMENT,
-        STORAGE_WORKER_THREADS + KEYS_STORAGE_WORKER_THREADS,
-    );
-    Ok(Databases { db, log, streams, keys_db, keys })
-}
-
-/// Opens one of the store's databases, folder `name` of the store `dir`, once its version files
-/// are checked, with a block cache of `cache_bytes` and `workers` background threads.
-fn open_database(dir: &Path, name: &str, cache_bytes: u64, workers: usize) -> Result<Database, LogError> {
-    let folder = dir.join(name);
-    crate::version_files::check(dir, &folder)?;
-    Database::builder(folder)
-        .cache_size(cache_bytes)
-        .max_journaling_size(JOURNAL_BYTES_MAX)
-        .worker_threads(workers)
-        .open()
-        .map_err(|error| match error {
-            fjall::Error::Locked => LogError::Locked { path: dir.to_path_buf() },
-            other => LogError::Storage(other),
-        })
-}
-
-/// Creates an empty store's databases in `dir` (the temporary directory a new store is built in)
-/// and makes them durable, so that the store is complete when it is renamed into place. The store's
-/// lock is already held there, and is handed to the open that follows the rename.
-fn create_database(dir: &Path) -> Result<(), LogError> {
-    let databases = open_databases(dir)?;
-    databases.db.persist(fjall::PersistMode::SyncAll)?;
-    databases.keys_db.persist(fjall::PersistMode::SyncAll)?;
-    Ok(())
-}
-
-fn check_format(meta: &Keyspace) -> Result<(), LogError> {
-    match meta.get(FORMAT_KEY)? {
-        None => {
-            meta.insert(FORMAT_KEY, ENVELOPE_FORMAT_VERSION.to_be_bytes())?;
-            Ok(())
-        }
-        Some(value) if value.as_ref() == ENVELOPE_FORMAT_VERSION.to_be_bytes() => Ok(()),
-        Some(value) => Err(LogError::UnsupportedStoreFormat {
-            found: hex::encode(value.as_ref()),
-            supported: ENVELOPE_FORMAT_VERSION,
-        }),
     }
 }
 
@@ -708,8 +484,6 @@ fn recover(shared: &Shared, options: &LogOptions) -> Result<WriterState, LogErro
             heads: Default::default(),
             clock: Arc::clone(&options.clock),
             high_water: None,
-            keys_complete: false,
-            keys_marked: Position(next_position.0 - 1),
             synced_through: Position::ZERO,
         };
     let Some(last) = shared.log.last_key_value() else {
@@ -760,28 +534,6 @@ fn verify_tail(shared: &Shared, head: Position) -> Result<(), LogError> {
         });
     }
     Ok(())
-}
-
-/// A store's shared state without its writer, for tests of what the writer decides.
-#[cfg(test)]
-pub(crate) fn shared_for_tests(dir: &Path) -> Result<Arc<Shared>, LogError> {
-    let Databases { db, log, streams, keys_db, keys } = open_databases(dir)?;
-    Ok(Arc::new(Shared {
-        db,
-        dir: dir.to_path_buf(),
-        log,
-        streams,
-        keys_db,
-        keys,
-        key_rules_of: None,
-        tail: Tail::default(),
-        keys_indexed: Tail::default(),
-        key_filter_scanned: AtomicU64::new(0),
-        keys_rewritten: AtomicU64::new(0),
-        staged_keys: RwLock::default(),
-        key_ingestion: Mutex::new(()),
-        poisoned: Mutex::new(None),
-    }))
 }
 
 #[cfg(test)]

@@ -42,41 +42,6 @@ pub struct HighWater {
     pub hash: [u8; HASH_BYTES],
 }
 
-/// Positions the log acknowledged that it no longer holds: `first..=last`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LostRange {
-    /// The first lost position (the one after the log's head).
-    pub first: Position,
-    /// The last lost position (the high-water mark).
-    pub last: Position,
-}
-
-impl LostRange {
-    /// How many acknowledged envelopes are lost.
-    pub fn len(&self) -> u64 {
-        self.last.0 + 1 - self.first.0
-    }
-
-    /// Always false: a lost range holds at least one position.
-    pub fn is_empty(&self) -> bool {
-        false
-    }
-
-    /// Parses `FIRST..=LAST` (or `FIRST..LAST`, meaning the same inclusive range, as it is typed).
-    pub fn parse(text: &str) -> Option<LostRange> {
-        let (first, last) = text.trim().split_once("..")?;
-        let last = last.strip_prefix('=').unwrap_or(last);
-        let (first, last) = (Position(first.parse().ok()?), Position(last.parse().ok()?));
-        (first.0 >= 1 && first <= last).then_some(LostRange { first, last })
-    }
-}
-
-impl std::fmt::Display for LostRange {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}..={}", self.first.0, self.last.0)
-    }
-}
-
 /// The open mark file, the sequence number of its next write (which also picks the slot), and when
 /// it last waited for the disk.
 #[derive(Debug)]

@@ -8,19 +8,17 @@
 mod backend;
 mod clock;
 mod damaged;
+mod databases;
 mod envelope;
 mod error;
 mod fjall_log;
-mod group_table;
 mod high_water;
-mod key_filter;
 mod key_index;
-mod key_ingester;
 mod keys;
 pub mod limits;
 mod priority;
 mod reply;
-mod staged_keys;
+mod shared;
 mod store_dir;
 mod store_lock;
 mod tail;
@@ -34,15 +32,17 @@ pub use backend::{
 };
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use damaged::{DamagedCopy, JournalCut};
-pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
-pub use error::{CorruptionKind, LogError, damage, describe, diagnose, fault_cause};
-pub use fjall_log::{
-    ACCEPTED_LOSS_FILE_NAME, DATABASE_DIR_NAME, FjallLog, KEYS_DATABASE_DIR_NAME, LOCK_FILE_NAME,
-    LOG_KEYSPACE, LogOptions, META_KEYSPACE, STREAMS_KEYSPACE, keys_keyspace_options, keyspace_options,
+pub use databases::{
+    DATABASE_DIR_NAME, KEYS_DATABASE_DIR_NAME, KEYS_KEYSPACE, LOG_KEYSPACE, META_KEYSPACE, STREAMS_KEYSPACE,
+    keys_keyspace_options, keyspace_options,
 };
-pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, LostRange, read_high_water};
-pub use key_index::{KEYS_KEYSPACE, KeyRulesOf};
+pub use envelope::{ENVELOPE_FORMAT_VERSION, Envelope, EnvelopeDraft, GENESIS_HASH, HASH_BYTES};
+pub use error::{CorruptionKind, LogError, LostRange, damage, describe, diagnose, fault_cause};
+pub use fjall_log::{ACCEPTED_LOSS_FILE_NAME, FjallLog, LogOptions};
+pub use high_water::{HIGH_WATER_FILE_NAME, HighWater, read_high_water};
+pub use key_index::KeyRulesOf;
 pub use priority::lower_this_thread;
 pub use reply::PendingAppend;
 pub use store_dir::{PRIVATE_DIR_MODE, PRIVATE_FILE_MODE, STORE_MARKER_FILE_NAME};
+pub use store_lock::LOCK_FILE_NAME;
 pub use verify::ChainVerifier;

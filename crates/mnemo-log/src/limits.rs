@@ -39,19 +39,19 @@ pub const MEMTABLE_BYTES_MAX: u64 = 2 * 1024 * 1024;
 pub const KEYS_MEMTABLE_BYTES_MAX: u64 = 4 * 1024 * 1024;
 
 /// Keys the writer stages in memory before it hands them to the engine as one sorted table
-/// (`staged_keys.rs`): at about 50 bytes a key in memory, about 6.5 MiB; each table holds about
-/// 4 MiB of keys. A crash loses at most these, which the next open builds again from the log.
+/// (`key_index/staged.rs`): at about 50 bytes a key in memory, about 6.5 MiB; each table holds
+/// about 4 MiB of keys. A crash loses at most these, which the next open builds again from the log.
 /// Each table costs the disk several flushes (the table, its folder, the engine's version): at half
 /// this size, when the index shared the log's database and its journal, a bulk import's syncs took
 /// 20% longer with the key check than without (decision 0142).
 pub const KEYS_STAGED_MAX: usize = 131_072;
 
 /// Staged keys the writer holds at most: past this, while a table is still being handed to the
-/// engine (`key_ingester.rs`), the writer waits for it rather than stage more.
+/// engine (`key_index/ingester.rs`), the writer waits for it rather than stage more.
 pub const KEYS_STAGED_HELD_MAX: usize = 2 * KEYS_STAGED_MAX;
 
-/// How much the thread that hands staged tables to the engine (`key_ingester.rs`) raises its nice
-/// value over the host's, as the pipeline's stages and the key filter's scan do: a table's
+/// How much the thread that hands staged tables to the engine (`key_index/ingester.rs`) raises its
+/// nice value over the host's, as the pipeline's stages and the key filter's scan do: a table's
 /// ingestion is the index's upkeep, which the writer waits for only once it holds
 /// `KEYS_STAGED_HELD_MAX` keys. At the host's priority it took the processor from the appends it
 /// follows: on a 2-core machine, a bulk import of 1M events spent about 0.2 s more outside its
@@ -101,7 +101,7 @@ pub const STORAGE_WORKER_THREADS: usize = 4;
 /// 0.07 s with the engine's threads lowered (decision 0142).
 pub const STORAGE_NICE_INCREMENT: i32 = 10;
 
-/// The block cache of the key index's own database (`fjall_log::KEYS_DATABASE_DIR_NAME`). Its
+/// The block cache of the key index's own database (`databases::KEYS_DATABASE_DIR_NAME`). Its
 /// filters and block indexes are pinned with their tables, and the writer's key filter answers
 /// most lookups before they reach it, so the blocks it caches are those of retries and of the
 /// filter's rare wrong answers.
@@ -117,7 +117,7 @@ pub const KEYS_STORAGE_WORKER_THREADS: usize = 1;
 pub const SCAN_CHUNK_ENVELOPES: u64 = 1024;
 
 /// Bits the key filter spends per key it is sized for (a false "may be present" about once in a
-/// hundred lookups at capacity; see `key_filter.rs`).
+/// hundred lookups at capacity; see `key_index/filter.rs`).
 pub const KEY_FILTER_BITS_PER_KEY: u64 = 10;
 
 /// Keys the smallest key filter is sized for: 2,097,152 keys in 2.5 MiB, the keys of about a million

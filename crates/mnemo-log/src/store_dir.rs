@@ -95,7 +95,7 @@ fn inspect(dir: &Path) -> Result<Found, LogError> {
 /// own version file and keyspaces directory, none of them a symbolic link. Nothing but a store has
 /// a `db` directory of that shape.
 fn is_earlier_store(dir: &Path) -> bool {
-    let database = dir.join(crate::fjall_log::DATABASE_DIR_NAME);
+    let database = dir.join(crate::databases::DATABASE_DIR_NAME);
     is_dir(&database) && is_regular_file(&database.join("version")) && is_dir(&database.join("keyspaces"))
 }
 
@@ -202,7 +202,7 @@ fn remove_abandoned(parent: &Path, name: &str) {
 
 /// Whether a process holds the lock of a store being created in `temporary`.
 fn creation_in_progress(temporary: &Path) -> bool {
-    let Ok(file) = OpenOptions::new().write(true).open(temporary.join(crate::fjall_log::LOCK_FILE_NAME))
+    let Ok(file) = OpenOptions::new().write(true).open(temporary.join(crate::store_lock::LOCK_FILE_NAME))
     else {
         // No lock file: the lock is taken before the marker is written, so this is not a directory
         // this version made; leave it.
@@ -288,7 +288,7 @@ mod tests {
         let abandoned = parent.path().join(format!("{CREATING_PREFIX}store.1"));
         std::fs::create_dir(&abandoned).unwrap();
         write_marker(&abandoned).unwrap();
-        std::fs::write(abandoned.join(crate::fjall_log::LOCK_FILE_NAME), b"").unwrap();
+        std::fs::write(abandoned.join(crate::store_lock::LOCK_FILE_NAME), b"").unwrap();
         ensure_store(&parent.path().join("store"), &make_nothing).unwrap();
         assert!(!abandoned.exists());
     }

@@ -15,8 +15,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use crate::error::LogError;
-use crate::fjall_log::LOCK_FILE_NAME;
 use crate::store_dir::PRIVATE_FILE_MODE;
+
+/// The lock file that keeps a second process out of a store.
+pub const LOCK_FILE_NAME: &str = "mnemo.lock";
 
 /// The store's lock, held until dropped.
 #[derive(Debug)]

@@ -1,11 +1,13 @@
 //! The single writer: it owns appends, folds everything queued into one batch and one persist
-//! (group commit), and only then acknowledges each caller.
+//! (group commit), and only then acknowledges each caller. A group commit decides every request
+//! (`decide`), writes and syncs the batch (`commit`), answers the callers (`answer`), and then
+//! stages the group's keys for the key index (`key_index/`), while the callers prepare their next.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use crossbeam_channel::Receiver;
-use fjall::PersistMode;
+use fjall::{OwnedWriteBatch, PersistMode};
 use mnemo_core::{Position, StreamId, StreamRevision, TimestampMs};
 use tracing::{debug_span, error};
 
@@ -15,17 +17,12 @@ use crate::backend::{
 use crate::clock::Clock;
 use crate::envelope::{HASH_BYTES, UnsealedEnvelope};
 use crate::error::LogError;
-use crate::fjall_log::Shared;
 use crate::high_water::{HighWater, HighWaterFile};
-use crate::key_filter::KeyFilter;
-use crate::key_index::{self, Decision};
-use crate::key_ingester::{IngestFailure, Ingested, KeyIngester};
+use crate::key_index::{Decision, KeyIndex};
 use crate::keys;
-use crate::limits::{
-    GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX, KEYS_MARK_LAG_MAX, KEYS_STAGED_HELD_MAX,
-    KEYS_STAGED_MAX,
-};
+use crate::limits::{GROUP_BYTES_MAX, GROUP_REQUESTS_MAX, HEAD_CACHE_STREAMS_MAX};
 use crate::reply::Reply;
+use crate::shared::Shared;
 
 /// One queued append and where to send its outcome.
 pub(crate) struct Pending {
@@ -42,11 +39,6 @@ pub(crate) struct WriterState {
     pub clock: Arc<dyn Clock>,
     /// Where each durable group's last position is recorded (see `high_water.rs`).
     pub high_water: Option<HighWaterFile>,
-    /// Whether the key index holds the keys of every envelope, so that the writer moves its mark.
-    pub keys_complete: bool,
-    /// Where the key index's mark is: the keys of every envelope up to here are in the `keys`
-    /// keyspace; those of later ones are staged (`staged_keys.rs`).
-    pub keys_marked: Position,
     /// Every envelope up to here is on disk: the last group persisted with `SyncData` or `SyncAll`
     /// ended here (`Position::ZERO` until one is).
     pub synced_through: Position,
@@ -64,10 +56,15 @@ impl WriterState {
     }
 }
 
-/// The writer thread's loop: runs until every sender is dropped.
-pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<Pending>) {
-    let mut group_keys = key_index::GroupKeys::new(KeyFilter::start(Arc::clone(&shared)));
-    let mut ingester = KeyIngester::start(Arc::clone(&shared));
+/// The writer thread's loop: runs until every sender is dropped. `keys_complete`: the key index
+/// holds the keys of every envelope the log holds.
+pub(crate) fn run(
+    shared: Arc<Shared>,
+    mut state: WriterState,
+    keys_complete: bool,
+    queue: Receiver<Pending>,
+) {
+    let mut key_index = KeyIndex::start(&shared, keys_complete, state.head());
     while let Ok(first) = queue.recv() {
         let mut group = vec![first];
         let mut group_bytes = request_bytes(&group[0].request);
@@ -80,16 +77,13 @@ pub(crate) fn run(shared: Arc<Shared>, mut state: WriterState, queue: Receiver<P
                 Err(_) => break,
             }
         }
-        commit_group(&shared, &mut state, &mut group_keys, &mut ingester, group);
+        commit_group(&shared, &mut state, &mut key_index, group);
     }
-    group_keys.close();
-    if let Some(ingested) = ingester.stop() {
-        note_ingested(&shared, ingested);
-    }
+    key_index.stop(&shared);
     // The store is closing: the staged keys go to the engine now, so the next open need not catch
     // the index up.
     if shared.poison_reason().is_none()
-        && let Err(error) = ingest_keys(&shared, &mut state)
+        && let Err(error) = key_index.ingest(&shared, state.head(), state.head_is_synced())
     {
         error!(%error, "the staged keys did not reach the key index; the next open builds them from the log");
     }
@@ -104,20 +98,31 @@ fn request_bytes(request: &AppendRequest) -> usize {
 }
 
 /// The envelopes one request will add, sealed but not yet written.
-struct Staged {
+struct Sealed {
     entries: Vec<(Position, Vec<u8>, StreamRevision)>,
     head: StreamHead,
     last_hash: [u8; HASH_BYTES],
     timestamp: TimestampMs,
 }
 
-fn commit_group(
-    shared: &Shared,
-    state: &mut WriterState,
-    group_keys: &mut key_index::GroupKeys,
-    ingester: &mut KeyIngester,
-    group: Vec<Pending>,
-) {
+/// What a group's decisions add up to, before anything is written: each request's outcome in the
+/// group's order, and where the log and its streams end once the batch is written.
+struct Decided {
+    outcomes: Vec<Result<AppendOutcome, LogError>>,
+    /// The most durable level asked for by a request appended or answered as a retry (`None`: no
+    /// request was either).
+    durability: Option<Durability>,
+    /// The head of each stream the group appends to.
+    heads: HashMap<StreamId, StreamHead>,
+    next_position: Position,
+    last_hash: [u8; HASH_BYTES],
+    last_timestamp: TimestampMs,
+}
+
+/// Commits one group in three steps: decides every request, writes and syncs the batch, then
+/// answers every caller. A poisoned writer answers the group with its poison, and a write that
+/// fails poisons it.
+fn commit_group(shared: &Shared, state: &mut WriterState, key_index: &mut KeyIndex, group: Vec<Pending>) {
     let _span = debug_span!("append_group", requests = group.len()).entered();
     if let Some(reason) = shared.poison_reason() {
         for pending in group {
@@ -125,226 +130,160 @@ fn commit_group(
         }
         return;
     }
-
-    let mut batch = shared.db.batch();
-    let mut group_heads: HashMap<StreamId, StreamHead> = HashMap::new();
-    let mut outcomes: Vec<Result<AppendOutcome, LogError>> = Vec::with_capacity(group.len());
-    let mut durability: Option<Durability> = None;
-    let mut next_position = state.next_position;
-    let mut last_hash = state.last_hash;
-    let mut last_timestamp = state.last_timestamp;
-
-    group_keys.start_group();
-    let requests: Vec<&AppendRequest> = group.iter().map(|pending| &pending.request).collect();
-    for (index, request) in requests.iter().copied().enumerate() {
-        let current = match group_heads.get(&request.stream) {
-            Some(head) => Ok(Some(*head)),
-            None => current_head(shared, state, &request.stream),
-        };
-        let current = match current {
-            Ok(current) => current,
-            Err(error) => {
-                outcomes.push(Err(error));
-                continue;
-            }
-        };
-        let actual = current.map(|head| head.revision);
-        let (retried, writes_from) = match group_keys.decide(shared, &requests, index, next_position) {
-            Ok(Decision::Go { retried, writes_from }) => (retried, writes_from),
-            Ok(Decision::Refused(refusal)) => {
-                outcomes.push(Ok(AppendOutcome::Refused(refusal)));
-                continue;
-            }
-            Err(error) => {
-                outcomes.push(Err(error));
-                continue;
-            }
-        };
-        let originals: Vec<Position> = retried.iter().flatten().copied().collect();
-        if originals.len() == request.records.len() {
-            // Every record is a retry: answered with where they landed, at the durability asked.
-            outcomes.push(Ok(AppendOutcome::Appended(Appended {
-                first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
-                last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
-                last_revision: key_index::retried_revision(actual),
-                retried: count(originals.len()),
-            })));
-            durability = durability.max(Some(request.durability));
-            continue;
-        }
-        if !request.expected.matches(actual) {
-            group_keys.undo(writes_from);
-            outcomes
-                .push(Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual })));
-            continue;
-        }
-        let timestamp = last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
-        let fresh =
-            request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
-        let staged = match stage(&request.stream, fresh, actual, next_position, last_hash, timestamp) {
-            Ok(staged) => staged,
-            Err(error) => {
-                group_keys.undo(writes_from);
-                outcomes.push(Err(error));
-                continue;
-            }
-        };
-        for (position, bytes, revision) in &staged.entries {
-            // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
-            // are lent: a clone of them was a second allocation and copy of every envelope.
-            batch.insert(&shared.log, position.to_key(), bytes.as_slice());
-            batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
-        }
-        batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(staged.head));
-        let first_position = originals.iter().copied().fold(next_position, Position::min);
-        let last_position = originals.iter().copied().fold(staged.head.position, Position::max);
-        outcomes.push(Ok(AppendOutcome::Appended(Appended {
-            first_position,
-            last_position,
-            last_revision: staged.head.revision,
-            retried: count(originals.len()),
-        })));
-        group_heads.insert(request.stream.clone(), staged.head);
-        durability = durability.max(Some(request.durability));
-        next_position = staged.head.position.next();
-        last_hash = staged.last_hash;
-        last_timestamp = staged.timestamp;
+    let (batch, decided) = decide(shared, state, key_index, &group);
+    if let Err(error) = commit(shared, state, batch, &decided) {
+        poison_group(shared, group, &error);
+        return;
     }
-    drop(requests);
+    answer(shared, state, decided, group);
+    key_index.stage(shared, state.head(), state.head_is_synced());
+}
 
+/// Decides each request of the group in turn: appended (its envelopes go into the batch), answered
+/// as a retry, refused by a key rule, in conflict with its expected revision, or failed. Later
+/// requests see what earlier ones appended; nothing is written yet.
+fn decide(
+    shared: &Shared,
+    state: &WriterState,
+    key_index: &mut KeyIndex,
+    group: &[Pending],
+) -> (OwnedWriteBatch, Decided) {
+    let mut batch = shared.db.batch();
+    let mut decided = Decided {
+        outcomes: Vec::with_capacity(group.len()),
+        durability: None,
+        heads: HashMap::new(),
+        next_position: state.next_position,
+        last_hash: state.last_hash,
+        last_timestamp: state.last_timestamp,
+    };
+    key_index.start_group();
+    let requests: Vec<&AppendRequest> = group.iter().map(|pending| &pending.request).collect();
+    for index in 0..requests.len() {
+        let outcome = decide_request(shared, state, key_index, &requests, index, &mut batch, &mut decided);
+        decided.outcomes.push(outcome);
+    }
+    (batch, decided)
+}
+
+/// Decides `requests[index]` against the log, the key index and the requests before it in the
+/// group. When it is appended, its envelopes go into `batch` and `decided` moves past them; a
+/// request not appended takes its keys back from the key index.
+fn decide_request(
+    shared: &Shared,
+    state: &WriterState,
+    key_index: &mut KeyIndex,
+    requests: &[&AppendRequest],
+    index: usize,
+    batch: &mut OwnedWriteBatch,
+    decided: &mut Decided,
+) -> Result<AppendOutcome, LogError> {
+    let request = requests[index];
+    let current = match decided.heads.get(&request.stream) {
+        Some(head) => Some(*head),
+        None => current_head(shared, state, &request.stream)?,
+    };
+    let actual = current.map(|head| head.revision);
+    let (retried, writes_from) = match key_index.check(shared, requests, index, decided.next_position)? {
+        Decision::Go { retried, writes_from } => (retried, writes_from),
+        Decision::Refused(refusal) => return Ok(AppendOutcome::Refused(refusal)),
+    };
+    let originals: Vec<Position> = retried.iter().flatten().copied().collect();
+    if originals.len() == request.records.len() {
+        // Every record is a retry: answered with where they landed, at the durability asked.
+        decided.durability = decided.durability.max(Some(request.durability));
+        return Ok(AppendOutcome::Appended(Appended {
+            first_position: originals.iter().copied().min().unwrap_or(Position::ZERO),
+            last_position: originals.iter().copied().max().unwrap_or(Position::ZERO),
+            last_revision: retried_revision(actual),
+            retried: count(originals.len()),
+        }));
+    }
+    if !request.expected.matches(actual) {
+        key_index.forget(writes_from);
+        return Ok(AppendOutcome::Conflict(RevisionConflict { expected: request.expected, actual }));
+    }
+    let timestamp = decided.last_timestamp.max(request.timestamp.unwrap_or_else(|| state.clock.now()));
+    let fresh = request.records.iter().zip(&retried).filter(|(_, r)| r.is_none()).map(|(record, _)| record);
+    let sealed =
+        match seal(&request.stream, fresh, actual, decided.next_position, decided.last_hash, timestamp) {
+            Ok(sealed) => sealed,
+            Err(error) => {
+                key_index.forget(writes_from);
+                return Err(error);
+            }
+        };
+    for (position, bytes, revision) in &sealed.entries {
+        // NOTE: the engine copies the value into a buffer of its own, so the envelope's bytes
+        // are lent: a clone of them was a second allocation and copy of every envelope.
+        batch.insert(&shared.log, position.to_key(), bytes.as_slice());
+        batch.insert(&shared.streams, keys::revision_key(&request.stream, *revision), position.to_key());
+    }
+    batch.insert(&shared.streams, keys::head_key(&request.stream), keys::encode_head(sealed.head));
+    let first_position = originals.iter().copied().fold(decided.next_position, Position::min);
+    let last_position = originals.iter().copied().fold(sealed.head.position, Position::max);
+    decided.heads.insert(request.stream.clone(), sealed.head);
+    decided.durability = decided.durability.max(Some(request.durability));
+    decided.next_position = sealed.head.position.next();
+    decided.last_hash = sealed.last_hash;
+    decided.last_timestamp = sealed.timestamp;
+    Ok(AppendOutcome::Appended(Appended {
+        first_position,
+        last_position,
+        last_revision: sealed.head.revision,
+        retried: count(originals.len()),
+    }))
+}
+
+/// Writes the group's batch and syncs it as durably as its most demanding request asked, then
+/// records how far the log is durable. A failed write is returned and nothing of the group is
+/// acknowledged: the writer state, the tail and the mark stay where they were.
+fn commit(
+    shared: &Shared,
+    state: &mut WriterState,
+    batch: OwnedWriteBatch,
+    decided: &Decided,
+) -> Result<(), fjall::Error> {
+    let mode = persist_mode(decided.durability);
     if !batch.is_empty() {
-        let mode = persist_mode(durability);
-        let _persist = debug_span!("persist", envelopes = next_position.0 - state.next_position.0).entered();
-        if let Err(error) = batch.durability(mode).commit() {
-            poison_group(shared, group, &error);
-            return;
-        }
-    } else if let Some(mode) = persist_mode(durability) {
+        let envelopes = decided.next_position.0 - state.next_position.0;
+        let _persist = debug_span!("persist", envelopes).entered();
+        batch.durability(mode).commit()?;
+    } else if let Some(mode) = mode {
         // Only retries: what they were answered with must be as durable as they asked, and the
         // original may have been appended without waiting for the disk.
-        if let Err(error) = shared.db.persist(mode) {
-            poison_group(shared, group, &error);
-            return;
-        }
+        shared.db.persist(mode)?;
     }
     // NOTE: the mark moves only after the batch is durable, so it is never ahead of an intact log,
     // and before callers hear of their append, so every acknowledged durable append is under it.
-    if persist_mode(durability).is_some() {
-        state.synced_through = Position(next_position.0 - 1);
+    let last = Position(decided.next_position.0 - 1);
+    if mode.is_some() {
+        state.synced_through = last;
     }
-    if durability.is_some_and(|d| d != Durability::Buffered) && next_position > state.next_position {
-        record_high_water(
-            shared,
-            state,
-            HighWater { position: Position(next_position.0 - 1), hash: last_hash },
-        );
-    }
-
-    // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
-    // append only after that, so an acknowledged append is always readable and persisted.
-    state.next_position = next_position;
-    state.last_hash = last_hash;
-    state.last_timestamp = last_timestamp;
-    if state.heads.len() + group_heads.len() > HEAD_CACHE_STREAMS_MAX {
-        state.heads.clear();
-    }
-    state.heads.extend(group_heads);
-    shared.tail.advance(Position(next_position.0 - 1));
-    for (pending, outcome) in group.into_iter().zip(outcomes) {
-        pending.reply.send_returning(outcome, pending.request);
-    }
-    stage_keys(shared, state, group_keys, ingester);
-}
-
-/// Stages the keys of the group just acknowledged for the key index, tells the writer's filter of
-/// them, and lets readers of the index see them (`Shared::keys_indexed`); hands the staged keys on
-/// to be ingested once there are `KEYS_STAGED_MAX` of them or the index's mark is
-/// `KEYS_MARK_LAG_MAX` envelopes behind.
-///
-/// NOTE: this runs after the callers hear of their appends, so that the caller's next request is
-/// prepared meanwhile (decision 0142). The writer decides its next group only after this, so no
-/// decision ever misses a key. A crash loses the staged keys, all of them past the index's mark,
-/// so the index is behind its log and the store's open brings it up from the envelopes' own rules
-/// (`key_index::catch_up`).
-fn stage_keys(
-    shared: &Shared,
-    state: &mut WriterState,
-    group_keys: &mut key_index::GroupKeys,
-    ingester: &mut KeyIngester,
-) {
-    let head = state.head();
-    let staged = {
-        let mut staged = shared.staged_keys_mut();
-        for (print, value) in group_keys.entries() {
-            staged.insert(print, value);
-        }
-        staged.len()
-    };
-    group_keys.learn_written();
-    shared.keys_indexed.advance(head);
-    if let Some(ingested) = ingester.finished() {
-        note_ingested(shared, ingested);
-    }
-    let lag = head.0.saturating_sub(state.keys_marked.0);
-    if staged < KEYS_STAGED_MAX && !(state.keys_complete && lag >= KEYS_MARK_LAG_MAX) {
-        return;
-    }
-    if ingester.is_busy() {
-        // NOTE: the table under way is not done yet; the keys wait with the rest unless there are
-        // too many to hold.
-        if staged < KEYS_STAGED_HELD_MAX {
-            return;
-        }
-        let _span = debug_span!("wait_for_key_ingestion", keys = staged).entered();
-        if let Some(ingested) = ingester.wait() {
-            note_ingested(shared, ingested);
-        }
-    }
-    if shared.poison_reason().is_some() {
-        return;
-    }
-    let mark = next_mark(state);
-    let table = shared.staged_keys_mut().hand_on();
-    ingester.hand_on(table, mark, head, state.head_is_synced());
-    if let Some(mark) = mark {
-        state.keys_marked = mark;
-    }
-}
-
-/// The index's mark a table handed on now carries: the head, when the index is complete and the
-/// mark is behind it.
-fn next_mark(state: &WriterState) -> Option<Position> {
-    let head = state.head();
-    (state.keys_complete && head > state.keys_marked).then_some(head)
-}
-
-/// Poisons the writer when a table handed on did not reach the engine: its keys are still staged,
-/// and the next open builds them from the log.
-fn note_ingested(shared: &Shared, ingested: Ingested) {
-    if let (Ok(()), Some(table)) = (&ingested.result, ingested.table) {
-        shared.staged_keys_mut().give_back(table);
-    }
-    let cause = match ingested.result {
-        Ok(()) => return,
-        Err(IngestFailure::Engine(error)) => failure_reason(shared, &error),
-        Err(IngestFailure::ThreadLost) => "the key ingestion thread ended".to_owned(),
-    };
-    let reason =
-        format!("the log is written up to position {}, but its key index is not: {cause}", ingested.head);
-    error!(%reason, "the key index did not take the staged keys; the writer is poisoned until the store is reopened");
-    shared.poison(reason);
-}
-
-/// Hands the staged keys to the engine on the writer's own thread (the store is closing), with
-/// the index's mark at the head when the index is complete.
-fn ingest_keys(shared: &Shared, state: &mut WriterState) -> Result<(), fjall::Error> {
-    let mark = next_mark(state);
-    let table = shared.staged_keys_mut().hand_on();
-    key_index::ingest_handed(shared, &table, mark, state.head_is_synced())?;
-    if let Some(mark) = mark {
-        state.keys_marked = mark;
+    if decided.durability.is_some_and(|d| d != Durability::Buffered)
+        && decided.next_position > state.next_position
+    {
+        record_high_water(shared, state, HighWater { position: last, hash: decided.last_hash });
     }
     Ok(())
+}
+
+/// Moves the writer's state and the log's tail past the group just committed, then answers each
+/// caller with its outcome, in the group's order.
+fn answer(shared: &Shared, state: &mut WriterState, decided: Decided, group: Vec<Pending>) {
+    // NOTE: the state and the tail move only after the batch is durable, and callers hear of their
+    // append only after that, so an acknowledged append is always readable and persisted.
+    state.next_position = decided.next_position;
+    state.last_hash = decided.last_hash;
+    state.last_timestamp = decided.last_timestamp;
+    if state.heads.len() + decided.heads.len() > HEAD_CACHE_STREAMS_MAX {
+        state.heads.clear();
+    }
+    state.heads.extend(decided.heads);
+    shared.tail.advance(Position(decided.next_position.0 - 1));
+    for (pending, outcome) in group.into_iter().zip(decided.outcomes) {
+        pending.reply.send_returning(outcome, pending.request);
+    }
 }
 
 fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
@@ -357,7 +296,7 @@ fn persist_mode(durability: Option<Durability>) -> Option<PersistMode> {
 
 /// Answers the whole group with the failed write's cause and poisons the writer.
 fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
-    let reason = failure_reason(shared, error);
+    let reason = shared.failure_reason(error);
     error!(%reason, "log write failed; the writer is poisoned until the store is reopened");
     shared.poison(reason.clone());
     for pending in group {
@@ -365,13 +304,11 @@ fn poison_group(shared: &Shared, group: Vec<Pending>, error: &fjall::Error) {
     }
 }
 
-/// What a failed write tells its callers: the engine says only "poisoned" after its first
-/// failure, which may have been a background flush or a stage's commit, so the system then tells
-/// the cause (a full disk, say).
-fn failure_reason(shared: &Shared, error: &fjall::Error) -> String {
-    let diagnosed =
-        crate::error::fault_cause_of(error).is_none().then(|| crate::error::diagnose(&shared.dir));
-    diagnosed.flatten().unwrap_or_else(|| crate::error::describe(error))
+/// The revision a request's stream is at when every record of it was a retry: where the stream is.
+fn retried_revision(actual: Option<StreamRevision>) -> StreamRevision {
+    // A retried record is in this very stream (the holder's stream is compared), so the stream
+    // exists; `FIRST` is never reached.
+    actual.unwrap_or(StreamRevision::FIRST)
 }
 
 fn count(records: usize) -> u32 {
@@ -401,14 +338,16 @@ fn current_head(
     shared.stream_head(stream)
 }
 
-fn stage<'a>(
+/// Seals the envelopes of a request's new `records`, the first at `first_position`, chained on
+/// from `previous_hash`.
+fn seal<'a>(
     stream: &StreamId,
     records: impl Iterator<Item = &'a NewRecord>,
     actual: Option<StreamRevision>,
     first_position: Position,
     previous_hash: [u8; HASH_BYTES],
     timestamp: TimestampMs,
-) -> Result<Staged, LogError> {
+) -> Result<Sealed, LogError> {
     let mut entries = Vec::new();
     let mut position = first_position;
     let mut revision = actual.map_or(StreamRevision::FIRST, StreamRevision::next);
@@ -435,5 +374,5 @@ fn stage<'a>(
         return Err(LogError::InvalidAppend("an append needs at least one record".to_owned()));
     }
     let head = StreamHead { revision: StreamRevision(revision.0 - 1), position: Position(position.0 - 1) };
-    Ok(Staged { head, entries, last_hash, timestamp })
+    Ok(Sealed { head, entries, last_hash, timestamp })
 }

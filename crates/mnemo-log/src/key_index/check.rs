@@ -1,96 +1,20 @@
-//! The key index beside the log: the keys records claim ([`KeyRule`]), each pointing at the
-//! position of the record that holds it. The writer stages a group's keys just after the group
-//! commits, and a thread of their own hands them to the engine as sorted tables (`staged_keys.rs`,
-//! `key_ingester.rs`).
-//! An append's rules are decided here against the index, the keys of earlier requests of the same
-//! group commit and of earlier records of the same request; a lookup is one point read, so the
-//! check costs the same however long the log grows.
-//!
-//! Keys of the `keys` keyspace, in the index's own database (the store's `keys` folder, beside
-//! the log's `db`), so that ingesting a table never holds the journal the log's appends commit
-//! through (decision 0142):
-//! - `h` + the record key's fingerprint (its xxh3 128-bit hash, 16 bytes BE) -> position (u64 BE)
-//!   of the record holding it, then the claimed value's bytes (empty but for a
-//!   [`KeyRule::Claim`]);
-//! - `m` -> position (u64 BE): the index holds the keys of every envelope up to here (an index
-//!   behind the log's head is built from the log when the store opens).
-//!
-//! NOTE: the index is keyed by fingerprints rather than the record keys themselves (decision 0142):
-//! record keys of one session share a long prefix, and the memtable compares every key it inserts
-//! with about twenty others, so short keys that differ in their first bytes halve the cost of
-//! writing a group's keys. Two record keys share a fingerprint with a chance below 10⁻³⁰ among a
-//! billion keys; a retry is still told by comparing the holder's record itself. An index kept in
-//! the log's database, as stores kept it before, is dropped there and built again from the log in
-//! its own when the store opens for writing.
+//! Checking a request's key rules: against the index, the keys of earlier requests of the same
+//! group commit and of earlier records of the same request. A lookup is one point read (or none,
+//! when the key filter says the key is absent), so the check costs the same however long the log
+//! grows.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+use mnemo_core::{Position, RuleRef, StreamId};
 
-use mnemo_core::{KeyRules, Position, RuleRef, StreamId, StreamRevision};
-
+use super::filter::KeyFilter;
+use super::group_table::GroupTable;
+use super::layout::{Fingerprint, decode_position, encode_value_into, fingerprint};
+use super::read::read_value;
 use crate::backend::{AppendRequest, KeyRefusal, NewRecord};
 use crate::error::{CorruptionKind, LogError};
-use crate::fjall_log::Shared;
-use crate::group_table::GroupTable;
-use crate::key_filter::KeyFilter;
-use crate::limits::KEYS_INGEST_MIN;
-use crate::staged_keys::StagedTable;
-
-/// The keyspace of the key index.
-pub const KEYS_KEYSPACE: &str = "keys";
-
-const KEY_TAG: u8 = b'h';
-const MARK_KEY: &[u8] = b"m";
-/// A `keys` keyspace key of a record key: the tag, then the fingerprint.
-const FRAMED_BYTES: usize = 1 + 16;
+use crate::shared::Shared;
 
 /// The processor's cache line: what one read brings into its cache.
 const CACHE_LINE_BYTES: usize = 64;
-
-/// Keys the index catch-up writes per batch.
-const CATCH_UP_BATCH_KEYS: usize = 4096;
-
-/// How the log learns the rules of an envelope it did not append itself: an index built for a store
-/// written before the index existed, or a salvaged store's. `mnemo-core` supplies it.
-pub type KeyRulesOf = fn(kind: u16, kind_schema: u16, bytes: &[u8]) -> KeyRules;
-
-/// Adds the `keys` keyspace's value for a key held at `position` with `claimed` to `buffer`.
-fn encode_value_into(buffer: &mut Vec<u8>, position: Position, claimed: &[u8]) {
-    buffer.extend_from_slice(&position.to_key());
-    buffer.extend_from_slice(claimed);
-}
-
-pub(crate) fn encode_value(position: Position, claimed: &[u8]) -> Vec<u8> {
-    let mut value = Vec::with_capacity(8 + claimed.len());
-    encode_value_into(&mut value, position, claimed);
-    value
-}
-
-/// The `keys` keyspace's key for a record key of fingerprint `print`.
-fn framed_print(print: Fingerprint) -> [u8; FRAMED_BYTES] {
-    let mut framed = [KEY_TAG; FRAMED_BYTES];
-    framed[1..].copy_from_slice(&print.to_be_bytes());
-    framed
-}
-
-/// The `keys` keyspace's key for a record key.
-pub(crate) fn framed(key: &[u8]) -> Vec<u8> {
-    framed_print(fingerprint(key)).to_vec()
-}
-
-/// The record key's fingerprint a `keys` keyspace key holds, or `None` for the mark.
-pub(crate) fn framed_fingerprint(framed: &[u8]) -> Option<Fingerprint> {
-    let print = framed.strip_prefix(&[KEY_TAG])?;
-    Some(Fingerprint::from_be_bytes(print.try_into().ok()?))
-}
-
-/// A key's fingerprint in a group's map: its xxh3 128-bit hash (two keys of a group share one
-/// with a chance below 10⁻³⁰).
-pub(crate) type Fingerprint = u128;
-
-pub(crate) fn fingerprint(key: &[u8]) -> Fingerprint {
-    xxhash_rust::xxh3::xxh3_128(key)
-}
 
 /// Where a record of the group is: its request's index in the group, and its index in the request.
 #[derive(Debug, Clone, Copy)]
@@ -171,7 +95,7 @@ struct Write {
 /// the keys the group writes. The writer keeps one for its whole life and starts it afresh for
 /// each group, so that its memory is allocated once rather than per group (freshly allocated
 /// memory is faulted in and zeroed page by page).
-pub(crate) struct GroupKeys {
+pub(super) struct GroupKeys {
     /// Answers most lookups of absent keys without a read.
     filter: KeyFilter,
     known: GroupTable<Known>,
@@ -193,14 +117,15 @@ pub(crate) struct GroupKeys {
 pub(crate) enum Decision {
     /// Per record, where it already is when it is a retry (`None`: a new record). The keys the new
     /// records write are the group's writes from `writes_from` on: the writer either writes them
-    /// with the request's envelopes or takes them back with [`GroupKeys::undo`].
+    /// with the request's envelopes or forgets them (`KeyIndex::forget`, through
+    /// [`GroupKeys::undo`]).
     Go { retried: Vec<Option<Position>>, writes_from: usize },
     /// A rule is broken; nothing of the request is appended and the group holds none of its keys.
     Refused(KeyRefusal),
 }
 
 impl GroupKeys {
-    pub(crate) fn new(filter: KeyFilter) -> GroupKeys {
+    pub(super) fn new(filter: KeyFilter) -> GroupKeys {
         GroupKeys {
             filter,
             known: GroupTable::new(),
@@ -214,7 +139,7 @@ impl GroupKeys {
     }
 
     /// Forgets the last group's keys, keeping the memory they took.
-    pub(crate) fn start_group(&mut self) {
+    pub(super) fn start_group(&mut self) {
         self.filter.poll();
         self.known.clear();
         self.writes.clear();
@@ -222,7 +147,7 @@ impl GroupKeys {
     }
 
     /// The store is closing: a filter still being built is abandoned.
-    pub(crate) fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         self.filter.stop();
     }
 
@@ -275,7 +200,7 @@ impl GroupKeys {
 
     /// Takes back the keys of the last request decided, which is not appended after all: the
     /// group's writes from `from` on.
-    pub(crate) fn undo(&mut self, from: usize) {
+    pub(super) fn undo(&mut self, from: usize) {
         for write in self.writes.drain(from..) {
             self.known.insert(write.fingerprint, Known::Absent);
         }
@@ -283,7 +208,7 @@ impl GroupKeys {
 
     /// Decides the rules of `group[index]` against the group's keys and the committed index.
     /// `first_position` is where its first new record will land.
-    pub(crate) fn decide(
+    pub(super) fn decide(
         &mut self,
         shared: &Shared,
         group: &[&AppendRequest],
@@ -457,18 +382,18 @@ impl GroupKeys {
     /// key's lookup: there it cost the callers' wait about 30 ms per 1M events (`perf`), here it
     /// runs while the caller prepares its next request. A key of a request undone or of a failed
     /// batch is then never added either.
-    pub(crate) fn learn_written(&mut self) {
+    pub(super) fn learn_written(&mut self) {
         self.filter.add_all(self.writes.iter().map(|write| write.fingerprint));
     }
 
     /// The keys the group writes: each key's fingerprint and the `keys` keyspace's value for it.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (Fingerprint, &[u8])> + '_ {
+    pub(super) fn entries(&self) -> impl Iterator<Item = (Fingerprint, &[u8])> + '_ {
         self.writes.iter().map(|write| (write.fingerprint, &self.bytes[write.value.clone()]))
     }
 
     /// How many keys the group writes.
     #[cfg(test)]
-    pub(crate) fn written(&self) -> usize {
+    pub(super) fn written(&self) -> usize {
         self.writes.len()
     }
 }
@@ -498,281 +423,13 @@ enum Identity<'r> {
     Conflict(RuleRef<'r>, Position),
 }
 
-/// The index's value for the key of fingerprint `print`: staged by the writer and not yet handed
-/// to the engine, or in the `keys` keyspace.
-fn read_value(shared: &Shared, print: Fingerprint) -> Result<Option<Vec<u8>>, LogError> {
-    if let Some(value) = shared.staged_keys().get(print) {
-        return Ok(Some(value.to_vec()));
-    }
-    Ok(shared.keys.get(framed_print(print))?.map(|value| value.to_vec()))
-}
-
-/// The committed index's entry for `key`: its holder and claimed value.
-fn read_entry(shared: &Shared, key: &[u8]) -> Result<Option<(Position, Vec<u8>)>, LogError> {
-    match read_value(shared, fingerprint(key))? {
-        None => Ok(None),
-        Some(value) => Ok(Some((decode_position(&value)?, value[8..].to_vec()))),
-    }
-}
-
-/// Writes the table handed on for ingestion to the engine, with the index's mark at `mark` when
-/// the index is complete, and then takes it out of the staged keys: as one sorted table, or, when
-/// it has fewer than `KEYS_INGEST_MIN` keys, in one batch through the journal. A table the staged
-/// keys no longer hold (the index was dropped meanwhile, for a rebuild) is not written.
-/// `log_synced`: the log is on disk up to the last envelope the table indexes.
-pub(crate) fn ingest_handed(
-    shared: &Shared,
-    table: &Arc<StagedTable>,
-    mark: Option<Position>,
-    log_synced: bool,
-) -> Result<(), fjall::Error> {
-    // NOTE: held until the engine holds the table, so that dropping the index waits for it.
-    let _ingesting = shared.key_ingestion();
-    if !shared.staged_keys().is_handed(table) {
-        return Ok(());
-    }
-    if table.len() < KEYS_INGEST_MIN {
-        // NOTE: a few keys (what a short-lived process stages before it closes) would make a
-        // table of their own each; in the journal they follow the envelopes they index, so a
-        // crash cannot keep them without those.
-        // NOTE: the index's database has a journal of its own, so the log it indexes is persisted
-        // first (unless its appends already were): a crash must not keep these keys without the
-        // envelopes holding them.
-        if !log_synced {
-            shared.db.persist(fjall::PersistMode::SyncData)?;
-        }
-        let mut batch = shared.keys_db.batch();
-        table.for_each_in_key_order(|print, value| {
-            batch.insert(&shared.keys, framed_print(print), value);
-            Ok::<(), fjall::Error>(())
-        })?;
-        if let Some(mark) = mark {
-            batch.insert(&shared.keys, MARK_KEY, mark.to_key());
-        }
-        if !batch.is_empty() {
-            batch.commit()?;
-        }
-    } else {
-        // NOTE: an ingested table is durable apart from the journal: the log it indexes is
-        // persisted first (unless its appends already were), so that the index never holds a key
-        // of an envelope a crash could still take back. A sync of its own here took the journal
-        // from the writer while the disk flushed, once per table.
-        if !log_synced {
-            shared.db.persist(fjall::PersistMode::SyncData)?;
-        }
-        let mut ingestion = shared.keys.start_ingestion()?;
-        table.for_each_in_key_order(|print, value| ingestion.write(framed_print(print), value))?;
-        // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
-        if let Some(mark) = mark {
-            ingestion.write(MARK_KEY, &mark.to_key()[..])?;
-        }
-        ingestion.finish()?;
-    }
-    shared.staged_keys_mut().ingested();
-    Ok(())
-}
-
-/// The position of the record holding `key` in the committed index.
-pub(crate) fn holder(shared: &Shared, key: &[u8]) -> Result<Option<Position>, LogError> {
-    Ok(read_entry(shared, key)?.map(|(position, _)| position))
-}
-
-/// The committed index's entry for `key`.
-pub(crate) fn held_key(shared: &Shared, key: &[u8]) -> Result<Option<crate::backend::HeldKey>, LogError> {
-    Ok(read_entry(shared, key)?.map(|(position, value)| crate::backend::HeldKey { position, value }))
-}
-
-fn decode_position(value: &[u8]) -> Result<Position, LogError> {
-    value.get(..8).and_then(Position::from_key).ok_or_else(|| LogError::Corrupt {
-        position: Position::ZERO,
-        kind: CorruptionKind::StreamIndex(format!("a key index value of {} bytes", value.len())),
-    })
-}
-
-/// Where the index is complete to (`Position::ZERO` for an index never written).
-fn mark(shared: &Shared) -> Result<Position, LogError> {
-    match shared.keys.get(MARK_KEY)? {
-        None => Ok(Position::ZERO),
-        Some(value) => decode_position(&value),
-    }
-}
-
-/// Brings the index up to the log's `head` when it is behind (a store written before the index
-/// existed, or a salvaged one), from the envelopes' own rules. Returns whether the index is
-/// complete, which it cannot be without `rules_of`; the writer then leaves the mark alone.
-pub(crate) fn catch_up(
-    shared: &Shared,
-    head: Position,
-    rules_of: Option<KeyRulesOf>,
-) -> Result<bool, LogError> {
-    let from = mark(shared)?;
-    if from >= head {
-        return Ok(true);
-    }
-    let Some(rules_of) = rules_of else { return Ok(false) };
-    let _span = tracing::info_span!("key_index_catch_up", from = from.0, head = head.0).entered();
-    let mut batch = shared.keys_db.batch();
-    let mut written: HashSet<Fingerprint> = HashSet::new();
-    let mut position = from.next();
-    while position <= head {
-        let envelope = shared.read(position)?.ok_or(LogError::Corrupt {
-            position,
-            kind: CorruptionKind::MissingPosition { before: Position(position.0 - 1), after: head },
-        })?;
-        for rule in &rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
-            let value = match rule {
-                RuleRef::Identity(_) | RuleRef::Unique(_) => &[][..],
-                RuleRef::Claim { value, .. } => value,
-                _ => continue,
-            };
-            // The first holder keeps a key: a store written before the index may hold a retry
-            // twice, and the original is the one every later retry is answered with.
-            let key = rule.key();
-            if !written.contains(&fingerprint(key)) && holder(shared, key)?.is_none() {
-                batch.insert(&shared.keys, framed(key), encode_value(position, value));
-                written.insert(fingerprint(key));
-            }
-        }
-        if written.len() >= CATCH_UP_BATCH_KEYS || position == head {
-            batch.insert(&shared.keys, MARK_KEY, position.to_key());
-            batch.commit()?;
-            batch = shared.keys_db.batch();
-            written.clear();
-        }
-        position = position.next();
-    }
-    Ok(true)
-}
-
-/// Removes the index's entries for envelopes past `head` and lowers its mark to it, durably; returns
-/// how many entries it removed. A log that lost acknowledged envelopes (an accepted loss) may
-/// have an index that kept their keys: the lost events sent again would be answered as retries of
-/// envelopes that are gone, or refused as conflicts with them, and `verify` would report the index
-/// as damaged. A key is written only where it was absent, so an entry past the head is the key of a
-/// lost envelope, which no envelope the log still holds had claimed before it.
-pub(crate) fn forget_past(shared: &Shared, head: Position) -> Result<u64, LogError> {
-    let mut batch = shared.keys_db.batch();
-    let mut forgotten = 0;
-    for guard in shared.keys.iter() {
-        let (key, value) = guard.into_inner()?;
-        if key.as_ref() == MARK_KEY || decode_position(&value)? <= head {
-            continue;
-        }
-        batch.remove(&shared.keys, key);
-        forgotten += 1;
-    }
-    if mark(shared)? > head {
-        batch.insert(&shared.keys, MARK_KEY, head.to_key());
-    }
-    if !batch.is_empty() {
-        batch.commit()?;
-        shared.keys_db.persist(fjall::PersistMode::SyncAll)?;
-    }
-    Ok(forgotten)
-}
-
-/// Checks the index beside a verified log whose head is `head`: every entry reads (so a damaged
-/// table is found) and points at or before `reach` (the head, or the end of the range of envelopes
-/// the log is known to have lost), and every envelope up to the index's mark holds its keys at or
-/// before its own position (a key's first holder keeps it). Returns the first damage found.
-pub(crate) fn verify(
-    shared: &Shared,
-    head: Position,
-    reach: Position,
-    rules_of: Option<KeyRulesOf>,
-) -> Result<(), LogError> {
-    let damaged = |position: Position, what: String| LogError::Corrupt {
-        position,
-        kind: CorruptionKind::StreamIndex(format!("key index: {what}")),
-    };
-    for guard in shared.keys.iter() {
-        let (key, value) = guard.into_inner()?;
-        let position = decode_position(&value)?;
-        if position > reach {
-            let key: String = key.iter().map(|byte| format!("{byte:02x}")).collect();
-            return Err(damaged(position, format!("the entry {key} points beyond the log's head {head}")));
-        }
-    }
-    let Some(rules_of) = rules_of else { return Ok(()) };
-    let mark = mark(shared)?.min(head);
-    let mut position = Position::FIRST;
-    while position <= mark {
-        let envelope = shared.read(position)?.ok_or(LogError::Corrupt {
-            position,
-            kind: CorruptionKind::MissingPosition { before: Position(position.0 - 1), after: mark },
-        })?;
-        for rule in &rules_of(envelope.kind, envelope.kind_schema, &envelope.record) {
-            if !matches!(rule, RuleRef::Identity(_) | RuleRef::Claim { .. } | RuleRef::Unique(_)) {
-                continue;
-            }
-            let held = holder(shared, rule.key())?;
-            if held.is_none_or(|held| held > position) {
-                let key = String::from_utf8_lossy(rule.key()).into_owned();
-                return Err(damaged(position, format!("{key:?} is held at {held:?}")));
-            }
-        }
-        position = position.next();
-    }
-    Ok(())
-}
-
-/// Drops an index kept in the log's own database, where stores kept it before it had a database
-/// of its own: the index's database then starts empty, below every envelope, and the open builds
-/// it from the log (`catch_up`), as for a store written before the index existed. Only when the
-/// store opens for writing.
-pub(crate) fn drop_from_log_database(db: &fjall::Database) -> Result<(), LogError> {
-    if !db.keyspace_exists(KEYS_KEYSPACE) {
-        return Ok(());
-    }
-    tracing::info!("the key index is kept in the log's database; it is built again from the log in its own");
-    let earlier = db.keyspace(KEYS_KEYSPACE, crate::fjall_log::keys_keyspace_options)?;
-    db.delete_keyspace(earlier)?;
-    Ok(())
-}
-
-/// Drops the whole index and builds it again from the log, for a store filled by copying envelopes
-/// verbatim (salvage), whose retries were copied as they are. Nothing may append meanwhile.
-pub(crate) fn rebuild(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
-    let rebuilt = drop_and_catch_up(shared, head, rules_of);
-    // The writer's key filter knows only the keys the writer wrote: it is built anew, whether or
-    // not the rebuild finished.
-    shared.keys_rewritten.fetch_add(1, std::sync::atomic::Ordering::Release);
-    rebuilt
-}
-
-fn drop_and_catch_up(shared: &Shared, head: Position, rules_of: KeyRulesOf) -> Result<(), LogError> {
-    drop_all(shared)?;
-    catch_up(shared, head, Some(rules_of)).map(|_| ())
-}
-
-/// Removes every entry of the index, its mark with them, and the keys staged for it.
-fn drop_all(shared: &Shared) -> Result<(), LogError> {
-    // NOTE: an ingestion under way ends first; one that starts after finds its table gone.
-    let _ingesting = shared.key_ingestion();
-    shared.staged_keys_mut().clear();
-    let mut batch = shared.keys_db.batch();
-    for guard in shared.keys.iter() {
-        let key = guard.key()?;
-        batch.remove(&shared.keys, key);
-    }
-    batch.commit()?;
-    Ok(())
-}
-
-/// The revision a request's stream is at when every record of it was a retry: where the stream is.
-pub(crate) fn retried_revision(actual: Option<StreamRevision>) -> StreamRevision {
-    // A retried record is in this very stream (the holder's stream is compared), so the stream
-    // exists; `FIRST` is never reached.
-    actual.unwrap_or(StreamRevision::FIRST)
-}
-
 #[cfg(test)]
 mod tests {
     use mnemo_core::KeyRule;
 
     use super::*;
     use crate::backend::ExpectedRevision;
-    use crate::fjall_log::shared_for_tests;
+    use crate::shared::shared_for_tests;
 
     fn request(stream: &str, records: Vec<NewRecord>) -> AppendRequest {
         let stream = StreamId::new(stream.to_owned()).expect("stream id");

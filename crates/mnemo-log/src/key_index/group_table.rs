@@ -1,5 +1,5 @@
-//! The table a group commit keeps of the keys it has looked up or written (`key_index::GroupKeys`):
-//! per key's fingerprint, what the group knows of it.
+//! The table a group commit keeps of the keys it has looked up or written (`GroupKeys`, in
+//! `check.rs`): per key's fingerprint, what the group knows of it.
 //!
 //! NOTE: a `HashMap<Fingerprint, Known>` took each key's fingerprint and value into a slot of 80
 //! bytes, so a group of 1,000 events (about 1,800 keys) spread its inserts over some 320 KiB, and
@@ -9,7 +9,7 @@
 //! entries, which are appended in the order the group meets its keys: the slots of such a group
 //! take 16 KiB and the entries are written one after the other, so the table stays in the cache.
 
-use crate::key_index::Fingerprint;
+use super::layout::Fingerprint;
 
 /// Slots of a table that has held nothing yet; the table doubles when it is half full.
 const GROUP_TABLE_SLOTS_MIN: usize = 64;
@@ -22,7 +22,7 @@ const EMPTY: u32 = 0;
 
 /// Per fingerprint, a value of type `V`, for the keys of one group commit.
 #[derive(Debug)]
-pub(crate) struct GroupTable<V> {
+pub(super) struct GroupTable<V> {
     /// Open addressing with linear probing, by a fingerprint's low bits: each slot is `EMPTY` or an
     /// index into `prints` and `values`, plus one.
     slots: Vec<u32>,
@@ -31,14 +31,14 @@ pub(crate) struct GroupTable<V> {
 }
 
 impl<V: Copy> GroupTable<V> {
-    pub(crate) fn new() -> GroupTable<V> {
+    pub(super) fn new() -> GroupTable<V> {
         GroupTable { slots: vec![EMPTY; GROUP_TABLE_SLOTS_MIN], prints: Vec::new(), values: Vec::new() }
     }
 
     /// Forgets every key, keeping the memory: the next group of a bulk import is as large as the
     /// last. Slots far more than the last group needed are given back, so that a host's small
     /// groups after one large one do not each clear the large one's slots.
-    pub(crate) fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         let needed = (2 * self.prints.len()).next_power_of_two().max(GROUP_TABLE_SLOTS_MIN);
         if self.slots.len() > GROUP_TABLE_SHRINK_FACTOR * needed {
             self.slots = vec![EMPTY; needed];
@@ -50,12 +50,12 @@ impl<V: Copy> GroupTable<V> {
     }
 
     /// The value held for `print`.
-    pub(crate) fn get(&self, print: Fingerprint) -> Option<V> {
+    pub(super) fn get(&self, print: Fingerprint) -> Option<V> {
         self.find(print).ok().map(|index| self.values[index])
     }
 
     /// Holds `value` for `print`, in place of any value held for it.
-    pub(crate) fn insert(&mut self, print: Fingerprint, value: V) {
+    pub(super) fn insert(&mut self, print: Fingerprint, value: V) {
         match self.find(print) {
             Ok(index) => self.values[index] = value,
             Err(slot) => {

@@ -1,9 +1,9 @@
-//! The thread that hands the writer's staged keys to the storage engine (`staged_keys.rs`).
+//! The thread that hands the writer's staged keys to the storage engine (`staged.rs`).
 //!
 //! Handing a table on means persisting the log it indexes, sorting some 65,536 keys and writing
 //! them as a table: tens of milliseconds, which on the writer's thread were added to whatever
 //! append came next. Here the writer hands a table on and goes on appending; the table stays
-//! readable among the staged keys until the engine holds it (`key_index::ingest_handed`). One
+//! readable among the staged keys until the engine holds it (`ingest_handed`, below). One
 //! table is under way at a time; the writer stages on meanwhile, and waits only once it holds
 //! `KEYS_STAGED_HELD_MAX` keys.
 
@@ -14,21 +14,21 @@ use crossbeam_channel::{Receiver, Sender};
 use mnemo_core::Position;
 use tracing::warn;
 
-use crate::fjall_log::Shared;
-use crate::key_index;
-use crate::limits::KEYS_INGEST_NICE_INCREMENT;
-use crate::staged_keys::StagedTable;
+use super::layout::{MARK_KEY, framed_print};
+use super::staged::StagedTable;
+use crate::limits::{KEYS_INGEST_MIN, KEYS_INGEST_NICE_INCREMENT};
+use crate::shared::Shared;
 
 /// A table handed on, and the index's mark it carries.
 struct Job {
     table: Arc<StagedTable>,
     mark: Option<Position>,
-    /// Whether the log the table indexes is already on disk (see `key_index::ingest_handed`).
+    /// Whether the log the table indexes is already on disk (see `ingest_handed`).
     log_synced: bool,
 }
 
 /// Why a table did not reach the engine.
-pub(crate) enum IngestFailure {
+pub(super) enum IngestFailure {
     Engine(fjall::Error),
     /// The thread ended (it panicked) without saying how its table ended.
     ThreadLost,
@@ -36,7 +36,7 @@ pub(crate) enum IngestFailure {
 
 /// How the table handed on at `head` (the log's head then) ended, and the table back, so that its
 /// memory is used again for the next.
-pub(crate) struct Ingested {
+pub(super) struct Ingested {
     pub head: Position,
     pub result: Result<(), IngestFailure>,
     pub table: Option<Arc<StagedTable>>,
@@ -46,7 +46,7 @@ pub(crate) struct Ingested {
 type Outcome = (Result<(), fjall::Error>, Arc<StagedTable>);
 
 /// The writer's handle on the ingestion thread.
-pub(crate) struct KeyIngester {
+pub(super) struct KeyIngester {
     shared: Arc<Shared>,
     jobs: Option<Sender<Job>>,
     done: Receiver<Outcome>,
@@ -60,14 +60,14 @@ pub(crate) struct KeyIngester {
 impl KeyIngester {
     /// Starts the thread; without one, tables are ingested on the writer's thread as they are
     /// handed on.
-    pub(crate) fn start(shared: Arc<Shared>) -> KeyIngester {
+    pub(super) fn start(shared: Arc<Shared>) -> KeyIngester {
         let (jobs, queue) = crossbeam_channel::bounded::<Job>(1);
         let (finished, done) = crossbeam_channel::bounded(1);
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new().name("mnemo-key-ingest".to_owned()).spawn(move || {
             crate::priority::lower_this_thread(KEYS_INGEST_NICE_INCREMENT, "mnemo-key-ingest");
             for job in queue {
-                let result = key_index::ingest_handed(&thread_shared, &job.table, job.mark, job.log_synced);
+                let result = ingest_handed(&thread_shared, &job.table, job.mark, job.log_synced);
                 if finished.send((result, job.table)).is_err() {
                     return;
                 }
@@ -84,13 +84,13 @@ impl KeyIngester {
     }
 
     /// Whether a table is under way.
-    pub(crate) fn is_busy(&self) -> bool {
+    pub(super) fn is_busy(&self) -> bool {
         self.under_way.is_some()
     }
 
     /// Hands `table` on to be ingested with the index's `mark`; `head` is the log's head now, and
     /// `log_synced` says whether the log is on disk up to it. Only when no table is under way.
-    pub(crate) fn hand_on(
+    pub(super) fn hand_on(
         &mut self,
         table: Arc<StagedTable>,
         mark: Option<Position>,
@@ -107,12 +107,12 @@ impl KeyIngester {
             },
             None => job,
         };
-        let result = key_index::ingest_handed(&self.shared, &job.table, job.mark, job.log_synced);
+        let result = ingest_handed(&self.shared, &job.table, job.mark, job.log_synced);
         self.ran_here = Some((result, job.table));
     }
 
     /// How the table under way ended, if it has.
-    pub(crate) fn finished(&mut self) -> Option<Ingested> {
+    pub(super) fn finished(&mut self) -> Option<Ingested> {
         let head = self.under_way?;
         let outcome = match self.ran_here.take() {
             Some(outcome) => Some(outcome),
@@ -127,14 +127,14 @@ impl KeyIngester {
     }
 
     /// Waits for the table under way, if there is one, and says how it ended.
-    pub(crate) fn wait(&mut self) -> Option<Ingested> {
+    pub(super) fn wait(&mut self) -> Option<Ingested> {
         let head = self.under_way.take()?;
         let outcome = self.ran_here.take().or_else(|| self.done.recv().ok());
         Some(ingested(head, outcome))
     }
 
     /// Waits for the table under way and stops the thread (the store is closing).
-    pub(crate) fn stop(&mut self) -> Option<Ingested> {
+    pub(super) fn stop(&mut self) -> Option<Ingested> {
         let ingested = self.wait();
         self.jobs = None;
         if let Some(thread) = self.thread.take()
@@ -155,4 +155,61 @@ fn ingested(head: Position, outcome: Option<Outcome>) -> Ingested {
         }
         None => Ingested { head, result: Err(IngestFailure::ThreadLost), table: None },
     }
+}
+
+/// Writes the table handed on for ingestion to the engine, with the index's mark at `mark` when
+/// the index is complete, and then takes it out of the staged keys: as one sorted table, or, when
+/// it has fewer than `KEYS_INGEST_MIN` keys, in one batch through the journal. A table the staged
+/// keys no longer hold (the index was dropped meanwhile, for a rebuild) is not written.
+/// `log_synced`: the log is on disk up to the last envelope the table indexes.
+pub(super) fn ingest_handed(
+    shared: &Shared,
+    table: &Arc<StagedTable>,
+    mark: Option<Position>,
+    log_synced: bool,
+) -> Result<(), fjall::Error> {
+    // NOTE: held until the engine holds the table, so that dropping the index waits for it.
+    let _ingesting = shared.key_ingestion();
+    if !shared.staged_keys().is_handed(table) {
+        return Ok(());
+    }
+    if table.len() < KEYS_INGEST_MIN {
+        // NOTE: a few keys (what a short-lived process stages before it closes) would make a
+        // table of their own each; in the journal they follow the envelopes they index, so a
+        // crash cannot keep them without those.
+        // NOTE: the index's database has a journal of its own, so the log it indexes is persisted
+        // first (unless its appends already were): a crash must not keep these keys without the
+        // envelopes holding them.
+        if !log_synced {
+            shared.db.persist(fjall::PersistMode::SyncData)?;
+        }
+        let mut batch = shared.keys_db.batch();
+        table.for_each_in_key_order(|print, value| {
+            batch.insert(&shared.keys, framed_print(print), value);
+            Ok::<(), fjall::Error>(())
+        })?;
+        if let Some(mark) = mark {
+            batch.insert(&shared.keys, MARK_KEY, mark.to_key());
+        }
+        if !batch.is_empty() {
+            batch.commit()?;
+        }
+    } else {
+        // NOTE: an ingested table is durable apart from the journal: the log it indexes is
+        // persisted first (unless its appends already were), so that the index never holds a key
+        // of an envelope a crash could still take back. A sync of its own here took the journal
+        // from the writer while the disk flushed, once per table.
+        if !log_synced {
+            shared.db.persist(fjall::PersistMode::SyncData)?;
+        }
+        let mut ingestion = shared.keys.start_ingestion()?;
+        table.for_each_in_key_order(|print, value| ingestion.write(framed_print(print), value))?;
+        // NOTE: the mark's key sorts after every fingerprint's (`m` > `h`), so it ends the table.
+        if let Some(mark) = mark {
+            ingestion.write(MARK_KEY, &mark.to_key()[..])?;
+        }
+        ingestion.finish()?;
+    }
+    shared.staged_keys_mut().ingested();
+    Ok(())
 }

@@ -6,21 +6,22 @@
 //! events the import with key rules ran at about two thirds of the rate without them (decision
 //! 0142, last addendum). Staged here, a group's keys cost an insert into a bucket each; every
 //! `KEYS_STAGED_MAX` keys (or `KEYS_MARK_LAG_MAX` envelopes) the writer hands them on, with the
-//! index's mark, to a thread of their own (`key_ingester.rs`), which ingests them, sorted, as a
+//! index's mark, to a thread of their own (`ingester.rs`), which ingests them, sorted, as a
 //! table of their own: that skips the journal and the memtable, and keeps the sorting and the
 //! table's writing off the path every append waits for.
 //!
 //! Nothing is lost by a crash: the mark moves only with an ingestion, so the keys a crash drops are
 //! those of envelopes past the mark, which every open brings into the index from the envelopes' own
-//! rules (`key_index::catch_up`). Readers of the index look here first (`key_index::read_value`).
+//! rules (`catch_up`, in `maintenance.rs`). Readers of the index look here first (`read_value`, in
+//! `read.rs`).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::key_index::Fingerprint;
+use super::layout::Fingerprint;
 
 /// Keys the writer has acknowledged and that are not yet in the engine: those it stages now, and
-/// those it has handed to the ingestion thread (`key_ingester.rs`), which readers still find here
+/// those it has handed to the ingestion thread (`ingester.rs`), which readers still find here
 /// until the engine holds them.
 #[derive(Debug, Default)]
 pub(crate) struct StagedKeys {
@@ -33,35 +34,35 @@ pub(crate) struct StagedKeys {
 
 impl StagedKeys {
     /// Keys the writer has staged since it last handed them on.
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.filling.len()
     }
 
     /// The value staged for the key of fingerprint `print`, whether still filling or handed on.
-    pub(crate) fn get(&self, print: Fingerprint) -> Option<&[u8]> {
+    pub(super) fn get(&self, print: Fingerprint) -> Option<&[u8]> {
         self.filling.get(print).or_else(|| self.handed.as_ref().and_then(|handed| handed.get(print)))
     }
 
     /// Stages a key the writer wrote. A key is only ever written where it was absent, so it is
     /// not staged already; if it were, the first value staged would stay, as the first holder of
     /// a key keeps it in the index.
-    pub(crate) fn insert(&mut self, print: Fingerprint, value: &[u8]) {
+    pub(super) fn insert(&mut self, print: Fingerprint, value: &[u8]) {
         self.filling.insert(print, value);
     }
 
     /// Every staged key's fingerprint, handed on or not.
-    pub(crate) fn fingerprints(&self) -> impl Iterator<Item = Fingerprint> + '_ {
+    pub(super) fn fingerprints(&self) -> impl Iterator<Item = Fingerprint> + '_ {
         self.filling.fingerprints().chain(self.handed.iter().flat_map(|handed| handed.fingerprints()))
     }
 
     /// Whether `table` is the table handed on, not yet in the engine.
-    pub(crate) fn is_handed(&self, table: &Arc<StagedTable>) -> bool {
+    pub(super) fn is_handed(&self, table: &Arc<StagedTable>) -> bool {
         self.handed.as_ref().is_some_and(|handed| Arc::ptr_eq(handed, table))
     }
 
     /// Hands the keys staged so far on for ingestion: they stay readable here until
     /// [`StagedKeys::ingested`]. Only one table is handed on at a time.
-    pub(crate) fn hand_on(&mut self) -> Arc<StagedTable> {
+    pub(super) fn hand_on(&mut self) -> Arc<StagedTable> {
         debug_assert!(self.handed.is_none(), "a table is handed on while another is");
         // NOTE: without a spare, the next table is sized like this one: grown from empty, its map
         // rehashed every key at each doubling, on the writer's thread.
@@ -73,12 +74,12 @@ impl StagedKeys {
     }
 
     /// The table handed on is in the engine now: readers find its keys there.
-    pub(crate) fn ingested(&mut self) {
+    pub(super) fn ingested(&mut self) {
         self.handed = None;
     }
 
     /// Keeps the memory of a table the engine holds now, for the next table.
-    pub(crate) fn give_back(&mut self, table: Arc<StagedTable>) {
+    pub(super) fn give_back(&mut self, table: Arc<StagedTable>) {
         if let Ok(mut table) = Arc::try_unwrap(table) {
             table.clear();
             self.spare = Some(table);
@@ -86,7 +87,7 @@ impl StagedKeys {
     }
 
     /// Forgets every key, handed on or not.
-    pub(crate) fn clear(&mut self) {
+    pub(super) fn clear(&mut self) {
         self.filling.clear();
         self.handed = None;
     }
@@ -123,7 +124,7 @@ struct StagedEntry {
 /// Staged keys: per fingerprint, the value the `keys` keyspace will hold (the holder's position,
 /// then the claimed value).
 #[derive(Debug, Default)]
-pub(crate) struct StagedTable {
+pub(super) struct StagedTable {
     /// `STAGED_BUCKETS` buckets once a key is staged (none before, so that a store that stages
     /// nothing allocates nothing); each keeps its memory when the table is cleared.
     buckets: Vec<Vec<StagedEntry>>,
@@ -149,7 +150,7 @@ impl StagedTable {
         }
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.len
     }
 
@@ -175,7 +176,7 @@ impl StagedTable {
 
     /// Calls `each` with every key and its value, in fingerprint order (the order of the `keys`
     /// keyspace), until it fails.
-    pub(crate) fn for_each_in_key_order<E>(
+    pub(super) fn for_each_in_key_order<E>(
         &self,
         mut each: impl FnMut(Fingerprint, &[u8]) -> Result<(), E>,
     ) -> Result<(), E> {
@@ -272,7 +273,7 @@ mod tests {
     #[test]
     fn keys_spread_over_every_bucket_are_found_and_come_out_in_fingerprint_order() {
         let prints: Vec<Fingerprint> =
-            (0..20_000u64).map(|i| crate::key_index::fingerprint(&i.to_be_bytes())).collect();
+            (0..20_000u64).map(|i| crate::key_index::layout::fingerprint(&i.to_be_bytes())).collect();
         let mut staged = StagedKeys::default();
         for print in &prints {
             staged.insert(*print, &print.to_le_bytes()[..(*print % 17) as usize]);

@@ -20,13 +20,13 @@ use std::thread::JoinHandle;
 
 use tracing::{info, warn};
 
+use super::layout::{self, Fingerprint};
 use crate::error::LogError;
-use crate::fjall_log::Shared;
-use crate::key_index::{self, Fingerprint};
 use crate::limits::{
     KEY_FILTER_BITS_PER_KEY, KEY_FILTER_BYTES_MAX, KEY_FILTER_GROWTH, KEY_FILTER_KEYS_MIN,
     KEY_FILTER_NICE_INCREMENT,
 };
+use crate::shared::Shared;
 
 /// Words in one block: a block is one 64-byte cache line, and a key's bits all fall in one block.
 const BLOCK_WORDS: usize = 8;
@@ -55,7 +55,7 @@ struct Block([AtomicU64; BLOCK_WORDS]);
 
 /// The filter's bits. Shared with the thread that fills it by a scan while the writer adds to it.
 #[derive(Debug)]
-pub(crate) struct FilterBits {
+pub(super) struct FilterBits {
     blocks: Box<[Block]>,
     capacity: u64,
 }
@@ -63,7 +63,7 @@ pub(crate) struct FilterBits {
 impl FilterBits {
     /// A filter for `capacity` keys at `KEY_FILTER_BITS_PER_KEY` bits each, no larger than
     /// `KEY_FILTER_BYTES_MAX`.
-    pub(crate) fn with_capacity(capacity: u64) -> FilterBits {
+    pub(super) fn with_capacity(capacity: u64) -> FilterBits {
         let blocks = blocks_for(capacity);
         let capacity = blocks * BLOCK_BITS / KEY_FILTER_BITS_PER_KEY;
         let blocks = (0..blocks).map(|_| Block(std::array::from_fn(|_| AtomicU64::new(0)))).collect();
@@ -71,7 +71,7 @@ impl FilterBits {
     }
 
     /// The keys it holds at its designed false-positive rate.
-    pub(crate) fn capacity(&self) -> u64 {
+    pub(super) fn capacity(&self) -> u64 {
         self.capacity
     }
 
@@ -103,7 +103,7 @@ impl FilterBits {
     }
 
     /// Inserts a key while another thread may insert too (a filter being filled by its scan).
-    pub(crate) fn insert(&self, print: Fingerprint) {
+    pub(super) fn insert(&self, print: Fingerprint) {
         let (block, bits) = self.locate(print);
         for (word, mask) in bits {
             // NOTE: a bit set already is only read: an atomic update costs several times a read,
@@ -138,7 +138,7 @@ impl FilterBits {
     }
 
     /// Whether the key may be held; `false` means it certainly is not among the keys inserted.
-    pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
+    pub(super) fn may_contain(&self, print: Fingerprint) -> bool {
         let (block, mut bits) = self.locate(print);
         bits.all(|(word, mask)| block[word].load(Ordering::Relaxed) & mask != 0)
     }
@@ -154,7 +154,7 @@ struct Build {
 }
 
 /// The writer's filter: the one that answers, and the one being built.
-pub(crate) struct KeyFilter {
+pub(super) struct KeyFilter {
     shared: Arc<Shared>,
     active: Option<Arc<FilterBits>>,
     /// Keys the active filter holds (the scan's count plus the writer's additions; a key written
@@ -171,7 +171,7 @@ pub(crate) struct KeyFilter {
 impl KeyFilter {
     /// Starts building the filter for the index as it is, sized for `KEY_FILTER_GROWTH` times the
     /// keys it holds and at least `KEY_FILTER_KEYS_MIN`.
-    pub(crate) fn start(shared: Arc<Shared>) -> KeyFilter {
+    pub(super) fn start(shared: Arc<Shared>) -> KeyFilter {
         KeyFilter::start_with_floor(shared, KEY_FILTER_KEYS_MIN)
     }
 
@@ -191,13 +191,13 @@ impl KeyFilter {
     }
 
     /// Whether the index may hold the key; `true` whenever no filter is ready to say.
-    pub(crate) fn may_contain(&self, print: Fingerprint) -> bool {
+    pub(super) fn may_contain(&self, print: Fingerprint) -> bool {
         self.active.as_ref().is_none_or(|bits| bits.may_contain(print))
     }
 
     /// Brings the blocks the keys will be looked up in or added to (the active filter's, and the
     /// one being built's) into the processor's cache, many reads under way at once.
-    pub(crate) fn fetch_all(&self, prints: impl Iterator<Item = Fingerprint> + Clone) {
+    pub(super) fn fetch_all(&self, prints: impl Iterator<Item = Fingerprint> + Clone) {
         if let Some(bits) = &self.active {
             bits.fetch_all(prints.clone());
         }
@@ -208,7 +208,7 @@ impl KeyFilter {
 
     /// Records keys the writer wrote to the index (once their group is committed, before the next
     /// group is decided: see `GroupKeys::learn_written`), their blocks fetched first, together.
-    pub(crate) fn add_all(&mut self, prints: impl Iterator<Item = Fingerprint> + Clone) {
+    pub(super) fn add_all(&mut self, prints: impl Iterator<Item = Fingerprint> + Clone) {
         self.fetch_all(prints.clone());
         for print in prints {
             self.add(print);
@@ -229,7 +229,7 @@ impl KeyFilter {
 
     /// Takes a finished build into use, and starts a larger one once the active filter is full.
     /// The writer calls it before each group.
-    pub(crate) fn poll(&mut self) {
+    pub(super) fn poll(&mut self) {
         let generation = self.shared.keys_rewritten.load(Ordering::Acquire);
         if generation != self.generation {
             // NOTE: dropped before the next lookup: the index now holds keys no filter was told of.
@@ -301,7 +301,7 @@ impl KeyFilter {
     }
 
     /// Stops a scan still running (the store is closing) and waits for it.
-    pub(crate) fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         if let Some(build) = self.building.take() {
             build.stop.store(true, Ordering::Relaxed);
             let _ = build.scan.join();
@@ -316,7 +316,7 @@ fn scan_into(shared: &Shared, bits: &FilterBits, stop: &AtomicBool) -> Result<u6
     let mut prints = Vec::with_capacity(SCAN_INSERT_KEYS);
     for guard in shared.keys.iter() {
         let key = guard.key()?;
-        let Some(print) = key_index::framed_fingerprint(&key) else { continue };
+        let Some(print) = layout::framed_fingerprint(&key) else { continue };
         prints.push(print);
         if prints.len() == SCAN_INSERT_KEYS {
             insert_fetched(bits, &prints);
@@ -346,7 +346,7 @@ mod tests {
     use super::*;
 
     fn print(index: u64) -> Fingerprint {
-        key_index::fingerprint(format!("ee{index}").as_bytes())
+        layout::fingerprint(format!("ee{index}").as_bytes())
     }
 
     #[test]
@@ -404,25 +404,22 @@ mod tests {
     #[test]
     fn a_full_filter_is_replaced_by_a_larger_one_that_keeps_every_key() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
         // Keys in the index before the filter exists come from the scan.
-        let framed = crate::key_index::framed(b"ebefore");
-        shared
-            .keys
-            .insert(framed, crate::key_index::encode_value(mnemo_core::Position(1), b""))
-            .expect("insert");
+        let framed = layout::framed(b"ebefore");
+        shared.keys.insert(framed, layout::encode_value(mnemo_core::Position(1), b"")).expect("insert");
         // NOTE: a small floor, so that the test fills the filter with few keys.
         let mut filter = KeyFilter::start_with_floor(Arc::clone(&shared), 65_536);
         assert!(filter.may_contain(print(0)), "without a filter every key may be held");
         wait_for_build(&mut filter);
         let capacity = filter.active.as_ref().expect("a filter").capacity();
-        assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
+        assert!(filter.may_contain(layout::fingerprint(b"ebefore")));
         // As the writer does: each key is committed to the index, then added.
         let added = capacity + 10;
         let mut batch = shared.keys_db.batch();
         for index in 0..added {
-            let framed = crate::key_index::framed(format!("ee{index}").as_bytes());
-            batch.insert(&shared.keys, framed, crate::key_index::encode_value(mnemo_core::Position(2), b""));
+            let framed = layout::framed(format!("ee{index}").as_bytes());
+            batch.insert(&shared.keys, framed, layout::encode_value(mnemo_core::Position(2), b""));
         }
         batch.commit().expect("commit");
         for index in 0..added {
@@ -434,7 +431,7 @@ mod tests {
         let larger = filter.active.as_ref().expect("a filter").capacity();
         assert!(larger >= KEY_FILTER_GROWTH * capacity, "{larger} after {capacity}");
         assert!((0..added).all(|index| filter.may_contain(print(index))));
-        assert!(filter.may_contain(key_index::fingerprint(b"ebefore")));
+        assert!(filter.may_contain(layout::fingerprint(b"ebefore")));
         let absent = (added..added + 10_000).filter(|&index| !filter.may_contain(print(index))).count();
         assert!(absent > 9_500, "a filter below its capacity answers most absent keys: {absent}");
     }
@@ -442,7 +439,7 @@ mod tests {
     /// A new store's filter, built and in use; the store's folder and state with it.
     fn built_filter() -> (tempfile::TempDir, Arc<Shared>, KeyFilter) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
         let mut filter = KeyFilter::start(Arc::clone(&shared));
         wait_for_build(&mut filter);
         (dir, shared, filter)
@@ -463,8 +460,8 @@ mod tests {
     #[test]
     fn keys_staged_before_a_build_are_in_the_filter_it_builds() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let shared = crate::fjall_log::shared_for_tests(dir.path()).expect("store");
-        let value = crate::key_index::encode_value(mnemo_core::Position(1), b"");
+        let shared = crate::shared::shared_for_tests(dir.path()).expect("store");
+        let value = layout::encode_value(mnemo_core::Position(1), b"");
         shared.staged_keys_mut().insert(print(7), &value);
         let mut filter = KeyFilter::start(Arc::clone(&shared));
         wait_for_build(&mut filter);
@@ -476,19 +473,16 @@ mod tests {
     #[test]
     fn a_rewritten_index_drops_the_filter_until_one_is_built_for_it() {
         let (_dir, shared, mut filter) = built_filter();
-        assert!(!filter.may_contain(key_index::fingerprint(b"erebuilt")));
+        assert!(!filter.may_contain(layout::fingerprint(b"erebuilt")));
         // Another thread writes the index (a rebuild) and says so.
-        let framed = crate::key_index::framed(b"erebuilt");
-        shared
-            .keys
-            .insert(framed, crate::key_index::encode_value(mnemo_core::Position(1), b""))
-            .expect("insert");
+        let framed = layout::framed(b"erebuilt");
+        shared.keys.insert(framed, layout::encode_value(mnemo_core::Position(1), b"")).expect("insert");
         shared.keys_rewritten.fetch_add(1, Ordering::Release);
         filter.poll();
-        assert!(filter.may_contain(key_index::fingerprint(b"erebuilt")), "no stale filter answers");
+        assert!(filter.may_contain(layout::fingerprint(b"erebuilt")), "no stale filter answers");
         wait_for_build(&mut filter);
         assert!(filter.active.is_some());
-        assert!(filter.may_contain(key_index::fingerprint(b"erebuilt")));
+        assert!(filter.may_contain(layout::fingerprint(b"erebuilt")));
     }
 
     #[test]
