@@ -751,3 +751,59 @@ fn strongly_connected(files: &[String], edges: &BTreeMap<String, BTreeSet<String
     }
     state.components
 }
+
+/// The pages a newcomer reads first, and the most lines each may have.
+const GUIDES: &[(&str, usize)] =
+    &[("README.md", 250), ("docs/ARCHITECTURE.md", 250), ("docs/BENCHMARKS.md", 250)];
+
+/// The most lines a decision record may have: a decision and its measurements, a page or two.
+const DECISION_LINES_MAX: usize = 300;
+
+/// The repository paths a page names in backticks (`crates/...`, `docs/...`, ...), with any
+/// `:line` suffix dropped.
+fn named_paths(text: &str) -> Vec<String> {
+    const ROOTS: [&str; 9] =
+        ["crates/", "docs/", "benches/", "tests/", "clients/", "pipelines/", "fuzz/", ".ci/", "examples/"];
+    let mut paths = Vec::new();
+    for (index, quoted) in text.split('`').enumerate() {
+        let is_code = index % 2 == 1;
+        let plain = quoted.chars().all(|c| c.is_alphanumeric() || matches!(c, '/' | '.' | '_' | '-' | ':'));
+        if is_code && plain && ROOTS.iter().any(|root| quoted.starts_with(root)) {
+            let path = quoted.split(':').next().unwrap_or(quoted).trim_end_matches('.');
+            paths.push(path.to_owned());
+        }
+    }
+    paths
+}
+
+#[test]
+fn the_guides_are_short_and_every_path_they_name_exists() {
+    let root = workspace_root();
+    let mut problems = Vec::new();
+    for (page, lines_max) in GUIDES {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        let lines = text.lines().count();
+        if lines > *lines_max {
+            problems.push(format!("{page} has {lines} lines, more than {lines_max}"));
+        }
+        for path in named_paths(&text) {
+            if !root.join(&path).exists() {
+                problems.push(format!("{page} names {path}, which does not exist"));
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("docs/decisions")).unwrap() {
+        let path = entry.unwrap().path();
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        if lines > DECISION_LINES_MAX {
+            problems.push(format!("{} has {lines} lines, more than {DECISION_LINES_MAX}", path.display()));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn named_paths_are_the_repository_paths_in_backticks() {
+    let text = "See `crates/mnemo/src/lib.rs:12`, `docs/FORMAT.md`. Not `mnemo serve`, not `crates/*.rs`.";
+    assert_eq!(named_paths(text), ["crates/mnemo/src/lib.rs", "docs/FORMAT.md"]);
+}
