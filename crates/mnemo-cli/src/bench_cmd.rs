@@ -1,4 +1,5 @@
-//! `mnemo bench`: the benchmark harness, Mnemo beside the SQLite baseline in one run.
+//! `mnemo bench`: the benchmark harness, Mnemo beside the SQLite baseline in one run. Built only
+//! with the feature `bench` (decision 0220).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,5 +1,8 @@
 //! The `mnemo` binary: a thin client of the `mnemo` facade.
 //!
+//! The benchmark harness (`mnemo bench`) is in it only when built with the feature `bench`, so that
+//! the binary users install links neither SQLite nor plotters (decision 0220).
+//!
 //! Exit codes: 0 success, 1 nothing found or verification failed, 2 usage or input error,
 //! 3 conflict, 4 any other failure (I/O, a locked store).
 

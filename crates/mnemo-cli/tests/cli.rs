@@ -579,3 +579,17 @@ fn sessions_text_names_the_parent_of_each_sub_agent_session() {
     assert_eq!(flags_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"), "fork", "{text}");
     assert_eq!(flags_of(&format!("{parent}/agent-36541525")), "sub", "{text}");
 }
+
+/// The default build leaves the benchmark harness out (decision 0220): asking for it says how to run
+/// it, and touches no store.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn bench_in_a_build_without_the_harness_says_how_to_run_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let output = mnemo(&store, &["bench", "--quick", "--out", dir.path().join("out").to_str().unwrap()]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("cargo run --release -p mnemo-cli --features bench -- bench"), "{message}");
+    assert!(!store.exists() && !dir.path().join("out").exists());
+}
