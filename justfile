@@ -12,11 +12,16 @@ demo:
 bench:
     cargo bench -p mnemo-benches
 
+# The benchmark harness, `mnemo bench` (the CLI's feature `bench`): `just bench-harness --quick`.
+bench-harness *args:
+    cargo run --release -p mnemo-cli --features bench -- bench {{args}}
+
 fmt:
     cargo fmt --all
 
 lint:
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo clippy -p mnemo-cli --all-targets --features bench -- -D warnings
 
 # The concurrency stress test for ten minutes instead of CI's thirty seconds.
 soak:

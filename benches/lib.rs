@@ -4,20 +4,36 @@
 //!
 //! It is not:
 //! - part of the library hosts embed: only the CLI and the benches use it;
+//! - in the shipped `mnemo` binary, except for the search evaluation: the workloads, the baseline and
+//!   the charts are the feature `workloads`, which the CLI enables only in its `bench` build;
 //! - a pass/fail gate: targets are reported, never asserted in tests.
 
-mod assembly_workload;
-pub mod baseline;
-pub mod context_quality;
 pub mod devset;
-pub mod harness;
-pub mod import_memory;
-pub mod key_check;
-pub mod memory_workload;
-pub mod nats_workload;
 pub mod probe;
-pub mod report;
-pub mod scale_workload;
 pub mod search_eval;
-pub mod search_workload;
 pub mod workload;
+
+// The workloads of `mnemo bench` and what they run beside (feature `workloads`, on by default): the
+// shipped `mnemo` binary builds without them, so that it links neither SQLite nor plotters.
+#[cfg(feature = "workloads")]
+mod assembly_workload;
+#[cfg(feature = "workloads")]
+pub mod baseline;
+#[cfg(feature = "workloads")]
+pub mod context_quality;
+#[cfg(feature = "workloads")]
+pub mod harness;
+#[cfg(feature = "workloads")]
+pub mod import_memory;
+#[cfg(feature = "workloads")]
+pub mod key_check;
+#[cfg(feature = "workloads")]
+pub mod memory_workload;
+#[cfg(feature = "workloads")]
+pub mod nats_workload;
+#[cfg(feature = "workloads")]
+pub mod report;
+#[cfg(feature = "workloads")]
+pub mod scale_workload;
+#[cfg(feature = "workloads")]
+pub mod search_workload;

@@ -1,7 +1,9 @@
-//! `mnemo bench`: the benchmark harness, Mnemo beside the SQLite baseline in one run.
+//! `mnemo bench`: the benchmark harness, Mnemo beside the SQLite baseline in one run. Built only
+//! with the feature `bench` (decision 0220).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Args;
 use mnemo_benches::harness::{self, BenchOptions};
@@ -183,6 +185,69 @@ fn key_check(cli: &Cli, options: &BenchOptions) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `mnemo bench --server`: the load workload on a fresh store under `out`, its report written to
+/// `out/server-load.json`. Exit 1 when an acknowledged append is missing from the log afterwards.
+fn server(cli: &Cli, out: &Path, clients: usize, secs: u64) -> anyhow::Result<ExitCode> {
+    use mnemo_server::client::{Client, ConnectOptions, StartCommand};
+    use mnemo_server::load::{LoadOptions, missing_acknowledged, run};
+    use mnemo_server::methods::{Empty, Shutdown};
+
+    std::fs::create_dir_all(out)?;
+    let store = std::path::absolute(out.join(format!("server-store-{}", std::process::id())))?;
+    let start = StartCommand::current_exe(&store)?.arg("--idle-exit").arg("60");
+    let connect = ConnectOptions::new("mnemo bench").start_with(start);
+    let spinner = progress(0, "bench");
+    spinner.set_message(format!("store server: {clients} clients for {secs} s"));
+    let report = run(&store, &LoadOptions::new(clients, Duration::from_secs(secs), connect.clone()));
+    let stopped = Client::connect(&store, &ConnectOptions::new("mnemo bench"))
+        .and_then(|mut c| c.call::<Shutdown>(&Empty {}));
+    let report = report?;
+    stopped?;
+    spinner.set_message("checking every acknowledged append");
+    // The server closes the store after its last answer; wait for the store's lock to be free.
+    let began = std::time::Instant::now();
+    let missing = loop {
+        match missing_acknowledged(&store, &report) {
+            Err(mnemo::Error::Log(mnemo::log::LogError::Locked { .. }))
+                if began.elapsed() < Duration::from_secs(120) =>
+            {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            other => break other?,
+        }
+    };
+    spinner.finish_and_clear();
+    let summary = serde_json::json!({
+        "workload": "store server: appends and searches on one Unix socket",
+        "report": report,
+        "acknowledged": report.acknowledged.len(),
+        "missing_acknowledged": missing.len(),
+    });
+    let path = out.join("server-load.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&summary)?)?;
+    output(cli, &summary, || {
+        say!("store server, {} clients, {:.1} s", report.clients, report.elapsed_ms as f64 / 1000.0);
+        say!("  call     count      p50 µs     p99 µs     max µs");
+        for (name, latency) in [("append", report.appends), ("search", report.searches)] {
+            say!(
+                "  {name:<6} {:>7} {:>11} {:>10} {:>10}",
+                latency.calls,
+                latency.p50_us,
+                latency.p99_us,
+                latency.max_us
+            );
+        }
+        say!(
+            "  {} acknowledged appends/s; {} calls refused as overloaded (retried)",
+            report.appends_per_sec,
+            report.overloaded
+        );
+        say!("  acknowledged appends missing from the log afterwards: {}", missing.len());
+        say!("wrote {}", path.display());
+    });
+    Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
 pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
     if let Some(megabytes) = args.import_memory {
         return import_memory(cli, args, megabytes);
@@ -191,7 +256,7 @@ pub(crate) fn run(cli: &Cli, args: &BenchArgs) -> anyhow::Result<ExitCode> {
         return context_quality(cli, args);
     }
     if args.server {
-        return crate::serve_cmd::bench(cli, &args.out, args.server_clients, args.server_secs);
+        return server(cli, &args.out, args.server_clients, args.server_secs);
     }
     if args.protocol {
         return protocol(cli, args);

@@ -1,5 +1,8 @@
 //! The `mnemo` binary: a thin client of the `mnemo` facade.
 //!
+//! The benchmark harness (`mnemo bench`) is in it only when built with the feature `bench`, so that
+//! the binary users install links neither SQLite nor plotters (decision 0220).
+//!
 //! Exit codes: 0 success, 1 nothing found or verification failed, 2 usage or input error,
 //! 3 conflict, 4 any other failure (I/O, a locked store).
 
@@ -18,6 +21,7 @@ use term::{say, say_err};
 /// The binary's allocator (the library leaves the choice to its host; see decision 0080).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "bench")]
 mod bench_cmd;
 mod capture;
 mod compaction_cmd;
@@ -27,6 +31,7 @@ mod history_cmd;
 mod hook_cmd;
 mod mcp_cmd;
 mod memory_cmd;
+#[cfg(feature = "bench")]
 mod protocol_bench;
 mod recall_eval_cmd;
 mod serve_cmd;
@@ -127,7 +132,17 @@ enum Command {
     /// Copy a conversation into a new session; prints the new session id.
     Copy(compaction_cmd::CopyArgs),
     /// Run the benchmark harness: Mnemo beside a SQLite baseline, report.json and SVG charts.
+    #[cfg(feature = "bench")]
     Bench(bench_cmd::BenchArgs),
+    /// The benchmark harness, which is not in this build (it links SQLite): run it with
+    /// `cargo run --release -p mnemo-cli --features bench -- bench`.
+    #[cfg(not(feature = "bench"))]
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// Whatever was asked of the harness: it is refused whole.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<std::ffi::OsString>,
+    },
     /// Long-term memory: remember, extract, get, search, update, archive, restore.
     Memory {
         #[command(subcommand)]
@@ -325,6 +340,11 @@ fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
     Ok(Mnemo::open(&cli.store, config)?)
 }
 
+/// What `mnemo bench` answers in a build without the harness.
+#[cfg(not(feature = "bench"))]
+const BENCH_NOT_BUILT: &str = "this mnemo is built without the benchmark harness (it links SQLite); \
+     run it from the repository with `cargo run --release -p mnemo-cli --features bench -- bench ...`";
+
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Demo { dir } => demo::run(dir.as_deref(), cli.json),
@@ -347,7 +367,10 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Compact(args) => compaction_cmd::compact(cli, args),
         Command::Context(args) => compaction_cmd::context(cli, args),
         Command::Copy(args) => compaction_cmd::copy(cli, args),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => bench_cmd::run(cli, args),
+        #[cfg(not(feature = "bench"))]
+        Command::Bench { .. } => Err(Error::InvalidInput(BENCH_NOT_BUILT.to_owned()).into()),
         Command::Memory { command } => memory_cmd::run(cli, command),
         Command::Recall(args) => memory_cmd::recall(cli, args),
         Command::Serve(args) => serve_cmd::run(cli, args),

@@ -9,8 +9,8 @@ use mnemo::Config;
 use mnemo::log::{LogLocation, ManualClock};
 use mnemo_server::server::{ServeOptions, StopCause, serve, serve_stdio};
 
-use crate::term::{say, say_err};
-use crate::{Cli, output, progress};
+use crate::term::say_err;
+use crate::{Cli, output};
 
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
@@ -81,67 +81,4 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         );
     });
     Ok(ExitCode::SUCCESS)
-}
-
-/// `mnemo bench --server`: the load workload on a fresh store under `out`, its report written to
-/// `out/server-load.json`. Exit 1 when an acknowledged append is missing from the log afterwards.
-pub(crate) fn bench(cli: &Cli, out: &std::path::Path, clients: usize, secs: u64) -> anyhow::Result<ExitCode> {
-    use mnemo_server::client::{Client, ConnectOptions, StartCommand};
-    use mnemo_server::load::{LoadOptions, missing_acknowledged, run};
-    use mnemo_server::methods::{Empty, Shutdown};
-
-    std::fs::create_dir_all(out)?;
-    let store = std::path::absolute(out.join(format!("server-store-{}", std::process::id())))?;
-    let start = StartCommand::current_exe(&store)?.arg("--idle-exit").arg("60");
-    let connect = ConnectOptions::new("mnemo bench").start_with(start);
-    let spinner = progress(0, "bench");
-    spinner.set_message(format!("store server: {clients} clients for {secs} s"));
-    let report = run(&store, &LoadOptions::new(clients, Duration::from_secs(secs), connect.clone()));
-    let stopped = Client::connect(&store, &ConnectOptions::new("mnemo bench"))
-        .and_then(|mut c| c.call::<Shutdown>(&Empty {}));
-    let report = report?;
-    stopped?;
-    spinner.set_message("checking every acknowledged append");
-    // The server closes the store after its last answer; wait for the store's lock to be free.
-    let began = std::time::Instant::now();
-    let missing = loop {
-        match missing_acknowledged(&store, &report) {
-            Err(mnemo::Error::Log(mnemo::log::LogError::Locked { .. }))
-                if began.elapsed() < Duration::from_secs(120) =>
-            {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            other => break other?,
-        }
-    };
-    spinner.finish_and_clear();
-    let summary = serde_json::json!({
-        "workload": "store server: appends and searches on one Unix socket",
-        "report": report,
-        "acknowledged": report.acknowledged.len(),
-        "missing_acknowledged": missing.len(),
-    });
-    let path = out.join("server-load.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&summary)?)?;
-    output(cli, &summary, || {
-        say!("store server, {} clients, {:.1} s", report.clients, report.elapsed_ms as f64 / 1000.0);
-        say!("  call     count      p50 µs     p99 µs     max µs");
-        for (name, latency) in [("append", report.appends), ("search", report.searches)] {
-            say!(
-                "  {name:<6} {:>7} {:>11} {:>10} {:>10}",
-                latency.calls,
-                latency.p50_us,
-                latency.p99_us,
-                latency.max_us
-            );
-        }
-        say!(
-            "  {} acknowledged appends/s; {} calls refused as overloaded (retried)",
-            report.appends_per_sec,
-            report.overloaded
-        );
-        say!("  acknowledged appends missing from the log afterwards: {}", missing.len());
-        say!("wrote {}", path.display());
-    });
-    Ok(if missing.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -4,14 +4,16 @@
 //! and what is wrong, append nothing, and leave every stage's digest as it was.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use mnemo::records::Position;
 use mnemo::{Config, ErrorCategory, Mnemo};
 
+use support::{SAMPLE, mnemo};
+
 const CORPUS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/bad-input");
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
 /// The record limit, restated so that a change to it shows up here.
 const RECORD_BYTES_MAX: usize = 4 * 1024 * 1024;
 const HUNDRED_MIB: usize = 100 * 1024 * 1024;
@@ -140,18 +142,8 @@ fn every_bad_input_fails_clearly_through_the_facade_and_changes_nothing() {
     eprintln!("{} bad inputs refused through the facade; the store is unchanged", tried + 1);
 }
 
-fn cli(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
 fn cli_fingerprint(store: &Path) -> serde_json::Value {
-    let output = cli(store, &["stats", "--json"]);
+    let output = mnemo(store, &["stats", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let stats: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     serde_json::json!({ "head": stats["head"], "stages": stats["stages"] })
@@ -161,7 +153,7 @@ fn cli_fingerprint(store: &Path) -> serde_json::Value {
 fn every_bad_input_fails_clearly_through_the_cli_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let import = cli(&store, &["import", SAMPLE]);
+    let import = mnemo(&store, &["import", SAMPLE]);
     assert_eq!(import.status.code(), Some(0), "{}", String::from_utf8_lossy(&import.stderr));
     let before = cli_fingerprint(&store);
     let files = dir.path().join("inputs");
@@ -170,7 +162,7 @@ fn every_bad_input_fails_clearly_through_the_cli_and_changes_nothing() {
         let path: PathBuf = files.join(&name);
         std::fs::write(&path, &bytes).unwrap();
         let path = path.to_str().unwrap();
-        let output = cli(&store, &["import", path, "--json"]);
+        let output = mnemo(&store, &["import", path, "--json"]);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
         assert!(stderr.contains(&format!("{path}:{line}: ")), "{name}: names the wrong place: {stderr}");
@@ -180,7 +172,7 @@ fn every_bad_input_fails_clearly_through_the_cli_and_changes_nothing() {
         assert_eq!(cli_fingerprint(&store), before, "{name} changed the store");
         std::fs::remove_file(path).unwrap();
     }
-    let verify = cli(&store, &["verify"]);
+    let verify = mnemo(&store, &["verify"]);
     assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stderr));
 }
 

@@ -1,34 +1,13 @@
 //! The CLI as a process in a temp dir: exit codes, `--json` output, and the errors a user sees.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().unwrap()
-}
-
-fn stdout_json(output: &Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use support::{MNEMO, SAMPLE, code, import_fixtures, json, mnemo, real_fixtures, stderr, written};
 
 #[test]
 fn import_then_inspect_rebuild_and_verify() {
@@ -36,31 +15,31 @@ fn import_then_inspect_rebuild_and_verify() {
     let store = dir.path().join("store");
     let import = mnemo(&store, &["import", SAMPLE, "--json"]);
     assert_eq!(code(&import), 0, "{}", stderr(&import));
-    assert_eq!(stdout_json(&import)[0]["records"], 23);
+    assert_eq!(json(&import)[0]["records"], 23);
 
     let sessions = mnemo(&store, &["sessions", "--json"]);
     assert_eq!(code(&sessions), 0);
-    let sessions = stdout_json(&sessions);
+    let sessions = json(&sessions);
     assert_eq!(sessions[0]["session"], "sess-2026-01-05-auth");
     assert_eq!(sessions[0]["turn_count"], 2);
 
     let log = mnemo(&store, &["log", "--from", "2", "--limit", "3", "--json"]);
-    let log = stdout_json(&log);
+    let log = json(&log);
     assert_eq!(log.as_array().unwrap().len(), 3);
     assert_eq!(log[0]["position"], 2);
     assert_eq!(log[0]["kind"], "runtime_event");
 
-    let stats = stdout_json(&mnemo(&store, &["stats", "--json"]));
+    let stats = json(&mnemo(&store, &["stats", "--json"]));
     assert_eq!(stats["head"], 23);
     assert_eq!(stats["events"], 20);
 
     let rebuild = mnemo(&store, &["rebuild", "--json"]);
     assert_eq!(code(&rebuild), 0, "{}", stderr(&rebuild));
-    assert_eq!(stdout_json(&rebuild)[0]["digest"], stats["stages"][0]["digest"]);
+    assert_eq!(json(&rebuild)[0]["digest"], stats["stages"][0]["digest"]);
 
     let verify = mnemo(&store, &["verify", "--json"]);
     assert_eq!(code(&verify), 0, "{}", stderr(&verify));
-    assert_eq!(stdout_json(&verify)["envelopes"], 23);
+    assert_eq!(json(&verify)["envelopes"], 23);
 }
 
 #[test]
@@ -116,7 +95,7 @@ fn errors_in_json_mode_are_a_json_document_too() {
     let dir = tempfile::tempdir().unwrap();
     let output = mnemo(&dir.path().join("s"), &["import", "/nonexistent.jsonl", "--json"]);
     assert_eq!(code(&output), 2);
-    let error = stdout_json(&output);
+    let error = json(&output);
     assert_eq!(error["error"]["kind"], "input");
     assert!(error["error"]["message"].as_str().unwrap().contains("/nonexistent.jsonl"));
 }
@@ -175,7 +154,7 @@ fn a_store_held_by_its_server_names_the_server_and_how_to_stop_it() {
     let store = dir.path().join("store");
     assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
     // The server agents' hooks start, holding the store until it has been idle a while.
-    let mut server = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    let mut server = Command::new(MNEMO)
         .arg("--store")
         .arg(&store)
         .args(["serve", "--idle-exit", "600"])
@@ -210,13 +189,10 @@ fn a_store_held_by_its_server_names_the_server_and_how_to_stop_it() {
 #[test]
 fn the_demo_runs_and_verifies() {
     let dir = tempfile::tempdir().unwrap();
-    let output = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["demo", "--json", "--dir"])
-        .arg(dir.path().join("demo"))
-        .output()
-        .unwrap();
+    let output =
+        Command::new(MNEMO).args(["demo", "--json", "--dir"]).arg(dir.path().join("demo")).output().unwrap();
     assert_eq!(code(&output), 0, "{}", stderr(&output));
-    let report = stdout_json(&output);
+    let report = json(&output);
     let formats: Vec<&str> =
         report["imports"].as_array().unwrap().iter().map(|i| i["format"].as_str().unwrap()).collect();
     assert_eq!(formats, ["mnemo", "mnemo", "mnemo", "claude-code", "codex"]);
@@ -244,11 +220,7 @@ fn the_demo_runs_and_verifies() {
     assert_eq!(report["verification"]["envelopes"].as_u64(), Some(head));
     assert!(report["verification"]["stages"].as_array().unwrap().iter().all(|s| s["live"] == s["rebuilt"]));
     assert!(report["timings_ms"]["total"].as_u64().is_some());
-    let used = Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .args(["demo", "--dir"])
-        .arg(dir.path().join("demo"))
-        .output()
-        .unwrap();
+    let used = Command::new(MNEMO).args(["demo", "--dir"]).arg(dir.path().join("demo")).output().unwrap();
     assert_eq!(code(&used), 2, "a used demo directory is refused");
 }
 
@@ -256,7 +228,8 @@ fn the_demo_runs_and_verifies() {
 fn import_detects_the_format_and_export_round_trips() {
     let dir = tempfile::tempdir().unwrap();
     let (first, second) = (dir.path().join("first"), dir.path().join("second"));
-    let codex = concat!(env!("CARGO_MANIFEST_DIR"), "/../mnemo/tests/fixtures/import/codex-rollout.jsonl");
+    let codex = written("codex-rollout.jsonl");
+    let codex = codex.to_str().unwrap();
     let import = mnemo(&first, &["import", codex, SAMPLE]);
     assert_eq!(code(&import), 0, "{}", stderr(&import));
     let printed = String::from_utf8_lossy(&import.stdout);
@@ -266,7 +239,7 @@ fn import_detects_the_format_and_export_round_trips() {
     let exported = dir.path().join("export.jsonl");
     let export = mnemo(&first, &["export", "--out", exported.to_str().unwrap(), "--json"]);
     assert_eq!(code(&export), 0, "{}", stderr(&export));
-    assert_eq!(stdout_json(&export)["sessions"], 2);
+    assert_eq!(json(&export)["sessions"], 2);
     let import = mnemo(&second, &["import", exported.to_str().unwrap(), "--format", "mnemo"]);
     assert_eq!(code(&import), 0, "{}", stderr(&import));
     let again = mnemo(&second, &["export"]);
@@ -289,7 +262,7 @@ fn a_reader_that_closes_the_pipe_early_ends_the_command_quietly() {
     assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
     for command in ["log", "export"] {
         // The read end is closed before the command writes: its first line meets a closed pipe.
-        let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+        let mut child = Command::new(MNEMO)
             .arg("--store")
             .arg(&store)
             .arg(command)
@@ -312,7 +285,7 @@ fn a_closed_stderr_as_well_ends_the_command_quietly() {
     assert_eq!(code(&mnemo(&store, &["import", SAMPLE])), 0);
     // `mnemo export 2>&1 | head`: both streams go to one pipe, closed before anything is written.
     let (reader, writer) = std::io::pipe().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mnemo"))
+    let mut child = Command::new(MNEMO)
         .arg("--store")
         .arg(&store)
         .arg("export")
@@ -423,12 +396,12 @@ fn a_store_shorter_than_its_acknowledged_mark_is_refused_verified_salvaged_and_a
     }
     let verify = mnemo(&store, &["verify", "--json"]);
     assert_eq!(code(&verify), 1, "{}", stderr(&verify));
-    assert_eq!(stdout_json(&verify)["lost"], "6..=23");
+    assert_eq!(json(&verify)["lost"], "6..=23");
 
     let salvaged = dir.path().join("salvaged");
     let salvage = mnemo(&store, &["salvage", "--to", salvaged.to_str().unwrap(), "--json"]);
     assert_eq!(code(&salvage), 1, "{}", stderr(&salvage));
-    let report = stdout_json(&salvage);
+    let report = json(&salvage);
     assert_eq!((report["recovered"].as_u64(), report["lost"].as_str()), (Some(5), Some("6..=23")));
     assert_eq!(code(&mnemo(&salvaged, &["verify"])), 0);
 
@@ -447,7 +420,7 @@ fn a_store_shorter_than_its_acknowledged_mark_is_refused_verified_salvaged_and_a
 fn sessions_list_by_their_own_event_times_with_a_title_from_the_first_request() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    let fixtures = import_fixtures();
     // Newest first on disk order, oldest imported last.
     for name in
         ["codex-rollout-0.128.jsonl", "claude-code-2.0-compaction.jsonl", "codex-rollout-legacy.jsonl"]
@@ -474,7 +447,7 @@ fn sessions_list_by_their_own_event_times_with_a_title_from_the_first_request() 
             assert!(chars[at - 1] == ' ' && chars[at] != ' ', "{column} not at {at}: {line}");
         }
     }
-    let json = stdout_json(&mnemo(&store, &["--json", "sessions"]));
+    let json = json(&mnemo(&store, &["--json", "sessions"]));
     let first = &json.as_array().unwrap()[0];
     assert_eq!(first["last_activity"], 1_777_883_469_000_u64);
     assert_eq!(first["first_activity"], 1_777_882_321_135_u64);
@@ -489,7 +462,7 @@ fn a_file_size_limit_is_exit_4_with_one_line_naming_it_and_leaves_no_half_store(
     let output = Command::new("sh")
         .arg("-c")
         .arg(r#"ulimit -f 1024; exec "$0" --store "$1" import "$2""#)
-        .arg(env!("CARGO_BIN_EXE_mnemo"))
+        .arg(MNEMO)
         .arg(&store)
         .arg(SAMPLE)
         .env_remove("RUST_LOG")
@@ -510,7 +483,7 @@ fn a_file_size_limit_is_exit_4_with_one_line_naming_it_and_leaves_no_half_store(
 fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    let fixtures = import_fixtures();
     for path in [
         fixtures.join("codex-rollout-0.128.jsonl"),
         fixtures.join("codex-rollout-subagent.jsonl"),
@@ -537,7 +510,7 @@ fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() 
     // The sample is a mnemo transcript whose session line names no source.
     assert_eq!(source_of("sess-2026-01-05-auth"), "-", "{text}");
 
-    let json = stdout_json(&mnemo(&store, &["--json", "sessions"]));
+    let json = json(&mnemo(&store, &["--json", "sessions"]));
     let child =
         json.as_array().unwrap().iter().find(|s| s["session"] == "019e1b7c-81a0-7d52-b3c4-2f6e9a1d0b77");
     let child = child.unwrap();
@@ -553,9 +526,9 @@ fn sessions_show_the_format_each_session_came_from_and_a_sub_agent_its_parent() 
 fn sessions_text_names_the_parent_of_each_sub_agent_session() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let real = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code");
+    let real = real_fixtures();
     let parent = "4c2ddfdc-b619-4525-8d03-1950fb1b0257";
-    let codex = Path::new(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import");
+    let codex = import_fixtures();
     for path in [
         real.join(format!("small-with-subagents/{parent}.jsonl")),
         real.join("small-with-subagents/agent-36541525.jsonl"),
@@ -605,4 +578,18 @@ fn sessions_text_names_the_parent_of_each_sub_agent_session() {
     };
     assert_eq!(flags_of("019e1ba8-7b21-7c64-a1f3-4e8d2c6b9f05"), "fork", "{text}");
     assert_eq!(flags_of(&format!("{parent}/agent-36541525")), "sub", "{text}");
+}
+
+/// The default build leaves the benchmark harness out (decision 0220): asking for it says how to run
+/// it, and touches no store.
+#[cfg(not(feature = "bench"))]
+#[test]
+fn bench_in_a_build_without_the_harness_says_how_to_run_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let output = mnemo(&store, &["bench", "--quick", "--out", dir.path().join("out").to_str().unwrap()]);
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("cargo run --release -p mnemo-cli --features bench -- bench"), "{message}");
+    assert!(!store.exists() && !dir.path().join("out").exists());
 }

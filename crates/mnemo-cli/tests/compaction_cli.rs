@@ -1,22 +1,9 @@
 //! `compact`, `context` and `copy` as processes on a long imported transcript.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
 
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
+use support::{mnemo, stdout};
 
 /// A transcript of `turns` turns, each a request, a shell call and its result, and a reply.
 fn long_transcript(turns: usize) -> String {

@@ -15,6 +15,8 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,15 +27,13 @@ use mnemo_server::methods::{
 };
 use serde_json::{Value, json};
 
+use support::{MNEMO, repo_root};
+
 /// Envelopes read per `log` call while looking for the chain head (the protocol's `LOG_ENTRIES_MAX`).
 const LOG_PAGE: u64 = 1000;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 fn scenario_path() -> PathBuf {
-    repo().join("tests/conformance/scenario.json")
+    repo_root().join("tests/conformance/scenario.json")
 }
 
 /// One step through the Rust client's typed call for its method.
@@ -63,10 +63,9 @@ fn step(client: &mut Client, method: &str, params: &Value) -> Result<Value, Clie
 
 /// The scenario through the Rust client; the same document the other runners print.
 fn run_rust(scenario: &Value, store: &Path) -> Value {
-    let mnemo = env!("CARGO_BIN_EXE_mnemo");
     let clock = scenario["fixed_clock_ms"].as_u64().expect("fixed_clock_ms").to_string();
     let start =
-        StartCommand::mnemo(mnemo, store).arg("--fixed-clock").arg(clock).arg("--idle-exit").arg("60");
+        StartCommand::mnemo(MNEMO, store).arg("--fixed-clock").arg(clock).arg("--idle-exit").arg("60");
     let options = ConnectOptions::new("conformance-rust").start_with(start);
     let mut client = Client::connect(store, &options).unwrap();
     let mut steps = Vec::new();
@@ -123,7 +122,7 @@ fn run_other(name: &str, program: &str, args: &[PathBuf], store: &Path) -> Value
         .args(args)
         .arg(scenario_path())
         .arg(store)
-        .arg(env!("CARGO_BIN_EXE_mnemo"))
+        .arg(MNEMO)
         .output()
         .unwrap_or_else(|e| panic!("{name}: {program} did not start: {e}"));
     assert!(
@@ -159,8 +158,8 @@ fn tool_available(program: &str, arg: &str) -> bool {
 
 #[test]
 fn one_scripted_session_gives_the_same_log_and_history_through_rust_typescript_and_python() {
-    let ts_runner = repo().join("clients/typescript/dist/conformance/runner.js");
-    let py_runner = repo().join("clients/python/conformance_runner.py");
+    let ts_runner = repo_root().join("clients/typescript/dist/conformance/runner.js");
+    let py_runner = repo_root().join("clients/python/conformance_runner.py");
     let python = std::env::var("MNEMO_PYTHON").unwrap_or_else(|_| "python3".to_owned());
     let ready =
         ts_runner.is_file() && tool_available("node", "--version") && tool_available(&python, "--version");

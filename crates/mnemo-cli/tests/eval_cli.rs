@@ -2,26 +2,12 @@
 //! files named with their line, and the development set's run.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
+
+use support::{json, mnemo};
 
 const CODING: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
 const RESEARCH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/research-session.jsonl");
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn json(output: &Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)))
-}
 
 #[test]
 fn eval_search_reports_hits_per_category_for_each_ranker() {

@@ -4,10 +4,14 @@
 //! exactly the data that was stored, never panic and never return changed data.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use mnemo::{Config, Mnemo};
+
+use support::mnemo;
 
 const SAMPLES: &[&str] = &[
     concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl"),
@@ -32,16 +36,6 @@ fn seed() -> u64 {
     std::env::var("MNEMO_SEED").ok().and_then(|s| s.trim().parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     })
-}
-
-fn cli(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
 }
 
 /// A store with the samples imported and every keyspace of both its databases (the log's and the key
@@ -142,7 +136,7 @@ fn flipped_bits_in_data_files_are_reported_or_harmless_never_a_panic_or_changed_
         let dir = tempfile::tempdir().unwrap();
         let store = dir.path().join("store");
         build_store(&store);
-        let original = cli(&store, &["log", "--limit", "100000", "--json"]);
+        let original = mnemo(&store, &["log", "--limit", "100000", "--json"]);
         assert_eq!(original.status.code(), Some(0));
         let files = data_files(&store);
         let (path, end) = &files[rng.below(files.len() as u64) as usize];
@@ -152,8 +146,8 @@ fn flipped_bits_in_data_files_are_reported_or_harmless_never_a_panic_or_changed_
         let context =
             format!("round {round}: bit {bit} of byte {offset} of {name} ({end} bytes), seed {seed}");
 
-        let verify = judge("verify", &cli(&store, &["verify"]), &context, false);
-        let log = cli(&store, &["log", "--limit", "100000", "--json"]);
+        let verify = judge("verify", &mnemo(&store, &["verify"]), &context, false);
+        let log = mnemo(&store, &["log", "--limit", "100000", "--json"]);
         let log_outcome = judge("log", &log, &context, true);
         if log_outcome == Outcome::Intact {
             assert_eq!(
@@ -162,7 +156,7 @@ fn flipped_bits_in_data_files_are_reported_or_harmless_never_a_panic_or_changed_
                 "{context}: the log reads back changed"
             );
         }
-        judge("stats", &cli(&store, &["stats", "--json"]), &context, false);
+        judge("stats", &mnemo(&store, &["stats", "--json"]), &context, false);
         if verify == Outcome::Intact {
             assert_eq!(log_outcome, Outcome::Intact, "{context}: verify passed but the log does not read");
             intact += 1;
@@ -197,7 +191,7 @@ fn a_flipped_level_count_in_a_version_file_is_reported_not_a_crash() {
     }
     assert!(!flipped.is_empty());
     for command in [&["verify"][..], &["log"], &["stats"]] {
-        let output = cli(&store, command);
+        let output = mnemo(&store, command);
         let context = format!("bit 4 of byte 8 of {} version files", flipped.len());
         assert_eq!(judge(command[0], &output, &context, true), Outcome::Reported);
         let stderr = String::from_utf8_lossy(&output.stderr);

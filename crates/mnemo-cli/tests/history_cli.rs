@@ -2,30 +2,11 @@
 //! shape with exit code 2, exit 1 for nothing found, and `--as-of`.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+use support::{SAMPLE, code, json, mnemo};
+
 const SESSION: &str = "sess-2026-01-05-auth";
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().unwrap()
-}
-
-fn json(output: &Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
-}
 
 fn imported() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();

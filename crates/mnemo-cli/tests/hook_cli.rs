@@ -11,6 +11,8 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod support;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -19,7 +21,7 @@ use std::time::{Duration, Instant};
 use mnemo_server::client::{Client, ConnectOptions};
 use mnemo_server::methods::{Empty, Sessions, Shutdown};
 
-const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
+use support::{MNEMO, mnemo, real, written};
 
 /// The workspace of the real Claude Code fixtures (their `cwd`).
 const WORKSPACE: &str = "/Users/User/repo/codemie-ai/codemie-code";
@@ -35,14 +37,6 @@ const BUDGETS_PER_WALL_MAX: u32 = 5;
 /// loaded machine running a debug build does not turn a slow capture into a failed test. The
 /// default budget is exercised by the calls that must fail.
 const GENEROUS: &[&str] = &["--budget-ms", "30000"];
-
-fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
-}
-
-fn written(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import").join(name)
-}
 
 /// A store holding two standing preferences and a workspace fact, learned in a session of the
 /// fixtures' workspace.
@@ -60,7 +54,7 @@ fn store_with_memories(dir: &Path) -> PathBuf {
     )
     .unwrap();
     for args in [&["import", transcript.to_str().unwrap()][..], &["memory", "remember", "m1"]] {
-        let output = Command::new(MNEMO).arg("--store").arg(&store).args(args).output().unwrap();
+        let output = mnemo(&store, args);
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     }
     store

@@ -2,20 +2,11 @@
 //! a failure left, and the difference between an import that resumed and one already complete.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
+use support::{SAMPLE, mnemo};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

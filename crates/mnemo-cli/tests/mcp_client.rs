@@ -10,12 +10,15 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::Command;
+
+use support::{MNEMO, repo_root};
 
 #[test]
 fn the_typescript_sdk_client_drives_mnemo_mcp_end_to_end() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-client");
+    let dir = repo_root().join("tests/mcp-client");
     let ready = dir.join("node_modules/@modelcontextprotocol/sdk").is_dir()
         && Command::new("node").arg("--version").output().is_ok_and(|o| o.status.success());
     if !ready {
@@ -29,7 +32,7 @@ fn the_typescript_sdk_client_drives_mnemo_mcp_end_to_end() {
     let output = Command::new("node")
         .args(["--test", "--test-reporter=spec"])
         .current_dir(&dir)
-        .env("MNEMO_BIN", env!("CARGO_BIN_EXE_mnemo"))
+        .env("MNEMO_BIN", MNEMO)
         .output()
         .unwrap();
     let report =

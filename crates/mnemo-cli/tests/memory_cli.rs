@@ -2,28 +2,16 @@
 //! and exit codes (0 ok, 1 nothing found, 2 input error, 3 conflict).
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
+
+use support::{mnemo, ok_json};
 
 const TRANSCRIPT: &str = r#"{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
 {"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces."}]}
 {"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}
 "#;
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn json(output: &Output) -> serde_json::Value {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout).unwrap()
-}
 
 #[test]
 fn remember_search_lifecycle_and_recall() {
@@ -33,41 +21,41 @@ fn remember_search_lifecycle_and_recall() {
     std::fs::write(&file, TRANSCRIPT).unwrap();
     assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
 
-    let remembered = json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
+    let remembered = ok_json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
     assert_eq!(remembered["status"], "remembered");
     assert_eq!(remembered["requested_items"][0]["content"], "The user never uses unwrap in library code.");
     let id = remembered["requested_items"][0]["item"].as_str().unwrap().to_owned();
 
-    let found = json(&mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "acme/api"]));
+    let found = ok_json(&mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "acme/api"]));
     assert_eq!(found.as_array().unwrap().len(), 1);
     let elsewhere = mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "other/ws"]);
     assert_eq!(elsewhere.status.code(), Some(1), "nothing found");
 
     let archive = ["--json", "memory", "archive", id.as_str(), "--expected-version", "1", "--op", "a1"];
-    assert_eq!(json(&mnemo(&store, &archive))["replayed"], false);
-    assert_eq!(json(&mnemo(&store, &archive))["replayed"], true);
+    assert_eq!(ok_json(&mnemo(&store, &archive))["replayed"], false);
+    assert_eq!(ok_json(&mnemo(&store, &archive))["replayed"], true);
     let stale = mnemo(&store, &["memory", "archive", &id, "--expected-version", "1", "--op", "a2"]);
     assert_eq!(stale.status.code(), Some(3), "a version conflict");
     assert_eq!(mnemo(&store, &["memory", "search", "unwrap"]).status.code(), Some(1));
     assert!(mnemo(&store, &["memory", "search", "unwrap", "--include-archived"]).status.success());
-    let restored = json(&mnemo(&store, &["--json", "memory", "restore", &id, "--expected-version", "2"]));
+    let restored = ok_json(&mnemo(&store, &["--json", "memory", "restore", &id, "--expected-version", "2"]));
     assert_eq!(restored["results"][0]["version"], 3);
-    let updated = json(&mnemo(
+    let updated = ok_json(&mnemo(
         &store,
         &["--json", "memory", "update", &id, "--expected-version", "3", "--key", "Rust style"],
     ));
     assert_eq!(updated["results"][0]["outcome"], "updated");
     assert_eq!(
-        json(&mnemo(&store, &["--json", "memory", "get", &id]))["fields"]["keys"][0]["key"],
+        ok_json(&mnemo(&store, &["--json", "memory", "get", &id]))["fields"]["keys"][0]["key"],
         "Rust style"
     );
     assert_eq!(mnemo(&store, &["memory", "get", "mem_missing"]).status.code(), Some(1));
     assert_eq!(mnemo(&store, &["memory", "search", "a\u{200B}b"]).status.code(), Some(2), "an input error");
 
     let recalled =
-        json(&mnemo(&store, &["--json", "recall", "s1", "--query", "which storage engine, fjall?"]));
+        ok_json(&mnemo(&store, &["--json", "recall", "s1", "--query", "which storage engine, fjall?"]));
     assert!(recalled[0]["content"].as_str().unwrap().contains("fjall"));
-    let block = json(&mnemo(&store, &["--json", "recall", "s1"]));
+    let block = ok_json(&mnemo(&store, &["--json", "recall", "s1"]));
     assert!(block["tokens"].as_u64().unwrap() > 0);
     assert!(mnemo(&store, &["verify"]).status.success());
 }
@@ -80,14 +68,14 @@ fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
     std::fs::write(&file, TRANSCRIPT).unwrap();
     assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
     assert_eq!(mnemo(&store, &["memory", "list"]).status.code(), Some(1), "nothing yet");
-    let remembered = json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
+    let remembered = ok_json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
     assert_eq!(remembered["status"], "remembered");
     let extracted = mnemo(&store, &["memory", "extract", "s1"]);
     assert_eq!(extracted.status.code(), Some(1), "remember already read the session");
     let text = String::from_utf8_lossy(&extracted.stdout).into_owned();
     assert!(text.starts_with("not run: nothing new to process"), "{text}");
 
-    let all = json(&mnemo(&store, &["--json", "memory", "list"]));
+    let all = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
     let contents: Vec<&str> =
         all.as_array().unwrap().iter().map(|i| i["fields"]["content"].as_str().unwrap()).collect();
     assert_eq!(contents.len(), 3, "{contents:?}");
@@ -97,11 +85,11 @@ fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
     );
     assert!(contents[..2].contains(&"The user never uses unwrap in library code."), "{contents:?}");
     assert_eq!(contents[2], "The team's project uses fjall for storage.");
-    let preferences = json(&mnemo(&store, &["--json", "memory", "list", "--kind", "preference"]));
+    let preferences = ok_json(&mnemo(&store, &["--json", "memory", "list", "--kind", "preference"]));
     assert_eq!(preferences.as_array().unwrap().len(), 2);
-    let here = json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "acme/api"]));
+    let here = ok_json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "acme/api"]));
     assert_eq!(here.as_array().unwrap().len(), 3);
-    let elsewhere = json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "other/ws"]));
+    let elsewhere = ok_json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "other/ws"]));
     assert_eq!(elsewhere.as_array().unwrap().len(), 2, "global items only");
 
     let listed = mnemo(&store, &["memory", "list", "--kind", "context"]);
@@ -111,8 +99,8 @@ fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
 
     let id = contents_id(&all, "fjall");
     assert!(mnemo(&store, &["memory", "archive", &id, "--expected-version", "1"]).status.success());
-    assert_eq!(json(&mnemo(&store, &["--json", "memory", "list"])).as_array().unwrap().len(), 2);
-    let with_archived = json(&mnemo(&store, &["--json", "memory", "list", "--include-archived"]));
+    assert_eq!(ok_json(&mnemo(&store, &["--json", "memory", "list"])).as_array().unwrap().len(), 2);
+    let with_archived = ok_json(&mnemo(&store, &["--json", "memory", "list", "--include-archived"]));
     assert_eq!(with_archived.as_array().unwrap().len(), 3);
 
     let bad = mnemo(&store, &["memory", "list", "--kind", "opinion"]);
@@ -139,7 +127,7 @@ fn eval_recall_reports_hits_per_category_over_the_development_set() {
     }
     let qa = fixtures.join("qa.jsonl");
     let report =
-        json(&mnemo(&store, &["--json", "eval", "recall", "--qa", qa.to_str().unwrap(), "--k", "1,5,10"]));
+        ok_json(&mnemo(&store, &["--json", "eval", "recall", "--qa", qa.to_str().unwrap(), "--k", "1,5,10"]));
     assert_eq!(report["overall"]["questions"], 6);
     let category =
         |name: &str, metric: &str, k: &str| report["categories"][name][metric][k].as_f64().unwrap();
@@ -188,7 +176,7 @@ fn extract_all_runs_every_session_and_says_why_one_is_not_run() {
             "{session}: {outcome} in {text}"
         );
     }
-    let items = json(&mnemo(&store, &["--json", "memory", "list"]));
+    let items = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
     let contents: Vec<&str> =
         items.as_array().unwrap().iter().map(|i| i["fields"]["content"].as_str().unwrap()).collect();
     assert!(contents.iter().any(|c| c.contains("fjall")), "{contents:?}");
@@ -196,7 +184,7 @@ fn extract_all_runs_every_session_and_says_why_one_is_not_run() {
     assert!(!contents.iter().any(|c| c.contains("vim")), "the incognito session was read: {contents:?}");
 
     // Again: nothing new anywhere, and `--json` is one entry per session.
-    let again = json(&mnemo(&store, &["--json", "memory", "extract", "--all"]));
+    let again = ok_json(&mnemo(&store, &["--json", "memory", "extract", "--all"]));
     let sessions: Vec<&str> =
         again.as_array().unwrap().iter().map(|e| e["session"].as_str().unwrap()).collect();
     assert_eq!(sessions.len(), 3, "{again}");

@@ -4,26 +4,18 @@
 //! hashes before the damage, after it and after the rebuild).
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::Path;
-use std::process::{Command, Output};
 
 use mnemo::{Config, Mnemo};
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+use support::{SAMPLE, mnemo};
+
 const STAGE: &str = "history-messages";
 
-fn cli(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
 fn log_json(store: &Path) -> String {
-    let output = cli(store, &["log", "--limit", "100000", "--json"]);
+    let output = mnemo(store, &["log", "--limit", "100000", "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8(output.stdout).unwrap()
 }
@@ -52,19 +44,19 @@ fn projection_only_damage_is_named_by_verify_and_repaired_by_rebuild_with_the_lo
         mnemo.close().unwrap();
     }
     let before = log_json(&store);
-    assert_eq!(cli(&store, &["verify"]).status.code(), Some(0));
+    assert_eq!(mnemo(&store, &["verify"]).status.code(), Some(0));
 
     damage_stage(&store, STAGE);
-    let verify = cli(&store, &["verify"]);
+    let verify = mnemo(&store, &["verify"]);
     let said =
         format!("{}{}", String::from_utf8_lossy(&verify.stdout), String::from_utf8_lossy(&verify.stderr));
     assert_eq!(verify.status.code(), Some(1), "verify must fail on the damaged stage:\n{said}");
     assert!(said.contains(STAGE), "verify must name the damaged stage:\n{said}");
     assert_eq!(log_json(&store), before, "projection damage changed the log");
 
-    let rebuild = cli(&store, &["rebuild", "--stage", STAGE]);
+    let rebuild = mnemo(&store, &["rebuild", "--stage", STAGE]);
     assert_eq!(rebuild.status.code(), Some(0), "{}", String::from_utf8_lossy(&rebuild.stderr));
-    let verify = cli(&store, &["verify"]);
+    let verify = mnemo(&store, &["verify"]);
     assert_eq!(verify.status.code(), Some(0), "{}", String::from_utf8_lossy(&verify.stdout));
     assert_eq!(log_json(&store), before, "the rebuild changed the log");
 }

@@ -2,31 +2,14 @@
 //! exact shape the real tools write: what a user sees end to end, held to what the files contain.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn ok_json(output: &Output) -> Value {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
-}
-
-fn real(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
-}
+use support::{mnemo, ok_json, real, written};
 
 /// The call ids of results whose call is not earlier in the request, and of calls without a result.
 fn unpaired(context: &Value) -> (Vec<String>, Vec<String>) {
@@ -288,8 +271,7 @@ fn a_codex_output_whose_call_is_missing_keeps_the_rollout_importable() {
     // the whole rollout was refused ("tool result for call_…, which no earlier tool call in this
     // session made").
     let dir = tempfile::tempdir().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../mnemo/tests/fixtures/import/codex-rollout-0.128.jsonl");
+    let fixture = written("codex-rollout-0.128.jsonl");
     let call = "call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8";
     let text = std::fs::read_to_string(&fixture).unwrap();
     let kept: Vec<&str> = text
@@ -490,8 +472,7 @@ fn a_codex_call_whose_output_is_missing_is_answered_in_the_next_request() {
     // provider refuses a request with a call and no output ("No tool output found for function
     // call"). The 0.128 rollout fixture without the output of `call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8`.
     let dir = tempfile::tempdir().unwrap();
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../mnemo/tests/fixtures/import/codex-rollout-0.128.jsonl");
+    let fixture = written("codex-rollout-0.128.jsonl");
     let call = "call_Vb7Yt2Lm9Qe4Hx1Kc6Ws3Ju8";
     let text = std::fs::read_to_string(&fixture).unwrap();
     let kept: Vec<&str> = text

@@ -3,28 +3,11 @@
 //! exact shape Claude Code writes.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
 use serde_json::Value;
 
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use support::{mnemo, repo_root, stdout};
 
 #[test]
 fn recall_of_a_session_whose_scope_holds_no_item_says_so() {

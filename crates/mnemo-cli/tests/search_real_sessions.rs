@@ -3,30 +3,13 @@
 //! what a user looking for something they know is there gets back, held to what the files contain.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
+
+use std::path::Path;
 
 use serde_json::Value;
 
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
-fn ok_json(output: &Output) -> Value {
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stdout)))
-}
-
-fn real(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
-}
+use support::{mnemo, ok_json, real};
 
 /// `(match_kind, message_id, snippet)` of each row `mnemo search QUERY` returns (exit 1 is
 /// "no match", with an empty page on stdout).

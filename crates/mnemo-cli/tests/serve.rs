@@ -6,6 +6,8 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod support;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,7 +18,7 @@ use mnemo_server::client::{Client, ClientError, ConnectOptions, StartCommand};
 use mnemo_server::load::{self, LoadOptions};
 use mnemo_server::methods::{Append, AppendParams, Empty, ExpectedRevision, Ping, Shutdown, WireRecord};
 
-const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
+use support::MNEMO;
 
 fn starting(name: &str, store: &Path) -> ConnectOptions {
     ConnectOptions::new(name)

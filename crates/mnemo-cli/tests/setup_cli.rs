@@ -5,10 +5,12 @@
 //! entry it did not add is refused untouched.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
+use support::MNEMO;
 
 fn setup(home: &Path, args: &[&str]) -> Output {
     Command::new(MNEMO)

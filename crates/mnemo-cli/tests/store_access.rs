@@ -8,31 +8,20 @@
 //! runs as root) or, for a user who is not root, by taking the store's permissions away.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const SAMPLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/samples/coding-session.jsonl");
+use support::{MNEMO, SAMPLE, mnemo, stderr};
+
 /// The user a root test runs the binary as.
 const NOBODY: &str = "65534";
 
 fn is_root() -> bool {
     let output = Command::new("id").arg("-u").output().unwrap();
     String::from_utf8_lossy(&output.stdout).trim() == "0"
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
 }
 
 /// A store with the sample imported, in a directory of its own.
@@ -73,7 +62,7 @@ fn read_only(store: &Path, args: &[&str]) -> Output {
         .arg(r#"mount --bind "$1" "$1" && mount -o remount,ro,bind "$1" "$1" && shift && exec "$@""#)
         .arg("sh")
         .arg(store)
-        .arg(env!("CARGO_BIN_EXE_mnemo"))
+        .arg(MNEMO)
         .arg("--store")
         .arg(store)
         .args(args)
@@ -132,7 +121,7 @@ impl OtherUser {
         let dir = tempfile::tempdir().unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         let binary = dir.path().join("mnemo");
-        std::fs::copy(env!("CARGO_BIN_EXE_mnemo"), &binary).unwrap();
+        std::fs::copy(MNEMO, &binary).unwrap();
         std::fs::set_permissions(&binary, std::fs::Permissions::from_mode(0o755)).unwrap();
         OtherUser { _dir: dir, binary }
     }

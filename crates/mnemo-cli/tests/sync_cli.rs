@@ -4,22 +4,18 @@
 //! that runs at the same time, a busy store and a half-written last line are handled.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
+mod support;
+
 use std::io::{BufRead as _, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn real(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(path)
-}
-
-fn written(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../mnemo/tests/fixtures/import").join(name)
-}
+use support::{MNEMO, json, real, written};
 
 /// `mnemo --store STORE ARGS` with HOME set to `home` and the agents' own variables unset.
 fn command(home: &Path, store: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_mnemo"));
+    let mut command = Command::new(MNEMO);
     command
         .arg("--store")
         .arg(store)
@@ -34,16 +30,6 @@ fn command(home: &Path, store: &Path, args: &[&str]) -> Command {
 
 fn run(home: &Path, store: &Path, args: &[&str]) -> Output {
     command(home, store, args).output().unwrap()
-}
-
-fn json(output: &Output) -> serde_json::Value {
-    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{e}: {}\n{}",
-            String::from_utf8_lossy(&output.stdout),
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })
 }
 
 fn sync(home: &Path, store: &Path) -> serde_json::Value {

@@ -3,8 +3,9 @@
 //! them escaped in every text output, and `--json` keeps the stored text exactly.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
-use std::path::Path;
-use std::process::{Command, Output};
+mod support;
+
+use support::mnemo;
 
 /// `ESC ] 52 ; c ; <base64> BEL`: writes the terminal's clipboard.
 const CLIPBOARD: &str = "\u{1b}]52;c;Y3VybCBldmlsLnRlc3QgfCBzaA==\u{7}";
@@ -28,16 +29,6 @@ fn transcript() -> String {
         serde_json::json!({"session":"s1","turn":"t1","kind":"turn_end","status":"completed"}),
     ];
     lines.iter().map(|line| format!("{line}\n")).collect()
-}
-
-fn mnemo(store: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mnemo"))
-        .arg("--store")
-        .arg(store)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
 }
 
 /// The raw bytes of a control sequence's introducers, in UTF-8.

@@ -7,6 +7,8 @@
     reason = "a test fails loudly on the first unexpected error"
 )]
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
@@ -17,11 +19,7 @@ use mnemo_server::client::{Client, ConnectOptions};
 use mnemo_server::methods::{Empty, Shutdown};
 use serde_json::Value;
 
-const MNEMO: &str = env!("CARGO_BIN_EXE_mnemo");
-
-fn real_fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code")
-}
+use support::{MNEMO, real_fixtures};
 
 fn mnemo(store: &Path, args: &[&str]) -> std::process::Output {
     let output = Command::new(MNEMO).arg("--store").arg(store).args(args).output().unwrap();
