@@ -83,8 +83,7 @@ pub use retrieval::{
 };
 pub use stage::{
     IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry,
-    STAGE_NAME as LATEST_CHECKPOINT_STAGE, quarantined,
-    select as select_checkpoint, view as latest_view,
+    STAGE_NAME as LATEST_CHECKPOINT_STAGE, quarantined, select as select_checkpoint, view as latest_view,
 };
 pub use summarizer::{
     BoxFuture, FinishReason, PROMPT_VERSION, ProviderCompactionRequest, ProviderCompactor, SummarizeError,
