@@ -555,9 +555,13 @@ fn expand_use_tree(tree: &str, prefix: &mut Vec<String>, out: &mut Vec<Vec<Strin
     let depth = prefix.len();
     for part in head.split("::").map(str::trim).filter(|part| !part.is_empty()) {
         let name = part.split(" as ").next().unwrap_or(part).trim();
-        if name != "self" && name != "*" {
-            prefix.push(name.to_owned());
-        } else if name == "self" && prefix.is_empty() {
+        // `a::{self}` is `a` itself; a leading `self::` is a path of its own; `*` names nothing.
+        let names_something = match name {
+            "*" => false,
+            "self" => prefix.is_empty(),
+            _ => true,
+        };
+        if names_something {
             prefix.push(name.to_owned());
         }
     }
