@@ -431,3 +431,34 @@ fn log_reads_one_stream_from_a_revision_or_its_last_envelopes_without_the_others
     drop(client);
     stop(&store, server);
 }
+
+#[test]
+fn log_head_is_the_last_position_and_moves_with_each_append() {
+    use mnemo_server::methods::{Log, LogHead, LogParams};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    assert_eq!(client.call::<LogHead>(&Empty {}).unwrap().position, 0, "an empty log's head is 0");
+    let params = ImportParams {
+        path: Some(fixture("incremental-simple/turn-2.jsonl").display().to_string()),
+        text: None,
+        source: None,
+        format: None,
+    };
+    client.call::<Import>(&params).unwrap();
+    let head = client.call::<LogHead>(&Empty {}).unwrap().position;
+    let all = client.call::<Log>(&LogParams { limit: Some(1000), ..LogParams::default() }).unwrap();
+    assert_eq!(Some(head), all.last().and_then(|e| e["position"].as_u64()), "the last envelope's position");
+    let appended = client
+        .call::<Append>(&AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::Any,
+            records: vec![event("head-1", "one more")],
+            durability: None,
+        })
+        .unwrap();
+    assert_eq!(client.call::<LogHead>(&Empty {}).unwrap().position, appended.last_position);
+    drop(client);
+    stop(&store, server);
+}
