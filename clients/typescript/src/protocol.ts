@@ -285,6 +285,12 @@ export interface LinkedClaim {
   supported: boolean;
 }
 
+/** `log/head` result. */
+export interface LogHeadResult {
+  /** The position of the log's last envelope; 0 when the log is empty. */
+  position: number;
+}
+
 /** `log` parameters. */
 export interface LogParams {
   /** The first position (default 1); with `stream`, the first revision in it (default 0). */
@@ -342,8 +348,8 @@ export interface MemorySearchParams {
   include_archived?: boolean;
   /** 1 to 100; 20 when absent. */
   limit?: number | null;
-  /** `exact` or `prefix`. */
-  match_mode: MatchMode;
+  /** `exact` (default) or `prefix`. */
+  match_mode?: MatchMode;
   /** 1 to 32 terms, normalized like keys. */
   terms: string[];
   /** Also this workspace's items (global items are always candidates). */
@@ -973,6 +979,10 @@ export interface Methods {
     params: LogParams;
     result: JsonObject[];
   };
+  "log/head": {
+    params: Record<string, never>;
+    result: LogHeadResult;
+  };
   "log/subscribe": {
     params: SubscribeParams;
     result: SubscribeResult;
@@ -1069,6 +1079,7 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "import": true,
   "initialize": true,
   "log": true,
+  "log/head": true,
   "log/subscribe": false,
   "log/unsubscribe": true,
   "memory/apply": true,
@@ -1132,6 +1143,7 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "import": {"additionalProperties":true,"type":"object"},
   "initialize": {"$defs":{"Limits":{"properties":{"calls_admitted_max":{"format":"uint64","minimum":0,"type":"integer"},"connection_calls_max":{"format":"uint64","minimum":0,"type":"integer"},"connections_max":{"format":"uint64","minimum":0,"type":"integer"},"frame_bytes_max":{"format":"uint64","minimum":0,"type":"integer"},"idle_exit_secs":{"format":"uint64","minimum":0,"type":"integer"}},"required":["frame_bytes_max","connection_calls_max","calls_admitted_max","connections_max","idle_exit_secs"],"type":"object"}},"properties":{"limits":{"$ref":"#/$defs/Limits"},"methods":{"items":{"type":"string"},"type":"array"},"pid":{"format":"uint32","minimum":0,"type":"integer"},"protocol_version":{"format":"uint32","minimum":0,"type":"integer"},"server_name":{"type":"string"},"server_version":{"type":"string"},"store":{"type":"string"}},"required":["protocol_version","server_name","server_version","store","pid","methods","limits"],"type":"object"},
   "log": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
+  "log/head": {"properties":{"position":{"format":"uint64","minimum":0,"type":"integer"}},"required":["position"],"type":"object"},
   "log/subscribe": {"properties":{"from":{"format":"uint64","minimum":0,"type":"integer"},"subscription":{"format":"uint64","minimum":0,"type":"integer"}},"required":["subscription","from"],"type":"object"},
   "log/unsubscribe": {"additionalProperties":false,"type":"object"},
   "memory/apply": {"additionalProperties":true,"type":"object"},
