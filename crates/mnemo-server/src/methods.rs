@@ -1,7 +1,7 @@
-//! Every method of the host protocol, each defined once in [`methods!`]'s table: its name, its
-//! parameters and its result (Rust types that serialize to the wire and derive their JSON Schema),
-//! whether it may be sent again, whether it only reads the store, the typed wrapper the clients in
-//! other languages generate for it, and the handler that answers it.
+//! Every method of the host protocol, each defined once in the table below (`methods!`): its name,
+//! its parameters and its result (Rust types that serialize to the wire and derive their JSON
+//! Schema), whether it may be sent again, whether it only reads the store, the typed wrapper the
+//! clients in other languages generate for it, and the handler that answers it.
 //!
 //! Derived from the table, never listed again: [`METHOD_NAMES`] (what `initialize` reports),
 //! [`METHODS`] (what the server routes each call by), [`schemas`] (the checked-in JSON Schema
