@@ -659,7 +659,10 @@ export interface Response {
   id?: RequestId | null;
   /** Always `"2.0"`. */
   jsonrpc: string;
-  /** The method's result, on success. */
+  /**
+   * The method's result, on success (`null` is a result: `history/transcript` of an unknown
+   * session answers it).
+   */
   result?: Json;
 }
 

@@ -433,6 +433,18 @@ fn log_reads_one_stream_from_a_revision_or_its_last_envelopes_without_the_others
 }
 
 #[test]
+fn a_null_result_reaches_the_rust_client_as_none_not_as_a_protocol_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    let unknown = TranscriptParams { session: "nobody".to_owned(), as_of: None };
+    assert_eq!(client.call::<Transcript>(&unknown).unwrap(), None);
+    drop(client);
+    stop(&store, server);
+}
+
+#[test]
 fn log_head_is_the_last_position_and_moves_with_each_append() {
     use mnemo_server::methods::{Log, LogHead, LogParams};
     let dir = tempfile::tempdir().unwrap();
