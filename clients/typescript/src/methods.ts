@@ -89,6 +89,14 @@ export abstract class ProtocolMethods {
     return this.call("history/search", present({ query, ...options }));
   }
 
+  /**
+   * `history().session`: one session's summary (its workspace, counts, flags and source, as the
+   * session catalog holds them); `null` for a session the store does not hold.
+   */
+  async session(session: Methods["history/session"]["params"]["session"]): Promise<Methods["history/session"]["result"]> {
+    return this.call("history/session", { session });
+  }
+
   /** `history().session_list`: every session, most recent activity first. */
   async sessions(): Promise<Methods["history/sessions"]["result"]> {
     return this.call("history/sessions", {});

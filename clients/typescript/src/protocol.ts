@@ -962,6 +962,10 @@ export interface Methods {
     params: SearchHistoryParams;
     result: SearchHistoryResult;
   };
+  "history/session": {
+    params: SessionParams;
+    result: JsonObject | null;
+  };
   "history/sessions": {
     params: Record<string, never>;
     result: SessionInfo[];
@@ -1077,6 +1081,7 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "export": true,
   "history/read": true,
   "history/search": true,
+  "history/session": true,
   "history/sessions": true,
   "history/transcript": true,
   "import": true,
@@ -1141,6 +1146,7 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "export": {"properties":{"report":{"additionalProperties":true,"type":"object"},"text":{"type":"string"}},"required":["text","report"],"type":"object"},
   "history/read": {"$defs":{"ReadMessage":{"properties":{"match_kind":{"type":"string"},"message_id":{"type":"string"},"role":{"type":"string"},"text":{"type":"string"},"timestamp":{"format":"uint64","minimum":0,"type":"integer"}},"required":["message_id","match_kind","role","text","timestamp"],"type":"object"},"ReadTurn":{"properties":{"messages":{"items":{"$ref":"#/$defs/ReadMessage"},"type":"array"},"turn_id":{"type":"string"}},"required":["turn_id","messages"],"type":"object"}},"properties":{"anchor_message_id":{"type":["string","null"]},"anchor_turn_id":{"type":["string","null"]},"has_more_after":{"type":"boolean"},"has_more_before":{"type":"boolean"},"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turns":{"items":{"$ref":"#/$defs/ReadTurn"},"type":"array"}},"required":["session_id","is_current_session","title","turns","has_more_before","has_more_after"],"type":"object"},
   "history/search": {"$defs":{"SearchRow":{"properties":{"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"match_kind":{"type":["string","null"]},"message_id":{"type":["string","null"]},"message_timestamp":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"snippet":{"type":"string"},"summary":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turn_id":{"type":["string","null"]}},"required":["session_id","is_current_session","title","summary","snippet"],"type":"object"}},"properties":{"next_cursor":{"type":["string","null"]},"query":{"type":"string"},"rows":{"items":{"$ref":"#/$defs/SearchRow"},"type":"array"},"truncated":{"type":"boolean"}},"required":["query","truncated","rows"],"type":"object"},
+  "history/session": {"additionalProperties":true,"type":["object","null"]},
   "history/sessions": {"$defs":{"SessionInfo":{"properties":{"archived":{"type":"boolean"},"event_count":{"format":"uint64","minimum":0,"type":"integer"},"first_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"incognito":{"type":"boolean"},"last_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"parent":{"type":["string","null"]},"session":{"type":"string"},"source":{"type":["string","null"]},"subagent":{"type":"boolean"},"title":{"type":["string","null"]},"turn_count":{"format":"uint64","minimum":0,"type":"integer"},"workspace":{"type":["string","null"]}},"required":["session","event_count","turn_count","incognito","archived","subagent"],"type":"object"}},"items":{"$ref":"#/$defs/SessionInfo"},"type":"array"},
   "history/transcript": {"additionalProperties":true,"type":["object","null"]},
   "import": {"additionalProperties":true,"type":"object"},

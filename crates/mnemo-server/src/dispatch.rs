@@ -112,6 +112,11 @@ pub(crate) fn transcript(call: &Call<'_>, p: m::TranscriptParams) -> Result<Opti
     transcript.map(|t| object(&t)).transpose()
 }
 
+pub(crate) fn session(call: &Call<'_>, p: m::SessionParams) -> Result<Option<m::Object>, RpcError> {
+    let session = session_id(p.session)?;
+    call.mnemo.history().session(&session).map_err(store)?.map(|s| object(&s)).transpose()
+}
+
 pub(crate) fn memory_get(call: &Call<'_>, p: m::MemoryGetParams) -> Result<Option<m::Object>, RpcError> {
     let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
     call.mnemo.memory().get(&item).map_err(store)?.map(|i| object(&i)).transpose()

@@ -209,6 +209,12 @@ methods! {
         params: Empty, result: Vec<SessionInfo>, repeatable: true, read_only: true,
         client: sessions(), handler: dispatch::sessions
     }
+    /// `history().session`: one session's summary (its workspace, counts, flags and source, as the
+    /// session catalog holds them); `null` for a session the store does not hold.
+    Session = "history/session" {
+        params: SessionParams, result: Option<Object>, repeatable: true, read_only: true,
+        client: session(session), handler: dispatch::session
+    }
     /// `history().transcript`: a session's visible messages (as of a position); `null` if unknown.
     Transcript = "history/transcript" {
         params: TranscriptParams, result: Option<Object>, repeatable: true, read_only: true,

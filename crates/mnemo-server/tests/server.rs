@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use mnemo_server::client::{Client, ClientError, ConnectOptions};
 use mnemo_server::methods::{
     Append, AppendParams, Empty, ExpectedRevision, Import, ImportParams, Ping, ReadHistory,
-    ReadHistoryParams, SearchHistory, SearchHistoryParams, Sessions, Shutdown, Stats, ToolContext,
-    Transcript, TranscriptParams, WireRecord,
+    ReadHistoryParams, SearchHistory, SearchHistoryParams, Session, SessionParams, Sessions, Shutdown, Stats,
+    ToolContext, Transcript, TranscriptParams, WireRecord,
 };
 use mnemo_server::protocol::Reason;
 use mnemo_server::server::{ServeOptions, StopCause, serve};
@@ -124,6 +124,14 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
 
     let sessions = client.call::<Sessions>(&Empty {}).unwrap();
     assert_eq!(sessions.len(), 2, "{sessions:?}");
+    // One session by its id, as the catalog holds it; an unknown one is null.
+    let one = |session: &str| SessionParams { session: session.to_owned() };
+    let summary = client.call::<Session>(&one("4c2ddfdc-b619-4525-8d03-1950fb1b0257")).unwrap().unwrap();
+    let listed = sessions.iter().find(|s| s.session == "4c2ddfdc-b619-4525-8d03-1950fb1b0257").unwrap();
+    assert_eq!(summary["workspace"], "/tmp/private", "{summary:?}");
+    assert_eq!(summary["event_count"].as_u64(), Some(listed.event_count), "{summary:?}");
+    assert_eq!(summary["turn_count"].as_u64(), Some(listed.turn_count), "{summary:?}");
+    assert_eq!(client.call::<Session>(&one("nobody")).unwrap(), None);
     let main = sessions
         .iter()
         .find(|s| s.session == "4c2ddfdc-b619-4525-8d03-1950fb1b0257")

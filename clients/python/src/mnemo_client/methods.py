@@ -85,6 +85,13 @@ class ProtocolMethods:
         params = {'query': query, 'as_of': as_of, 'context': context, 'cursor': cursor, 'limit': limit}
         return self._invoke('history/search', present(params), typed(SearchHistoryResult, 'history/search'))
 
+    def session(self, session: str) -> Any:
+        """`history().session`: one session's summary (its workspace, counts, flags and source, as the
+        session catalog holds them); `null` for a session the store does not hold.
+        """
+        params = {'session': session}
+        return self._invoke('history/session', present(params), optional_object('history/session'))
+
     def sessions(self) -> Any:
         """`history().session_list`: every session, most recent activity first."""
         return self._invoke('history/sessions', None, typed(list[SessionInfo], 'history/sessions'))
