@@ -1041,7 +1041,19 @@ mod tests {
     }
 
     #[test]
-    fn read_method_is_implemented_for_exactly_the_read_only_methods() {
+    fn the_connection_answers_exactly_the_methods_server_rs_has_an_answer_for() {
+        // `server::handle_request` answers these itself (they change the connection's state);
+        // a new method routed to the connection needs its answer there too.
+        let by_connection: Vec<&str> =
+            METHODS.iter().filter(|info| info.answered_by_connection()).map(|info| info.name).collect();
+        assert_eq!(
+            by_connection,
+            ["initialize", "shutdown", "log/subscribe", "log/unsubscribe", "seams/register"]
+        );
+    }
+
+    #[test]
+    fn the_methods_the_inspector_reads_are_marked_read_only() {
         fn read<M: ReadMethod>() -> &'static str {
             M::NAME
         }
