@@ -1,9 +1,14 @@
 #!/usr/bin/env python3
 """Generates ``src/mnemo_client/protocol_types.py`` — a frozen dataclass for every object type of the
-protocol — from the schema document the server generates from its Rust types
+protocol — and ``src/mnemo_client/methods.py`` — the clients' typed method for every protocol
+method — from the schema document the server generates from its Rust types
 (``crates/mnemo-server/schema/protocol.json``). Never edit the output by hand: run
 ``python3 scripts/generate_types.py`` in ``clients/python``. ``tests/test_generated.py`` fails when
-the checked-in module differs from what this script makes from the checked-in schema.
+a checked-in module differs from what this script makes from the checked-in schema.
+
+Each method's entry in the schema names its wrapper (``client.name``) and the params members it
+takes positionally (``client.arguments``); the other members are keyword-only, with the schema's
+default. :data:`HAND_WRITTEN` lists the wrappers ``client.py`` writes itself.
 
 Only what the server's generator emits is understood: objects with properties, arrays, ``$ref``s
 into ``$defs``, ``oneOf``/``anyOf`` (string constants read as ``str``, ``X | null`` as
@@ -22,6 +27,17 @@ from typing import Any
 PACKAGE = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = PACKAGE.parents[1] / "crates" / "mnemo-server" / "schema" / "protocol.json"
 OUTPUT_PATH = PACKAGE / "src" / "mnemo_client" / "protocol_types.py"
+METHODS_OUTPUT_PATH = PACKAGE / "src" / "mnemo_client" / "methods.py"
+
+#: The methods whose wrapper ``client.py`` writes itself, and why: each does more than send its
+#: params. Every other method with a ``client`` entry gets its wrapper from :func:`generate_methods`.
+HAND_WRITTEN = {
+    "append": "takes the expected revision as 'any', 'no_stream' or a bare int, checked before sending",
+    "seams/register": "installs the seams' handlers on the connection",
+}
+
+#: Keyword arguments named other than their member, where the member's name is a Python keyword.
+ARGUMENT_NAMES = {"from": "start"}
 
 #: Keywords that describe values, not their Python shape.
 IGNORED = {"$schema", "description", "default", "format", "minimum", "maximum", "title", "$defs",
@@ -179,14 +195,135 @@ def generate_from_file(path: Path = SCHEMA_PATH) -> str:
     return generate(json.loads(path.read_text()))
 
 
+def decoder(method: str, result: dict[str, Any], defs: dict[str, dict[str, Any]]) -> str:
+    """The expression that reads ``method``'s result (see ``mnemo_client.decode``)."""
+    title = result.get("title")
+    where = f"methods[{method!r}].result"
+    if title == "Empty":
+        return "nothing"
+    if isinstance(title, str) and result.get("properties"):
+        return f"typed({title}, {method!r})"
+    kind = result.get("type")
+    if kind == "array":
+        items = result.get("items", {})
+        if "$ref" in items:
+            name = items["$ref"].rsplit("/", 1)[1]
+            if name in defs and defs[name].get("properties"):
+                return f"typed(list[{name}], {method!r})"
+        if isinstance(items, dict) and items.get("type") == "object" and not items.get("properties"):
+            return f"objects({method!r})"
+    if kind == "object" and not result.get("properties"):
+        return f"json_object({method!r})"
+    if kind == ["object", "null"] and not result.get("properties"):
+        return f"optional_object({method!r})"
+    raise SchemaError(f"{where}: no reader for this result")
+
+
+def docstring(text: Any, indent: str) -> list[str]:
+    if not isinstance(text, str) or not text.strip():
+        return []
+    lines = text.strip().replace('"""', "'''").replace("\\", "\\\\").splitlines()
+    if len(lines) == 1:
+        return [f'{indent}"""{lines[0]}"""']
+    return [f'{indent}"""{lines[0]}', *[f"{indent}{line}".rstrip() for line in lines[1:]], f'{indent}"""']
+
+
+def wrapper(method: str, entry: dict[str, Any], defs: dict[str, dict[str, Any]]) -> list[str]:
+    where = f"methods[{method!r}]"
+    client = entry["client"]
+    name, positional = client.get("name"), client.get("arguments")
+    if not isinstance(name, str) or not isinstance(positional, list):
+        raise SchemaError(f"{where}.client is not {{name, arguments}}")
+    params = entry["params"]
+    properties: dict[str, Any] = params.get("properties", {})
+    required = set(params.get("required", []))
+    for argument in positional:
+        if argument not in properties:
+            raise SchemaError(f"{where}.client.arguments: {argument} is not a member of the params")
+        if argument not in required:
+            raise SchemaError(f"{where}.client.arguments: {argument} is not a required member")
+    title = params.get("title", "")
+    signature = ["self"]
+    for argument in positional:
+        signature.append(f"{argument}: {py_type(properties[argument], defs, f'{title}.{argument}')}")
+    keywords = [m for m in properties if m not in positional and m in required]
+    keywords += [m for m in properties if m not in positional and m not in required]
+    if keywords:
+        signature.append("*")
+    for member in keywords:
+        prop = properties[member]
+        argument = ARGUMENT_NAMES.get(member, member)
+        if keyword.iskeyword(argument):
+            raise SchemaError(f"{where}: the member {member} is a Python keyword; name its argument in ARGUMENT_NAMES")
+        tp = py_type(prop, defs, f"{title}.{member}")
+        if member in required:
+            signature.append(f"{argument}: {tp}")
+            continue
+        default = prop.get("default") if isinstance(prop, dict) else None
+        if isinstance(default, (bool, int, float, str)) and not tp.startswith("Optional["):
+            signature.append(f"{argument}: {tp} = {default!r}")
+        else:
+            signature.append(f"{argument}: {tp if tp.startswith('Optional[') else f'Optional[{tp}]'} = None")
+    lines = ["", f"    def {name}({', '.join(signature)}) -> Any:"]
+    lines += docstring(entry.get("description"), "        ")
+    read = decoder(method, entry["result"], defs)
+    if not properties:
+        lines.append(f"        return self._invoke({method!r}, None, {read})")
+        return lines
+    members = ", ".join(f"{m!r}: {ARGUMENT_NAMES.get(m, m) if m not in positional else m}" for m in [*positional, *keywords])
+    lines.append(f"        params = {{{members}}}")
+    lines.append(f"        return self._invoke({method!r}, present(params), {read})")
+    return lines
+
+
+def generate_methods(document: dict[str, Any]) -> str:
+    defs = collect(document)
+    out = [
+        '"""The typed method of every protocol method, generated from',
+        "``crates/mnemo-server/schema/protocol.json`` by ``scripts/generate_types.py``. Do not edit:",
+        'change the server\'s table of methods, regenerate the schema, then ``python3 scripts/generate_types.py``."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "from typing import Any, Optional",
+        "",
+        "from .decode import Decode, json_object, nothing, objects, optional_object, present, typed",
+        "from .protocol_types import *  # noqa: F403 (the params and result types)",
+        "from .protocol_types import JsonObject",
+        "",
+        "",
+        "class ProtocolMethods:",
+        '    """A typed method for every protocol method: the params members the method\'s entry names',
+        "    come first, the others are keyword-only. :class:`~mnemo_client.Client` and",
+        "    :class:`~mnemo_client.AsyncClient` supply ``_invoke`` (each method returns its result, or an",
+        '    awaitable of it) and write the methods of ``HAND_WRITTEN`` (``scripts/generate_types.py``)."""',
+        "",
+        "    def _invoke(self, method: str, params: Optional[JsonObject], decode: Decode) -> Any:",
+        "        raise NotImplementedError",
+    ]
+    for method, entry in document["methods"].items():
+        if entry.get("client") is None or method in HAND_WRITTEN:
+            continue
+        out += wrapper(method, entry, defs)
+    out += ["", "", '__all__ = ["ProtocolMethods"]', ""]
+    return "\n".join(out)
+
+
+def generate_methods_from_file(path: Path = SCHEMA_PATH) -> str:
+    return generate_methods(json.loads(path.read_text()))
+
+
 def main() -> int:
     try:
         text = generate_from_file()
+        methods = generate_methods_from_file()
     except SchemaError as error:
         print(f"{SCHEMA_PATH}: {error}", file=sys.stderr)
         return 1
     OUTPUT_PATH.write_text(text)
     print(f"wrote {OUTPUT_PATH}")
+    METHODS_OUTPUT_PATH.write_text(methods)
+    print(f"wrote {METHODS_OUTPUT_PATH}")
     return 0
 
 

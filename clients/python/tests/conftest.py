@@ -15,8 +15,8 @@ from mnemo_client import Client
 
 #: The repository root (``clients/python/tests`` is three levels below it).
 REPO = Path(__file__).resolve().parents[3]
-#: The real session files, beside the repository (read-only).
-REAL_FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
+#: The real session files the repository carries (read-only; their provenance is beside them).
+REAL_FIXTURES = REPO / "tests" / "fixtures" / "real"
 #: How long a test waits for a shut-down server's socket to go away.
 SHUTDOWN_WAIT_SECS = 30.0
 

@@ -102,6 +102,7 @@ def test_append_at_an_expected_revision_and_a_conflict_appends_nothing(client: C
     assert first.first_position == first.last_position
     assert first.last_revision == 0
     entries = len(client.log(limit=1000))
+    assert client.log_head().position == first.last_position, "log/head is the last append's position"
     assert [(s.session, s.workspace) for s in client.sessions()] == [("py1", "py/ws")]
 
     with pytest.raises(MnemoError) as conflict:

@@ -39,6 +39,38 @@ def test_the_checked_in_module_is_what_the_generator_makes_from_the_checked_in_s
         )
 
 
+def test_the_checked_in_methods_are_what_the_generator_makes_from_the_checked_in_schema() -> None:
+    gen = generator()
+    checked_in = gen.METHODS_OUTPUT_PATH.read_text()
+    generated = gen.generate_methods_from_file()
+    if checked_in != generated:
+        have, want = checked_in.splitlines(), generated.splitlines()
+        line = next((i for i, text in enumerate(want) if i >= len(have) or have[i] != text), len(want))
+        pytest.fail(
+            f"{gen.METHODS_OUTPUT_PATH} differs from the generator's output at line {line + 1}:\n"
+            f"  checked in: {have[line] if line < len(have) else '<end>'}\n"
+            f"  generated:  {want[line] if line < len(want) else '<end>'}\n"
+            "run `python3 scripts/generate_types.py` in clients/python"
+        )
+
+
+def test_a_wrapper_takes_its_arguments_first_and_the_other_members_by_keyword() -> None:
+    gen = generator()
+
+    def method(arguments: list[str], required: list[str]) -> dict:
+        members = {"session_id": {"type": "string"}, "from": {"type": ["integer", "null"]}, "all": {"type": "boolean", "default": False}}
+        params = {"title": "P", "type": "object", "properties": members, "required": required}
+        return {"repeatable": True, "description": "Does b.", "client": {"name": "do_b", "arguments": arguments},
+                "params": params, "result": {"title": "Empty", "type": "object"}}
+
+    module = gen.generate_methods({"protocol_version": 1, "methods": {"a/b": method(["session_id"], ["session_id"])}})
+    assert "    def do_b(self, session_id: str, *, start: Optional[int] = None, all: bool = False) -> Any:" in module
+    assert "        params = {'session_id': session_id, 'from': start, 'all': all}" in module
+    assert "        return self._invoke('a/b', present(params), nothing)" in module
+    with pytest.raises(gen.SchemaError, match=r"methods\['a/b'\]\.client\.arguments: session_id is not a required member"):
+        gen.generate_methods({"protocol_version": 1, "methods": {"a/b": method(["session_id"], [])}})
+
+
 def test_every_method_result_type_with_members_is_generated() -> None:
     import json
 

@@ -44,12 +44,18 @@ async function run(client: Client, step: Step): Promise<unknown> {
       const { session_id, ...options } = p;
       return client.read(session_id, options);
     }
-    case "history/transcript":
-      return client.transcript(p.session, p.as_of);
-    case "memory/remember":
-      return client.remember(p.session, p.tool_call);
-    case "memory/recall":
-      return client.recall(p.session, p.query, p.limit);
+    case "history/transcript": {
+      const { session, ...options } = p;
+      return client.transcript(session, options);
+    }
+    case "memory/remember": {
+      const { session, ...options } = p;
+      return client.remember(session, options);
+    }
+    case "memory/recall": {
+      const { session, query, ...options } = p;
+      return client.recall(session, query, options);
+    }
     case "memory/recall_block": {
       const { session, ...options } = p;
       return client.recallBlock(session, options);

@@ -17,21 +17,7 @@ import {
   RESULT_SCHEMAS,
   type AppendedParams,
   type AppendResult,
-  type CaptureParams,
-  type ClaimsParams,
-  type ClaimsResult,
-  type CompactParams,
-  type CompactResult,
-  type ContextParams,
-  type CopyParams,
-  type CursorResult,
   type Durability,
-  type ExportResult,
-  type ExtractParams,
-  type MemoryApplyParams,
-  type MemoryListParams,
-  type MemorySearchParams,
-  type OverflowParams,
   type ProposeParams,
   type ProposeResult,
   type ProviderCompactParams,
@@ -43,24 +29,14 @@ import {
   type SummarizeParams,
   type SummarizeResult,
   type ExpectedRevision,
-  type ImportParams,
   type InitializeResult,
   type Json,
   type JsonObject,
   type MethodName,
   type Methods,
-  type ReadHistoryParams,
-  type ReadHistoryResult,
-  type RecallBlockParams,
-  type RecalledItem,
-  type RememberResult,
-  type SearchHistoryParams,
-  type SearchHistoryResult,
-  type SessionInfo,
-  type StartBlockParams,
-  type StartBlockResult,
   type WireRecord,
 } from "./protocol.js";
+import { ProtocolMethods, present } from "./methods.js";
 import { mismatch } from "./wire.js";
 
 /** The socket's name inside the store directory. */
@@ -90,7 +66,6 @@ const METHOD_NOT_FOUND = -32601;
 /** JSON-RPC's code for a failure inside the receiver. */
 const INTERNAL_ERROR = -32603;
 
-/** How a client connects. */
 /** How a client connects. */
 export interface ConnectOptions {
   /** The `mnemo` binary: start `mnemo --store STORE serve` when no server answers. */
@@ -191,7 +166,7 @@ interface Following {
  * server when the client may start one — when the old one is gone), or to a server this process
  * spawned on standard input and output (`spawn`). Call `close` when done.
  */
-export class Client {
+export class Client extends ProtocolMethods {
   /** What `initialize` answered: the server's version, its store, its pid and limits. */
   server: InitializeResult;
   readonly store: string;
@@ -211,6 +186,7 @@ export class Client {
   #unclaimed: AppendedParams[] = [];
 
   private constructor(store: string, connection: Connection, reopen: (() => Promise<Connection>) | undefined) {
+    super();
     this.store = store;
     this.#connection = connection;
     this.#reopen = reopen;
@@ -315,7 +291,7 @@ export class Client {
    * have run: it was never written, the server refused it as `shutting_down`, or the method is
    * repeatable. Otherwise it rejects with `ConnectionLost`: the call may have run.
    */
-  async call<M extends MethodName>(method: M, params: Methods[M]["params"]): Promise<Methods[M]["result"]> {
+  override async call<M extends MethodName>(method: M, params: Methods[M]["params"]): Promise<Methods[M]["result"]> {
     const value = await this.#callWithRetry(method, params as unknown as JsonObject, REPEATABLE[method]);
     const failure = mismatch(value, RESULT_SCHEMAS[method]);
     if (failure) throw new ProtocolError(`${method}: ${failure}`);
@@ -502,11 +478,7 @@ export class Client {
     };
   }
 
-  // Typed methods --------------------------------------------------------------------------------
-
-  async ping(): Promise<void> {
-    await this.call("ping", {});
-  }
+  // Typed methods: every other one is generated into src/methods.ts from the schema ------------
 
   /**
    * Appends `records` to `stream` as one atomic batch if the stream is at `expectedRevision`; a
@@ -532,178 +504,6 @@ export class Client {
       throw new RangeError(`expectedRevision ${JSON.stringify(expectedRevision)} is not "any", "no_stream" or a number`);
     }
     return this.call("append", present({ stream, expected_revision: expected, records, durability }));
-  }
-
-  /** Imports a transcript file the server reads (`path`) or its `text`; resolves to the import report. */
-  async importTranscript(params: ImportParams): Promise<JsonObject> {
-    if ((params.path == null) === (params.text == null)) {
-      throw new TypeError("importTranscript takes exactly one of path and text");
-    }
-    return this.call("import", present(params));
-  }
-
-  /**
-   * Captures a session file its agent may still be writing (the server reads `path`, absolute or
-   * relative to its working directory): its complete lines, appending only what the log does not
-   * hold yet; resolves to the import report.
-   */
-  async capture(path: string, format?: string): Promise<Methods["capture"]["result"]> {
-    const params: CaptureParams = { path, format };
-    return this.call("capture", present(params));
-  }
-
-  async sessions(): Promise<SessionInfo[]> {
-    return this.call("history/sessions", {});
-  }
-
-  /** A session's visible messages (as of a position); `null` for an unknown session. */
-  async transcript(session: string, asOf?: number): Promise<JsonObject | null> {
-    return this.call("history/transcript", present({ session, as_of: asOf }));
-  }
-
-  /** The SearchHistory tool. */
-  async search(query: string, options: Omit<SearchHistoryParams, "query"> = {}): Promise<SearchHistoryResult> {
-    return this.call("history/search", present({ query, ...options }));
-  }
-
-  /** The ReadHistory tool. */
-  async read(sessionId: string, options: Omit<ReadHistoryParams, "session_id"> = {}): Promise<ReadHistoryResult> {
-    return this.call("history/read", present({ session_id: sessionId, ...options }));
-  }
-
-  /** The RecallMemory tool for the session's workspace. */
-  async recall(session: string, query: string, limit?: number): Promise<RecalledItem[]> {
-    return this.call("memory/recall", present({ session, query, limit }));
-  }
-
-  /** Stores what the user of `session` explicitly asked to remember. */
-  async remember(session: string, toolCall?: string): Promise<RememberResult> {
-    return this.call("memory/remember", present({ session, tool_call: toolCall }));
-  }
-
-  /** Runs extraction over the session (through this event, else its last). */
-  async extract(session: string, options: Omit<ExtractParams, "session"> = {}): Promise<JsonObject> {
-    return this.call("memory/extract", present({ session, ...options }));
-  }
-
-  /**
-   * The push-recall block for the session's next request (`{items, text, tokens}`): the items
-   * relevant to its recent turns, or to `query`, that fit the recall budget. With `as_of`, the block
-   * as it would have been built at that log position: the memory items as they stood then, the
-   * session's turns up to it. `options` may be the query alone.
-   */
-  async recallBlock(
-    session: string,
-    options: string | Omit<RecallBlockParams, "session"> = {},
-  ): Promise<Methods["memory/recall_block"]["result"]> {
-    const rest = typeof options === "string" ? { query: options } : options;
-    const params: RecallBlockParams = { session, ...rest };
-    return this.call("memory/recall_block", present(params));
-  }
-
-  /**
-   * The push-recall block at a session's start, when the store may not hold the session yet: the
-   * standing facts of its workspace (the session's own, else `workspace`) and the items relevant to
-   * `query` (else to recent turns).
-   */
-  async startBlock(params: StartBlockParams): Promise<StartBlockResult> {
-    return this.call("memory/start_block", present(params));
-  }
-
-  /** The session's extraction cursor: the highest event ordinal extraction has evaluated. */
-  async memoryCursor(session: string): Promise<CursorResult> {
-    return this.call("memory/cursor", { session });
-  }
-
-  /** One memory item, or `null`. */
-  async memoryGet(item: string): Promise<JsonObject | null> {
-    return this.call("memory/get", { item });
-  }
-
-  async memoryList(options: MemoryListParams = {}): Promise<Methods["memory/list"]["result"]> {
-    return this.call("memory/list", present(options));
-  }
-
-  async memorySearch(params: MemorySearchParams): Promise<Methods["memory/search"]["result"]> {
-    return this.call("memory/search", present(params));
-  }
-
-  /** Creates, updates, archives or restores items, all or nothing; `operation` makes it idempotent. */
-  async memoryApply(params: MemoryApplyParams): Promise<Methods["memory/apply"]["result"]> {
-    return this.call("memory/apply", params);
-  }
-
-  /** The history the session's next provider request would receive, with its checkpoint and diagnostics. */
-  async context(session: string, options: Omit<ContextParams, "session"> = {}): Promise<JsonObject> {
-    return this.call("compaction/context", present({ session, ...options }));
-  }
-
-  /**
-   * Prepares the history of the session's next provider request: compacts (through this
-   * connection's seams) when the policy says the history outgrew the window, replaying a checkpoint
-   * that fits.
-   */
-  async prepare(session: string, options: Omit<CompactParams, "session"> = {}): Promise<CompactResult> {
-    return this.call("compaction/prepare", present({ session, ...options }));
-  }
-
-  /** Compacts the session now (through this connection's seams). */
-  async compact(session: string, options: Omit<CompactParams, "session"> = {}): Promise<CompactResult> {
-    return this.call("compaction/compact", present({ session, ...options }));
-  }
-
-  /** What to do after the provider refused a request as too long (one retry per turn). */
-  async recoverOverflow(params: OverflowParams): Promise<Methods["compaction/recover_overflow"]["result"]> {
-    return this.call("compaction/recover_overflow", present(params));
-  }
-
-  /** Copies a session (whole, or up to a boundary) into a new one. */
-  async copy(session: string, options: Omit<CopyParams, "session"> = {}): Promise<JsonObject> {
-    return this.call("compaction/copy", present({ session, ...options }));
-  }
-
-  async policy(): Promise<JsonObject> {
-    return this.call("compaction/policy", {});
-  }
-
-  /**
-   * A checkpoint's summary checked claim by claim: each `LinkedClaim` (`claim`, `kind`,
-   * `supported`) has the first 20 covered events that state it on their own (`events`: `position`,
-   * `event`; `event_count` of them in all); `recorded` is the faithfulness report stored with the
-   * checkpoint and `matches_recorded` whether checking again found the unsupported claims it lists.
-   * An unknown checkpoint rejects with `MnemoError` (`invalid_input`).
-   */
-  async claims(session: string, checkpoint: string): Promise<ClaimsResult> {
-    const params: ClaimsParams = { session, checkpoint };
-    return this.call("compaction/claims", params);
-  }
-
-  /** Envelopes of the log from position `from` (default 1). */
-  async log(options: { from?: number; limit?: number } = {}): Promise<JsonObject[]> {
-    return this.call("log", present(options));
-  }
-
-  async stats(): Promise<JsonObject> {
-    return this.call("stats", {});
-  }
-
-  async verify(): Promise<JsonObject> {
-    return this.call("verify", {});
-  }
-
-  /** Drops and replays a stage (every stage when absent) from the log. */
-  async rebuild(stage?: string): Promise<Methods["rebuild"]["result"]> {
-    return this.call("rebuild", present({ stage }));
-  }
-
-  /** Every session as Mnemo transcript lines. */
-  async export(): Promise<ExportResult> {
-    return this.call("export", {});
-  }
-
-  /** Stops the server gracefully: running calls finish, then the store closes. */
-  async shutdown(): Promise<void> {
-    await this.call("shutdown", {});
   }
 }
 
@@ -1124,9 +924,4 @@ async function startAndConnect(
 
 function sleep(ms: number): Promise<void> {
   return new Promise((done) => setTimeout(done, ms));
-}
-
-/** The params without members that are `undefined` or `null` (absent is the protocol's default). */
-function present<T extends object>(params: T): T {
-  return Object.fromEntries(Object.entries(params).filter(([, value]) => value !== undefined && value !== null)) as T;
 }

@@ -285,6 +285,12 @@ export interface LinkedClaim {
   supported: boolean;
 }
 
+/** `log/head` result. */
+export interface LogHeadResult {
+  /** The position of the log's last envelope; 0 when the log is empty. */
+  position: number;
+}
+
 /** `log` parameters. */
 export interface LogParams {
   /** The first position (default 1); with `stream`, the first revision in it (default 0). */
@@ -342,8 +348,8 @@ export interface MemorySearchParams {
   include_archived?: boolean;
   /** 1 to 100; 20 when absent. */
   limit?: number | null;
-  /** `exact` or `prefix`. */
-  match_mode: MatchMode;
+  /** `exact` (default) or `prefix`. */
+  match_mode?: MatchMode;
   /** 1 to 32 terms, normalized like keys. */
   terms: string[];
   /** Also this workspace's items (global items are always candidates). */
@@ -653,7 +659,10 @@ export interface Response {
   id?: RequestId | null;
   /** Always `"2.0"`. */
   jsonrpc: string;
-  /** The method's result, on success. */
+  /**
+   * The method's result, on success (`null` is a result: `history/transcript` of an unknown
+   * session answers it).
+   */
   result?: Json;
 }
 
@@ -953,6 +962,10 @@ export interface Methods {
     params: SearchHistoryParams;
     result: SearchHistoryResult;
   };
+  "history/session": {
+    params: SessionParams;
+    result: JsonObject | null;
+  };
   "history/sessions": {
     params: Record<string, never>;
     result: SessionInfo[];
@@ -972,6 +985,10 @@ export interface Methods {
   "log": {
     params: LogParams;
     result: JsonObject[];
+  };
+  "log/head": {
+    params: Record<string, never>;
+    result: LogHeadResult;
   };
   "log/subscribe": {
     params: SubscribeParams;
@@ -1064,11 +1081,13 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "export": true,
   "history/read": true,
   "history/search": true,
+  "history/session": true,
   "history/sessions": true,
   "history/transcript": true,
   "import": true,
   "initialize": true,
   "log": true,
+  "log/head": true,
   "log/subscribe": false,
   "log/unsubscribe": true,
   "memory/apply": true,
@@ -1127,11 +1146,13 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "export": {"properties":{"report":{"additionalProperties":true,"type":"object"},"text":{"type":"string"}},"required":["text","report"],"type":"object"},
   "history/read": {"$defs":{"ReadMessage":{"properties":{"match_kind":{"type":"string"},"message_id":{"type":"string"},"role":{"type":"string"},"text":{"type":"string"},"timestamp":{"format":"uint64","minimum":0,"type":"integer"}},"required":["message_id","match_kind","role","text","timestamp"],"type":"object"},"ReadTurn":{"properties":{"messages":{"items":{"$ref":"#/$defs/ReadMessage"},"type":"array"},"turn_id":{"type":"string"}},"required":["turn_id","messages"],"type":"object"}},"properties":{"anchor_message_id":{"type":["string","null"]},"anchor_turn_id":{"type":["string","null"]},"has_more_after":{"type":"boolean"},"has_more_before":{"type":"boolean"},"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turns":{"items":{"$ref":"#/$defs/ReadTurn"},"type":"array"}},"required":["session_id","is_current_session","title","turns","has_more_before","has_more_after"],"type":"object"},
   "history/search": {"$defs":{"SearchRow":{"properties":{"is_current_session":{"type":"boolean"},"last_message_at":{"format":"uint64","minimum":0,"type":["integer","null"]},"match_kind":{"type":["string","null"]},"message_id":{"type":["string","null"]},"message_timestamp":{"format":"uint64","minimum":0,"type":["integer","null"]},"session_id":{"type":"string"},"snippet":{"type":"string"},"summary":{"type":"string"},"title":{"type":"string"},"truncated":{"type":["boolean","null"]},"turn_id":{"type":["string","null"]}},"required":["session_id","is_current_session","title","summary","snippet"],"type":"object"}},"properties":{"next_cursor":{"type":["string","null"]},"query":{"type":"string"},"rows":{"items":{"$ref":"#/$defs/SearchRow"},"type":"array"},"truncated":{"type":"boolean"}},"required":["query","truncated","rows"],"type":"object"},
+  "history/session": {"additionalProperties":true,"type":["object","null"]},
   "history/sessions": {"$defs":{"SessionInfo":{"properties":{"archived":{"type":"boolean"},"event_count":{"format":"uint64","minimum":0,"type":"integer"},"first_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"incognito":{"type":"boolean"},"last_activity":{"format":"uint64","minimum":0,"type":["integer","null"]},"parent":{"type":["string","null"]},"session":{"type":"string"},"source":{"type":["string","null"]},"subagent":{"type":"boolean"},"title":{"type":["string","null"]},"turn_count":{"format":"uint64","minimum":0,"type":"integer"},"workspace":{"type":["string","null"]}},"required":["session","event_count","turn_count","incognito","archived","subagent"],"type":"object"}},"items":{"$ref":"#/$defs/SessionInfo"},"type":"array"},
   "history/transcript": {"additionalProperties":true,"type":["object","null"]},
   "import": {"additionalProperties":true,"type":"object"},
   "initialize": {"$defs":{"Limits":{"properties":{"calls_admitted_max":{"format":"uint64","minimum":0,"type":"integer"},"connection_calls_max":{"format":"uint64","minimum":0,"type":"integer"},"connections_max":{"format":"uint64","minimum":0,"type":"integer"},"frame_bytes_max":{"format":"uint64","minimum":0,"type":"integer"},"idle_exit_secs":{"format":"uint64","minimum":0,"type":"integer"}},"required":["frame_bytes_max","connection_calls_max","calls_admitted_max","connections_max","idle_exit_secs"],"type":"object"}},"properties":{"limits":{"$ref":"#/$defs/Limits"},"methods":{"items":{"type":"string"},"type":"array"},"pid":{"format":"uint32","minimum":0,"type":"integer"},"protocol_version":{"format":"uint32","minimum":0,"type":"integer"},"server_name":{"type":"string"},"server_version":{"type":"string"},"store":{"type":"string"}},"required":["protocol_version","server_name","server_version","store","pid","methods","limits"],"type":"object"},
   "log": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
+  "log/head": {"properties":{"position":{"format":"uint64","minimum":0,"type":"integer"}},"required":["position"],"type":"object"},
   "log/subscribe": {"properties":{"from":{"format":"uint64","minimum":0,"type":"integer"},"subscription":{"format":"uint64","minimum":0,"type":"integer"}},"required":["subscription","from"],"type":"object"},
   "log/unsubscribe": {"additionalProperties":false,"type":"object"},
   "memory/apply": {"additionalProperties":true,"type":"object"},

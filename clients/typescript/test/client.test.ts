@@ -130,6 +130,7 @@ test("append at an expected revision; a conflict appends nothing", async () => {
     assert.equal(first.first_position, first.last_position);
     assert.equal(first.last_revision, 0);
     const entries = (await client.log({ limit: 1000 })).length;
+    assert.equal((await client.logHead()).position, first.last_position, "log/head is the last append's position");
     assert.deepEqual(
       (await client.sessions()).map((s) => [s.session, s.workspace]),
       [["ts1", "ts/ws"]],
@@ -192,7 +193,7 @@ test("the recall block as of a position before a fact was remembered lacks it", 
     type Block = { items: { item: string }[]; text: string; tokens: number };
     const items = (block: JsonObject) => (block as unknown as Block).items.map((i) => i.item);
 
-    const now = await client.recallBlock("s1", "unwrap");
+    const now = await client.recallBlock("s1", { query: "unwrap" });
     assert.ok(items(now).includes(item));
     assert.match(now.text as string, /never uses unwrap in library code/);
     assert.ok((now.tokens as number) > 0);
@@ -219,7 +220,7 @@ test("capture a session file, and the start block of a session the store does no
     const first = (await client.capture(CLAUDE_SESSION)) as unknown as Report;
     assert.equal(first.report.format, "claude-code");
     assert.ok(first.report.records > 0);
-    const again = (await client.capture(CLAUDE_SESSION, "claude-code")) as unknown as Report;
+    const again = (await client.capture(CLAUDE_SESSION, { format: "claude-code" })) as unknown as Report;
     assert.deepEqual([again.report.status, again.report.records], ["already_complete", 0]);
     const missing = await rejects(client.capture(join(REAL_FIXTURES, "none.jsonl")));
     assert.equal(missing.reason, "invalid_input");

@@ -12,8 +12,8 @@ import { Client } from "../src/index.js";
 export const PACKAGE_DIR = resolve(dirname(fileURLToPath(import.meta.url)), "..", "..");
 /** The repository root. */
 export const REPO = resolve(PACKAGE_DIR, "..", "..");
-/** The real session files, beside the repository (read-only). */
-export const REAL_FIXTURES = resolve(REPO, "..", "shared", "fixtures", "real");
+/** The real session files the repository carries (read-only; their provenance is beside them). */
+export const REAL_FIXTURES = resolve(REPO, "tests", "fixtures", "real");
 /** How long a test waits for a shut-down server's socket to go away, in ms. */
 const SHUTDOWN_WAIT_MS = 30_000;
 /** The idle exit the tests' servers run with, in seconds: a test that fails leaves no server for long. */

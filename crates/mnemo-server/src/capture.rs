@@ -4,6 +4,15 @@
 //!
 //! `mnemo sync` captures every file of the agents' session folders this way; the `capture` method
 //! of the store server captures the one transcript a host's hook names.
+//!
+//! It uses: the facade's importer and its file cursor (`mnemo::transcript`), nothing else of this
+//! crate.
+//!
+//! It is not:
+//! - a watcher: which files to capture, and when, is the caller's (`mnemo sync` walks the agents'
+//!   folders; a hook names one file);
+//! - an importer: converting a session format into records is the transcript code's; this decides
+//!   only how much of a growing file is complete.
 
 use std::io::Read as _;
 use std::os::unix::fs::MetadataExt as _;

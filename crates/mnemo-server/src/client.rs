@@ -23,6 +23,16 @@
 //! One server per store, under a race: every client that finds no socket may start a server, but
 //! only the one that takes the store's lock binds the socket; the others' servers exit at once
 //! ("store is locked") and their clients connect to the winner's socket when it appears.
+//!
+//! It uses: the wire ([`crate::protocol`]), the methods' types ([`crate::methods`]: a call is typed
+//! by its method, `client.call::<M>(&params)`), the socket's path rule ([`crate::socket`]) and the
+//! limits.
+//!
+//! It is not:
+//! - asynchronous or pipelined: one call at a time on one connection (the TypeScript and Python
+//!   clients pipeline; the inspector keeps a few of these side by side);
+//! - a server: it never opens the store, and nothing of the server's core is used here
+//!   (`tests/rooms.rs` checks it).
 
 use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -17,51 +17,34 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
-use crate::methods::{self as m, Method};
+use crate::methods::{self as m, Method, Route};
 use crate::protocol::{Reason, RpcError};
 use crate::seams::ConnectionSeams;
 
-mod host;
+pub(crate) mod host;
 
-/// Runs `method` against the store. `initialize` and `shutdown` are the connection's business and
+/// What a handler gets besides its params: the store, the runtime to block on, and the calling
+/// connection's seams.
+pub(crate) struct Call<'a> {
+    pub(crate) mnemo: &'a Mnemo,
+    pub(crate) runtime: &'a Handle,
+    pub(crate) seams: &'a ConnectionSeams,
+}
+
+/// Runs `method` against the store, by the route the methods' table gives it. The methods the
+/// connection answers itself (`initialize`, `shutdown`, the subscriptions, the seams' registration)
 /// never come here.
-pub(crate) fn call(
-    mnemo: &Mnemo,
-    runtime: &Handle,
-    seams: &ConnectionSeams,
-    method: &str,
-    params: Value,
-) -> Result<Value, RpcError> {
-    match method {
-        m::Ping::NAME => run::<m::Ping>(params, |_| Ok(m::Empty {})),
-        m::Append::NAME => run::<m::Append>(params, |p| append(mnemo, p)),
-        m::Import::NAME => run::<m::Import>(params, |p| import(mnemo, p)),
-        m::Capture::NAME => run::<m::Capture>(params, |p| capture(mnemo, p)),
-        m::Sessions::NAME => run::<m::Sessions>(params, |_| sessions(mnemo)),
-        m::Transcript::NAME => run::<m::Transcript>(params, |p| {
-            let session = session_id(p.session)?;
-            let transcript = mnemo.history().transcript(&session, p.as_of.map(Position)).map_err(store)?;
-            transcript.map(|t| object(&t)).transpose()
-        }),
-        m::SearchHistory::NAME => run::<m::SearchHistory>(params, |p| search_history(mnemo, p)),
-        m::ReadHistory::NAME => run::<m::ReadHistory>(params, |p| read_history(mnemo, p)),
-        m::Recall::NAME => run::<m::Recall>(params, |p| recall(mnemo, p)),
-        m::Remember::NAME => run::<m::Remember>(params, |p| remember(mnemo, runtime, p)),
-        m::MemoryGet::NAME => run::<m::MemoryGet>(params, |p| {
-            let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
-            mnemo.memory().get(&item).map_err(store)?.map(|i| object(&i)).transpose()
-        }),
-        m::StartBlock::NAME => run::<m::StartBlock>(params, |p| start_block(mnemo, p)),
-        m::Context::NAME => run::<m::Context>(params, |p| context(mnemo, p)),
-        m::Stats::NAME => run::<m::Stats>(params, |_| object(&mnemo.stats().map_err(store)?)),
-        m::Verify::NAME => run::<m::Verify>(params, |_| object(&mnemo.verify(&mut |_| {}).map_err(store)?)),
-        m::Log::NAME => run::<m::Log>(params, |p| log(mnemo, p)),
-        other => host::call(mnemo, runtime, seams, other, params),
+pub(crate) fn call(call: &Call<'_>, method: &str, params: Value) -> Result<Value, RpcError> {
+    match m::MethodInfo::named(method).map(|info| info.route) {
+        Some(Route::Worker(handler)) => handler(call, params),
+        Some(Route::Connection) | None => {
+            Err(RpcError::new(Reason::MethodNotFound, format!("no method {method:?}")))
+        }
     }
 }
 
 /// Reads `params` as `M::Params` (absent or `null` reads as `{}`), runs `body`, writes its result.
-fn run<M: Method>(
+pub(crate) fn run<M: Method>(
     params: Value,
     body: impl FnOnce(M::Params) -> Result<M::Result, RpcError>,
 ) -> Result<Value, RpcError> {
@@ -119,7 +102,39 @@ fn session_id(text: String) -> Result<SessionId, RpcError> {
     SessionId::new(text).map_err(invalid_id("session"))
 }
 
-fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError> {
+pub(crate) fn ping(_: &Call<'_>, _: m::Empty) -> Result<m::Empty, RpcError> {
+    Ok(m::Empty {})
+}
+
+pub(crate) fn transcript(call: &Call<'_>, p: m::TranscriptParams) -> Result<Option<m::Object>, RpcError> {
+    let session = session_id(p.session)?;
+    let transcript = call.mnemo.history().transcript(&session, p.as_of.map(Position)).map_err(store)?;
+    transcript.map(|t| object(&t)).transpose()
+}
+
+pub(crate) fn session(call: &Call<'_>, p: m::SessionParams) -> Result<Option<m::Object>, RpcError> {
+    let session = session_id(p.session)?;
+    call.mnemo.history().session(&session).map_err(store)?.map(|s| object(&s)).transpose()
+}
+
+pub(crate) fn memory_get(call: &Call<'_>, p: m::MemoryGetParams) -> Result<Option<m::Object>, RpcError> {
+    let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
+    call.mnemo.memory().get(&item).map_err(store)?.map(|i| object(&i)).transpose()
+}
+
+pub(crate) fn stats(call: &Call<'_>, _: m::Empty) -> Result<m::Object, RpcError> {
+    object(&call.mnemo.stats().map_err(store)?)
+}
+
+pub(crate) fn verify(call: &Call<'_>, _: m::Empty) -> Result<m::Object, RpcError> {
+    object(&call.mnemo.verify(&mut |_| {}).map_err(store)?)
+}
+
+pub(crate) fn log_head(call: &Call<'_>, _: m::Empty) -> Result<m::LogHeadResult, RpcError> {
+    Ok(m::LogHeadResult { position: call.mnemo.log().head().0 })
+}
+
+pub(crate) fn append(call: &Call<'_>, p: m::AppendParams) -> Result<m::AppendResult, RpcError> {
     let stream = StreamId::new(p.stream).map_err(invalid_id("stream"))?;
     let expected = match p.expected_revision {
         m::ExpectedRevision::Any => FacadeExpected::Any,
@@ -143,14 +158,14 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
         records.push(record);
     }
     let appended = match p.durability {
-        None => mnemo.append(&stream, expected, &records),
+        None => call.mnemo.append(&stream, expected, &records),
         Some(durability) => {
             let durability = match durability {
                 m::Durability::Buffered => mnemo::log::Durability::Buffered,
                 m::Durability::SyncData => mnemo::log::Durability::SyncData,
                 m::Durability::SyncAll => mnemo::log::Durability::SyncAll,
             };
-            mnemo.append_with_durability(&stream, expected, &records, durability)
+            call.mnemo.append_with_durability(&stream, expected, &records, durability)
         }
     }
     .map_err(store)?;
@@ -161,7 +176,7 @@ fn append(mnemo: &Mnemo, p: m::AppendParams) -> Result<m::AppendResult, RpcError
     })
 }
 
-fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
+pub(crate) fn import(call: &Call<'_>, p: m::ImportParams) -> Result<m::Object, RpcError> {
     let format = match p.format.as_deref() {
         None => ImportFormat::Auto,
         Some(name) => name
@@ -178,7 +193,7 @@ fn import(mnemo: &Mnemo, p: m::ImportParams) -> Result<m::Object, RpcError> {
             ));
         }
     };
-    object(&mnemo.import(&bytes, &source, format).map_err(store)?)
+    object(&call.mnemo.import(&bytes, &source, format).map_err(store)?)
 }
 
 fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, RpcError> {
@@ -190,19 +205,19 @@ fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, Rpc
     }
 }
 
-fn capture(mnemo: &Mnemo, p: m::CaptureParams) -> Result<m::Object, RpcError> {
+pub(crate) fn capture(call: &Call<'_>, p: m::CaptureParams) -> Result<m::Object, RpcError> {
     let format = import_format(m::Capture::NAME, p.format.as_deref())?;
-    object(&crate::capture::capture_file(mnemo, std::path::Path::new(&p.path), format).map_err(store)?)
+    object(&crate::capture::capture_file(call.mnemo, std::path::Path::new(&p.path), format).map_err(store)?)
 }
 
-fn start_block(mnemo: &Mnemo, p: m::StartBlockParams) -> Result<m::StartBlockResult, RpcError> {
+pub(crate) fn start_block(call: &Call<'_>, p: m::StartBlockParams) -> Result<m::StartBlockResult, RpcError> {
     let request = StartBlockRequest {
         session: p.session.map(session_id).transpose()?,
         workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
         query: p.query,
         budget_tokens: p.budget_tokens,
     };
-    let block = mnemo.memory().start_block(&request).map_err(store)?;
+    let block = call.mnemo.memory().start_block(&request).map_err(store)?;
     let standing = block.items.iter().filter(|item| item.standing).count() as u64;
     Ok(m::StartBlockResult {
         text: block.text,
@@ -212,8 +227,8 @@ fn start_block(mnemo: &Mnemo, p: m::StartBlockParams) -> Result<m::StartBlockRes
     })
 }
 
-fn sessions(mnemo: &Mnemo) -> Result<Vec<m::SessionInfo>, RpcError> {
-    let listings = mnemo.history().session_list().map_err(store)?;
+pub(crate) fn sessions(call: &Call<'_>, _: m::Empty) -> Result<Vec<m::SessionInfo>, RpcError> {
+    let listings = call.mnemo.history().session_list().map_err(store)?;
     Ok(listings
         .into_iter()
         .map(|listing| m::SessionInfo {
@@ -282,10 +297,14 @@ fn wire_name<T: Serialize>(value: &T) -> String {
     }
 }
 
-fn search_history(mnemo: &Mnemo, p: m::SearchHistoryParams) -> Result<m::SearchHistoryResult, RpcError> {
+pub(crate) fn search_history(
+    call: &Call<'_>,
+    p: m::SearchHistoryParams,
+) -> Result<m::SearchHistoryResult, RpcError> {
     let ids = ToolIds::parse(p.context)?;
     let request = HistorySearchRequest { query: p.query, limit: p.limit, cursor: p.cursor };
-    let found = mnemo.history().search(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
+    let found =
+        call.mnemo.history().search(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
     let found = found.map_err(|failure| refused(&failure))?;
     Ok(m::SearchHistoryResult {
         query: found.query,
@@ -311,7 +330,10 @@ fn search_history(mnemo: &Mnemo, p: m::SearchHistoryParams) -> Result<m::SearchH
     })
 }
 
-fn read_history(mnemo: &Mnemo, p: m::ReadHistoryParams) -> Result<m::ReadHistoryResult, RpcError> {
+pub(crate) fn read_history(
+    call: &Call<'_>,
+    p: m::ReadHistoryParams,
+) -> Result<m::ReadHistoryResult, RpcError> {
     let ids = ToolIds::parse(p.context)?;
     let request = HistoryReadRequest {
         session_id: p.session_id,
@@ -320,7 +342,7 @@ fn read_history(mnemo: &Mnemo, p: m::ReadHistoryParams) -> Result<m::ReadHistory
         before: p.before,
         after: p.after,
     };
-    let read = mnemo.history().read(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
+    let read = call.mnemo.history().read(&request, &ids.context(), p.as_of.map(Position)).map_err(store)?;
     let read = read.map_err(|failure| refused(&failure))?;
     Ok(m::ReadHistoryResult {
         session_id: read.session_id,
@@ -353,10 +375,10 @@ fn read_history(mnemo: &Mnemo, p: m::ReadHistoryParams) -> Result<m::ReadHistory
     })
 }
 
-fn recall(mnemo: &Mnemo, p: m::RecallParams) -> Result<Vec<m::RecalledItem>, RpcError> {
+pub(crate) fn recall(call: &Call<'_>, p: m::RecallParams) -> Result<Vec<m::RecalledItem>, RpcError> {
     let session = session_id(p.session)?;
     let request = RecallMemory { query: p.query, limit: p.limit };
-    let items = mnemo.memory().recall(&session, &request).map_err(store)?;
+    let items = call.mnemo.memory().recall(&session, &request).map_err(store)?;
     Ok(items.into_iter().map(recalled).collect())
 }
 
@@ -382,10 +404,10 @@ fn recalled(item: mnemo::memory::RecalledItem) -> m::RecalledItem {
     }
 }
 
-fn remember(mnemo: &Mnemo, runtime: &Handle, p: m::RememberParams) -> Result<m::RememberResult, RpcError> {
+pub(crate) fn remember(call: &Call<'_>, p: m::RememberParams) -> Result<m::RememberResult, RpcError> {
     let session = session_id(p.session)?;
     let tool_call = p.tool_call.map(ToolCallId::new).transpose().map_err(invalid_id("tool_call"))?;
-    let result = runtime.block_on(mnemo.memory().remember(&session, tool_call)).map_err(store)?;
+    let result = call.runtime.block_on(call.mnemo.memory().remember(&session, tool_call)).map_err(store)?;
     Ok(m::RememberResult {
         status: wire_name(&result.status),
         requested_items: result
@@ -397,7 +419,7 @@ fn remember(mnemo: &Mnemo, runtime: &Handle, p: m::RememberParams) -> Result<m::
     })
 }
 
-fn context(mnemo: &Mnemo, p: m::ContextParams) -> Result<m::Object, RpcError> {
+pub(crate) fn context(call: &Call<'_>, p: m::ContextParams) -> Result<m::Object, RpcError> {
     let session = session_id(p.session)?;
     let options = ContextOptions {
         window: p.window,
@@ -405,10 +427,10 @@ fn context(mnemo: &Mnemo, p: m::ContextParams) -> Result<m::Object, RpcError> {
         current_turn: p.current_turn.map(TurnId::new).transpose().map_err(invalid_id("current_turn"))?,
         ..ContextOptions::default()
     };
-    object(&mnemo.compaction().context(&session, &options).map_err(store)?)
+    object(&call.mnemo.compaction().context(&session, &options).map_err(store)?)
 }
 
-fn log(mnemo: &Mnemo, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
+pub(crate) fn log(call: &Call<'_>, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
     let limit = p.limit.unwrap_or(50);
     if !(1..=m::LOG_ENTRIES_MAX).contains(&limit) {
         return Err(RpcError::new(
@@ -427,12 +449,12 @@ fn log(mnemo: &Mnemo, p: m::LogParams) -> Result<Vec<m::Object>, RpcError> {
         Some(stream) => {
             let stream = StreamId::new(stream).map_err(invalid_id("stream"))?;
             if p.last {
-                mnemo.stream_tail(&stream, limit as usize)
+                call.mnemo.stream_tail(&stream, limit as usize)
             } else {
-                mnemo.stream_entries(&stream, StreamRevision(p.from.unwrap_or(0)), limit as usize)
+                call.mnemo.stream_entries(&stream, StreamRevision(p.from.unwrap_or(0)), limit as usize)
             }
         }
-        None => mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize),
+        None => call.mnemo.log_entries(Position(p.from.unwrap_or(1)), limit as usize),
     }
     .map_err(store)?;
     entries.iter().map(object).collect()

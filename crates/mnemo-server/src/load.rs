@@ -1,6 +1,16 @@
 //! The store server's load run: many clients appending and searching at once on one server, each
 //! call timed, every acknowledged append checked in the log afterwards. `mnemo bench --server` runs
 //! it for 30 s and reports the latencies; the tests run it briefly.
+//!
+//! It uses: the Rust client ([`crate::client`]) and the methods' types, one client per thread; the
+//! facade only after the run, to open the store and find every acknowledged append
+//! ([`missing_acknowledged`]).
+//!
+//! It is not:
+//! - part of the store server: it starts one as any client may, and uses nothing of the server's
+//!   core (`tests/rooms.rs` checks it);
+//! - a benchmark harness: it measures one thing and returns a [`LoadReport`]; `mnemo bench` writes
+//!   the reports.
 
 use std::collections::BTreeSet;
 use std::path::Path;

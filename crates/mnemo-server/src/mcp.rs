@@ -9,6 +9,17 @@
 //! What the agent asks to remember is recorded, with the user's words as the evidence, in a session
 //! of this MCP connection (`mcp-<millis>-<pid>`, in the caller's workspace, titled after the
 //! client); memory then admits it under the same rules as any session's request to remember.
+//!
+//! It uses: the Rust client ([`crate::client`]) and the methods' types ([`crate::methods`]), as
+//! any client of the store server does; `rmcp` for the Model Context Protocol; the facade only for
+//! its redaction rule.
+//!
+//! It is not:
+//! - a store owner: it never opens the store; every tool is one or more calls to the store server;
+//! - a protocol: a tool is shaped for a model's context and may make several method calls, so
+//!   adding a protocol method adds no tool, and a tool needs no new method;
+//! - part of the store server: nothing of the server's core (`server`, `dispatch`) is used here,
+//!   and the core uses nothing of this module (`tests/rooms.rs` checks both).
 
 use std::borrow::Cow;
 use std::path::PathBuf;

@@ -1,14 +1,32 @@
-//! Every method of the host protocol: its name, its parameters and its result, as Rust types that
-//! serialize to the wire and derive their JSON Schema ([`schemas`]).
+//! Every method of the host protocol, each defined once in the table below (`methods!`): its name,
+//! its parameters and its result (Rust types that serialize to the wire and derive their JSON
+//! Schema), whether it may be sent again, whether it only reads the store, the typed wrapper the
+//! clients in other languages generate for it, and the handler that answers it.
+//!
+//! Derived from the table, never listed again: [`METHOD_NAMES`] (what `initialize` reports),
+//! [`METHODS`] (what the server routes each call by), [`schemas`] (the checked-in JSON Schema
+//! document the TypeScript and Python clients generate their types and methods from) and
+//! [`ReadMethod`] (the only methods the inspector can call).
 //!
 //! Names mirror the facade: a method of a sub-handle is `<handle>/<call>` (`history/search` is
 //! `mnemo.history().search`), a method of the store is its bare name (`append`, `stats`). Parameter
 //! and result members are snake_case, as the facade's serialized outputs are.
+//!
+//! # Adding a method
+//!
+//! One entry in the table below (its parameter and result types beside it, in this module or in
+//! `host`), its handler in `dispatch` (`fn(&Call, Params) -> Result<Result, RpcError>`), then a
+//! test; regenerate the schema document and the clients' generated files (the commands are in
+//! [`SCHEMA_REGENERATE_COMMAND`] and in each client's `scripts/`), whose staleness tests fail
+//! until they are.
 
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::dispatch::{self, Call};
+use crate::protocol::RpcError;
 
 /// One method: its wire name and its types.
 pub trait Method {
@@ -17,127 +35,351 @@ pub trait Method {
     /// Whether running it twice has the effect of running it once, so a client may send it again
     /// after a lost connection.
     const REPEATABLE: bool;
+    /// Whether it only reads the store (the inspector may call it).
+    const READ_ONLY: bool;
     /// What `params` holds.
     type Params: Serialize + DeserializeOwned + JsonSchema;
     /// What `result` holds.
     type Result: Serialize + DeserializeOwned + JsonSchema;
 }
 
-macro_rules! method {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, repeatable: $repeatable:literal, $params:ty => $result:ty) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy)]
-        pub struct $ty;
-        impl Method for $ty {
-            const NAME: &'static str = $name;
-            const REPEATABLE: bool = $repeatable;
-            type Params = $params;
-            type Result = $result;
+/// A method that only reads the store: the inspector's calls are bounded to these at compile time.
+/// Implemented by the table for every entry marked `read_only: true`, and for no other.
+pub trait ReadMethod: Method {}
+
+/// What the table says of one method, for what is derived from it at run time.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct MethodInfo {
+    /// The `method` member of the request.
+    pub name: &'static str,
+    description: &'static str,
+    /// See [`Method::REPEATABLE`].
+    pub repeatable: bool,
+    /// See [`Method::READ_ONLY`].
+    pub read_only: bool,
+    /// The clients' wrapper: its name (snake_case) and the parameter members it takes in order
+    /// before the others; `None` when the clients call the method from their own code (the
+    /// handshake).
+    pub client: Option<ClientWrapper>,
+    schemas: fn() -> (Value, Value),
+    pub(crate) route: Route,
+}
+
+/// The typed wrapper the TypeScript and Python clients generate for a method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientWrapper {
+    /// Its name, snake_case (the TypeScript client's is the camelCase of it).
+    pub name: &'static str,
+    /// The parameter members it takes first, in order; the others follow as options.
+    pub arguments: &'static [&'static str],
+}
+
+/// Where a call is answered.
+#[derive(Clone, Copy)]
+pub(crate) enum Route {
+    /// By the connection itself (`initialize`, `shutdown`, the subscriptions, the seams' registration):
+    /// it holds the state these change.
+    Connection,
+    /// On a worker thread, against the store: reads the params, runs the handler, writes the result.
+    Worker(fn(&Call<'_>, Value) -> Result<Value, RpcError>),
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Route::Connection => "Connection",
+            Route::Worker(_) => "Worker",
+        })
+    }
+}
+
+impl MethodInfo {
+    /// The method of this name, if the protocol has one.
+    pub fn named(name: &str) -> Option<&'static MethodInfo> {
+        METHODS.iter().find(|info| info.name == name)
+    }
+
+    /// Its documentation as text: the doc comment's lines, each without its leading space.
+    pub fn description(&self) -> String {
+        let lines: Vec<&str> =
+            self.description.lines().map(|line| line.strip_prefix(' ').unwrap_or(line)).collect();
+        lines.join("\n").trim_end().to_owned()
+    }
+
+    /// Whether the connection answers it itself rather than a worker.
+    pub fn answered_by_connection(&self) -> bool {
+        matches!(self.route, Route::Connection)
+    }
+}
+
+fn schemas_of<M: Method>() -> (Value, Value) {
+    let params = serde_json::to_value(schemars::schema_for!(M::Params)).unwrap_or_default();
+    let result = serde_json::to_value(schemars::schema_for!(M::Result)).unwrap_or_default();
+    (params, result)
+}
+
+/// Defines every method from one table; see the module's doc for what is derived from it.
+macro_rules! methods {
+    ($(
+        $(#[doc = $doc:literal])*
+        $ty:ident = $name:literal {
+            params: $params:ty,
+            result: $result:ty,
+            repeatable: $repeatable:literal,
+            read_only: $read_only:tt,
+            client: $client:ident $(($($argument:ident),*))?,
+            handler: $($handler:tt)+
         }
+    )*) => {
+        $(
+            $(#[doc = $doc])*
+            #[derive(Debug, Clone, Copy)]
+            pub struct $ty;
+            impl Method for $ty {
+                const NAME: &'static str = $name;
+                const REPEATABLE: bool = $repeatable;
+                const READ_ONLY: bool = $read_only;
+                type Params = $params;
+                type Result = $result;
+            }
+            methods!(@read_only $read_only $ty);
+        )*
+
+        /// Every method name, in the table's order (the order `docs/PROTOCOL.md` lists them).
+        pub const METHOD_NAMES: &[&str] = &[$($name),*];
+
+        /// Every method as the table defines it, in the table's order.
+        pub static METHODS: &[MethodInfo] = &[$(
+            MethodInfo {
+                name: $name,
+                description: concat!($($doc, "\n"),*),
+                repeatable: $repeatable,
+                read_only: $read_only,
+                client: methods!(@client $client $(($($argument),*))?),
+                schemas: schemas_of::<$ty>,
+                route: methods!(@route $ty, $($handler)+),
+            }
+        ),*];
+    };
+    (@read_only true $ty:ident) => { impl ReadMethod for $ty {} };
+    (@read_only false $ty:ident) => {};
+    (@client none) => { None };
+    (@client $client:ident ($($argument:ident),*)) => {
+        Some(ClientWrapper { name: stringify!($client), arguments: &[$(stringify!($argument)),*] })
+    };
+    (@route $ty:ident, connection) => { Route::Connection };
+    (@route $ty:ident, $handler:path) => {
+        Route::Worker(|call, params| dispatch::run::<$ty>(params, |p| $handler(call, p)))
     };
 }
 
-method!(
+methods! {
     /// The handshake: must be a connection's first call; states the protocol version.
-    Initialize, "initialize", repeatable: true, InitializeParams => InitializeResult);
-method!(
+    Initialize = "initialize" {
+        params: InitializeParams, result: InitializeResult, repeatable: true, read_only: false,
+        client: none, handler: connection
+    }
     /// Answers at once; checks that the server is alive.
-    Ping, "ping", repeatable: true, Empty => Empty);
-method!(
+    Ping = "ping" {
+        params: Empty, result: Empty, repeatable: true, read_only: true,
+        client: ping(), handler: dispatch::ping
+    }
     /// `Mnemo::append`: one atomic append of records to a stream at an expected revision.
-    Append, "append", repeatable: false, AppendParams => AppendResult);
-method!(
+    Append = "append" {
+        params: AppendParams, result: AppendResult, repeatable: false, read_only: false,
+        client: append(stream, records, expected_revision), handler: dispatch::append
+    }
     /// `Mnemo::import`: a transcript file (or its text), all or nothing; records already in the store
     /// are recognised and not appended again, so it also captures a file that grew.
-    Import, "import", repeatable: true, ImportParams => Object);
-method!(
+    Import = "import" {
+        params: ImportParams, result: Object, repeatable: true, read_only: false,
+        client: import_transcript(), handler: dispatch::import
+    }
     /// Captures a session file its agent may still be writing (a host's hook names it): its
     /// complete lines are imported as `import` does, and a last line still being written is left
     /// for the next capture.
-    Capture, "capture", repeatable: true, CaptureParams => Object);
-method!(
+    Capture = "capture" {
+        params: CaptureParams, result: Object, repeatable: true, read_only: false,
+        client: capture(path), handler: dispatch::capture
+    }
     /// `history().session_list`: every session, most recent activity first.
-    Sessions, "history/sessions", repeatable: true, Empty => Vec<SessionInfo>);
-method!(
+    Sessions = "history/sessions" {
+        params: Empty, result: Vec<SessionInfo>, repeatable: true, read_only: true,
+        client: sessions(), handler: dispatch::sessions
+    }
+    /// `history().session`: one session's summary (its workspace, counts, flags and source, as the
+    /// session catalog holds them); `null` for a session the store does not hold.
+    Session = "history/session" {
+        params: SessionParams, result: Option<Object>, repeatable: true, read_only: true,
+        client: session(session), handler: dispatch::session
+    }
     /// `history().transcript`: a session's visible messages (as of a position); `null` if unknown.
-    Transcript, "history/transcript", repeatable: true, TranscriptParams => Option<Object>);
-method!(
+    Transcript = "history/transcript" {
+        params: TranscriptParams, result: Option<Object>, repeatable: true, read_only: true,
+        client: transcript(session), handler: dispatch::transcript
+    }
     /// `history().search`: the SearchHistory tool, ranked, paged by `next_cursor`.
-    SearchHistory, "history/search", repeatable: true, SearchHistoryParams => SearchHistoryResult);
-method!(
+    SearchHistory = "history/search" {
+        params: SearchHistoryParams, result: SearchHistoryResult, repeatable: true, read_only: true,
+        client: search(query), handler: dispatch::search_history
+    }
     /// `history().read`: the ReadHistory tool, a bounded window of turns around a message or turn.
-    ReadHistory, "history/read", repeatable: true, ReadHistoryParams => ReadHistoryResult);
-method!(
+    ReadHistory = "history/read" {
+        params: ReadHistoryParams, result: ReadHistoryResult, repeatable: true, read_only: true,
+        client: read(session_id), handler: dispatch::read_history
+    }
     /// `memory().recall`: the RecallMemory pull tool for a session's workspace.
-    Recall, "memory/recall", repeatable: true, RecallParams => Vec<RecalledItem>);
-method!(
+    Recall = "memory/recall" {
+        params: RecallParams, result: Vec<RecalledItem>, repeatable: true, read_only: true,
+        client: recall(session, query), handler: dispatch::recall
+    }
     /// `memory().remember`: stores what the user of a session explicitly asked to remember.
-    Remember, "memory/remember", repeatable: true, RememberParams => RememberResult);
-method!(
+    Remember = "memory/remember" {
+        params: RememberParams, result: RememberResult, repeatable: true, read_only: false,
+        client: remember(session), handler: dispatch::remember
+    }
     /// `memory().get`: one memory item; `null` if unknown.
-    MemoryGet, "memory/get", repeatable: true, MemoryGetParams => Option<Object>);
-method!(
+    MemoryGet = "memory/get" {
+        params: MemoryGetParams, result: Option<Object>, repeatable: true, read_only: true,
+        client: memory_get(item), handler: dispatch::memory_get
+    }
     /// `memory().start_block`: the push block for a session that is starting (which the store may
     /// not hold yet): its workspace's standing facts and most relevant items, within a budget.
-    StartBlock, "memory/start_block", repeatable: true, StartBlockParams => StartBlockResult);
-method!(
+    StartBlock = "memory/start_block" {
+        params: StartBlockParams, result: StartBlockResult, repeatable: true, read_only: true,
+        client: start_block(), handler: dispatch::start_block
+    }
     /// `compaction().context`: the history the session's next provider request would receive (as
     /// of a position), with the checkpoint it stands on and diagnostics.
-    Context, "compaction/context", repeatable: true, ContextParams => Object);
-method!(
+    Context = "compaction/context" {
+        params: ContextParams, result: Object, repeatable: true, read_only: true,
+        client: context(session), handler: dispatch::context
+    }
     /// `Mnemo::stats`: counts, disk use and every stage's digest.
-    Stats, "stats", repeatable: true, Empty => Object);
-method!(
+    Stats = "stats" {
+        params: Empty, result: Object, repeatable: true, read_only: true,
+        client: stats(), handler: dispatch::stats
+    }
     /// `Mnemo::verify`: the hash chain and every projection against a fresh rebuild.
-    Verify, "verify", repeatable: true, Empty => Object);
-method!(
+    Verify = "verify" {
+        params: Empty, result: Object, repeatable: true, read_only: true,
+        client: verify(), handler: dispatch::verify
+    }
     /// `Mnemo::log_entries`: envelopes of the log from a position.
-    Log, "log", repeatable: true, LogParams => Vec<Object>);
-method!(
+    Log = "log" {
+        params: LogParams, result: Vec<Object>, repeatable: true, read_only: true,
+        client: log(), handler: dispatch::log
+    }
+    /// The log's head: the position of its last envelope (0 for an empty log), to read or follow
+    /// from, or to pass as `as_of`.
+    LogHead = "log/head" {
+        params: Empty, result: LogHeadResult, repeatable: true, read_only: true,
+        client: log_head(), handler: dispatch::log_head
+    }
     /// Stops the server gracefully, as SIGTERM does: running calls finish, then the store closes.
-    Shutdown, "shutdown", repeatable: true, Empty => Empty);
+    Shutdown = "shutdown" {
+        params: Empty, result: Empty, repeatable: true, read_only: false,
+        client: shutdown(), handler: connection
+    }
+    /// `compaction().prepare_history`: the next request's history the way a runtime prepares it
+    /// before each turn (replay a fitting checkpoint, or compact when the policy says so, or fall
+    /// back), with the connection's registered seams unless `client_seams` is false.
+    Prepare = "compaction/prepare" {
+        params: CompactParams, result: CompactResult, repeatable: true, read_only: false,
+        client: prepare(session), handler: dispatch::host::prepare
+    }
+    /// `compaction().compact`: compacts a session now (the manual trigger).
+    Compact = "compaction/compact" {
+        params: CompactParams, result: CompactResult, repeatable: false, read_only: false,
+        client: compact(session), handler: dispatch::host::compact
+    }
+    /// `compaction().recover_from_overflow`: reactive recovery after the provider rejected a request
+    /// as too long. The single-retry latch is kept per connection, session and turn.
+    RecoverOverflow = "compaction/recover_overflow" {
+        params: OverflowParams, result: OverflowResult, repeatable: false, read_only: false,
+        client: recover_overflow(session), handler: dispatch::host::overflow
+    }
+    /// `compaction().copy`: copies a session (or its prefix) into a new session.
+    CopySession = "compaction/copy" {
+        params: CopyParams, result: Object, repeatable: true, read_only: false,
+        client: copy(session), handler: dispatch::host::copy
+    }
+    /// `compaction().policy`: the store's compaction policy.
+    Policy = "compaction/policy" {
+        params: Empty, result: Object, repeatable: true, read_only: true,
+        client: policy(), handler: dispatch::host::policy
+    }
+    /// `compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
+    /// linked to the covered events that support it, or marked unsupported.
+    Claims = "compaction/claims" {
+        params: ClaimsParams, result: ClaimsResult, repeatable: true, read_only: true,
+        client: claims(session, checkpoint), handler: dispatch::host::claims
+    }
+    /// `memory().extract`: agent-requested extraction of incidental facts, through the registered
+    /// `MemoryProposer` when a client registered one.
+    Extract = "memory/extract" {
+        params: ExtractParams, result: Object, repeatable: true, read_only: false,
+        client: extract(session), handler: dispatch::host::extract
+    }
+    /// `memory().recall_block`: the push route, the block of items that fits the recall budget.
+    RecallBlock = "memory/recall_block" {
+        params: RecallBlockParams, result: Object, repeatable: true, read_only: true,
+        client: recall_block(session), handler: dispatch::host::recall_block
+    }
+    /// `memory().list`: items by scope.
+    MemoryList = "memory/list" {
+        params: MemoryListParams, result: Vec<Object>, repeatable: true, read_only: true,
+        client: memory_list(), handler: dispatch::host::memory_list
+    }
+    /// `memory().search`: items by keys.
+    MemorySearch = "memory/search" {
+        params: MemorySearchParams, result: Vec<Object>, repeatable: true, read_only: true,
+        client: memory_search(terms), handler: dispatch::host::memory_search
+    }
+    /// `memory().apply`: a batch of item mutations (create, update, archive, restore) under one
+    /// operation id; a replay of the same operation returns its first result.
+    MemoryApply = "memory/apply" {
+        params: MemoryApplyParams, result: Object, repeatable: true, read_only: false,
+        client: memory_apply(operation, mutations), handler: dispatch::host::memory_apply
+    }
+    /// `memory().cursor`: a session's extraction cursor.
+    MemoryCursor = "memory/cursor" {
+        params: SessionParams, result: CursorResult, repeatable: true, read_only: true,
+        client: memory_cursor(session), handler: dispatch::host::memory_cursor
+    }
+    /// `Mnemo::rebuild`: rebuilds one stage (or all) from the log.
+    Rebuild = "rebuild" {
+        params: RebuildParams, result: Vec<Object>, repeatable: true, read_only: false,
+        client: rebuild(), handler: dispatch::host::rebuild
+    }
+    /// `Mnemo::export_transcript`: every session as Mnemo transcript lines, inline.
+    Export = "export" {
+        params: Empty, result: ExportResult, repeatable: true, read_only: true,
+        client: export(), handler: dispatch::host::export
+    }
+    /// Follows the log: `log/appended` notifications carry every envelope from `from` on, as they
+    /// are appended, until `log/unsubscribe` or the connection closes.
+    Subscribe = "log/subscribe" {
+        params: SubscribeParams, result: SubscribeResult, repeatable: false, read_only: false,
+        client: subscribe(), handler: connection
+    }
+    /// Ends a tail subscription; no notification of it follows the answer.
+    Unsubscribe = "log/unsubscribe" {
+        params: UnsubscribeParams, result: Empty, repeatable: true, read_only: false,
+        client: unsubscribe(subscription), handler: connection
+    }
+    /// Registers the connection's model seams: compaction and extraction then call back to this
+    /// client (`seam/*` requests) while it stays connected.
+    RegisterSeams = "seams/register" {
+        params: RegisterSeamsParams, result: RegisterSeamsResult, repeatable: true, read_only: false,
+        client: register_seams(), handler: connection
+    }
+}
 
 mod host;
 pub use host::*;
-
-/// Every method name, in the order `docs/PROTOCOL.md` lists them.
-pub const METHOD_NAMES: &[&str] = &[
-    Initialize::NAME,
-    Ping::NAME,
-    Append::NAME,
-    Import::NAME,
-    Capture::NAME,
-    Sessions::NAME,
-    Transcript::NAME,
-    SearchHistory::NAME,
-    ReadHistory::NAME,
-    Recall::NAME,
-    Remember::NAME,
-    MemoryGet::NAME,
-    StartBlock::NAME,
-    Context::NAME,
-    Stats::NAME,
-    Verify::NAME,
-    Log::NAME,
-    Shutdown::NAME,
-    Prepare::NAME,
-    Compact::NAME,
-    RecoverOverflow::NAME,
-    CopySession::NAME,
-    Policy::NAME,
-    Claims::NAME,
-    Extract::NAME,
-    RecallBlock::NAME,
-    MemoryList::NAME,
-    MemorySearch::NAME,
-    MemoryApply::NAME,
-    MemoryCursor::NAME,
-    Rebuild::NAME,
-    Export::NAME,
-    Subscribe::NAME,
-    Unsubscribe::NAME,
-    RegisterSeams::NAME,
-];
 
 /// A JSON object whose members the facade's own output defines (documented in `docs/FORMAT.md`).
 pub type Object = Map<String, Value>;
@@ -665,57 +907,40 @@ pub struct LogParams {
     pub last: bool,
 }
 
+/// `log/head` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct LogHeadResult {
+    /// The position of the log's last envelope; 0 when the log is empty.
+    pub position: u64,
+}
+
 /// Most envelopes one `log` call returns.
 pub const LOG_ENTRIES_MAX: u64 = 1000;
 
 /// The JSON Schema of every method's parameters and result, and of the frames and the error, as
-/// one document: `{"methods": {NAME: {"params": ..., "result": ...}}, "request": ..., "response":
-/// ..., "error": ...}`. Clients in other languages are generated from it.
+/// one document: `{"methods": {NAME: {"description", "repeatable", "read_only", "client": {"name",
+/// "arguments"} or null, "params", "result"}}, "request": ..., "response": ..., "error": ...}`, every
+/// member of a method from its entry in the table. Clients in other languages generate their types
+/// and their typed methods from it.
 pub fn schemas() -> Value {
-    fn entry<M: Method>(methods: &mut Map<String, Value>) {
-        let params = schemars::schema_for!(M::Params);
-        let result = schemars::schema_for!(M::Result);
+    let mut methods = Map::new();
+    for info in METHODS {
+        let (params, result) = (info.schemas)();
+        let client = info
+            .client
+            .map(|wrapper| serde_json::json!({ "name": wrapper.name, "arguments": wrapper.arguments }));
         methods.insert(
-            M::NAME.to_owned(),
-            serde_json::json!({ "repeatable": M::REPEATABLE, "params": params, "result": result }),
+            info.name.to_owned(),
+            serde_json::json!({
+                "description": info.description(),
+                "repeatable": info.repeatable,
+                "read_only": info.read_only,
+                "client": client,
+                "params": params,
+                "result": result,
+            }),
         );
     }
-    let mut methods = Map::new();
-    entry::<Initialize>(&mut methods);
-    entry::<Ping>(&mut methods);
-    entry::<Append>(&mut methods);
-    entry::<Import>(&mut methods);
-    entry::<Capture>(&mut methods);
-    entry::<Sessions>(&mut methods);
-    entry::<Transcript>(&mut methods);
-    entry::<SearchHistory>(&mut methods);
-    entry::<ReadHistory>(&mut methods);
-    entry::<Recall>(&mut methods);
-    entry::<Remember>(&mut methods);
-    entry::<MemoryGet>(&mut methods);
-    entry::<StartBlock>(&mut methods);
-    entry::<Context>(&mut methods);
-    entry::<Stats>(&mut methods);
-    entry::<Verify>(&mut methods);
-    entry::<Log>(&mut methods);
-    entry::<Shutdown>(&mut methods);
-    entry::<Prepare>(&mut methods);
-    entry::<Compact>(&mut methods);
-    entry::<RecoverOverflow>(&mut methods);
-    entry::<CopySession>(&mut methods);
-    entry::<Policy>(&mut methods);
-    entry::<Claims>(&mut methods);
-    entry::<Extract>(&mut methods);
-    entry::<RecallBlock>(&mut methods);
-    entry::<MemoryList>(&mut methods);
-    entry::<MemorySearch>(&mut methods);
-    entry::<MemoryApply>(&mut methods);
-    entry::<MemoryCursor>(&mut methods);
-    entry::<Rebuild>(&mut methods);
-    entry::<Export>(&mut methods);
-    entry::<Subscribe>(&mut methods);
-    entry::<Unsubscribe>(&mut methods);
-    entry::<RegisterSeams>(&mut methods);
     fn server_entry<M: ServerMessage>(into: &mut Map<String, Value>, with_result: bool) {
         let mut schema = serde_json::json!({ "params": schemars::schema_for!(M::Params) });
         if with_result {
@@ -769,6 +994,87 @@ mod tests {
         assert!(search["query"]["type"] == "string", "{search}");
         let reason = document["error"]["$defs"]["Reason"].to_string();
         assert!(reason.contains(r#""const":"overloaded""#), "{reason}");
+    }
+
+    #[test]
+    fn the_table_names_each_method_and_each_client_wrapper_once() {
+        let mut names: Vec<&str> = METHODS.iter().map(|info| info.name).collect();
+        assert_eq!(names, METHOD_NAMES);
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METHODS.len(), "a method name is defined twice");
+        let mut wrappers: Vec<&str> = METHODS.iter().filter_map(|info| info.client).map(|w| w.name).collect();
+        let count = wrappers.len();
+        wrappers.sort_unstable();
+        wrappers.dedup();
+        assert_eq!(wrappers.len(), count, "two methods have one client wrapper name");
+    }
+
+    #[test]
+    fn a_client_wrapper_takes_first_only_members_of_its_params() {
+        let document = schemas();
+        for info in METHODS {
+            let Some(wrapper) = info.client else { continue };
+            let properties = &document["methods"][info.name]["params"]["properties"];
+            for argument in wrapper.arguments {
+                assert!(
+                    properties.get(argument).is_some(),
+                    "{}: {argument} is not a member of its params",
+                    info.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_read_only_method_is_repeatable_and_answered_by_a_worker() {
+        // The inspector sends a read again on a fresh connection when its connection broke.
+        for info in METHODS.iter().filter(|info| info.read_only) {
+            assert!(info.repeatable, "{} reads only but is not repeatable", info.name);
+            assert!(!info.answered_by_connection(), "{} reads only but changes the connection", info.name);
+        }
+        let writers =
+            ["append", "import", "capture", "memory/remember", "memory/apply", "shutdown", "rebuild"];
+        for name in writers {
+            assert!(!MethodInfo::named(name).unwrap().read_only, "{name} writes");
+        }
+    }
+
+    #[test]
+    fn the_connection_answers_exactly_the_methods_server_rs_has_an_answer_for() {
+        // `server::handle_request` answers these itself (they change the connection's state);
+        // a new method routed to the connection needs its answer there too.
+        let by_connection: Vec<&str> =
+            METHODS.iter().filter(|info| info.answered_by_connection()).map(|info| info.name).collect();
+        assert_eq!(
+            by_connection,
+            ["initialize", "shutdown", "log/subscribe", "log/unsubscribe", "seams/register"]
+        );
+    }
+
+    #[test]
+    fn the_methods_the_inspector_reads_are_marked_read_only() {
+        fn read<M: ReadMethod>() -> &'static str {
+            M::NAME
+        }
+        let inspector = [
+            read::<Sessions>(),
+            read::<Transcript>(),
+            read::<SearchHistory>(),
+            read::<ReadHistory>(),
+            read::<Recall>(),
+            read::<MemoryGet>(),
+            read::<Context>(),
+            read::<Stats>(),
+            read::<Verify>(),
+            read::<Log>(),
+            read::<RecallBlock>(),
+            read::<Claims>(),
+            read::<MemoryList>(),
+        ];
+        for name in inspector {
+            assert!(MethodInfo::named(name).unwrap().read_only, "{name}");
+        }
     }
 
     #[test]

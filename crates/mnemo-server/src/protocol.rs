@@ -53,12 +53,19 @@ pub struct Response {
     pub jsonrpc: String,
     /// The request's id; `null` when the request could not be read far enough to know it.
     pub id: Option<RequestId>,
-    /// The method's result, on success.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The method's result, on success (`null` is a result: `history/transcript` of an unknown
+    /// session answers it).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub result: Option<Value>,
     /// What went wrong, on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<RpcError>,
+}
+
+/// A member that is present, `null` included: absent is `None` (by `default`), `null` is
+/// `Some(Value::Null)`.
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(deserializer).map(Some)
 }
 
 impl Response {

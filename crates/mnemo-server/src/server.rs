@@ -616,8 +616,9 @@ async fn handle_request(
         conn.reply(Response::failure(id, error)).await;
         return;
     }
-    let local = [m::Shutdown::NAME, m::Subscribe::NAME, m::Unsubscribe::NAME, m::RegisterSeams::NAME];
-    if local.contains(&request.method.as_str()) {
+    let by_connection =
+        m::MethodInfo::named(&request.method).is_some_and(m::MethodInfo::answered_by_connection);
+    if by_connection {
         // A new tail starts sending only once its subscription's answer is queued, so a client
         // sees the subscription's id before any of its notifications.
         let (answered, tail_gate) = tokio::sync::oneshot::channel();
@@ -625,10 +626,16 @@ async fn handle_request(
             m::Subscribe::NAME => subscribe(shared, conn, params, tail_gate),
             m::Unsubscribe::NAME => unsubscribe(conn, params).await,
             m::RegisterSeams::NAME => register_seams(shared, conn, params),
-            _ => {
+            m::Shutdown::NAME => {
                 shared.request_stop(StopCause::Request);
                 Ok(serde_json::json!({}))
             }
+            other => Err(RpcError::new(
+                Reason::Internal,
+                format!(
+                    "{other}: the methods' table routes it to the connection, which has no answer for it"
+                ),
+            )),
         };
         if request.method != m::Shutdown::NAME {
             shared.calls.fetch_add(1, Ordering::AcqRel);
@@ -682,9 +689,12 @@ async fn run_call(
     let shared = Arc::clone(shared);
     let conn = Arc::clone(conn);
     let runtime = tokio::runtime::Handle::current();
-    tokio::task::spawn_blocking(move || dispatch::call(&shared.mnemo, &runtime, &conn.seams, &method, params))
-        .await
-        .unwrap_or_else(|error| Err(RpcError::new(Reason::Internal, format!("the call failed: {error}"))))
+    tokio::task::spawn_blocking(move || {
+        let call = dispatch::Call { mnemo: &shared.mnemo, runtime: &runtime, seams: &conn.seams };
+        dispatch::call(&call, &method, params)
+    })
+    .await
+    .unwrap_or_else(|error| Err(RpcError::new(Reason::Internal, format!("the call failed: {error}"))))
 }
 
 /// `seams/register`: what this connection answers from now on.

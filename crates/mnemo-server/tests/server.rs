@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use mnemo_server::client::{Client, ClientError, ConnectOptions};
 use mnemo_server::methods::{
     Append, AppendParams, Empty, ExpectedRevision, Import, ImportParams, Ping, ReadHistory,
-    ReadHistoryParams, SearchHistory, SearchHistoryParams, Sessions, Shutdown, Stats, ToolContext,
-    Transcript, TranscriptParams, WireRecord,
+    ReadHistoryParams, SearchHistory, SearchHistoryParams, Session, SessionParams, Sessions, Shutdown, Stats,
+    ToolContext, Transcript, TranscriptParams, WireRecord,
 };
 use mnemo_server::protocol::Reason;
 use mnemo_server::server::{ServeOptions, StopCause, serve};
@@ -124,6 +124,14 @@ fn a_store_of_real_sessions_answers_every_method_family_through_the_client() {
 
     let sessions = client.call::<Sessions>(&Empty {}).unwrap();
     assert_eq!(sessions.len(), 2, "{sessions:?}");
+    // One session by its id, as the catalog holds it; an unknown one is null.
+    let one = |session: &str| SessionParams { session: session.to_owned() };
+    let summary = client.call::<Session>(&one("4c2ddfdc-b619-4525-8d03-1950fb1b0257")).unwrap().unwrap();
+    let listed = sessions.iter().find(|s| s.session == "4c2ddfdc-b619-4525-8d03-1950fb1b0257").unwrap();
+    assert_eq!(summary["workspace"], "/tmp/private", "{summary:?}");
+    assert_eq!(summary["event_count"].as_u64(), Some(listed.event_count), "{summary:?}");
+    assert_eq!(summary["turn_count"].as_u64(), Some(listed.turn_count), "{summary:?}");
+    assert_eq!(client.call::<Session>(&one("nobody")).unwrap(), None);
     let main = sessions
         .iter()
         .find(|s| s.session == "4c2ddfdc-b619-4525-8d03-1950fb1b0257")
@@ -428,6 +436,49 @@ fn log_reads_one_stream_from_a_revision_or_its_last_envelopes_without_the_others
             other => panic!("{refused:?} was not refused: {other:?}"),
         }
     }
+    drop(client);
+    stop(&store, server);
+}
+
+#[test]
+fn a_null_result_reaches_the_rust_client_as_none_not_as_a_protocol_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    let unknown = TranscriptParams { session: "nobody".to_owned(), as_of: None };
+    assert_eq!(client.call::<Transcript>(&unknown).unwrap(), None);
+    drop(client);
+    stop(&store, server);
+}
+
+#[test]
+fn log_head_is_the_last_position_and_moves_with_each_append() {
+    use mnemo_server::methods::{Log, LogHead, LogParams};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let mut client = client(&store);
+    assert_eq!(client.call::<LogHead>(&Empty {}).unwrap().position, 0, "an empty log's head is 0");
+    let params = ImportParams {
+        path: Some(fixture("incremental-simple/turn-2.jsonl").display().to_string()),
+        text: None,
+        source: None,
+        format: None,
+    };
+    client.call::<Import>(&params).unwrap();
+    let head = client.call::<LogHead>(&Empty {}).unwrap().position;
+    let all = client.call::<Log>(&LogParams { limit: Some(1000), ..LogParams::default() }).unwrap();
+    assert_eq!(Some(head), all.last().and_then(|e| e["position"].as_u64()), "the last envelope's position");
+    let appended = client
+        .call::<Append>(&AppendParams {
+            stream: "session/s1".to_owned(),
+            expected_revision: ExpectedRevision::Any,
+            records: vec![event("head-1", "one more")],
+            durability: None,
+        })
+        .unwrap();
+    assert_eq!(client.call::<LogHead>(&Empty {}).unwrap().position, appended.last_position);
     drop(client);
     stop(&store, server);
 }

@@ -26,37 +26,20 @@ from pathlib import Path
 from typing import Any, BinaryIO, Callable, Optional, Union
 
 from . import seams
+from .decode import Decode, typed
 from .errors import ConnectionLost, MnemoError, NoServer, ProtocolError, StartFailed
+from .methods import ProtocolMethods
 from .types import (
     AppendedParams,
     AppendResult,
-    CaptureParams,
-    ClaimsParams,
-    ClaimsResult,
-    CompactResult,
-    CursorResult,
-    ExportResult,
-    OverflowResult,
-    ProviderConnection,
-    RegisterSeamsResult,
-    SubscribeResult,
     ExpectedRevision,
     InitializeResult,
     JsonObject,
-    ReadHistoryResult,
-    RecallBlockParams,
-    RecalledItem,
-    RememberResult,
-    SearchHistoryResult,
-    SessionInfo,
-    StartBlockParams,
-    StartBlockResult,
-    ToolContext,
-    WireError,
+    RegisterSeamsResult,
     WireRecord,
     from_wire,
-    to_wire,
 )
+from .decode import present
 
 #: The protocol version this client speaks.
 PROTOCOL_VERSION = 1
@@ -78,21 +61,14 @@ START_ERROR_BYTES_MAX = 8192
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-Decode = Callable[[Any], Any]
 
-
-class _Methods:
+class _Methods(ProtocolMethods):
     """The typed methods, shared by :class:`Client` (each returns its result) and
-    :class:`AsyncClient` (each returns an awaitable of it)."""
-
-    def _invoke(self, method: str, params: Optional[JsonObject], decode: Decode) -> Any:
-        raise NotImplementedError
+    :class:`AsyncClient` (each returns an awaitable of it). Every method but those below is
+    generated from the schema into :mod:`mnemo_client.methods`."""
 
     def _set_handlers(self, handlers: dict[str, seams.Handler]) -> None:
         raise NotImplementedError
-
-    def ping(self) -> Any:
-        return self._invoke("ping", None, _nothing)
 
     def append(
         self,
@@ -112,296 +88,8 @@ class _Methods:
             expected = {"exact": expected_revision}
         elif expected_revision not in ("any", "no_stream"):
             raise ValueError(f"expected_revision {expected_revision!r} is not 'any', 'no_stream' or an int")
-        params = {"stream": stream, "expected_revision": expected, "records": to_wire(records), "durability": durability}
-        return self._invoke("append", _present(params), _typed(AppendResult, "append"))
-
-    def import_transcript(
-        self,
-        *,
-        path: Optional[PathLike] = None,
-        text: Optional[str] = None,
-        source: Optional[str] = None,
-        format: Optional[str] = None,
-    ) -> Any:
-        """Imports a transcript file the server reads (``path``) or its ``text``; returns the import
-        report."""
-        if (path is None) == (text is None):
-            raise ValueError("import_transcript takes exactly one of path and text")
-        params = {
-            "path": None if path is None else os.fspath(path),
-            "text": text,
-            "source": source,
-            "format": format,
-        }
-        return self._invoke("import", _present(params), _object("import"))
-
-    def capture(self, path: PathLike, *, format: Optional[str] = None) -> Any:
-        """Captures a session file its agent may still be writing (the server reads ``path``,
-        absolute or relative to its working directory): its complete lines, appending only what the
-        log does not hold yet; returns the import report."""
-        params = to_wire(CaptureParams(path=os.fspath(path), format=format))
-        return self._invoke("capture", params, _object("capture"))
-
-    def sessions(self) -> Any:
-        return self._invoke("history/sessions", None, _typed(list[SessionInfo], "history/sessions"))
-
-    def transcript(self, session: str, *, as_of: Optional[int] = None) -> Any:
-        """A session's visible messages (``{header, messages}``), or ``None`` for an unknown one."""
-        return self._invoke(
-            "history/transcript", _present({"session": session, "as_of": as_of}), _optional_object("history/transcript")
-        )
-
-    def search(
-        self,
-        query: str,
-        *,
-        limit: Optional[int] = None,
-        cursor: Optional[str] = None,
-        context: Optional[ToolContext] = None,
-        as_of: Optional[int] = None,
-    ) -> Any:
-        """The SearchHistory tool: :class:`SearchHistoryResult`."""
-        params = {
-            "query": query,
-            "limit": limit,
-            "cursor": cursor,
-            "context": to_wire(context) if context else None,
-            "as_of": as_of,
-        }
-        return self._invoke("history/search", _present(params), _typed(SearchHistoryResult, "history/search"))
-
-    def read(
-        self,
-        session_id: str,
-        *,
-        message_id: Optional[str] = None,
-        turn_id: Optional[str] = None,
-        before: Optional[int] = None,
-        after: Optional[int] = None,
-        context: Optional[ToolContext] = None,
-        as_of: Optional[int] = None,
-    ) -> Any:
-        """The ReadHistory tool: :class:`ReadHistoryResult`."""
-        params = {
-            "session_id": session_id,
-            "message_id": message_id,
-            "turn_id": turn_id,
-            "before": before,
-            "after": after,
-            "context": to_wire(context) if context else None,
-            "as_of": as_of,
-        }
-        return self._invoke("history/read", _present(params), _typed(ReadHistoryResult, "history/read"))
-
-    def recall(self, session: str, query: str, *, limit: Optional[int] = None) -> Any:
-        params = {"session": session, "query": query, "limit": limit}
-        return self._invoke("memory/recall", _present(params), _typed(list[RecalledItem], "memory/recall"))
-
-    def remember(self, session: str, *, tool_call: Optional[str] = None) -> Any:
-        params = {"session": session, "tool_call": tool_call}
-        return self._invoke("memory/remember", _present(params), _typed(RememberResult, "memory/remember"))
-
-    def memory_get(self, item: str) -> Any:
-        """One memory item, or ``None``."""
-        return self._invoke("memory/get", {"item": item}, _optional_object("memory/get"))
-
-    def memory_list(
-        self,
-        *,
-        workspace: Optional[str] = None,
-        kind: Optional[str] = None,
-        include_archived: bool = False,
-        limit: Optional[int] = None,
-    ) -> Any:
-        params = {"workspace": workspace, "kind": kind, "include_archived": include_archived, "limit": limit}
-        return self._invoke("memory/list", _present(params), _objects("memory/list"))
-
-    def memory_search(
-        self,
-        terms: list[str],
-        *,
-        match_mode: str = "exact",
-        workspace: Optional[str] = None,
-        include_archived: bool = False,
-        limit: Optional[int] = None,
-    ) -> Any:
-        params = {
-            "terms": terms,
-            "match_mode": match_mode,
-            "workspace": workspace,
-            "include_archived": include_archived,
-            "limit": limit,
-        }
-        return self._invoke("memory/search", _present(params), _objects("memory/search"))
-
-    def memory_apply(self, operation: str, mutations: list[JsonObject]) -> Any:
-        """A batch of item mutations under one idempotency key; a replay returns the first result."""
-        return self._invoke(
-            "memory/apply", {"operation": operation, "mutations": mutations}, _object("memory/apply")
-        )
-
-    def memory_cursor(self, session: str) -> Any:
-        return self._invoke("memory/cursor", {"session": session}, _typed(CursorResult, "memory/cursor"))
-
-    def extract(self, session: str, *, terminal_event: Optional[str] = None) -> Any:
-        params = {"session": session, "terminal_event": terminal_event}
-        return self._invoke("memory/extract", _present(params), _object("memory/extract"))
-
-    def recall_block(self, session: str, *, query: Optional[str] = None, as_of: Optional[int] = None) -> Any:
-        """The push-recall block for the session's next request (``{items, text, tokens}``): the
-        items relevant to its recent turns, or to ``query``, that fit the recall budget. With
-        ``as_of``, the block as it would have been built at that log position: the memory items as
-        they stood then, the session's turns up to it."""
-        params = to_wire(RecallBlockParams(session=session, query=query, as_of=as_of))
-        return self._invoke("memory/recall_block", params, _object("memory/recall_block"))
-
-    def start_block(
-        self,
-        *,
-        session: Optional[str] = None,
-        workspace: Optional[str] = None,
-        query: Optional[str] = None,
-        budget_tokens: Optional[int] = None,
-    ) -> Any:
-        """The push-recall block at a session's start, when the store may not hold the session yet:
-        the standing facts of its workspace (the session's own, else ``workspace``) and the items
-        relevant to ``query`` (else to recent turns); :class:`StartBlockResult`."""
-        params = to_wire(StartBlockParams(session=session, workspace=workspace, query=query, budget_tokens=budget_tokens))
-        return self._invoke("memory/start_block", params, _typed(StartBlockResult, "memory/start_block"))
-
-    def context(
-        self,
-        session: str,
-        *,
-        window: Optional[int] = None,
-        as_of: Optional[int] = None,
-        current_turn: Optional[str] = None,
-    ) -> Any:
-        """The history the session's next request would receive (nothing is written)."""
-        params = {"session": session, "window": window, "as_of": as_of, "current_turn": current_turn}
-        return self._invoke("compaction/context", _present(params), _object("compaction/context"))
-
-    def prepare(
-        self,
-        session: str,
-        *,
-        window: Optional[int] = None,
-        current_turn: Optional[str] = None,
-        connection: Optional[ProviderConnection] = None,
-        search_text: Optional[str] = None,
-        min_recent_turns: Optional[int] = None,
-        client_seams: bool = True,
-    ) -> Any:
-        """Prepares the next request's history (replay, or compact through the registered seams, or
-        fall back): :class:`CompactResult`."""
-        return self._compaction(
-            "compaction/prepare", session, window, current_turn, connection, search_text, min_recent_turns, client_seams
-        )
-
-    def compact(
-        self,
-        session: str,
-        *,
-        window: Optional[int] = None,
-        current_turn: Optional[str] = None,
-        connection: Optional[ProviderConnection] = None,
-        search_text: Optional[str] = None,
-        min_recent_turns: Optional[int] = None,
-        client_seams: bool = True,
-    ) -> Any:
-        """Compacts now (the manual trigger): :class:`CompactResult`."""
-        return self._compaction(
-            "compaction/compact", session, window, current_turn, connection, search_text, min_recent_turns, client_seams
-        )
-
-    def _compaction(
-        self,
-        method: str,
-        session: str,
-        window: Optional[int],
-        current_turn: Optional[str],
-        connection: Optional[ProviderConnection],
-        search_text: Optional[str],
-        min_recent_turns: Optional[int],
-        client_seams: bool,
-    ) -> Any:
-        params = {
-            "session": session,
-            "window": window,
-            "current_turn": current_turn,
-            "connection": to_wire(connection) if connection else None,
-            "search_text": search_text,
-            "min_recent_turns": min_recent_turns,
-            "client_seams": client_seams,
-        }
-        return self._invoke(method, _present(params), _typed(CompactResult, method))
-
-    def recover_overflow(
-        self,
-        session: str,
-        *,
-        turn: str,
-        anchor: str,
-        reference_tokens: int,
-        step: int,
-        context_length_error: bool,
-        produced_output: bool,
-        steps_remaining: bool,
-        historical_images: bool = False,
-        durable_through: Optional[int] = None,
-        window: Optional[int] = None,
-        connection: Optional[ProviderConnection] = None,
-        client_seams: bool = True,
-    ) -> Any:
-        """Reactive recovery after the provider rejected a request as too long: :class:`OverflowResult`."""
-        params = {
-            "session": session,
-            "turn": turn,
-            "anchor": anchor,
-            "reference_tokens": reference_tokens,
-            "step": step,
-            "context_length_error": context_length_error,
-            "produced_output": produced_output,
-            "steps_remaining": steps_remaining,
-            "historical_images": historical_images,
-            "durable_through": durable_through,
-            "window": window,
-            "connection": to_wire(connection) if connection else None,
-            "client_seams": client_seams,
-        }
-        method = "compaction/recover_overflow"
-        return self._invoke(method, _present(params), _typed(OverflowResult, method))
-
-    def copy(self, session: str, *, up_to: Optional[JsonObject] = None, target: Optional[str] = None) -> Any:
-        """Copies a session (``up_to``: ``{"through_turn": T}``, ``{"before_turn": T}`` or
-        ``{"through_event": E}``) into a new one; returns the copy report."""
-        params = {"session": session, "up_to": up_to, "target": target}
-        return self._invoke("compaction/copy", _present(params), _object("compaction/copy"))
-
-    def policy(self) -> Any:
-        return self._invoke("compaction/policy", None, _object("compaction/policy"))
-
-    def claims(self, session: str, checkpoint: str) -> Any:
-        """A checkpoint's summary checked claim by claim: :class:`ClaimsResult`. Each
-        :class:`LinkedClaim` (``claim``, ``kind``, ``supported``) has the first 20 covered events
-        that state it on their own (``events``: ``position``, ``event``; ``event_count`` of them in
-        all); ``recorded`` is the faithfulness report stored with the checkpoint and
-        ``matches_recorded`` whether checking again found the unsupported claims it lists. An
-        unknown checkpoint raises :class:`MnemoError` (``invalid_input``)."""
-        params = to_wire(ClaimsParams(session=session, checkpoint=checkpoint))
-        return self._invoke("compaction/claims", params, _typed(ClaimsResult, "compaction/claims"))
-
-    def log(self, *, start: Optional[int] = None, limit: Optional[int] = None) -> Any:
-        """Envelopes of the log from position ``start`` (default 1)."""
-        return self._invoke("log", _present({"from": start, "limit": limit}), _objects("log"))
-
-    def subscribe(self, *, start: Optional[int] = None) -> Any:
-        """Follows the log from position ``start`` (default: the next one appended):
-        :class:`SubscribeResult`; read the ``log/appended`` notifications with ``appended()``."""
-        return self._invoke("log/subscribe", _present({"from": start}), _typed(SubscribeResult, "log/subscribe"))
-
-    def unsubscribe(self, subscription: int) -> Any:
-        return self._invoke("log/unsubscribe", {"subscription": subscription}, _nothing)
+        params = {"stream": stream, "expected_revision": expected, "records": records, "durability": durability}
+        return self._invoke("append", present(params), typed(AppendResult, "append"))
 
     def register_seams(
         self,
@@ -416,24 +104,7 @@ class _Methods:
         :class:`RegisterSeamsResult`."""
         self._set_handlers(seams.handlers(summarizer, provider_compactor, memory_proposer))
         params = seams.registration(summarizer, provider_compactor, memory_proposer, timeout_ms)
-        return self._invoke("seams/register", params, _typed(RegisterSeamsResult, "seams/register"))
-
-    def stats(self) -> Any:
-        return self._invoke("stats", None, _object("stats"))
-
-    def verify(self) -> Any:
-        return self._invoke("verify", None, _object("verify"))
-
-    def rebuild(self, *, stage: Optional[str] = None) -> Any:
-        return self._invoke("rebuild", _present({"stage": stage}), _objects("rebuild"))
-
-    def export(self) -> Any:
-        """Every session as Mnemo transcript lines: :class:`ExportResult`."""
-        return self._invoke("export", None, _typed(ExportResult, "export"))
-
-    def shutdown(self) -> Any:
-        """Stops the server gracefully: running calls finish, then the store closes."""
-        return self._invoke("shutdown", None, _nothing)
+        return self._invoke("seams/register", params, typed(RegisterSeamsResult, "seams/register"))
 
 
 class Client(_Methods):
@@ -567,7 +238,7 @@ class Client(_Methods):
 
     def _initialize(self, client_name: str) -> None:
         result = self.call("initialize", {"protocol_version": PROTOCOL_VERSION, "client_name": client_name})
-        self.server = _typed(InitializeResult, "initialize")(result)
+        self.server = typed(InitializeResult, "initialize")(result)
 
     def close(self) -> None:
         self._closer()
@@ -753,7 +424,7 @@ class AsyncClient(_Methods):
 
     async def _initialize(self, client_name: str) -> None:
         result = await self.call("initialize", {"protocol_version": PROTOCOL_VERSION, "client_name": client_name})
-        self.server = _typed(InitializeResult, "initialize")(result)
+        self.server = typed(InitializeResult, "initialize")(result)
 
     async def aclose(self) -> None:
         """Closes the connection (a spawned server then answers what it admitted and exits)."""
@@ -938,47 +609,6 @@ def _keep_notification(queue: Any, frame: JsonObject) -> None:
 
 
 # Helpers ------------------------------------------------------------------------------------------
-
-
-def _present(params: dict[str, Any]) -> JsonObject:
-    return {k: v for k, v in params.items() if v is not None}
-
-
-def _typed(tp: Any, method: str) -> Decode:
-    def decode(value: Any) -> Any:
-        try:
-            return from_wire(tp, value, method)
-        except WireError as error:
-            raise ProtocolError(f"the result of {error}") from None
-
-    return decode
-
-
-def _object(method: str) -> Decode:
-    def decode(value: Any) -> JsonObject:
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{method}: the result is not a JSON object")
-        return value
-
-    return decode
-
-
-def _optional_object(method: str) -> Decode:
-    inner = _object(method)
-    return lambda value: None if value is None else inner(value)
-
-
-def _objects(method: str) -> Decode:
-    def decode(value: Any) -> list[JsonObject]:
-        if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
-            raise ProtocolError(f"{method}: the result is not an array of objects")
-        return value
-
-    return decode
-
-
-def _nothing(value: Any) -> None:
-    return None
 
 
 def _socket_path(store: PathLike) -> tuple[Path, Path]:

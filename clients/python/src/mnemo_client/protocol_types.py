@@ -277,6 +277,14 @@ class LinkedClaim:
 
 
 @dataclass(frozen=True)
+class LogHeadResult:
+    """`log/head` result."""
+
+    #: The position of the log's last envelope; 0 when the log is empty.
+    position: int
+
+
+@dataclass(frozen=True)
 class LogParams:
     """`log` parameters."""
 
@@ -336,14 +344,14 @@ class MemoryProposerSeam:
 class MemorySearchParams:
     """`memory/search` parameters."""
 
-    #: `exact` or `prefix`.
-    match_mode: str
     #: 1 to 32 terms, normalized like keys.
     terms: list[str]
     #: Also archived items.
     include_archived: bool = False
     #: 1 to 100; 20 when absent.
     limit: Optional[int] = None
+    #: `exact` (default) or `prefix`.
+    match_mode: str = 'exact'
     #: Also this workspace's items (global items are always candidates).
     workspace: Optional[str] = None
 
@@ -927,6 +935,7 @@ __all__ = [
     "InitializeResult",
     "Limits",
     "LinkedClaim",
+    "LogHeadResult",
     "LogParams",
     "MemoryApplyParams",
     "MemoryGetParams",

@@ -1,92 +1,93 @@
-//! The host methods of `methods::host`: each reads its parameters, makes the facade call it mirrors
-//! (with the connection's seams where the call takes them) and writes its result.
+//! The handlers of the host methods whose types are in `methods::host`: each makes the facade call
+//! it mirrors (with the connection's seams where the call takes them). The methods' table routes to
+//! them.
 
 use mnemo::compaction::{ContextOptions, MidTurnOptions, OverflowRecovery, ProviderOverflow};
 use mnemo::memory::{ListRequest, MutationRequest, SearchRequest};
+use mnemo::records;
 use mnemo::records::{EventId, Position, SessionId, TurnId, WorkspaceId};
-use mnemo::{Mnemo, records};
 use serde_json::Value;
-use tokio::runtime::Handle;
 
-use super::{invalid_id, object, run, session_id, store};
+use super::{Call, invalid_id, object, session_id, store};
 use crate::limits::EXPORT_INLINE_BYTES_MAX;
 use crate::methods::{self as m, Method};
 use crate::protocol::{Reason, RpcError};
-use crate::seams::{ConnectionSeams, provider_connection, taken};
+use crate::seams::{provider_connection, taken};
 
-/// Runs a host method; `method_not_found` when `method` is none.
-pub(crate) fn call(
-    mnemo: &Mnemo,
-    runtime: &Handle,
-    seams: &ConnectionSeams,
-    method: &str,
-    params: Value,
-) -> Result<Value, RpcError> {
-    match method {
-        m::Prepare::NAME => run::<m::Prepare>(params, |p| compact(mnemo, runtime, seams, p, true)),
-        m::Compact::NAME => run::<m::Compact>(params, |p| compact(mnemo, runtime, seams, p, false)),
-        m::RecoverOverflow::NAME => run::<m::RecoverOverflow>(params, |p| overflow(mnemo, runtime, seams, p)),
-        m::CopySession::NAME => run::<m::CopySession>(params, |p| copy(mnemo, p)),
-        m::Policy::NAME => run::<m::Policy>(params, |_| object(&mnemo.compaction().policy().map_err(store)?)),
-        m::Claims::NAME => run::<m::Claims>(params, |p| {
-            let session = session_id(p.session)?;
-            let checkpoint = records::CheckpointId::new(p.checkpoint).map_err(invalid_id("checkpoint"))?;
-            Ok(claims(mnemo.compaction().claims(&session, &checkpoint).map_err(store)?))
-        }),
-        m::Extract::NAME => run::<m::Extract>(params, |p| {
-            let session = session_id(p.session)?;
-            let terminal =
-                p.terminal_event.map(EventId::new).transpose().map_err(invalid_id("terminal_event"))?;
-            object(&runtime.block_on(mnemo.memory().extract(&session, terminal)).map_err(store)?)
-        }),
-        m::RecallBlock::NAME => run::<m::RecallBlock>(params, |p| {
-            let session = session_id(p.session)?;
-            let block = match p.as_of {
-                None => mnemo.memory().recall_block(&session, p.query.as_deref()),
-                Some(at) => mnemo.memory().recall_block_as_of(&session, p.query.as_deref(), Position(at)),
-            };
-            object(&block.map_err(store)?)
-        }),
-        m::MemoryList::NAME => run::<m::MemoryList>(params, |p| {
-            let request = ListRequest {
-                workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
-                kind: p.kind.map(|kind| wire_enum("kind", &kind)).transpose()?,
-                include_archived: p.include_archived,
-                limit: p.limit,
-            };
-            mnemo.memory().list(&request).map_err(store)?.iter().map(object).collect()
-        }),
-        m::MemorySearch::NAME => run::<m::MemorySearch>(params, |p| {
-            let request = SearchRequest {
-                terms: p.terms,
-                match_mode: match p.match_mode {
-                    m::MatchMode::Exact => mnemo::memory::MatchMode::Exact,
-                    m::MatchMode::Prefix => mnemo::memory::MatchMode::Prefix,
-                },
-                workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
-                include_archived: p.include_archived,
-                limit: p.limit,
-            };
-            mnemo.memory().search(&request).map_err(store)?.iter().map(object).collect()
-        }),
-        m::MemoryApply::NAME => run::<m::MemoryApply>(params, |p| {
-            let request: MutationRequest = serde_json::from_value(serde_json::json!({
-                "operation": p.operation,
-                "mutations": p.mutations,
-            }))
-            .map_err(|e| RpcError::new(Reason::InvalidParams, format!("{}: {e}", m::MemoryApply::NAME)))?;
-            object(&mnemo.memory().apply(&request).map_err(store)?)
-        }),
-        m::MemoryCursor::NAME => run::<m::MemoryCursor>(params, |p| {
-            let session = session_id(p.session)?;
-            Ok(m::CursorResult { cursor: mnemo.memory().cursor(&session).map_err(store)? })
-        }),
-        m::Rebuild::NAME => run::<m::Rebuild>(params, |p| {
-            mnemo.rebuild(p.stage.as_deref()).map_err(store)?.iter().map(object).collect()
-        }),
-        m::Export::NAME => run::<m::Export>(params, |_| export(mnemo)),
-        other => Err(RpcError::new(Reason::MethodNotFound, format!("no method {other:?}"))),
-    }
+pub(crate) fn prepare(call: &Call<'_>, p: m::CompactParams) -> Result<m::CompactResult, RpcError> {
+    compact_or_prepare(call, p, true)
+}
+
+pub(crate) fn compact(call: &Call<'_>, p: m::CompactParams) -> Result<m::CompactResult, RpcError> {
+    compact_or_prepare(call, p, false)
+}
+
+pub(crate) fn policy(call: &Call<'_>, _: m::Empty) -> Result<m::Object, RpcError> {
+    object(&call.mnemo.compaction().policy().map_err(store)?)
+}
+
+pub(crate) fn claims(call: &Call<'_>, p: m::ClaimsParams) -> Result<m::ClaimsResult, RpcError> {
+    let session = session_id(p.session)?;
+    let checkpoint = records::CheckpointId::new(p.checkpoint).map_err(invalid_id("checkpoint"))?;
+    Ok(linked_claims(call.mnemo.compaction().claims(&session, &checkpoint).map_err(store)?))
+}
+
+pub(crate) fn extract(call: &Call<'_>, p: m::ExtractParams) -> Result<m::Object, RpcError> {
+    let session = session_id(p.session)?;
+    let terminal = p.terminal_event.map(EventId::new).transpose().map_err(invalid_id("terminal_event"))?;
+    object(&call.runtime.block_on(call.mnemo.memory().extract(&session, terminal)).map_err(store)?)
+}
+
+pub(crate) fn recall_block(call: &Call<'_>, p: m::RecallBlockParams) -> Result<m::Object, RpcError> {
+    let session = session_id(p.session)?;
+    let memory = call.mnemo.memory();
+    let block = match p.as_of {
+        None => memory.recall_block(&session, p.query.as_deref()),
+        Some(at) => memory.recall_block_as_of(&session, p.query.as_deref(), Position(at)),
+    };
+    object(&block.map_err(store)?)
+}
+
+pub(crate) fn memory_list(call: &Call<'_>, p: m::MemoryListParams) -> Result<Vec<m::Object>, RpcError> {
+    let request = ListRequest {
+        workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
+        kind: p.kind.map(|kind| wire_enum("kind", &kind)).transpose()?,
+        include_archived: p.include_archived,
+        limit: p.limit,
+    };
+    call.mnemo.memory().list(&request).map_err(store)?.iter().map(object).collect()
+}
+
+pub(crate) fn memory_search(call: &Call<'_>, p: m::MemorySearchParams) -> Result<Vec<m::Object>, RpcError> {
+    let request = SearchRequest {
+        terms: p.terms,
+        match_mode: match p.match_mode {
+            m::MatchMode::Exact => mnemo::memory::MatchMode::Exact,
+            m::MatchMode::Prefix => mnemo::memory::MatchMode::Prefix,
+        },
+        workspace: p.workspace.map(WorkspaceId::new).transpose().map_err(invalid_id("workspace"))?,
+        include_archived: p.include_archived,
+        limit: p.limit,
+    };
+    call.mnemo.memory().search(&request).map_err(store)?.iter().map(object).collect()
+}
+
+pub(crate) fn memory_apply(call: &Call<'_>, p: m::MemoryApplyParams) -> Result<m::Object, RpcError> {
+    let request: MutationRequest = serde_json::from_value(serde_json::json!({
+        "operation": p.operation,
+        "mutations": p.mutations,
+    }))
+    .map_err(|e| RpcError::new(Reason::InvalidParams, format!("{}: {e}", m::MemoryApply::NAME)))?;
+    object(&call.mnemo.memory().apply(&request).map_err(store)?)
+}
+
+pub(crate) fn memory_cursor(call: &Call<'_>, p: m::SessionParams) -> Result<m::CursorResult, RpcError> {
+    let session = session_id(p.session)?;
+    Ok(m::CursorResult { cursor: call.mnemo.memory().cursor(&session).map_err(store)? })
+}
+
+pub(crate) fn rebuild(call: &Call<'_>, p: m::RebuildParams) -> Result<Vec<m::Object>, RpcError> {
+    call.mnemo.rebuild(p.stage.as_deref()).map_err(store)?.iter().map(object).collect()
 }
 
 /// A facade enum from its wire name (`"project_fact"`), or `invalid_params` naming the member.
@@ -110,13 +111,12 @@ fn context_options(
     })
 }
 
-fn compact(
-    mnemo: &Mnemo,
-    runtime: &Handle,
-    seams: &ConnectionSeams,
+fn compact_or_prepare(
+    call: &Call<'_>,
     p: m::CompactParams,
     prepare: bool,
 ) -> Result<m::CompactResult, RpcError> {
+    let (mnemo, runtime, seams) = (call.mnemo, call.runtime, call.seams);
     let session = session_id(p.session)?;
     let context = context_options(p.window, p.current_turn, p.connection.as_ref(), p.search_text)?;
     let (options, failures) = seams.compact_options(p.client_seams, context, p.min_recent_turns);
@@ -133,12 +133,8 @@ fn compact(
     })
 }
 
-fn overflow(
-    mnemo: &Mnemo,
-    runtime: &Handle,
-    seams: &ConnectionSeams,
-    p: m::OverflowParams,
-) -> Result<m::OverflowResult, RpcError> {
+pub(crate) fn overflow(call: &Call<'_>, p: m::OverflowParams) -> Result<m::OverflowResult, RpcError> {
+    let (mnemo, runtime, seams) = (call.mnemo, call.runtime, call.seams);
     let session = session_id(p.session.clone())?;
     let turn = TurnId::new(p.turn.clone()).map_err(invalid_id("turn"))?;
     let anchor = EventId::new(p.anchor.clone()).map_err(invalid_id("anchor"))?;
@@ -199,7 +195,7 @@ fn overflow(
     Ok(result)
 }
 
-fn copy(mnemo: &Mnemo, p: m::CopyParams) -> Result<m::Object, RpcError> {
+pub(crate) fn copy(call: &Call<'_>, p: m::CopyParams) -> Result<m::Object, RpcError> {
     let session = session_id(p.session)?;
     let up_to = match p.up_to {
         None => None,
@@ -214,12 +210,12 @@ fn copy(mnemo: &Mnemo, p: m::CopyParams) -> Result<m::Object, RpcError> {
         }
     };
     let target = p.target.map(SessionId::new).transpose().map_err(invalid_id("target"))?;
-    object(&mnemo.compaction().copy(&session, up_to, target).map_err(store)?)
+    object(&call.mnemo.compaction().copy(&session, up_to, target).map_err(store)?)
 }
 
-fn export(mnemo: &Mnemo) -> Result<m::ExportResult, RpcError> {
+pub(crate) fn export(call: &Call<'_>, _: m::Empty) -> Result<m::ExportResult, RpcError> {
     let mut text = Vec::new();
-    let report = mnemo.export_transcript(&mut text).map_err(store)?;
+    let report = call.mnemo.export_transcript(&mut text).map_err(store)?;
     if text.len() > EXPORT_INLINE_BYTES_MAX {
         return Err(RpcError::new(
             Reason::InvalidInput,
@@ -236,7 +232,7 @@ fn export(mnemo: &Mnemo) -> Result<m::ExportResult, RpcError> {
     Ok(m::ExportResult { text, report: object(&report)? })
 }
 
-fn claims(found: mnemo::compaction::CheckpointClaims) -> m::ClaimsResult {
+fn linked_claims(found: mnemo::compaction::CheckpointClaims) -> m::ClaimsResult {
     m::ClaimsResult {
         checkpoint: found.checkpoint.to_string(),
         position: found.position.0,

@@ -1,6 +1,7 @@
-//! The host methods beyond reading: preparing the next request's history and compacting (with the
-//! client's own model seams), overflow recovery, conversation copy, memory's item operations and
-//! extraction, rebuild and export, the tail subscription, and the seams a client registers.
+//! The parameter and result types of the host methods beyond reading (their entries are in the
+//! table of [`super`]): preparing the next request's history and compacting (with the client's own
+//! model seams), overflow recovery, conversation copy, memory's item operations and extraction,
+//! rebuild and export, the tail subscription, and the seams a client registers.
 //!
 //! Also the server's own requests to a client (`seam/*`: the model seams called back over the
 //! connection) and its notifications (`log/appended`), which have a name and types like methods.
@@ -9,67 +10,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Empty, Method, Object};
-
-method!(
-    /// `compaction().prepare_history`: the next request's history the way a runtime prepares it
-    /// before each turn (replay a fitting checkpoint, or compact when the policy says so, or fall
-    /// back), with the connection's registered seams unless `client_seams` is false.
-    Prepare, "compaction/prepare", repeatable: true, CompactParams => CompactResult);
-method!(
-    /// `compaction().compact`: compacts a session now (the manual trigger).
-    Compact, "compaction/compact", repeatable: false, CompactParams => CompactResult);
-method!(
-    /// `compaction().recover_from_overflow`: reactive recovery after the provider rejected a request
-    /// as too long. The single-retry latch is kept per connection, session and turn.
-    RecoverOverflow, "compaction/recover_overflow", repeatable: false, OverflowParams => OverflowResult);
-method!(
-    /// `compaction().copy`: copies a session (or its prefix) into a new session.
-    CopySession, "compaction/copy", repeatable: true, CopyParams => Object);
-method!(
-    /// `compaction().policy`: the store's compaction policy.
-    Policy, "compaction/policy", repeatable: true, Empty => Object);
-method!(
-    /// `compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
-    /// linked to the covered events that support it, or marked unsupported.
-    Claims, "compaction/claims", repeatable: true, ClaimsParams => ClaimsResult);
-method!(
-    /// `memory().extract`: agent-requested extraction of incidental facts, through the registered
-    /// `MemoryProposer` when a client registered one.
-    Extract, "memory/extract", repeatable: true, ExtractParams => Object);
-method!(
-    /// `memory().recall_block`: the push route, the block of items that fits the recall budget.
-    RecallBlock, "memory/recall_block", repeatable: true, RecallBlockParams => Object);
-method!(
-    /// `memory().list`: items by scope.
-    MemoryList, "memory/list", repeatable: true, MemoryListParams => Vec<Object>);
-method!(
-    /// `memory().search`: items by keys.
-    MemorySearch, "memory/search", repeatable: true, MemorySearchParams => Vec<Object>);
-method!(
-    /// `memory().apply`: a batch of item mutations (create, update, archive, restore) under one
-    /// operation id; a replay of the same operation returns its first result.
-    MemoryApply, "memory/apply", repeatable: true, MemoryApplyParams => Object);
-method!(
-    /// `memory().cursor`: a session's extraction cursor.
-    MemoryCursor, "memory/cursor", repeatable: true, SessionParams => CursorResult);
-method!(
-    /// `Mnemo::rebuild`: rebuilds one stage (or all) from the log.
-    Rebuild, "rebuild", repeatable: true, RebuildParams => Vec<Object>);
-method!(
-    /// `Mnemo::export_transcript`: every session as Mnemo transcript lines, inline.
-    Export, "export", repeatable: true, Empty => ExportResult);
-method!(
-    /// Follows the log: `log/appended` notifications carry every envelope from `from` on, as they
-    /// are appended, until `log/unsubscribe` or the connection closes.
-    Subscribe, "log/subscribe", repeatable: false, SubscribeParams => SubscribeResult);
-method!(
-    /// Ends a tail subscription; no notification of it follows the answer.
-    Unsubscribe, "log/unsubscribe", repeatable: true, UnsubscribeParams => Empty);
-method!(
-    /// Registers the connection's model seams: compaction and extraction then call back to this
-    /// client (`seam/*` requests) while it stays connected.
-    RegisterSeams, "seams/register", repeatable: true, RegisterSeamsParams => RegisterSeamsResult);
+use super::{Empty, Object};
 
 /// The server's requests to a client (the registered model seams) and its notifications: a name and
 /// types, like a method, sent the other way.
@@ -393,10 +334,11 @@ pub struct MemoryListParams {
 }
 
 /// How a key search matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MatchMode {
     /// A key equals the term.
+    #[default]
     Exact,
     /// A key starts with the term.
     Prefix,
@@ -408,7 +350,8 @@ pub enum MatchMode {
 pub struct MemorySearchParams {
     /// 1 to 32 terms, normalized like keys.
     pub terms: Vec<String>,
-    /// `exact` or `prefix`.
+    /// `exact` (default) or `prefix`.
+    #[serde(default)]
     pub match_mode: MatchMode,
     /// Also this workspace's items (global items are always candidates).
     #[serde(default)]

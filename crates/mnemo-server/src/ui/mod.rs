@@ -5,10 +5,16 @@
 //! It is not:
 //! - a second owner of the store: every read goes to the store server over its socket, as any
 //!   client's does (the store server is started when none runs);
-//! - a writer: it calls only the store server's read methods (`store::ReadMethod`), answers GET only,
+//! - a writer: it calls only the store server's read methods (`methods::ReadMethod`), answers GET only,
 //!   and `verify` rebuilds into scratch space, never into the store;
 //! - a network service: it binds the loopback interface unless told otherwise, and answers only
-//!   requests that carry the random token printed with its address at start.
+//!   requests that carry the random token printed with its address at start;
+//! - part of the store server: it uses nothing of the server's core (`tests/rooms.rs` checks it).
+//!
+//! It uses: the Rust client ([`crate::client`]), through `store::Reads`, whose calls are bounded at
+//! compile time to the methods the methods' table marks read-only ([`crate::methods::ReadMethod`]);
+//! the methods' types and the wire's errors; its own small HTTP server (`http`) and embedded page
+//! (`assets`).
 
 mod api;
 mod assets;

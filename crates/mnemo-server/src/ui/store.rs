@@ -1,8 +1,9 @@
 //! The inspector's way into the store: the store server's read methods, and nothing else.
 //!
-//! Architecture invariant: the inspector never writes. [`Reads::call`] takes only methods marked
-//! [`ReadMethod`]; `append`, `import`, `memory/remember` and `shutdown` are not, so a call to them
-//! does not compile.
+//! Architecture invariant: the inspector never writes. [`Reads::call`] takes only a
+//! [`ReadMethod`], which the methods' table implements for the methods it marks `read_only` and for
+//! no other; `append`, `import`, `memory/remember` and `shutdown` are not, so a call to them does
+//! not compile.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -11,24 +12,7 @@ use std::sync::{Mutex, PoisonError};
 use serde_json::Value;
 
 use crate::client::{Client, ClientError, ConnectOptions};
-use crate::methods::{self as m, LOG_ENTRIES_MAX, LogParams, Method};
-
-/// A method that only reads the store.
-pub(crate) trait ReadMethod: Method {}
-
-impl ReadMethod for m::Sessions {}
-impl ReadMethod for m::Transcript {}
-impl ReadMethod for m::SearchHistory {}
-impl ReadMethod for m::ReadHistory {}
-impl ReadMethod for m::Recall {}
-impl ReadMethod for m::MemoryGet {}
-impl ReadMethod for m::Context {}
-impl ReadMethod for m::Stats {}
-impl ReadMethod for m::Verify {}
-impl ReadMethod for m::Log {}
-impl ReadMethod for m::RecallBlock {}
-impl ReadMethod for m::Claims {}
-impl ReadMethod for m::MemoryList {}
+use crate::methods::{self as m, LOG_ENTRIES_MAX, LogParams, ReadMethod};
 
 /// Connections to the store server, shared by the inspector's request threads: one per call in
 /// flight (at most [`READ_CONNECTIONS_MAX`] kept idle), each opened again after it breaks. Calls on
