@@ -14,7 +14,8 @@ const DIRECT: &[(&str, &[&str])] = &[
     ("mnemo-history", &["mnemo-pipeline"]),
     ("mnemo-compaction", &["mnemo-pipeline"]),
     ("mnemo-memory", &["mnemo-history"]),
-    ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats"]),
+    ("mnemo-transcript", &["mnemo-core"]),
+    ("mnemo", &["mnemo-compaction", "mnemo-memory", "mnemo-log-nats", "mnemo-transcript"]),
     ("mnemo-server", &["mnemo"]),
     ("mnemo-cli", &["mnemo", "mnemo-server"]),
 ];

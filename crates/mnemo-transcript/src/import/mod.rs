@@ -6,14 +6,13 @@
 //! with the source line they came from, so errors name the source line), skips line types it does
 //! not import with a count by type, and fails on a malformed line with its line number.
 
-mod append;
 mod capture;
 mod chat;
 mod claude;
 mod codex;
-mod cursors;
 mod lines;
 mod maka;
+mod report;
 mod stream;
 mod swe_agent;
 mod time;
@@ -25,17 +24,31 @@ use std::str::FromStr;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::error::Error;
-use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
+use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
-pub use append::{
-    DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportCursor, ImportReport, ImportStatus,
-};
-pub(crate) use cursors::FileCursors;
-pub use cursors::{CAPTURE_CURSORS_MAX, FileCursor};
-pub(crate) use lines::{LineReader, RawLine};
-pub(crate) use stream::RecordStream;
-pub use stream::{CONVERT_HOLD_LINES_MAX, SOURCE_LINE_BYTES_MAX};
+pub use capture::{Identities, SessionCheck, Taken};
+pub use lines::{LineReader, RawLine};
+pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
+pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, SOURCE_LINE_BYTES_MAX, StreamState};
+
+/// Why reading an import's records failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// A line is not valid (in its format or as a mnemo line): fix the file; nothing of it was
+    /// appended.
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+    /// Reading the input failed: the caller's I/O, to retry or report.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The input read (`-` for standard input).
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
 /// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
@@ -142,14 +155,14 @@ pub fn parse_import(
         ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
         format => format,
     };
-    let as_transcript_error = |failure: Error| match failure {
-        Error::Transcript(failure) => failure,
+    let as_transcript_error = |failure: ImportError| match failure {
+        ImportError::Transcript(failure) => failure,
         // NOTE: reading a byte slice cannot fail, and converting and parsing fail only as above.
         other => error(source, 1, None, other.to_string()),
     };
     // A file that is one JSON document over several lines fails at its first line when read as
     // JSON Lines; the error then says what the file is.
-    let failed = |failure: Error| {
+    let failed = |failure: ImportError| {
         let failure = as_transcript_error(failure);
         whole_document(bytes, source, format).unwrap_or(failure)
     };
@@ -158,7 +171,7 @@ pub fn parse_import(
     } else {
         RecordStream::lines(bytes, source, format).map_err(failed)?
     };
-    let mut by_session: Vec<Vec<crate::transcript::TranscriptRecord>> = Vec::new();
+    let mut by_session: Vec<Vec<crate::format::TranscriptRecord>> = Vec::new();
     while let Some((slot, record)) = stream.next_record().map_err(failed)? {
         by_session.resize_with(by_session.len().max(slot + 1), Vec::new);
         by_session[slot].push(record);
@@ -186,7 +199,7 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
 /// Tells a file's format from its first lines alone (the first [`SOURCE_LINE_BYTES_MAX`] bytes of
 /// `bytes`, so that a first line as long as a tool's line may be reads whole, at most
 /// [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
-pub(crate) fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
+pub fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SOURCE_LINE_BYTES_MAX)]);
     if text.trim_start().starts_with('[') {
         return Some(ImportFormat::OpenaiChat);
@@ -199,7 +212,7 @@ pub(crate) fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
 
 /// The error for a file that is one JSON document over several lines read as JSON Lines `format`;
 /// `None` when the file is not such a document.
-pub(crate) fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
+pub fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
     let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
     if lines < 2 || !matches!(serde_json::from_slice::<Value>(bytes), Ok(Value::Object(_) | Value::Array(_)))
     {

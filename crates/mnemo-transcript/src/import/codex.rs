@@ -47,7 +47,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::{Converted, SourceLine, Turns, error, json_or_string, str_field, text_part, timestamp_field};
-use crate::transcript::TranscriptError;
+use crate::format::TranscriptError;
 
 /// The line types of a rollout file.
 pub(crate) const LINE_TYPES: [&str; 5] =

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use super::{Converted, SourceLine, Turns, error, str_field, text_part, timestamp_field};
-use crate::transcript::TranscriptError;
+use crate::format::TranscriptError;
 
 /// The line types of a session file.
 pub(crate) const LINE_TYPES: [&str; 7] =

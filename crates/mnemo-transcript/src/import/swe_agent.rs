@@ -25,7 +25,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{Converted, Turns, content_id, error, json_or_string, text_part};
-use crate::transcript::TranscriptError;
+use crate::format::TranscriptError;
 
 /// Whether a JSON document is a SWE-agent trajectory.
 pub(crate) fn is_trajectory(object: &Map<String, Value>) -> bool {

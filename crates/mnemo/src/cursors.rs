@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use super::ImportCursor;
+use crate::import::ImportCursor;
 use crate::mnemo::Mnemo;
 
 /// Files whose capture cursor a store handle keeps at most; past it, the cursor used least

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::{Converted, SourceLine, error};
-use crate::transcript::TranscriptError;
+use crate::format::TranscriptError;
 
 /// Converts one line.
 pub(crate) fn line(

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use super::{Converted, SourceLine, Turns, content_id, error, json_or_string, str_field, text_part};
-use crate::transcript::TranscriptError;
+use crate::format::TranscriptError;
 
 pub(crate) fn convert(bytes: &[u8], source: &str, out: &mut Converted) -> Result<(), TranscriptError> {
     let text =
