@@ -14,8 +14,10 @@
 //!
 //! [`parse_transcript`] reads the mnemo format whole; [`RecordStream`] reads any format a line at a
 //! time, converted by its format's converter and parsed by the mnemo parser, so every format yields
-//! the same records and passes the same checks. [`detect_format`] tells a file's format from its
-//! first lines. [`SessionExport`] writes a session's records back as lines.
+//! the same records and passes the same checks. Each format has an [`Importer`] (what it is, how a
+//! file in it is told apart, how it is converted), and [`importers`] is the one list of them that
+//! detection, the stream and the CLI read. [`detect_format`] tells a file's format from its first
+//! lines. [`SessionExport`] writes a session's records back as lines.
 
 mod export;
 mod format;
@@ -28,8 +30,9 @@ pub use format::{
     TranscriptRecord, parse_transcript,
 };
 pub use import::{
-    CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX,
-    IMPORT_READ_BUFFER_BYTES, Identities, ImportError, ImportFormat, ImportReport, ImportStatus, LineReader,
-    NO_CONVERSATION_LINES, ParsedImport, RawLine, RecordStream, SOURCE_LINE_BYTES_MAX, SessionCheck,
-    StreamState, Taken, detect_format, detect_from_lines, parse_import, whole_document,
+    CONVERT_HOLD_LINES_MAX, Conversion, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX,
+    IMPORT_READ_BUFFER_BYTES, Identities, ImportError, ImportFormat, ImportReport, ImportStatus, Importer,
+    LineReader, NO_CONVERSATION_LINES, ParsedImport, RawLine, RecordStream, SOURCE_LINE_BYTES_MAX,
+    SessionCheck, StreamState, Taken, detect_format, detect_from_lines, importer, importers, parse_import,
+    whole_document,
 };

@@ -124,9 +124,10 @@ pub mod transcript {
     pub use crate::import::ImportCursor;
     pub use mnemo_transcript::{
         CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, ExportReport, IMPORT_EPOCH_MS,
-        IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus,
+        IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus, Importer,
         NO_CONVERSATION_LINES, ParsedImport, TIMESTAMP_MS_MAX, TRANSCRIPT_LINE_BYTES_MAX, Transcript,
-        TranscriptError, TranscriptRecord, detect_format, parse_import, parse_transcript,
+        TranscriptError, TranscriptRecord, detect_format, importer, importers, parse_import,
+        parse_transcript,
     };
 }
 

@@ -10,8 +10,10 @@ mod capture;
 mod chat;
 mod claude;
 mod codex;
+mod importer;
 mod lines;
 mod maka;
+mod native;
 mod report;
 mod stream;
 mod swe_agent;
@@ -27,6 +29,7 @@ use sha2::{Digest as _, Sha256};
 use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
 pub use capture::{Identities, SessionCheck, Taken};
+pub use importer::{Conversion, Importer, importer, importers};
 pub use lines::{LineReader, RawLine};
 pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
 pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, SOURCE_LINE_BYTES_MAX, StreamState};
@@ -84,7 +87,7 @@ pub enum ImportFormat {
 }
 
 impl ImportFormat {
-    /// Every format, `auto` first.
+    /// Every format, `auto` first, then each importer's in [`importers`]' order.
     pub const ALL: [ImportFormat; 7] = [
         ImportFormat::Auto,
         ImportFormat::Mnemo,
@@ -98,7 +101,16 @@ impl ImportFormat {
     /// Whether the format is one JSON document, read whole, rather than JSON Lines, read a line
     /// at a time.
     pub fn is_whole_document(self) -> bool {
-        matches!(self, ImportFormat::OpenaiChat | ImportFormat::SweAgent)
+        importer(self).is_some_and(|importer| importer.conversion().is_whole_document())
+    }
+
+    /// What the format is, in one line (the CLI's help beside its name): its importer's
+    /// [`Importer::about`].
+    pub fn about(self) -> &'static str {
+        match importer(self) {
+            Some(importer) => importer.about(),
+            None => "Tell the format from the file's first lines",
+        }
     }
 
     /// The name the CLI's `--format` takes.
@@ -188,10 +200,9 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
     }
     // A pretty-printed document spans lines: try the file as one document.
     match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
-            Some(ImportFormat::OpenaiChat)
+        Ok(Value::Object(object)) => {
+            importers().iter().find(|importer| importer.detects_document(&object)).map(|i| i.format())
         }
-        Ok(Value::Object(object)) if swe_agent::is_trajectory(&object) => Some(ImportFormat::SweAgent),
         _ => None,
     }
 }
@@ -201,12 +212,12 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
 /// [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
 pub fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SOURCE_LINE_BYTES_MAX)]);
-    if text.trim_start().starts_with('[') {
-        return Some(ImportFormat::OpenaiChat);
+    if let Some(importer) = importers().iter().find(|importer| importer.detects_start(&text)) {
+        return Some(importer.format());
     }
     text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX).find_map(|line| {
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { return None };
-        detect_object(&object)
+        importer::detect_line(&object)
     })
 }
 
@@ -261,31 +272,6 @@ fn unknown_document(bytes: &[u8], source: &str) -> Result<(), TranscriptError> {
              body (openai-chat), or a SWE-agent trajectory with `trajectory` and `history` (swe-agent)"
         ),
     ))
-}
-
-fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
-    let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
-    if object.contains_key("payload") && codex::LINE_TYPES.contains(&kind) {
-        return Some(ImportFormat::Codex);
-    }
-    if codex::is_bare_header(object) || (object.get("record_type").is_some() && kind.is_empty()) {
-        return Some(ImportFormat::Codex);
-    }
-    if claude::LINE_TYPES.contains(&kind)
-        && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
-    {
-        return Some(ImportFormat::ClaudeCode);
-    }
-    if object.get("messages").is_some_and(Value::is_array) {
-        return Some(ImportFormat::OpenaiChat);
-    }
-    if object.contains_key("invocationId") && object.contains_key("turnId") {
-        return Some(ImportFormat::Maka);
-    }
-    if object.get("session").is_some_and(Value::is_string) {
-        return Some(ImportFormat::Mnemo);
-    }
-    None
 }
 
 /// A source line decoded as a JSON object, with its 1-based line number.

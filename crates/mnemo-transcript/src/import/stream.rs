@@ -13,11 +13,10 @@ use mnemo_core::SessionId;
 use serde_json::Value;
 
 use super::claude::ClaudeFile;
-use super::codex::{BARE_CWD_LINES_MAX, Rollout};
+use super::codex::Rollout;
+use super::importer::{Way, importer};
 use super::lines::{LineReader, RawLine};
-use super::{
-    Converted, ImportError, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka, swe_agent,
-};
+use super::{Converted, ImportError, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka};
 use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecord, line_over};
 
 /// The longest source line of a Claude Code session file or a Codex rollout, in bytes. Their lines
@@ -26,10 +25,11 @@ use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecor
 /// they convert to is still held to [`TRANSCRIPT_LINE_BYTES_MAX`] by the log.
 pub const SOURCE_LINE_BYTES_MAX: usize = 32 * 1024 * 1024;
 
-/// The longest line read of a file in `format`: the mnemo format's lines are records.
+/// The longest line read of a file in `format`, as its importer says: the mnemo format's lines are
+/// records.
 fn source_line_bytes_max(format: ImportFormat) -> usize {
-    match format {
-        ImportFormat::ClaudeCode | ImportFormat::Codex => SOURCE_LINE_BYTES_MAX,
+    match importer(format).map(|importer| importer.conversion().0) {
+        Some(Way::Lines { line_bytes_max, .. }) => line_bytes_max,
         _ => TRANSCRIPT_LINE_BYTES_MAX,
     }
 }
@@ -40,7 +40,7 @@ pub const CONVERT_HOLD_LINES_MAX: usize = 4096;
 
 /// How a stream turns source lines into mnemo lines.
 #[derive(Clone)]
-enum Converter<'s> {
+pub(crate) enum Converter<'s> {
     /// Mnemo lines are parsed as they are.
     Mnemo,
     Claude(ClaudeFile<'s>),
@@ -146,13 +146,8 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             source,
             format,
             reader: Some(LineReader::new(reader).limited(source_line_bytes_max(format))),
-            converter: match format {
-                ImportFormat::ClaudeCode => Converter::Claude(ClaudeFile::new(source)),
-                // Replaced below, once the rollout's first lines are read.
-                ImportFormat::Codex => Converter::Whole,
-                ImportFormat::Maka => Converter::Maka,
-                _ => Converter::Mnemo,
-            },
+            // Replaced below by a converting format's own, once its first lines are read.
+            converter: Converter::Mnemo,
             out: Converted::default(),
             parser: TranscriptParser::default(),
             ahead: std::collections::VecDeque::new(),
@@ -162,16 +157,15 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             keep_end: false,
             end: None,
         };
-        if format == ImportFormat::Codex {
-            // A bare rollout names its working directory in one of its first lines.
-            while stream.ahead.len() < BARE_CWD_LINES_MAX {
+        if let Some(Way::Lines { ahead, start, .. }) = importer(format).map(|i| i.conversion().0) {
+            while stream.ahead.len() < ahead {
                 match stream.read_source_line()? {
                     Some(line) => stream.ahead.push_back(line),
                     None => break,
                 }
             }
             let first: Vec<SourceLine> = stream.ahead.iter().cloned().collect();
-            stream.converter = Converter::Codex(Rollout::new(source, &first));
+            stream.converter = start(source, &first);
         }
         Ok(stream)
     }
@@ -212,8 +206,8 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
     /// A stream of a whole-document format (openai-chat, swe-agent), converted now.
     pub fn whole(bytes: &[u8], source: &'s str, format: ImportFormat) -> Result<Self, ImportError> {
         let mut out = Converted::default();
-        match format {
-            ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
+        match importer(format).map(|importer| importer.conversion().0) {
+            Some(Way::Document(convert)) => convert(bytes, source, &mut out)?,
             _ => chat::convert(bytes, source, &mut out)?,
         }
         out.settle();
