@@ -120,14 +120,14 @@ pub mod stages;
 /// timestamps that a line leaves out are derived from the file alone, so the same file always
 /// yields the same records.
 pub mod transcript {
-    pub use crate::cursors::{CAPTURE_CURSORS_MAX, FileCursor};
+    pub use crate::cursors::FileCursor;
     pub use crate::import::ImportCursor;
     pub use mnemo_transcript::{
-        CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, ExportReport, IMPORT_EPOCH_MS,
-        IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportFormat, ImportReport, ImportStatus, Importer,
-        NO_CONVERSATION_LINES, ParsedImport, TIMESTAMP_MS_MAX, TRANSCRIPT_LINE_BYTES_MAX, Transcript,
-        TranscriptError, TranscriptRecord, detect_format, importer, importers, parse_import,
-        parse_transcript,
+        CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX,
+        ExportReport, IMPORT_EPOCH_MS, IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportFormat,
+        ImportReport, ImportStatus, Importer, NO_CONVERSATION_LINES, ParsedImport, TIMESTAMP_MS_MAX,
+        TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, TranscriptRecord, detect_format, importer,
+        importers, parse_import, parse_transcript,
     };
 }
 

@@ -181,7 +181,7 @@ pub struct Mnemo {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
     /// Where captures of growing files left off (memory only).
-    pub(crate) file_cursors: crate::cursors::FileCursors,
+    pub(crate) file_cursors: mnemo_transcript::FileCursors<crate::cursors::FileCursor>,
 }
 
 impl Mnemo {
@@ -229,7 +229,7 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
-            file_cursors: crate::cursors::FileCursors::default(),
+            file_cursors: mnemo_transcript::FileCursors::default(),
         })
     }
 

@@ -10,6 +10,7 @@ mod capture;
 mod chat;
 mod claude;
 mod codex;
+mod cursors;
 mod importer;
 mod lines;
 mod maka;
@@ -29,6 +30,7 @@ use sha2::{Digest as _, Sha256};
 use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
 pub use capture::{Identities, SessionCheck, Taken};
+pub use cursors::{CAPTURE_CURSORS_MAX, FileCursors};
 pub use importer::{Conversion, Importer, importer, importers};
 pub use lines::{LineReader, RawLine};
 pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
