@@ -32,7 +32,7 @@ pub use format::{
 pub use import::{
     CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, Conversion, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX,
     FileCursors, IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, Identities, ImportError, ImportFormat,
-    ImportReport, ImportStatus, Importer, LineReader, NO_CONVERSATION_LINES, ParsedImport, RawLine,
-    RecordStream, SOURCE_LINE_BYTES_MAX, SessionCheck, StreamState, Taken, detect_format, detect_from_lines,
-    importer, importers, parse_import, whole_document,
+    ImportReport, ImportStatus, Importer, NO_CONVERSATION_LINES, ParsedImport, RecordStream,
+    SOURCE_LINE_BYTES_MAX, SessionCheck, StreamState, Taken, detect_format, detect_from_lines, importer,
+    importers, is_first_line, parse_import, whole_document,
 };

@@ -10,8 +10,8 @@ use tracing::info_span;
 
 use mnemo_transcript::{
     DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, Identities, ImportError,
-    ImportFormat, ImportReport, ImportStatus, LineReader, RawLine, RecordStream, SOURCE_LINE_BYTES_MAX,
-    SessionCheck, StreamState, Taken, TranscriptError, TranscriptRecord, detect_format,
+    ImportFormat, ImportReport, ImportStatus, RecordStream, SOURCE_LINE_BYTES_MAX, SessionCheck, StreamState,
+    Taken, TranscriptError, TranscriptRecord, detect_format,
 };
 
 use crate::error::Error;
@@ -740,15 +740,7 @@ fn probe_document(input: &Input<'_>, source: &str, format: ImportFormat, error: 
 
 /// Whether `line` is the first line of the input that is not blank.
 fn first_line_at(input: &Input<'_>, source: &str, line: usize) -> bool {
-    let Ok(reader) = input.open(source) else { return false };
-    let mut reader = LineReader::new(reader);
-    while let Ok(Some(raw)) = reader.next_line() {
-        match raw {
-            RawLine::Line(at, bytes) if bytes.iter().all(u8::is_ascii_whitespace) && at < line => {}
-            RawLine::Line(at, _) | RawLine::TooLong(at, _) => return at == line,
-        }
-    }
-    false
+    input.open(source).is_ok_and(|reader| mnemo_transcript::is_first_line(reader, line))
 }
 
 /// The error for a new record that breaks a rule of the log's key index (a run sealed, a tool

@@ -104,7 +104,6 @@ mod export;
 mod handles;
 pub mod history;
 mod import;
-mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;

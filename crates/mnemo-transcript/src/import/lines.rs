@@ -150,6 +150,19 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// Whether `line` is the first line of `reader`'s input that is not blank (a line that cannot be
+/// read is not).
+pub fn is_first_line<R: BufRead>(reader: R, line: usize) -> bool {
+    let mut reader = LineReader::new(reader);
+    while let Ok(Some(raw)) = reader.next_line() {
+        match raw {
+            RawLine::Line(at, bytes) if bytes.iter().all(u8::is_ascii_whitespace) && at < line => {}
+            RawLine::Line(at, _) | RawLine::TooLong(at, _) => return at == line,
+        }
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

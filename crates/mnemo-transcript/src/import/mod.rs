@@ -1,6 +1,6 @@
 //! Importers: transcripts of other agent runtimes converted, line by line, into the mnemo
-//! transcript format and parsed by its parser, so every format yields the same records, passes the
-//! same checks and is appended all or nothing per file.
+//! transcript format and parsed by its parser, so every format yields the same records and passes
+//! the same checks (the facade then appends a file's records all or nothing).
 //!
 //! Each converter reads its format's lines, turns the ones it understands into mnemo lines (tagged
 //! with the source line they came from, so errors name the source line), skips line types it does
@@ -32,7 +32,7 @@ use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 pub use capture::{Identities, SessionCheck, Taken};
 pub use cursors::{CAPTURE_CURSORS_MAX, FileCursors};
 pub use importer::{Conversion, Importer, importer, importers};
-pub use lines::{LineReader, RawLine};
+pub use lines::{LineReader, RawLine, is_first_line};
 pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
 pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, SOURCE_LINE_BYTES_MAX, StreamState};
 
