@@ -3,6 +3,8 @@
 //!
 //! It is not:
 //! - a place for domain logic: that lives in the crates behind it, which hosts never name;
+//! - a transcript reader or writer: formats, detection, converters and the line format are
+//!   `mnemo-transcript`'s; the facade appends what they yield and reads back what the log holds;
 //! - a command-line tool: `mnemo-cli` is a thin client of this crate.
 //!
 //! # Shape
