@@ -74,8 +74,8 @@ enum Command {
         #[arg(required = true)]
         files: Vec<String>,
         /// The files' format; `auto` tells it from the first lines and reports what it chose.
-        #[arg(long, value_enum, default_value_t = Format::Auto)]
-        format: Format,
+        #[arg(long, value_parser = import_formats(), default_value = "auto")]
+        format: mnemo::transcript::ImportFormat,
     },
     /// Write the log back as a transcript (the mnemo format) that imports to the same log.
     Export {
@@ -173,36 +173,16 @@ enum Command {
     },
 }
 
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum Format {
-    /// Tell the format from the file's first lines.
-    Auto,
-    /// The mnemo transcript format (JSON Lines).
-    Mnemo,
-    /// OpenAI chat-completions messages (an array, a request body, or JSON Lines of them).
-    OpenaiChat,
-    /// Codex CLI rollout JSON Lines.
-    Codex,
-    /// Claude Code session JSON Lines.
-    ClaudeCode,
-    /// The reference system's RuntimeEvent JSON Lines.
-    Maka,
-    /// A SWE-agent trajectory (`.traj`, one JSON document).
-    SweAgent,
-}
-
-impl Format {
-    fn import_format(self) -> mnemo::transcript::ImportFormat {
-        match self {
-            Format::Auto => mnemo::transcript::ImportFormat::Auto,
-            Format::Mnemo => mnemo::transcript::ImportFormat::Mnemo,
-            Format::OpenaiChat => mnemo::transcript::ImportFormat::OpenaiChat,
-            Format::Codex => mnemo::transcript::ImportFormat::Codex,
-            Format::ClaudeCode => mnemo::transcript::ImportFormat::ClaudeCode,
-            Format::Maka => mnemo::transcript::ImportFormat::Maka,
-            Format::SweAgent => mnemo::transcript::ImportFormat::SweAgent,
-        }
-    }
+/// The `--format` choices of `import`: `auto`, then each importer of the transcript crate's one list,
+/// with its line of help.
+fn import_formats() -> impl clap::builder::TypedValueParser<Value = mnemo::transcript::ImportFormat> {
+    use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+    use mnemo::transcript::{ImportFormat, importers};
+    let formats =
+        std::iter::once(ImportFormat::Auto).chain(importers().iter().map(|importer| importer.format()));
+    let choices: Vec<PossibleValue> =
+        formats.map(|format| PossibleValue::new(format.name()).help(format.about())).collect();
+    PossibleValuesParser::new(choices).try_map(|name| name.parse::<ImportFormat>())
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -348,7 +328,7 @@ const BENCH_NOT_BUILT: &str = "this mnemo is built without the benchmark harness
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
     match &cli.command {
         Command::Demo { dir } => demo::run(dir.as_deref(), cli.json),
-        Command::Import { files, format } => import(cli, files, format.import_format()),
+        Command::Import { files, format } => import(cli, files, *format),
         Command::Export { format: ExportFormat::Jsonl, out } => export(cli, out.as_deref()),
         Command::Sessions => sessions(cli),
         Command::Show(args) => history_cmd::show(cli, args),

@@ -65,7 +65,7 @@ pub use history::{AssembledHistory, Boundary, Decision, Diagnostics, HistoryItem
 pub use host_compaction::{CLAUDE_CODE_CONTINUATION, HostCompactionStart, is_host_compaction};
 pub use ledger::{LoadPath, LoggedEvent, SessionLedger};
 pub use midturn::{
-    MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,
+    LEDGER_WAIT_DEFAULT, MidTurnOutcome, MidTurnRequest, OverflowLatch, capacity_exceeded, compact_mid_turn,
     estimate_payload_tokens, overflow_phase, select_safe_boundary,
 };
 pub use policy::{
@@ -78,8 +78,8 @@ pub use projection::{
     estimated_chars, is_compactable, source_digest, stable_event, stable_json, turn_groups, utf16_len,
 };
 pub use retrieval::{
-    HISTORY_SEARCH_QUERY_CHARS_MAX, HISTORY_SEARCH_TERM_CHARS_MIN, HISTORY_SEARCH_TERMS_MAX,
-    HistorySearchReport, add_retrieved, history_search_query,
+    HISTORY_SEARCH_QUERY_CHARS_MAX, HISTORY_SEARCH_TERM_CHARS_MIN, HISTORY_SEARCH_TERMS_MAX, HistorySearch,
+    HistorySearchReport, SearchHit, add_retrieved, history_search_query, retrieve,
 };
 pub use stage::{
     IndexedProjection, LatestCheckpointStage, LatestView, LoggedCheckpoint, ProjectedEntry,

@@ -25,6 +25,10 @@ use crate::projection::{estimate_tokens, is_compactable};
 use crate::stage::LoggedCheckpoint;
 use crate::summarizer::{Summarizer, summarize_text};
 
+/// How long a mid-turn compaction waits for the turn's last step to be durable before it gives up
+/// (`ledger_wait_aborted`, compaction.md §3.6).
+pub const LEDGER_WAIT_DEFAULT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The payload estimate (§3.6): with a usable input-token count from the last step and its payload
 /// baseline, that count plus the signed change in characters; otherwise a cold estimate.
 pub fn estimate_payload_tokens(

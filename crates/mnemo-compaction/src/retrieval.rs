@@ -13,11 +13,12 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use mnemo_core::{Content, EventId, Position, RuntimeEvent};
+use mnemo_core::{Content, EventId, Position, Role, RuntimeEvent, StreamRevision, TurnId};
 use serde::Serialize;
 
+use crate::error::CompactionError;
 use crate::history::{AssembledHistory, HistoryItem};
-use crate::ledger::LoggedEvent;
+use crate::ledger::{LoggedEvent, SessionLedger};
 use crate::policy::CompactionPolicy;
 use crate::projection::{estimate_tokens, utf16_len};
 
@@ -64,6 +65,85 @@ impl HistorySearchReport {
             skipped_events: 0,
         }
     }
+}
+
+/// The ranked history search retrieval asks (the facade implements it over the history crate's
+/// search index and messages, at the position the history is assembled at).
+pub trait HistorySearch {
+    /// What a failure of the store behind it is.
+    type Error: From<CompactionError>;
+
+    /// The index's hits for `query`, best first, each as the session it is in and the message it
+    /// names; `Err(reason)` when the search could not run (`no_search_index:<stage>`,
+    /// `search_refused:<code>`), which the report records.
+    fn search(&self, query: &str) -> Result<Result<Vec<SearchHit>, String>, Self::Error>;
+
+    /// The event of message `message` of the session searched for, if the store holds it.
+    fn message_event(&self, message: &str) -> Result<Option<EventId>, Self::Error>;
+}
+
+/// One hit of the ranked search: the session it is in and the message it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchHit {
+    /// The session the hit is in.
+    pub session: String,
+    /// The message it names (none for a hit that is not a message).
+    pub message: Option<String>,
+}
+
+/// The context-budget history search for the history of `ledger`'s session, when the policy
+/// switches it on: the query is the host's `search_text`, else the latest user text (of
+/// `current_turn`, when given); the search's hits in this session are added by [`add_retrieved`]
+/// from the session's compactable events outside `current_turn`, and the report records it.
+pub fn retrieve<S: HistorySearch + ?Sized>(
+    ledger: &SessionLedger<'_>,
+    history: &mut AssembledHistory,
+    search_text: Option<&str>,
+    current_turn: Option<&TurnId>,
+    policy: &CompactionPolicy,
+    search: &S,
+) -> Result<(), S::Error> {
+    if !(policy.enabled && policy.history_search) {
+        return Ok(());
+    }
+    let session = ledger.session();
+    let all = ledger.compactable_from(StreamRevision(0), None)?;
+    let text = search_text.map(str::to_owned).or_else(|| latest_request(&all, current_turn));
+    let Some(query) = text.as_deref().and_then(history_search_query) else {
+        history.diagnostics.history_search = Some(HistorySearchReport::skipped(None, "no_query"));
+        return Ok(());
+    };
+    let rows = match search.search(&query)? {
+        Ok(rows) => rows,
+        Err(reason) => {
+            history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));
+            return Ok(());
+        }
+    };
+    let mut hits = Vec::new();
+    for row in rows.iter().filter(|row| row.session == session.as_str()) {
+        if let Some(message) = &row.message
+            && let Some(event) = search.message_event(message)?
+        {
+            hits.push(event);
+        }
+    }
+    let prior: Vec<_> = all.into_iter().filter(|e| current_turn != Some(&e.event.turn_id)).collect();
+    add_retrieved(history, &prior, &hits, query, policy);
+    Ok(())
+}
+
+/// The request a history search looks for when the host names none: the latest user text (of
+/// `turn`, when given).
+fn latest_request(events: &[LoggedEvent], turn: Option<&TurnId>) -> Option<String> {
+    events.iter().rev().find_map(|e| match &e.event.content {
+        Some(Content::Text(text))
+            if e.event.role == Role::User && turn.is_none_or(|t| *t == e.event.turn_id) =>
+        {
+            Some(text.text.clone())
+        }
+        _ => None,
+    })
 }
 
 /// The reference's tokenisation of the request text into a query: `None` when no term is left.

@@ -38,11 +38,12 @@ pub use eligibility::{boundary_disposition, session_gate};
 pub use error::{Conflict, ConflictReason, MemoryError};
 pub use extract::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
-    ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView, ExtractionHost, ExtractionOutcome,
-    ExtractionReport, GateReason, HeldItem, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
-    MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models, Proposal, ProposalPrompt,
-    RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization, SessionEvent, Trigger,
-    check_faithful, execute, parse_canonicalization, parse_proposal,
+    ContextLine, EXTRACT_USER_EVENTS_PER_RANGE_MAX, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView,
+    ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, HeldItem, LocalizationQuery,
+    LocalizationSearch, MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models,
+    Proposal, ProposalPrompt, RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization,
+    SessionEvent, Trigger, check_faithful, execute, extraction_boundaries, parse_canonicalization,
+    parse_proposal, turn_start_before,
 };
 pub use index::MemoryIndex;
 pub use lane::{LaneGuard, Priority, SessionLanes};
@@ -56,7 +57,7 @@ pub use recall::{
     RECALL_BUDGET_CONFIG_KEY, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX,
     RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX,
     RECALL_STANDING_BUDGET_PERCENT, RECALL_STANDING_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem,
-    recall, recall_block, recall_budget_tokens, recall_text,
+    START_BLOCK_TOKENS_MAX, recall, recall_block, recall_budget_tokens, recall_text, start_block_session,
 };
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{

@@ -6,10 +6,11 @@
 use std::collections::BTreeSet;
 
 use mnemo_core::{
-    Content, ItemId, LifecycleState, MemoryItem, MemoryKind, MemoryScope, SourcePointer, TimestampMs,
-    WorkspaceId,
+    Content, ItemId, LifecycleState, MemoryItem, MemoryKind, MemoryScope, SessionId, SourcePointer,
+    TimestampMs, WorkspaceId,
 };
 use mnemo_pipeline::StateStore;
+use mnemo_pipeline::stages::session_catalog::SessionSummary;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{MemoryError, invalid};
@@ -26,6 +27,24 @@ pub const RECALL_SCAN_ITEMS_MAX: usize = 10_000;
 pub const RECALL_QUERY_CODE_POINTS_MAX: usize = 4000;
 /// Push-block budget when the pipeline config names none, in tokens.
 pub const RECALL_BUDGET_TOKENS_DEFAULT: u64 = 512;
+
+/// Largest budget a session-start block may ask for, in tokens.
+pub const START_BLOCK_TOKENS_MAX: u64 = 16_000;
+
+/// The session whose recent turns a session-start block is matched against when the host gives no
+/// query and the store does not hold the starting session: the first of `sessions` (most recently
+/// active first) in `workspace` that is neither a subagent's nor incognito.
+pub fn start_block_session<'a>(
+    workspace: &WorkspaceId,
+    sessions: impl IntoIterator<Item = &'a SessionSummary>,
+) -> Option<SessionId> {
+    sessions
+        .into_iter()
+        .find(|summary| {
+            summary.workspace.as_ref() == Some(workspace) && !summary.subagent && !summary.incognito
+        })
+        .map(|summary| summary.session.clone())
+}
 /// The `memory-index` stage's configuration key for the push-block budget (a positive integer).
 pub const RECALL_BUDGET_CONFIG_KEY: &str = "recall_budget_tokens";
 /// Recent text events a push recall without a query matches against.

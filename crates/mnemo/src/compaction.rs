@@ -11,9 +11,9 @@ pub use crate::handles::Compaction;
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
     CompactionPolicy, Connection, CopyRefusal, Decision, Diagnostics, ExtractiveSummarizer, FinishReason,
-    HistoryItem, HostCompactionStart, LoggedCheckpoint, MidTurnOutcome, Note, OverflowLatch,
-    ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer, SummarizerIdentity,
-    SummaryRequest, SummaryResponse, TurnGuard,
+    HistoryItem, HostCompactionStart, LEDGER_WAIT_DEFAULT, LoggedCheckpoint, MidTurnOutcome, Note,
+    OverflowLatch, ProviderCompactionRequest, ProviderCompactor, SummarizeError, Summarizer,
+    SummarizerIdentity, SummaryRequest, SummaryResponse, TurnGuard,
 };
 
 use mnemo_compaction::{
@@ -199,10 +199,9 @@ impl Mnemo {
     }
 
     /// The context-budget history search (events-and-history.md §3.10, decision 0148), when the
-    /// policy switches it on: the ranked search index (SearchHistory, from the session) finds the
-    /// session's earlier messages matching the request, and compaction's `add_retrieved` adds those
-    /// not already in `history` under the policy's limits. The rules live in the two crates; this
-    /// only carries hits from one to the other.
+    /// policy switches it on: the query, the hits taken and how they are added are compaction's
+    /// ([`mnemo_compaction::retrieve`]); this gives it the history crate's ranked search index
+    /// (SearchHistory, from the session) at the position the history is assembled at.
     fn retrieve_history(
         &self,
         ledger: &SessionLedger<'_>,
@@ -210,62 +209,15 @@ impl Mnemo {
         options: &ContextOptions,
         policy: &CompactionPolicy,
     ) -> Result<(), Error> {
-        use mnemo_compaction::{HistorySearchReport, add_retrieved, history_search_query};
-        use mnemo_history::{HistoryContext, HistorySearchRequest, SEARCH_LIMIT_MAX, messages};
-        if !(policy.enabled && policy.history_search) {
-            return Ok(());
-        }
-        let session = ledger.session();
-        let all = ledger.compactable_from(mnemo_core::StreamRevision(0), None)?;
-        let text =
-            options.search_text.clone().or_else(|| latest_request(&all, options.current_turn.as_ref()));
-        let Some(query) = text.as_deref().and_then(history_search_query) else {
-            history.diagnostics.history_search = Some(HistorySearchReport::skipped(None, "no_query"));
-            return Ok(());
-        };
-        let stores = self
-            .store_as_of(messages::STAGE_NAME, options.as_of)
-            .and_then(|m| Ok((m, self.store_as_of(mnemo_history::index::STAGE_NAME, options.as_of)?)));
-        let (messages_store, index_store) = match stores {
-            Ok(stores) => stores,
-            Err(Error::Pipeline(PipelineError::UnknownStage(stage))) => {
-                let reason = format!("no_search_index:{stage}");
-                history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));
-                return Ok(());
-            }
-            Err(error) => return Err(error),
-        };
-        let request =
-            HistorySearchRequest { query: query.clone(), limit: Some(SEARCH_LIMIT_MAX), cursor: None };
-        let context = HistoryContext {
-            current_session: Some(session),
+        let search = IndexSearch {
+            mnemo: self,
+            session: ledger.session(),
             current_turn: options.current_turn.as_ref(),
-            ..HistoryContext::default()
+            as_of: options.as_of,
+            messages: std::cell::OnceCell::new(),
         };
-        let found =
-            mnemo_history::search_history(messages_store.as_ref(), index_store.as_ref(), &request, &context)?;
-        let rows = match found {
-            Ok(found) => found.rows,
-            Err(refused) => {
-                let code = serde_json::to_value(refused.reason).ok();
-                let code = code.as_ref().and_then(serde_json::Value::as_str).unwrap_or("unknown");
-                let reason = format!("search_refused:{code}");
-                history.diagnostics.history_search = Some(HistorySearchReport::skipped(Some(query), reason));
-                return Ok(());
-            }
-        };
-        let mut hits = Vec::new();
-        for row in rows.iter().filter(|row| row.session_id == session.as_str()) {
-            if let Some(id) = &row.message_id
-                && let Some(message) = messages::message(messages_store.as_ref(), session, id)?
-            {
-                hits.push(message.event_id);
-            }
-        }
-        let prior: Vec<_> =
-            all.into_iter().filter(|e| options.current_turn.as_ref() != Some(&e.event.turn_id)).collect();
-        add_retrieved(history, &prior, &hits, query, policy);
-        Ok(())
+        let (text, turn) = (options.search_text.as_deref(), options.current_turn.as_ref());
+        mnemo_compaction::retrieve(ledger, history, text, turn, policy, &search)
     }
 
     fn seams<'a>(
@@ -454,10 +406,6 @@ impl Mnemo {
     }
 }
 
-/// How long a mid-turn compaction waits for the turn's last step to be durable before it gives up
-/// (`ledger_wait_aborted`, compaction.md §3.6).
-pub const LEDGER_WAIT_DEFAULT: Duration = Duration::from_secs(5);
-
 /// What a mid-turn compaction is asked to do (compaction.md §3.6, §3.8).
 #[derive(Debug, Clone)]
 pub struct MidTurnOptions {
@@ -638,17 +586,61 @@ impl Mnemo {
     }
 }
 
-/// The request a history search looks for when the host names none: the latest user text (of
-/// `turn`, when given).
-fn latest_request(events: &[mnemo_compaction::LoggedEvent], turn: Option<&TurnId>) -> Option<String> {
-    events.iter().rev().find_map(|e| match &e.event.content {
-        Some(mnemo_core::Content::Text(text))
-            if e.event.role == mnemo_core::Role::User && turn.is_none_or(|t| *t == e.event.turn_id) =>
-        {
-            Some(text.text.clone())
-        }
-        _ => None,
-    })
+/// The history crate's ranked search over one session's history, as compaction's retrieval asks it.
+struct IndexSearch<'m> {
+    mnemo: &'m Mnemo,
+    session: &'m SessionId,
+    current_turn: Option<&'m TurnId>,
+    as_of: Option<Position>,
+    /// The messages store the search read, for the hits' events.
+    messages: std::cell::OnceCell<Arc<dyn mnemo_pipeline::StateStore>>,
+}
+
+impl mnemo_compaction::HistorySearch for IndexSearch<'_> {
+    type Error = Error;
+
+    fn search(&self, query: &str) -> Result<Result<Vec<mnemo_compaction::SearchHit>, String>, Error> {
+        use mnemo_history::{HistoryContext, HistorySearchRequest, SEARCH_LIMIT_MAX, messages};
+        let stores = self
+            .mnemo
+            .store_as_of(messages::STAGE_NAME, self.as_of)
+            .and_then(|m| Ok((m, self.mnemo.store_as_of(mnemo_history::index::STAGE_NAME, self.as_of)?)));
+        let (messages_store, index_store) = match stores {
+            Ok(stores) => stores,
+            Err(Error::Pipeline(PipelineError::UnknownStage(stage))) => {
+                return Ok(Err(format!("no_search_index:{stage}")));
+            }
+            Err(error) => return Err(error),
+        };
+        let request =
+            HistorySearchRequest { query: query.to_owned(), limit: Some(SEARCH_LIMIT_MAX), cursor: None };
+        let context = HistoryContext {
+            current_session: Some(self.session),
+            current_turn: self.current_turn,
+            ..HistoryContext::default()
+        };
+        let found =
+            mnemo_history::search_history(messages_store.as_ref(), index_store.as_ref(), &request, &context)?;
+        let _ = self.messages.set(messages_store);
+        Ok(match found {
+            Ok(found) => Ok(found
+                .rows
+                .into_iter()
+                .map(|row| mnemo_compaction::SearchHit { session: row.session_id, message: row.message_id })
+                .collect()),
+            Err(refused) => {
+                let code = serde_json::to_value(refused.reason).ok();
+                let code = code.as_ref().and_then(serde_json::Value::as_str).unwrap_or("unknown");
+                Err(format!("search_refused:{code}"))
+            }
+        })
+    }
+
+    fn message_event(&self, message: &str) -> Result<Option<EventId>, Error> {
+        let Some(store) = self.messages.get() else { return Ok(None) };
+        let found = mnemo_history::messages::message(store.as_ref(), self.session, message)?;
+        Ok(found.map(|message| message.event_id))
+    }
 }
 
 /// One claim of a checkpoint's summary and the events that support it.

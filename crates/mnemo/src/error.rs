@@ -2,7 +2,7 @@
 
 use mnemo_core::Position;
 
-use crate::transcript::TranscriptError;
+use mnemo_transcript::{ImportError, TranscriptError};
 
 /// Errors of the Mnemo facade. [`Error::category`] tells a caller (and the CLI's exit code) what kind
 /// of failure it is.
@@ -67,6 +67,17 @@ pub enum Error {
         "stage {stage} at position {watermark}: live digest {live} differs from a fresh rebuild's {rebuilt}"
     )]
     DigestMismatch { stage: String, watermark: Position, live: String, rebuilt: String },
+}
+
+impl From<ImportError> for Error {
+    fn from(error: ImportError) -> Self {
+        match error {
+            ImportError::Transcript(error) => Error::Transcript(error),
+            ImportError::Read { path, source } => Error::Read { path, source },
+            // NOTE: the enum is non-exhaustive; a reading failure it adds is the input's.
+            other => Error::InvalidInput(other.to_string()),
+        }
+    }
 }
 
 impl From<mnemo_memory::MemoryError> for Error {

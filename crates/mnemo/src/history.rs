@@ -7,13 +7,13 @@
 //! memory for the folded state; live calls read the stages' stores directly.
 
 pub use crate::handles::History;
-pub use crate::listing::SessionListing;
 pub use mnemo_history::{
     DiagnosticCode, HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest,
     MatchKind, MessageKind, ProjectionDiagnostic, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT,
     READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn,
     SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, STEP_LIMIT_ERROR_CLASS, SearchFailure, SearchFailureReason,
-    SearchOutcome, SearchRow, SessionHeader, Severity, ToolFailure, TurnState, VisibleMessage,
+    SearchOutcome, SearchRow, SessionHeader, SessionListing, Severity, ToolFailure, TurnState,
+    VisibleMessage,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 
@@ -40,6 +40,17 @@ pub struct SessionTranscript {
 }
 
 impl Mnemo {
+    /// Every session as a row of the list (the order and titles are history's,
+    /// [`mnemo_history::session_listings`]).
+    pub(crate) fn session_list(&self) -> Result<Vec<SessionListing>, Error> {
+        use mnemo_pipeline::stages::session_catalog;
+        let catalog = self.caught_up_store(session_catalog::STAGE_NAME)?;
+        let summaries = session_catalog::list(catalog.as_ref())?;
+        let history = self.caught_up_store(messages::STAGE_NAME)?;
+        let headers = messages::headers(history.as_ref())?;
+        Ok(mnemo_history::session_listings(summaries, headers))
+    }
+
     /// A session's visible messages, as of `as_of` (the whole log when `None`); `None` when the
     /// session has no records by then.
     pub(crate) fn show(

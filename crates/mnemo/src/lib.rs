@@ -3,6 +3,8 @@
 //!
 //! It is not:
 //! - a place for domain logic: that lives in the crates behind it, which hosts never name;
+//! - a transcript reader or writer: formats, detection, converters and the line format are
+//!   `mnemo-transcript`'s; the facade appends what they yield and reads back what the log holds;
 //! - a command-line tool: `mnemo-cli` is a thin client of this crate.
 //!
 //! # Shape
@@ -98,19 +100,37 @@
 
 mod blocking;
 pub mod compaction;
+mod cursors;
 mod error;
 mod export;
 mod handles;
 pub mod history;
 mod import;
-mod json;
-mod listing;
 mod log_location;
 pub mod memory;
 mod mnemo;
 mod salvage;
 pub mod stages;
-pub mod transcript;
+
+/// Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
+/// records, the foreign formats [`Mnemo::import`] converts, and what an import or an export
+/// reports. The formats, their converters and the parser are the transcript crate's; the facade
+/// appends what they yield and reads back what the log holds.
+///
+/// A file is validated whole before anything is appended, so a bad line appends nothing. Ids and
+/// timestamps that a line leaves out are derived from the file alone, so the same file always
+/// yields the same records.
+pub mod transcript {
+    pub use crate::cursors::FileCursor;
+    pub use crate::import::ImportCursor;
+    pub use mnemo_transcript::{
+        CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX,
+        ExportReport, IMPORT_EPOCH_MS, IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportFormat,
+        ImportReport, ImportStatus, Importer, NO_CONVERSATION_LINES, ParsedImport, TIMESTAMP_MS_MAX,
+        TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError, TranscriptRecord, detect_format, importer,
+        importers, parse_import, parse_transcript,
+    };
+}
 
 /// The facade's result: its error is always [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

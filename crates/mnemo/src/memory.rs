@@ -15,14 +15,15 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 pub use crate::handles::Memory;
 pub use mnemo_memory::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
-    Conflict, ConflictReason, ContextLine, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView,
-    ExtractionOutcome, ExtractionReport, HeldItem, ItemInput, KeyInput, LIST_RESULTS_DEFAULT,
-    LIST_RESULTS_MAX, Link, ListRequest, LocalizationQuery, LocalizationSearch, MODEL_CALL_TIMEOUT,
-    MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError, MutationInput,
-    MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult, OperationType, Proposal,
-    ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RecallBlock,
-    RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection, RememberResult, RememberStatus,
-    RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX, ScanLocalization, SearchRequest, SessionEvent,
+    Conflict, ConflictReason, ContextLine, EXTRACT_USER_EVENTS_PER_RANGE_MAX, EmbeddedCanonicalizer,
+    EmbeddedProposer, EvidenceView, ExtractionOutcome, ExtractionReport, HeldItem, ItemInput, KeyInput,
+    LIST_RESULTS_DEFAULT, LIST_RESULTS_MAX, Link, ListRequest, LocalizationQuery, LocalizationSearch,
+    MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError,
+    MutationInput, MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult,
+    OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT,
+    RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection,
+    RememberResult, RememberStatus, RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
+    START_BLOCK_TOKENS_MAX, ScanLocalization, SearchRequest, SessionEvent,
 };
 
 use mnemo_core::{
@@ -37,16 +38,6 @@ use mnemo_pipeline::StateStore;
 
 use crate::error::Error;
 use crate::mnemo::Mnemo;
-
-/// Most user events one background extraction range holds when `extract` runs over a long
-/// stretch (an imported session of hundreds of prompts): the rest go in the next ranges. The
-/// evidence of a range must render in 12,000 JSON characters with every user text at least 64
-/// code points (memory.md §3.7): about 200 characters a record with ids of Claude Code's length,
-/// so 32 fit with room; a range that cannot fit fails, and its retry only grows.
-pub const EXTRACT_USER_EVENTS_PER_RANGE_MAX: usize = 32;
-
-/// Largest budget a session-start block may ask for, in tokens.
-pub const START_BLOCK_TOKENS_MAX: u64 = 16_000;
 
 /// What [`Memory::start_block`] recalls for: a session that is starting, which the store may not
 /// hold yet.
@@ -265,34 +256,13 @@ impl Mnemo {
     ) -> Result<ExtractionReport, Error> {
         // A long stretch before the request's turn is extracted first, in ranges that fit (as
         // `extract` does): one range through the request would hold all of it and never fit.
-        if let Some(before) = self.turn_start_before(session, tool_call.as_ref())?
-            && self.extraction_boundaries(session, Some(&before))?.len() > 1
+        if let Some(before) = mnemo_memory::turn_start_before(self, session, tool_call.as_ref())?
+            && mnemo_memory::extraction_boundaries(self, session, Some(&before))?.len() > 1
         {
             self.extract(session, Some(before)).await?;
         }
         let trigger = Trigger::Remember { tool_call, through: None };
         self.run_extraction(session, trigger, Priority::Foreground).await
-    }
-
-    /// The event just before the turn a remember request is in (the turn of `tool_call`, else the
-    /// session's last turn); `None` when that turn opens the session or is not found.
-    fn turn_start_before(
-        &self,
-        session: &SessionId,
-        tool_call: Option<&ToolCallId>,
-    ) -> Result<Option<EventId>, Error> {
-        let events = ExtractionHost::session_events(self, session)?;
-        let turn = match tool_call {
-            Some(call) => events
-                .iter()
-                .find(|e| {
-                    matches!(&e.event.content, Some(mnemo_core::Content::FunctionCall(c)) if c.id.as_str() == call.as_str())
-                })
-                .map(|e| e.event.turn_id.clone()),
-            None => events.last().map(|e| e.event.turn_id.clone()),
-        };
-        let first = turn.and_then(|turn| events.iter().position(|e| e.event.turn_id == turn));
-        Ok(first.filter(|at| *at > 0).map(|at| events[at - 1].event.id.clone()))
     }
 
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
@@ -306,7 +276,7 @@ impl Mnemo {
         // (EXTRACT_USER_EVENTS_PER_RANGE_MAX + 1)-th user event after the cursor, each with its
         // own boundary, operation and receipt; the first that does not commit ends the run.
         let mut report: Option<ExtractionReport> = None;
-        for boundary in self.extraction_boundaries(session, terminal_event.as_ref())? {
+        for boundary in mnemo_memory::extraction_boundaries(self, session, terminal_event.as_ref())? {
             let next = self.run_extraction(
                 session,
                 Trigger::Extract { terminal_event: Some(boundary) },
@@ -336,56 +306,6 @@ impl Mnemo {
                 self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
             }
         }
-    }
-
-    /// The boundaries a background extraction through `terminal_event` (the session's last event
-    /// when `None`) runs in: an event before every [`EXTRACT_USER_EVENTS_PER_RANGE_MAX`] user
-    /// events past the cursor, then the terminal event. Empty when the terminal event is not the
-    /// session's or nothing follows the cursor (the engine answers those).
-    fn extraction_boundaries(
-        &self,
-        session: &SessionId,
-        terminal_event: Option<&EventId>,
-    ) -> Result<Vec<EventId>, Error> {
-        let events = ExtractionHost::session_events(self, session)?;
-        let end = match terminal_event {
-            Some(id) => events.iter().position(|e| &e.event.id == id),
-            None => events.len().checked_sub(1),
-        };
-        let Some(end) = end else { return Ok(Vec::new()) };
-        let cursor = self.memory_cursor(session)?;
-        let mut boundaries = Vec::new();
-        // A compaction checkpoint's range is the engine's to settle whole (a policy-denied one is
-        // skipped, never extracted): no range ends inside one. The stretch through the latest
-        // checkpoint boundary is one range, as before; only what follows it is split.
-        let checkpoint_end = ExtractionHost::checkpoints(self, session)?
-            .iter()
-            .filter_map(|c| c.extraction_boundary.as_ref())
-            .filter_map(|b| events.iter().position(|e| e.event.id == b.event))
-            .filter(|at| *at <= end && events[*at].ordinal > cursor)
-            .max();
-        if let Some(at) = checkpoint_end {
-            boundaries.push(events[at].event.id.clone());
-        }
-        let mut users = 0;
-        for (index, entry) in events.iter().enumerate().take(end + 1) {
-            if entry.ordinal <= cursor || checkpoint_end.is_some_and(|at| index <= at) {
-                continue;
-            }
-            let user =
-                entry.event.role == mnemo_core::Role::User && entry.event.author == mnemo_core::Author::User;
-            if user {
-                if users == EXTRACT_USER_EVENTS_PER_RANGE_MAX && index > 0 {
-                    boundaries.push(events[index - 1].event.id.clone());
-                    users = 0;
-                }
-                users += 1;
-            }
-        }
-        if events[end].ordinal > cursor && checkpoint_end != Some(end) {
-            boundaries.push(events[end].event.id.clone());
-        }
-        Ok(boundaries)
     }
 
     /// The `memory_extract` tool (memory.md §3.1): flags the running `turn` and answers at once;
@@ -595,15 +515,13 @@ impl Mnemo {
             (Some(_), _) => None,
             (None, Some((session, _))) => Some(session.clone()),
             (None, None) => match &workspace {
-                Some(workspace) => self
-                    .session_list()?
-                    .into_iter()
-                    .find(|listing| {
-                        listing.summary.workspace.as_ref() == Some(workspace)
-                            && !listing.summary.subagent
-                            && !listing.summary.incognito
-                    })
-                    .map(|listing| listing.summary.session),
+                Some(workspace) => {
+                    let sessions = self.session_list()?;
+                    mnemo_memory::start_block_session(
+                        workspace,
+                        sessions.iter().map(|listing| &listing.summary),
+                    )
+                }
                 None => None,
             },
         };

@@ -182,7 +182,7 @@ pub struct Mnemo {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) memory: crate::memory::MemoryRuntime,
     /// Where captures of growing files left off (memory only).
-    pub(crate) file_cursors: crate::import::FileCursors,
+    pub(crate) file_cursors: mnemo_transcript::FileCursors<crate::cursors::FileCursor>,
 }
 
 impl Mnemo {
@@ -230,7 +230,7 @@ impl Mnemo {
             compaction,
             clock: Arc::clone(&config.clock),
             memory,
-            file_cursors: crate::import::FileCursors::default(),
+            file_cursors: mnemo_transcript::FileCursors::default(),
         })
     }
 

@@ -126,7 +126,7 @@ fn a_host_names_every_type_it_meets_through_mnemo_paths() {
 #[test]
 fn the_hosts_name_no_crate_behind_the_facade() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let internal: Vec<String> = ["core", "log", "pipeline", "history", "compaction", "memory"]
+    let internal: Vec<String> = ["core", "log", "pipeline", "history", "compaction", "memory", "transcript"]
         .iter()
         .map(|name| format!("mnemo_{name}"))
         .collect();

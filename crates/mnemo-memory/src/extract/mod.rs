@@ -6,6 +6,7 @@ pub(crate) mod embedded;
 mod engine;
 pub(crate) mod evidence;
 pub(crate) mod proposal;
+mod ranges;
 pub(crate) mod seams;
 
 use mnemo_core::{CheckpointId, CheckpointRecord, EventId, MemoryScope, SessionId, ToolCallId};
@@ -20,6 +21,7 @@ pub use embedded::{EmbeddedCanonicalizer, EmbeddedProposer};
 pub use engine::{MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, execute};
 pub use evidence::{LocalizationQuery, LocalizationSearch, ScanLocalization, SessionEvent};
 pub use proposal::{Canonicalization, Proposal, parse_canonicalization, parse_proposal};
+pub use ranges::{EXTRACT_USER_EVENTS_PER_RANGE_MAX, extraction_boundaries, turn_start_before};
 pub use seams::{
     BoxFuture, CanonicalCandidate, CanonicalizePrompt, Canonicalizer, CitationView, ContextLine,
     EvidenceView, HeldItem, MemoryProposer, ModelError, ProposalPrompt,

@@ -4,10 +4,37 @@
 //! `turnId` is another ledger's row and is skipped, counted by its `type` or `kind`; a line that
 //! has them but is not a valid event is an error.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::{Converted, SourceLine, error};
-use crate::transcript::TranscriptError;
+use super::importer::{Conversion, Importer, Way};
+use super::stream::Converter;
+use super::{Converted, ImportFormat, SourceLine, error};
+use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptError};
+
+/// The importer of the reference system's RuntimeEvent lines.
+pub(crate) struct Maka;
+
+impl Importer for Maka {
+    fn format(&self) -> ImportFormat {
+        ImportFormat::Maka
+    }
+
+    fn about(&self) -> &'static str {
+        "The reference system's RuntimeEvent JSON Lines"
+    }
+
+    fn detects_line(&self, object: &Map<String, Value>) -> bool {
+        object.contains_key("invocationId") && object.contains_key("turnId")
+    }
+
+    fn conversion(&self) -> Conversion {
+        Conversion(Way::Lines {
+            line_bytes_max: TRANSCRIPT_LINE_BYTES_MAX,
+            ahead: 0,
+            start: |_, _| Converter::Maka,
+        })
+    }
+}
 
 /// Converts one line.
 pub(crate) fn line(

@@ -13,11 +13,11 @@ use mnemo_core::SessionId;
 use serde_json::Value;
 
 use super::claude::ClaudeFile;
-use super::codex::{BARE_CWD_LINES_MAX, Rollout};
+use super::codex::Rollout;
+use super::importer::{Way, importer};
 use super::lines::{LineReader, RawLine};
-use super::{Converted, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka, swe_agent};
-use crate::error::Error;
-use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecord, line_over};
+use super::{Converted, ImportError, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka};
+use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecord, line_over};
 
 /// The longest source line of a Claude Code session file or a Codex rollout, in bytes. Their lines
 /// are the tools' own: a user line with pasted screenshots holds them as base64 and passes the
@@ -25,10 +25,11 @@ use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptR
 /// they convert to is still held to [`TRANSCRIPT_LINE_BYTES_MAX`] by the log.
 pub const SOURCE_LINE_BYTES_MAX: usize = 32 * 1024 * 1024;
 
-/// The longest line read of a file in `format`: the mnemo format's lines are records.
-pub(crate) fn source_line_bytes_max(format: ImportFormat) -> usize {
-    match format {
-        ImportFormat::ClaudeCode | ImportFormat::Codex => SOURCE_LINE_BYTES_MAX,
+/// The longest line read of a file in `format`, as its importer says: the mnemo format's lines are
+/// records.
+fn source_line_bytes_max(format: ImportFormat) -> usize {
+    match importer(format).map(|importer| importer.conversion().0) {
+        Some(Way::Lines { line_bytes_max, .. }) => line_bytes_max,
         _ => TRANSCRIPT_LINE_BYTES_MAX,
     }
 }
@@ -39,7 +40,7 @@ pub const CONVERT_HOLD_LINES_MAX: usize = 4096;
 
 /// How a stream turns source lines into mnemo lines.
 #[derive(Clone)]
-enum Converter<'s> {
+pub(crate) enum Converter<'s> {
     /// Mnemo lines are parsed as they are.
     Mnemo,
     Claude(ClaudeFile<'s>),
@@ -51,7 +52,7 @@ enum Converter<'s> {
 
 /// The records an input yields, in file order, each with its session's place in
 /// [`RecordStream::sessions`].
-pub(crate) struct RecordStream<'s, R> {
+pub struct RecordStream<'s, R> {
     source: &'s str,
     format: ImportFormat,
     /// The input; none for a whole document, read before the stream opened.
@@ -76,7 +77,7 @@ pub(crate) struct RecordStream<'s, R> {
 /// last lines (which end what a longer input might go on with): reading more of the same input
 /// from there yields what reading it all from its start yields after the records already yielded.
 #[derive(Clone)]
-pub(crate) struct StreamState {
+pub struct StreamState {
     format: ImportFormat,
     converter: Converter<'static>,
     out: Converted,
@@ -85,18 +86,34 @@ pub(crate) struct StreamState {
     lines: usize,
     bytes: u64,
     /// Records yielded.
-    pub(crate) yielded: usize,
+    yielded: usize,
 }
 
 impl StreamState {
     /// Bytes of the input read.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// The format read.
-    pub(crate) fn format(&self) -> ImportFormat {
+    pub fn format(&self) -> ImportFormat {
         self.format
+    }
+
+    /// Records the stream had yielded.
+    pub fn yielded(&self) -> usize {
+        self.yielded
+    }
+}
+
+impl std::fmt::Debug for StreamState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StreamState")
+            .field("format", &self.format)
+            .field("lines", &self.lines)
+            .field("bytes", &self.bytes)
+            .field("yielded", &self.yielded)
+            .finish_non_exhaustive()
     }
 }
 
@@ -112,20 +129,25 @@ impl Converter<'_> {
     }
 }
 
+impl<R> std::fmt::Debug for RecordStream<'_, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordStream")
+            .field("source", &self.source)
+            .field("format", &self.format)
+            .field("yielded", &self.yielded)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<'s, R: BufRead> RecordStream<'s, R> {
     /// A stream of a JSON Lines `format` (not `auto`, not a whole-document format).
-    pub(crate) fn lines(reader: R, source: &'s str, format: ImportFormat) -> Result<Self, Error> {
+    pub fn lines(reader: R, source: &'s str, format: ImportFormat) -> Result<Self, ImportError> {
         let mut stream = RecordStream {
             source,
             format,
             reader: Some(LineReader::new(reader).limited(source_line_bytes_max(format))),
-            converter: match format {
-                ImportFormat::ClaudeCode => Converter::Claude(ClaudeFile::new(source)),
-                // Replaced below, once the rollout's first lines are read.
-                ImportFormat::Codex => Converter::Whole,
-                ImportFormat::Maka => Converter::Maka,
-                _ => Converter::Mnemo,
-            },
+            // Replaced below by a converting format's own, once its first lines are read.
+            converter: Converter::Mnemo,
             out: Converted::default(),
             parser: TranscriptParser::default(),
             ahead: std::collections::VecDeque::new(),
@@ -135,23 +157,22 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
             keep_end: false,
             end: None,
         };
-        if format == ImportFormat::Codex {
-            // A bare rollout names its working directory in one of its first lines.
-            while stream.ahead.len() < BARE_CWD_LINES_MAX {
+        if let Some(Way::Lines { ahead, start, .. }) = importer(format).map(|i| i.conversion().0) {
+            while stream.ahead.len() < ahead {
                 match stream.read_source_line()? {
                     Some(line) => stream.ahead.push_back(line),
                     None => break,
                 }
             }
             let first: Vec<SourceLine> = stream.ahead.iter().cloned().collect();
-            stream.converter = Converter::Codex(Rollout::new(source, &first));
+            stream.converter = start(source, &first);
         }
         Ok(stream)
     }
 
     /// A stream that goes on from `state` with `reader`, which reads what follows the bytes the
     /// state's stream read.
-    pub(crate) fn resumed(reader: R, source: &'s str, state: StreamState) -> Self {
+    pub fn resumed(reader: R, source: &'s str, state: StreamState) -> Self {
         let StreamState { format, converter, out, parser, lines, bytes, yielded } = state;
         RecordStream {
             source,
@@ -171,22 +192,22 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
 
     /// Keeps the state the end of the input finds (see [`StreamState`]), for
     /// [`RecordStream::end_state`].
-    pub(crate) fn keep_end_state(&mut self) {
+    pub fn keep_end_state(&mut self) {
         self.keep_end = true;
     }
 
     /// The state kept at the end of the input, once the stream has ended.
-    pub(crate) fn end_state(&mut self) -> Option<StreamState> {
+    pub fn end_state(&mut self) -> Option<StreamState> {
         self.end.take()
     }
 }
 
 impl<'s, R: BufRead> RecordStream<'s, R> {
     /// A stream of a whole-document format (openai-chat, swe-agent), converted now.
-    pub(crate) fn whole(bytes: &[u8], source: &'s str, format: ImportFormat) -> Result<Self, Error> {
+    pub fn whole(bytes: &[u8], source: &'s str, format: ImportFormat) -> Result<Self, ImportError> {
         let mut out = Converted::default();
-        match format {
-            ImportFormat::SweAgent => swe_agent::convert(bytes, source, &mut out)?,
+        match importer(format).map(|importer| importer.conversion().0) {
+            Some(Way::Document(convert)) => convert(bytes, source, &mut out)?,
             _ => chat::convert(bytes, source, &mut out)?,
         }
         out.settle();
@@ -210,7 +231,7 @@ impl<'s, R: BufRead> RecordStream<'s, R> {
 
 impl<R: BufRead> RecordStream<'_, R> {
     /// The next record, or `None` after the last; an error names the line at fault.
-    pub(crate) fn next_record(&mut self) -> Result<Option<(usize, TranscriptRecord)>, Error> {
+    pub fn next_record(&mut self) -> Result<Option<(usize, TranscriptRecord)>, ImportError> {
         loop {
             if let Some(record) = self.parser.pop() {
                 self.yielded += 1;
@@ -236,7 +257,7 @@ impl<R: BufRead> RecordStream<'_, R> {
     }
 
     /// Reads and converts one more source line, or finishes the file.
-    fn advance(&mut self) -> Result<(), Error> {
+    fn advance(&mut self) -> Result<(), ImportError> {
         if let Converter::Mnemo = self.converter {
             return self.advance_mnemo();
         }
@@ -265,7 +286,7 @@ impl<R: BufRead> RecordStream<'_, R> {
         Ok(())
     }
 
-    fn advance_mnemo(&mut self) -> Result<(), Error> {
+    fn advance_mnemo(&mut self) -> Result<(), ImportError> {
         let source = self.source;
         let Some(reader) = self.reader.as_mut() else { return self.finish() };
         match reader.next_line().map_err(|e| read_error(source, e))? {
@@ -281,7 +302,7 @@ impl<R: BufRead> RecordStream<'_, R> {
     }
 
     /// At the end of the input: the converter's last lines, then the checks of a whole file.
-    fn finish(&mut self) -> Result<(), Error> {
+    fn finish(&mut self) -> Result<(), ImportError> {
         if self.keep_end
             && let Some(reader) = &self.reader
             && reader.ends_at_a_line_end()
@@ -329,7 +350,7 @@ impl<R: BufRead> RecordStream<'_, R> {
     }
 
     /// Reads one source line of a JSON Lines format as an object; blank lines are skipped.
-    fn read_source_line(&mut self) -> Result<Option<SourceLine>, Error> {
+    fn read_source_line(&mut self) -> Result<Option<SourceLine>, ImportError> {
         let source = self.source;
         let Some(reader) = self.reader.as_mut() else { return Ok(None) };
         loop {
@@ -340,7 +361,7 @@ impl<R: BufRead> RecordStream<'_, R> {
                 }
                 Some(RawLine::Line(line, raw)) => (line, raw),
             };
-            let fail = |reason: String| Error::Transcript(error(source, line, None, reason));
+            let fail = |reason: String| ImportError::Transcript(error(source, line, None, reason));
             let text = std::str::from_utf8(raw).map_err(|e| fail(format!("not valid UTF-8: {e}")))?;
             if text.trim().is_empty() {
                 continue;
@@ -354,17 +375,17 @@ impl<R: BufRead> RecordStream<'_, R> {
     }
 
     /// The sessions met so far, in order of first appearance.
-    pub(crate) fn sessions(&self) -> &[SessionId] {
+    pub fn sessions(&self) -> &[SessionId] {
         self.parser.sessions()
     }
 
     /// The format read.
-    pub(crate) fn format(&self) -> ImportFormat {
+    pub fn format(&self) -> ImportFormat {
         self.format
     }
 
     /// Lines of the input (complete once the stream has ended).
-    pub(crate) fn line_count(&self) -> usize {
+    pub fn line_count(&self) -> usize {
         match (&self.reader, self.whole_lines) {
             (Some(reader), _) => reader.lines(),
             (None, lines) => lines.unwrap_or(0),
@@ -372,16 +393,16 @@ impl<R: BufRead> RecordStream<'_, R> {
     }
 
     /// Bytes of the input read so far, and their SHA-256.
-    pub(crate) fn read(&self) -> Option<(u64, [u8; 32])> {
+    pub fn read(&self) -> Option<(u64, [u8; 32])> {
         self.reader.as_ref().map(|reader| (reader.bytes(), reader.digest()))
     }
 
     /// Lines (or content blocks) skipped, by type.
-    pub(crate) fn skipped(&self) -> &BTreeMap<String, u64> {
+    pub fn skipped(&self) -> &BTreeMap<String, u64> {
         &self.out.skipped
     }
 }
 
-fn read_error(source: &str, error: std::io::Error) -> Error {
-    Error::Read { path: source.to_owned(), source: error }
+fn read_error(source: &str, error: std::io::Error) -> ImportError {
+    ImportError::Read { path: source.to_owned(), source: error }
 }

@@ -11,8 +11,40 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{Converted, SourceLine, Turns, content_id, error, json_or_string, str_field, text_part};
-use crate::transcript::TranscriptError;
+use super::importer::{Conversion, Importer, Way};
+use super::{
+    Converted, ImportFormat, SourceLine, Turns, content_id, error, json_or_string, str_field, text_part,
+};
+use crate::format::TranscriptError;
+
+/// The importer of chat-completions messages.
+pub(crate) struct Chat;
+
+impl Importer for Chat {
+    fn format(&self) -> ImportFormat {
+        ImportFormat::OpenaiChat
+    }
+
+    fn about(&self) -> &'static str {
+        "OpenAI chat-completions messages (an array, a request body, or JSON Lines of them)"
+    }
+
+    fn detects_start(&self, text: &str) -> bool {
+        text.trim_start().starts_with('[')
+    }
+
+    fn detects_line(&self, object: &Map<String, Value>) -> bool {
+        object.get("messages").is_some_and(Value::is_array)
+    }
+
+    fn detects_document(&self, object: &Map<String, Value>) -> bool {
+        object.get("messages").is_some_and(Value::is_array)
+    }
+
+    fn conversion(&self) -> Conversion {
+        Conversion(Way::Document(convert))
+    }
+}
 
 pub(crate) fn convert(bytes: &[u8], source: &str, out: &mut Converted) -> Result<(), TranscriptError> {
     let text =

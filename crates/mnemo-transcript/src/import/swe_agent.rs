@@ -24,8 +24,30 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Converted, Turns, content_id, error, json_or_string, text_part};
-use crate::transcript::TranscriptError;
+use super::importer::{Conversion, Importer, Way};
+use super::{Converted, ImportFormat, Turns, content_id, error, json_or_string, text_part};
+use crate::format::TranscriptError;
+
+/// The importer of SWE-agent trajectories.
+pub(crate) struct SweAgent;
+
+impl Importer for SweAgent {
+    fn format(&self) -> ImportFormat {
+        ImportFormat::SweAgent
+    }
+
+    fn about(&self) -> &'static str {
+        "A SWE-agent trajectory (`.traj`, one JSON document)"
+    }
+
+    fn detects_document(&self, object: &Map<String, Value>) -> bool {
+        is_trajectory(object)
+    }
+
+    fn conversion(&self) -> Conversion {
+        Conversion(Way::Document(convert))
+    }
+}
 
 /// Whether a JSON document is a SWE-agent trajectory.
 pub(crate) fn is_trajectory(object: &Map<String, Value>) -> bool {

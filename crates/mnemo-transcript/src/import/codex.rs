@@ -46,8 +46,41 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::{Converted, SourceLine, Turns, error, json_or_string, str_field, text_part, timestamp_field};
-use crate::transcript::TranscriptError;
+use super::importer::{Conversion, Importer, Way};
+use super::stream::{Converter, SOURCE_LINE_BYTES_MAX};
+use super::{
+    Converted, ImportFormat, SourceLine, Turns, error, json_or_string, str_field, text_part, timestamp_field,
+};
+use crate::format::TranscriptError;
+
+/// The importer of Codex CLI rollouts.
+pub(crate) struct Codex;
+
+impl Importer for Codex {
+    fn format(&self) -> ImportFormat {
+        ImportFormat::Codex
+    }
+
+    fn about(&self) -> &'static str {
+        "Codex CLI rollout JSON Lines"
+    }
+
+    fn detects_line(&self, object: &Map<String, Value>) -> bool {
+        let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
+        (object.contains_key("payload") && LINE_TYPES.contains(&kind))
+            || is_bare_header(object)
+            || (object.get("record_type").is_some() && kind.is_empty())
+    }
+
+    fn conversion(&self) -> Conversion {
+        // A bare rollout names its working directory in one of its first lines.
+        Conversion(Way::Lines {
+            line_bytes_max: SOURCE_LINE_BYTES_MAX,
+            ahead: BARE_CWD_LINES_MAX,
+            start: |source, first| Converter::Codex(Rollout::new(source, first)),
+        })
+    }
+}
 
 /// The line types of a rollout file.
 pub(crate) const LINE_TYPES: [&str; 5] =

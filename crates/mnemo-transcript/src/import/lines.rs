@@ -5,12 +5,13 @@ use std::io::BufRead;
 
 use sha2::{Digest as _, Sha256};
 
-use crate::transcript::TRANSCRIPT_LINE_BYTES_MAX;
+use crate::format::TRANSCRIPT_LINE_BYTES_MAX;
 
 /// One line of the input: its 1-based number and its bytes (without the newline), or its length
 /// when it is longer than the reader's limit ([`TRANSCRIPT_LINE_BYTES_MAX`] unless set; its bytes
 /// are then skipped, not held).
-pub(crate) enum RawLine<'a> {
+#[derive(Debug)]
+pub enum RawLine<'a> {
     Line(usize, &'a [u8]),
     TooLong(usize, u64),
 }
@@ -18,7 +19,7 @@ pub(crate) enum RawLine<'a> {
 /// The lines of an input split at `\n` exactly as `bytes.split(|b| *b == b'\n')` splits a whole
 /// file: a file that ends with a newline has an empty last piece, and an empty file one empty line.
 /// It counts and hashes what it reads, so a second reading can tell it read the same bytes.
-pub(crate) struct LineReader<R> {
+pub struct LineReader<R> {
     reader: R,
     buffer: Vec<u8>,
     line: usize,
@@ -31,8 +32,18 @@ pub(crate) struct LineReader<R> {
     limit: usize,
 }
 
+impl<R> std::fmt::Debug for LineReader<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineReader")
+            .field("line", &self.line)
+            .field("bytes", &self.bytes)
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<R: BufRead> LineReader<R> {
-    pub(crate) fn new(reader: R) -> Self {
+    pub fn new(reader: R) -> Self {
         LineReader {
             reader,
             buffer: Vec::new(),
@@ -47,19 +58,19 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The same reader holding lines of up to `limit` bytes.
-    pub(crate) fn limited(self, limit: usize) -> Self {
+    pub fn limited(self, limit: usize) -> Self {
         LineReader { limit, ..self }
     }
 
     /// The longest line it holds, in bytes.
-    pub(crate) fn limit(&self) -> usize {
+    pub fn limit(&self) -> usize {
         self.limit
     }
 
     /// A reader of what follows the first `lines` lines of an input, `bytes` long and ending in
     /// a newline: it numbers, counts and hashes what it reads as if it had read them first (the
     /// hash covers only what it reads itself).
-    pub(crate) fn resume(reader: R, lines: usize, bytes: u64) -> Self {
+    pub fn resume(reader: R, lines: usize, bytes: u64) -> Self {
         LineReader {
             line: lines,
             bytes,
@@ -70,7 +81,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The next line, or `None` after the last.
-    pub(crate) fn next_line(&mut self) -> std::io::Result<Option<RawLine<'_>>> {
+    pub fn next_line(&mut self) -> std::io::Result<Option<RawLine<'_>>> {
         if self.done {
             return Ok(None);
         }
@@ -118,25 +129,38 @@ impl<R: BufRead> LineReader<R> {
 
     /// Lines the input holds, counted as an import reports them: blank lines included, the empty
     /// piece after a final newline not.
-    pub(crate) fn lines(&self) -> usize {
+    pub fn lines(&self) -> usize {
         let newlines = usize::try_from(self.newlines).unwrap_or(usize::MAX);
         newlines + usize::from(!self.last_was_newline)
     }
 
     /// Whether what was read so far is one or more lines, each ended by its newline.
-    pub(crate) fn ends_at_a_line_end(&self) -> bool {
+    pub fn ends_at_a_line_end(&self) -> bool {
         self.bytes > 0 && self.last_was_newline
     }
 
     /// Bytes read so far.
-    pub(crate) fn bytes(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// SHA-256 of the bytes read so far.
-    pub(crate) fn digest(&self) -> [u8; 32] {
+    pub fn digest(&self) -> [u8; 32] {
         self.digest.clone().finalize().into()
     }
+}
+
+/// Whether `line` is the first line of `reader`'s input that is not blank (a line that cannot be
+/// read is not).
+pub fn is_first_line<R: BufRead>(reader: R, line: usize) -> bool {
+    let mut reader = LineReader::new(reader);
+    while let Ok(Some(raw)) = reader.next_line() {
+        match raw {
+            RawLine::Line(at, bytes) if bytes.iter().all(u8::is_ascii_whitespace) && at < line => {}
+            RawLine::Line(at, _) | RawLine::TooLong(at, _) => return at == line,
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -1,17 +1,9 @@
-//! Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
-//! records, the foreign formats [`Mnemo::import`](crate::Mnemo::import) converts, and what an import
-//! or an export reports.
+//! The mnemo transcript format (JSON Lines): its parsing and validation into records, and the
+//! error a line that is not valid gets.
 //!
 //! A file is validated whole before anything is appended, so a bad line appends nothing. Ids and
 //! timestamps that a line leaves out are derived from the file alone, so the same file always
 //! yields the same records.
-
-pub use crate::export::ExportReport;
-pub use crate::import::{
-    CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX, FileCursor,
-    IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportCursor, ImportFormat, ImportReport, ImportStatus,
-    NO_CONVERSATION_LINES, ParsedImport, detect_format, parse_import,
-};
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -50,8 +50,37 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Converted, SourceLine, Turns, error, str_field, text_part, timestamp_field};
-use crate::transcript::TranscriptError;
+use super::importer::{Conversion, Importer, Way};
+use super::stream::{Converter, SOURCE_LINE_BYTES_MAX};
+use super::{Converted, ImportFormat, SourceLine, Turns, error, str_field, text_part, timestamp_field};
+use crate::format::TranscriptError;
+
+/// The importer of Claude Code session files.
+pub(crate) struct ClaudeCode;
+
+impl Importer for ClaudeCode {
+    fn format(&self) -> ImportFormat {
+        ImportFormat::ClaudeCode
+    }
+
+    fn about(&self) -> &'static str {
+        "Claude Code session JSON Lines"
+    }
+
+    fn detects_line(&self, object: &Map<String, Value>) -> bool {
+        let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
+        LINE_TYPES.contains(&kind)
+            && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
+    }
+
+    fn conversion(&self) -> Conversion {
+        Conversion(Way::Lines {
+            line_bytes_max: SOURCE_LINE_BYTES_MAX,
+            ahead: 0,
+            start: |source, _| Converter::Claude(ClaudeFile::new(source)),
+        })
+    }
+}
 
 /// The line types of a session file.
 pub(crate) const LINE_TYPES: [&str; 7] =

@@ -1,19 +1,21 @@
 //! Importers: transcripts of other agent runtimes converted, line by line, into the mnemo
-//! transcript format and parsed by its parser, so every format yields the same records, passes the
-//! same checks and is appended all or nothing per file.
+//! transcript format and parsed by its parser, so every format yields the same records and passes
+//! the same checks (the facade then appends a file's records all or nothing).
 //!
 //! Each converter reads its format's lines, turns the ones it understands into mnemo lines (tagged
 //! with the source line they came from, so errors name the source line), skips line types it does
 //! not import with a count by type, and fails on a malformed line with its line number.
 
-mod append;
 mod capture;
 mod chat;
 mod claude;
 mod codex;
 mod cursors;
+mod importer;
 mod lines;
 mod maka;
+mod native;
+mod report;
 mod stream;
 mod swe_agent;
 mod time;
@@ -25,17 +27,33 @@ use std::str::FromStr;
 use serde_json::{Map, Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::error::Error;
-use crate::transcript::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
+use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
-pub use append::{
-    DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportCursor, ImportReport, ImportStatus,
-};
-pub(crate) use cursors::FileCursors;
-pub use cursors::{CAPTURE_CURSORS_MAX, FileCursor};
-pub(crate) use lines::{LineReader, RawLine};
-pub(crate) use stream::RecordStream;
-pub use stream::{CONVERT_HOLD_LINES_MAX, SOURCE_LINE_BYTES_MAX};
+pub use capture::{Identities, SessionCheck, Taken};
+pub use cursors::{CAPTURE_CURSORS_MAX, FileCursors};
+pub use importer::{Conversion, Importer, importer, importers};
+pub use lines::{LineReader, RawLine, is_first_line};
+pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
+pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, SOURCE_LINE_BYTES_MAX, StreamState};
+
+/// Why reading an import's records failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ImportError {
+    /// A line is not valid (in its format or as a mnemo line): fix the file; nothing of it was
+    /// appended.
+    #[error(transparent)]
+    Transcript(#[from] TranscriptError),
+    /// Reading the input failed: the caller's I/O, to retry or report.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The input read (`-` for standard input).
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// Largest file an import reads, in bytes. The whole file is checked before anything is appended,
 /// and an import holds it in memory while it does (see `docs/FORMAT.md`, "Import").
@@ -71,7 +89,7 @@ pub enum ImportFormat {
 }
 
 impl ImportFormat {
-    /// Every format, `auto` first.
+    /// Every format, `auto` first, then each importer's in [`importers`]' order.
     pub const ALL: [ImportFormat; 7] = [
         ImportFormat::Auto,
         ImportFormat::Mnemo,
@@ -85,7 +103,16 @@ impl ImportFormat {
     /// Whether the format is one JSON document, read whole, rather than JSON Lines, read a line
     /// at a time.
     pub fn is_whole_document(self) -> bool {
-        matches!(self, ImportFormat::OpenaiChat | ImportFormat::SweAgent)
+        importer(self).is_some_and(|importer| importer.conversion().is_whole_document())
+    }
+
+    /// What the format is, in one line (the CLI's help beside its name): its importer's
+    /// [`Importer::about`].
+    pub fn about(self) -> &'static str {
+        match importer(self) {
+            Some(importer) => importer.about(),
+            None => "Tell the format from the file's first lines",
+        }
     }
 
     /// The name the CLI's `--format` takes.
@@ -142,14 +169,14 @@ pub fn parse_import(
         ImportFormat::Auto => detect_format(bytes).unwrap_or(ImportFormat::Mnemo),
         format => format,
     };
-    let as_transcript_error = |failure: Error| match failure {
-        Error::Transcript(failure) => failure,
+    let as_transcript_error = |failure: ImportError| match failure {
+        ImportError::Transcript(failure) => failure,
         // NOTE: reading a byte slice cannot fail, and converting and parsing fail only as above.
         other => error(source, 1, None, other.to_string()),
     };
     // A file that is one JSON document over several lines fails at its first line when read as
     // JSON Lines; the error then says what the file is.
-    let failed = |failure: Error| {
+    let failed = |failure: ImportError| {
         let failure = as_transcript_error(failure);
         whole_document(bytes, source, format).unwrap_or(failure)
     };
@@ -158,7 +185,7 @@ pub fn parse_import(
     } else {
         RecordStream::lines(bytes, source, format).map_err(failed)?
     };
-    let mut by_session: Vec<Vec<crate::transcript::TranscriptRecord>> = Vec::new();
+    let mut by_session: Vec<Vec<crate::format::TranscriptRecord>> = Vec::new();
     while let Some((slot, record)) = stream.next_record().map_err(failed)? {
         by_session.resize_with(by_session.len().max(slot + 1), Vec::new);
         by_session[slot].push(record);
@@ -175,10 +202,9 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
     }
     // A pretty-printed document spans lines: try the file as one document.
     match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(object)) if object.get("messages").is_some_and(Value::is_array) => {
-            Some(ImportFormat::OpenaiChat)
+        Ok(Value::Object(object)) => {
+            importers().iter().find(|importer| importer.detects_document(&object)).map(|i| i.format())
         }
-        Ok(Value::Object(object)) if swe_agent::is_trajectory(&object) => Some(ImportFormat::SweAgent),
         _ => None,
     }
 }
@@ -186,20 +212,20 @@ pub fn detect_format(bytes: &[u8]) -> Option<ImportFormat> {
 /// Tells a file's format from its first lines alone (the first [`SOURCE_LINE_BYTES_MAX`] bytes of
 /// `bytes`, so that a first line as long as a tool's line may be reads whole, at most
 /// [`DETECT_LINES_MAX`] lines), or `None` when they do not tell.
-pub(crate) fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
+pub fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SOURCE_LINE_BYTES_MAX)]);
-    if text.trim_start().starts_with('[') {
-        return Some(ImportFormat::OpenaiChat);
+    if let Some(importer) = importers().iter().find(|importer| importer.detects_start(&text)) {
+        return Some(importer.format());
     }
     text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX).find_map(|line| {
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { return None };
-        detect_object(&object)
+        importer::detect_line(&object)
     })
 }
 
 /// The error for a file that is one JSON document over several lines read as JSON Lines `format`;
 /// `None` when the file is not such a document.
-pub(crate) fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
+pub fn whole_document(bytes: &[u8], source: &str, format: ImportFormat) -> Option<TranscriptError> {
     let lines = bytes.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)).count();
     if lines < 2 || !matches!(serde_json::from_slice::<Value>(bytes), Ok(Value::Object(_) | Value::Array(_)))
     {
@@ -248,31 +274,6 @@ fn unknown_document(bytes: &[u8], source: &str) -> Result<(), TranscriptError> {
              body (openai-chat), or a SWE-agent trajectory with `trajectory` and `history` (swe-agent)"
         ),
     ))
-}
-
-fn detect_object(object: &Map<String, Value>) -> Option<ImportFormat> {
-    let kind = object.get("type").and_then(Value::as_str).unwrap_or("");
-    if object.contains_key("payload") && codex::LINE_TYPES.contains(&kind) {
-        return Some(ImportFormat::Codex);
-    }
-    if codex::is_bare_header(object) || (object.get("record_type").is_some() && kind.is_empty()) {
-        return Some(ImportFormat::Codex);
-    }
-    if claude::LINE_TYPES.contains(&kind)
-        && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
-    {
-        return Some(ImportFormat::ClaudeCode);
-    }
-    if object.get("messages").is_some_and(Value::is_array) {
-        return Some(ImportFormat::OpenaiChat);
-    }
-    if object.contains_key("invocationId") && object.contains_key("turnId") {
-        return Some(ImportFormat::Maka);
-    }
-    if object.get("session").is_some_and(Value::is_string) {
-        return Some(ImportFormat::Mnemo);
-    }
-    None
 }
 
 /// A source line decoded as a JSON object, with its 1-based line number.

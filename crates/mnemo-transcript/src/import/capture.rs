@@ -16,11 +16,11 @@ use std::collections::HashMap;
 use mnemo_core::{Position, Record, RecordKind, SessionOpened};
 use sha2::{Digest as _, Sha256};
 
-use crate::transcript::{TranscriptError, TranscriptRecord};
+use crate::format::{TranscriptError, TranscriptRecord};
 
 /// A record's identity within its session's stream.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Identity {
+pub enum Identity {
     /// The session's opening record.
     Opened,
     /// A RuntimeEvent, by its event id.
@@ -32,15 +32,15 @@ pub(crate) enum Identity {
 }
 
 /// Gives each record of a session its identity, in stream order.
-#[derive(Default, Clone)]
-pub(crate) struct Identities {
+#[derive(Debug, Default, Clone)]
+pub struct Identities {
     counts: HashMap<u16, u64>,
 }
 
 impl Identities {
     /// The record's identity, or `None` for a record an import never writes (checkpoints, copies,
     /// memory records), which the comparison leaves alone.
-    pub(crate) fn of(&mut self, record: &Record) -> Option<Identity> {
+    pub fn of(&mut self, record: &Record) -> Option<Identity> {
         Some(match record {
             Record::SessionOpened(_) => Identity::Opened,
             Record::RuntimeEvent(event) => Identity::Event(event.id.as_str().to_owned()),
@@ -58,8 +58,8 @@ impl Identities {
 
 /// What a session's stream already holds: each importable record's identity, the hash of its
 /// bytes and its position.
-#[derive(Default)]
-pub(crate) struct Taken {
+#[derive(Debug, Default)]
+pub struct Taken {
     records: HashMap<Identity, ([u8; 32], Position)>,
     /// The identities of the stream's records so far.
     identities: Identities,
@@ -70,7 +70,7 @@ pub(crate) struct Taken {
 
 impl Taken {
     /// Notes one record read from the stream (records of kinds an import never writes are ignored).
-    pub(crate) fn add(&mut self, record: &Record, bytes: &[u8], position: Position) {
+    pub fn add(&mut self, record: &Record, bytes: &[u8], position: Position) {
         if let Record::SessionOpened(opened) = record {
             self.opened_without_source = opened.source.is_none() && opened.parent.is_none();
         }
@@ -81,7 +81,8 @@ impl Taken {
 }
 
 /// One session's records compared, a record at a time in file order, with what its stream holds.
-pub(crate) struct SessionCheck {
+#[derive(Debug)]
+pub struct SessionCheck {
     taken: Taken,
     identities: Identities,
     /// Each matched identity's position in the log and line in the file.
@@ -91,19 +92,19 @@ pub(crate) struct SessionCheck {
 }
 
 impl SessionCheck {
-    pub(crate) fn new(taken: Taken) -> Self {
+    pub fn new(taken: Taken) -> Self {
         Self::resumed(taken, Identities::default())
     }
 
     /// A check of what follows the records a file yielded earlier, whose identities `identities`
     /// gave.
-    pub(crate) fn resumed(taken: Taken, identities: Identities) -> Self {
+    pub fn resumed(taken: Taken, identities: Identities) -> Self {
         SessionCheck { taken, identities, matched: HashMap::new(), fresh: 0 }
     }
 
     /// Whether `record` (encoded as `bytes`) is to be appended: it is not when the stream holds it
     /// already. A record the stream holds with other bytes is an error naming its line.
-    pub(crate) fn record(
+    pub fn record(
         &mut self,
         record: &TranscriptRecord,
         bytes: &[u8],
@@ -151,7 +152,7 @@ impl SessionCheck {
     }
 
     /// Records the log holds already.
-    pub(crate) fn already(&self) -> usize {
+    pub fn already(&self) -> usize {
         self.matched.len()
     }
 
@@ -160,7 +161,7 @@ impl SessionCheck {
     /// file no longer yields anywhere else, an error naming the line after which it was. A record
     /// missing from the file is allowed only when every such record comes after all the file
     /// yields and the file yields nothing new.
-    pub(crate) fn finish(&self, source: &str, session: &str) -> Result<usize, TranscriptError> {
+    pub fn finish(&self, source: &str, session: &str) -> Result<usize, TranscriptError> {
         let last_matched = self.matched.values().map(|(position, _)| *position).max();
         let mut missing: Vec<(&Identity, Position)> = self
             .taken
@@ -200,12 +201,12 @@ impl SessionCheck {
     }
 
     /// What the stream holds, for a second reading of the file.
-    pub(crate) fn into_taken(self) -> Taken {
+    pub fn into_taken(self) -> Taken {
         self.taken
     }
 
     /// The identities given so far to the file's records.
-    pub(crate) fn identities(&self) -> &Identities {
+    pub fn identities(&self) -> &Identities {
         &self.identities
     }
 }

@@ -8,77 +8,17 @@ use mnemo_core::{Position, Record, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{Durability, ExpectedRevision, KeyRefusal, NewRecord, RulePrecheck, StreamHead};
 use tracing::info_span;
 
-use super::capture::{Identities, SessionCheck, Taken};
-use super::lines::{LineReader, RawLine};
-use super::stream::StreamState;
-use super::{IMPORT_FILE_BYTES_MAX, ImportFormat, RecordStream, detect_format};
+use mnemo_transcript::{
+    DOCUMENT_PROBE_BYTES_MAX, IMPORT_FILE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, Identities, ImportError,
+    ImportFormat, ImportReport, ImportStatus, RecordStream, SOURCE_LINE_BYTES_MAX, SessionCheck, StreamState,
+    Taken, TranscriptError, TranscriptRecord, detect_format,
+};
+
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
-use crate::transcript::{TranscriptError, TranscriptRecord};
 
 /// Envelopes read per call while collecting what a session's stream holds.
 const STREAM_READ_ENVELOPES: usize = 4096;
-
-/// How an import ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ImportStatus {
-    /// Nothing the file yields was in the store: all of it was appended.
-    Imported,
-    /// Part of what the file yields was in the store already (an import that was interrupted, or a
-    /// session file that has grown since): the rest was appended.
-    Resumed,
-    /// Everything the file yields is in the store already: nothing was appended.
-    AlreadyComplete,
-}
-
-impl ImportStatus {
-    /// The status as the CLI prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ImportStatus::Imported => "imported",
-            ImportStatus::Resumed => "resumed",
-            ImportStatus::AlreadyComplete => "already complete",
-        }
-    }
-}
-
-/// What an import appended.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ImportReport {
-    /// The file imported.
-    pub source: String,
-    /// How the import ended.
-    pub status: ImportStatus,
-    /// Lines read.
-    pub lines: usize,
-    /// Sessions created.
-    pub sessions: usize,
-    /// Sessions the file holds records for (created or added to).
-    pub sessions_in_file: usize,
-    /// Records appended.
-    pub records: usize,
-    /// Records the file yields that the store held already (taken by an earlier import).
-    pub already: usize,
-    /// Records the store holds beyond the end of this file: it is an earlier snapshot of a
-    /// session file imported since (nothing is appended then).
-    pub store_ahead: usize,
-    /// First and last position appended (none when nothing was).
-    pub positions: Option<(Position, Position)>,
-    /// The format the file was read as (what `auto` chose, when it chose).
-    pub format: ImportFormat,
-    /// Lines (or content blocks) of types the importer does not import, counted by type.
-    pub skipped: std::collections::BTreeMap<String, u64>,
-}
-
-/// Largest read buffer of an import, in bytes: with one line and the converter's open turn, what an
-/// import of a file holds whatever the file's size.
-pub const IMPORT_READ_BUFFER_BYTES: usize = 256 * 1024;
-
-/// Largest file whose first line's failure is checked against the file read as one JSON document
-/// (to name a pretty-printed document read as JSON Lines), in bytes.
-pub const DOCUMENT_PROBE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
 /// What an import reads: bytes in memory, or a file read a line at a time, twice (once to check
 /// the whole of it, once to append).
@@ -139,8 +79,8 @@ impl<'i> Input<'i> {
             None => self.open(source)?,
         };
         match (self, format.is_whole_document()) {
-            (Input::Bytes(bytes), true) => RecordStream::whole(bytes, source, format),
-            _ => RecordStream::lines(reader, source, format),
+            (Input::Bytes(bytes), true) => Ok(RecordStream::whole(bytes, source, format)?),
+            _ => Ok(RecordStream::lines(reader, source, format)?),
         }
     }
 }
@@ -308,10 +248,10 @@ impl Mnemo {
         let mut prefix = Vec::new();
         input
             .open(source)?
-            .take(super::SOURCE_LINE_BYTES_MAX as u64)
+            .take(SOURCE_LINE_BYTES_MAX as u64)
             .read_to_end(&mut prefix)
             .map_err(|error| Error::Read { path: source.to_owned(), source: error })?;
-        Ok(super::detect_from_lines(&prefix))
+        Ok(mnemo_transcript::detect_from_lines(&prefix))
     }
 
     /// Standard input copied to a file in the store directory that has no name (removed as soon as
@@ -531,7 +471,7 @@ impl Mnemo {
         if keep_end {
             records.keep_end_state();
         }
-        let before = resume.map_or(0, |state| state.yielded);
+        let before = resume.map_or(0, |state| state.yielded());
         let mut sessions: Vec<SessionPass> = Vec::new();
         for session in resumed {
             let head = self.log.stream_head(&session.stream)?;
@@ -622,8 +562,10 @@ impl Mnemo {
             loop {
                 let next = match records.next_record() {
                     Ok(next) => next,
-                    Err(Error::Transcript(error)) => return Err(appender.changed(source, error.to_string())),
-                    Err(other) => return Err(other),
+                    Err(ImportError::Transcript(error)) => {
+                        return Err(appender.changed(source, error.to_string()));
+                    }
+                    Err(other) => return Err(other.into()),
                 };
                 let Some((slot, record)) = next else { break };
                 if only.is_none_or(|only| only == slot) {
@@ -793,20 +735,12 @@ fn probe_document(input: &Input<'_>, source: &str, format: ImportFormat, error: 
             _ => return Error::Transcript(transcript),
         },
     };
-    Error::Transcript(super::whole_document(&bytes, source, format).unwrap_or(transcript))
+    Error::Transcript(mnemo_transcript::whole_document(&bytes, source, format).unwrap_or(transcript))
 }
 
 /// Whether `line` is the first line of the input that is not blank.
 fn first_line_at(input: &Input<'_>, source: &str, line: usize) -> bool {
-    let Ok(reader) = input.open(source) else { return false };
-    let mut reader = LineReader::new(reader);
-    while let Ok(Some(raw)) = reader.next_line() {
-        match raw {
-            RawLine::Line(at, bytes) if bytes.iter().all(u8::is_ascii_whitespace) && at < line => {}
-            RawLine::Line(at, _) | RawLine::TooLong(at, _) => return at == line,
-        }
-    }
-    false
+    input.open(source).is_ok_and(|reader| mnemo_transcript::is_first_line(reader, line))
 }
 
 /// The error for a new record that breaks a rule of the log's key index (a run sealed, a tool
