@@ -1,13 +1,13 @@
 //! Compaction through the facade: the history the next provider request receives (now or as of any
 //! log position), manual and automatic compaction, and conversation copy.
 //!
-//! Checkpoints are recorded through one per-store [`Coordinator`], whose recorder appends the
-//! checkpoint record durably to the session stream before anything else sees it.
+//! Checkpoints are recorded through one per-store coordinator, whose recorder (`checkpoint_recorder`)
+//! appends the checkpoint record durably to the session stream before anything else sees it. The
+//! [`Compaction`] handle's calls are the host's door to all of it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::handles::Compaction;
 pub use mnemo_compaction::{
     AssembledHistory, Boundary, BoxFuture, CapacitySource, CompactMode, CompactionError, CompactionOutcome,
     CompactionPolicy, Connection, CopyRefusal, Decision, Diagnostics, ExtractiveSummarizer, FinishReason,
@@ -17,18 +17,15 @@ pub use mnemo_compaction::{
 };
 
 use mnemo_compaction::{
-    AssemblyOptions, CheckpointRecorder, Coordinator, CopyOptions, LATEST_CHECKPOINT_STAGE, ManualOptions,
-    SessionLedger, WriterSeams,
+    AssemblyOptions, CopyOptions, LATEST_CHECKPOINT_STAGE, ManualOptions, SessionLedger, WriterSeams,
 };
 use mnemo_core::BoundaryDisposition;
 use mnemo_core::{
-    CheckpointBody, CheckpointId, CopyBoundary, EventId, FaithfulnessReport, Position, Record, RuntimeEvent,
-    SessionId, StreamId, TimestampMs, TurnId,
+    CheckpointBody, CheckpointId, CopyBoundary, EventId, FaithfulnessReport, Position, RuntimeEvent,
+    SessionId, StreamId, TurnId,
 };
-use mnemo_log::{
-    AppendOutcome, AppendRequest, BatchLimits, Durability, ExpectedRevision, LogBackend, NewRecord,
-};
-use mnemo_pipeline::{MemoryStore, PipelineError, StateStore};
+use mnemo_log::{BatchLimits, ExpectedRevision};
+use mnemo_pipeline::{MemoryStore, PipelineError};
 
 use crate::error::Error;
 use crate::mnemo::Mnemo;
@@ -78,74 +75,6 @@ pub struct CopyReport {
     pub checkpoints_dropped: u64,
     /// Where the new stream's records landed.
     pub positions: (Position, Position),
-}
-
-/// The recorder the facade's coordinator uses: loads by scanning the session stream (the result is
-/// cached by the coordinator), appends at the store's durability.
-#[derive(Debug)]
-struct LogRecorder {
-    log: Arc<dyn LogBackend>,
-    durability: Durability,
-}
-
-impl CheckpointRecorder for LogRecorder {
-    fn load<'a>(
-        &'a self,
-        session: &'a SessionId,
-    ) -> mnemo_compaction::BoxFuture<'a, Result<Option<LoggedCheckpoint>, CompactionError>> {
-        Box::pin(async move {
-            let store: Arc<dyn StateStore> = Arc::new(MemoryStore::new());
-            crate::blocking::wait(|| match SessionLedger::at_head(self.log.as_ref(), store, session) {
-                Ok(ledger) => Ok(ledger.latest()?.0),
-                Err(CompactionError::UnknownSession(_)) => Ok(None),
-                Err(error) => Err(error),
-            })
-        })
-    }
-
-    fn append<'a>(
-        &'a self,
-        checkpoint: &'a mnemo_core::CheckpointRecord,
-    ) -> mnemo_compaction::BoxFuture<'a, Result<LoggedCheckpoint, CompactionError>> {
-        Box::pin(async move {
-            let record = Record::CheckpointRecorded(checkpoint.clone());
-            let kind = record.kind();
-            let bytes = record.encode().map_err(|e| CompactionError::record(Error::Encode(e)))?;
-            let new = NewRecord::new(kind.code(), kind.schema_version(), bytes);
-            let mut request =
-                AppendRequest::new(StreamId::session(&checkpoint.session), ExpectedRevision::Any, vec![new]);
-            request.durability = self.durability;
-            match crate::blocking::wait(|| self.log.append(request))? {
-                AppendOutcome::Appended(appended) => {
-                    let timestamp = self
-                        .log
-                        .read(appended.last_position)?
-                        .map_or(TimestampMs(0), |envelope| envelope.timestamp);
-                    Ok(LoggedCheckpoint {
-                        position: appended.last_position,
-                        timestamp,
-                        checkpoint: checkpoint.clone(),
-                    })
-                }
-                AppendOutcome::Conflict(conflict) => Err(CompactionError::record(Error::Conflict {
-                    stream: StreamId::session(&checkpoint.session).to_string(),
-                    conflict,
-                })),
-                // A checkpoint record has no key rules, so the log cannot refuse it on one.
-                AppendOutcome::Refused(refusal) => Err(CompactionError::record(Error::Refused {
-                    stream: StreamId::session(&checkpoint.session).to_string(),
-                    record: refusal.record,
-                    reason: mnemo_core::AppendRefusal::of_rule(&refusal.rule),
-                    held_at: refusal.held_at,
-                })),
-            }
-        })
-    }
-}
-
-/// The coordinator a newly opened store uses.
-pub(crate) fn coordinator(log: &Arc<dyn LogBackend>, durability: Durability) -> Arc<Coordinator> {
-    Arc::new(Coordinator::new(Arc::new(LogRecorder { log: Arc::clone(log), durability })))
 }
 
 impl Mnemo {
@@ -749,5 +678,114 @@ impl Mnemo {
             recorded,
             matches_recorded,
         })
+    }
+}
+
+impl Mnemo {
+    /// The next provider request's history, compaction, overflow recovery and conversation copy.
+    pub fn compaction(&self) -> Compaction<'_> {
+        Compaction { mnemo: self }
+    }
+}
+
+/// The next provider request's history and how it is compacted ([`Mnemo::compaction`]).
+///
+/// `policy`, `context` and `copy` are synchronous; `compact`, `prepare_history`, `compact_mid_turn`
+/// and `recover_from_overflow` are async (they call the summarizer seams) and, once a checkpoint is
+/// recorded, run memory extraction over what it folded before they return.
+#[derive(Debug, Clone, Copy)]
+pub struct Compaction<'a> {
+    mnemo: &'a Mnemo,
+}
+
+impl<'a> Compaction<'a> {
+    /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
+    /// the defaults when the pipeline does not run that stage.
+    pub fn policy(&self) -> crate::Result<CompactionPolicy> {
+        self.mnemo.compaction_policy()
+    }
+
+    /// The history the next provider request of `session` would receive, with the checkpoint it
+    /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
+    /// would make shows as `compaction_due`.
+    pub fn context(&self, session: &SessionId, options: &ContextOptions) -> crate::Result<AssembledHistory> {
+        self.mnemo.context(session, options)
+    }
+
+    /// A checkpoint's faithfulness report with each claim of its summary linked to the covered
+    /// events that support it, or marked unsupported (the check's own rule, run again).
+    pub fn claims(&self, session: &SessionId, checkpoint: &CheckpointId) -> crate::Result<CheckpointClaims> {
+        self.mnemo.checkpoint_claims(session, checkpoint)
+    }
+
+    /// Compacts `session` now (the manual trigger). A failure to summarize or record is not an
+    /// error: the outcome's history says how it failed open.
+    pub async fn compact(
+        self,
+        session: &SessionId,
+        options: &CompactOptions,
+    ) -> crate::Result<CompactionOutcome> {
+        self.mnemo.compact(session, options).await
+    }
+
+    /// Prepares the next request's history the way a runtime does before each turn: replays a
+    /// fitting checkpoint, or compacts when the policy says so, or falls back.
+    pub async fn prepare_history(
+        self,
+        session: &SessionId,
+        options: &CompactOptions,
+    ) -> crate::Result<CompactionOutcome> {
+        self.mnemo.prepare_history(session, options).await
+    }
+
+    /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
+    /// meanwhile (`session_busy`). `None` if a turn already runs.
+    pub fn begin_turn(&self, session: &SessionId) -> Option<TurnGuard<'a>> {
+        self.mnemo.begin_turn(session)
+    }
+
+    /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
+    /// text checkpoints rebuilt: one atomic append of a new stream, whatever the session's length
+    /// (the copy's own batch limits, `limits::COPY_RECORDS_MAX`). A copy through or before a turn
+    /// keeps the turns' events wherever they were logged; streaming chunks are never copied. A
+    /// target that already holds this copy returns it (retry freely); a target holding anything else,
+    /// an archived revision family and a continuation run are refused
+    /// ([`CopyRefusal`](crate::compaction::CopyRefusal)). Without a `target`, one is derived from
+    /// the source and the log's position, so each call makes a new copy: give one to retry safely.
+    /// Blocks for one durable append.
+    pub fn copy(
+        &self,
+        session: &SessionId,
+        up_to: Option<CopyBoundary>,
+        target: Option<SessionId>,
+    ) -> crate::Result<CopyReport> {
+        self.mnemo.copy_conversation(session, up_to, target)
+    }
+
+    /// Compacts inside a running turn: folds a safe prefix of prior history and the turn so far
+    /// (never splitting a tool call from its result), records it, and returns what later steps send.
+    /// Every failure is a fail-open outcome; the turn keeps its raw projection. Waits at most
+    /// `mid_turn.ledger_wait` for `mid_turn.durable_through`.
+    pub async fn compact_mid_turn(
+        self,
+        session: &SessionId,
+        mid_turn: &MidTurnOptions,
+        options: &CompactOptions,
+    ) -> crate::Result<MidTurnOutcome> {
+        self.mnemo.compact_mid_turn(session, mid_turn, options).await
+    }
+
+    /// Reactive recovery after the provider rejected a request as too long: once per turn
+    /// (`latch`), before any output, with steps left. The first resort is dropping historical
+    /// images; otherwise a compaction whose replacement must be smaller than the rejected request.
+    /// On failure the host surfaces the provider's real error; nothing synthetic is produced.
+    pub async fn recover_from_overflow(
+        self,
+        session: &SessionId,
+        latch: &mut OverflowLatch,
+        overflow: &ProviderOverflow,
+        options: &CompactOptions,
+    ) -> crate::Result<OverflowRecovery> {
+        self.mnemo.recover_from_overflow(session, latch, overflow, options).await
     }
 }

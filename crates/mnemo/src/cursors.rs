@@ -5,19 +5,8 @@
 //! and that the sessions they fed hold nothing more in the log. Nothing of it is written anywhere:
 //! a new handle (a restarted server) reads each file whole once more.
 
-use crate::import::ImportCursor;
+use crate::import::FileCursor;
 use crate::mnemo::Mnemo;
-
-/// Where a capture of one file left off.
-#[derive(Debug)]
-pub struct FileCursor {
-    /// The file's device and inode when it was read: another file at the same path is read whole.
-    pub file: (u64, u64),
-    /// SHA-256 of the file's first [`ImportCursor::bytes`] bytes, as they were read.
-    pub prefix: [u8; 32],
-    /// The import's state at the end of those bytes.
-    pub import: ImportCursor,
-}
 
 impl Mnemo {
     /// The cursor a capture of `path` left, taken out (a capture puts back the one it ends with).

@@ -6,6 +6,9 @@ use mnemo_transcript::{ImportError, TranscriptError};
 
 /// Errors of the Mnemo facade. [`Error::category`] tells a caller (and the CLI's exit code) what kind
 /// of failure it is.
+/// The facade's result: its error is always [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

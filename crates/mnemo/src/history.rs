@@ -6,7 +6,6 @@
 //! ended at P. It costs one scan of the log up to P per stage consulted (two for a search or a read), and
 //! memory for the folded state; live calls read the stages' stores directly.
 
-pub use crate::handles::History;
 pub use mnemo_history::{
     DiagnosticCode, HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest,
     MatchKind, MessageKind, ProjectionDiagnostic, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT,
@@ -96,5 +95,73 @@ impl Mnemo {
         let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
         let index = self.store_as_of(index::STAGE_NAME, as_of)?;
         Ok(mnemo_history::read_history(messages.as_ref(), index.as_ref(), request, context)?)
+    }
+}
+
+impl Mnemo {
+    /// Sessions, transcripts, and the SearchHistory / ReadHistory agent tools.
+    pub fn history(&self) -> History<'_> {
+        History { mnemo: self }
+    }
+}
+
+/// Sessions and their history, live or as of an earlier log position ([`Mnemo::history`]).
+///
+/// Every call is synchronous and waits for the stages it reads to fold the log as it is now (at
+/// most [`CATCH_UP_TIMEOUT`](crate::stages::CATCH_UP_TIMEOUT)); an `as_of` call instead folds the log
+/// up to that position in memory, which takes time linear in the position.
+#[derive(Debug, Clone, Copy)]
+pub struct History<'a> {
+    mnemo: &'a Mnemo,
+}
+
+impl History<'_> {
+    /// Every session, in id order.
+    pub fn sessions(&self) -> crate::Result<Vec<SessionSummary>> {
+        self.mnemo.sessions()
+    }
+
+    /// Every session as a person reads the list: most recent activity first (by the events' own
+    /// times), each with its activity span and a title (its own, else its first real request).
+    pub fn session_list(&self) -> crate::Result<Vec<SessionListing>> {
+        self.mnemo.session_list()
+    }
+
+    /// One session's summary; `None` for a session the store does not hold.
+    pub fn session(&self, session: &SessionId) -> crate::Result<Option<SessionSummary>> {
+        self.mnemo.session(session)
+    }
+
+    /// A session's visible messages, as of `as_of` (the whole log when `None`); `None` when the
+    /// session has no records by then.
+    pub fn transcript(
+        &self,
+        session: &SessionId,
+        as_of: Option<Position>,
+    ) -> crate::Result<Option<SessionTranscript>> {
+        self.mnemo.show(session, as_of)
+    }
+
+    /// SearchHistory: ranked matches across logical sessions, as of `as_of` (the whole log when
+    /// `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
+    /// error shape; the outer error is a store failure.
+    pub fn search(
+        &self,
+        request: &HistorySearchRequest,
+        context: &HistoryContext<'_>,
+        as_of: Option<Position>,
+    ) -> crate::Result<SearchOutcome> {
+        self.mnemo.search_history(request, context, as_of)
+    }
+
+    /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
+    /// when `None`). A refused call is the inner `Err`, in the tool's error shape.
+    pub fn read(
+        &self,
+        request: &HistoryReadRequest,
+        context: &HistoryContext<'_>,
+        as_of: Option<Position>,
+    ) -> crate::Result<ReadOutcome> {
+        self.mnemo.read_history(request, context, as_of)
     }
 }

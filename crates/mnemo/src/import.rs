@@ -108,6 +108,17 @@ struct SessionPass {
     resumed: bool,
 }
 
+/// Where a capture of one file left off.
+#[derive(Debug)]
+pub struct FileCursor {
+    /// The file's device and inode when it was read: another file at the same path is read whole.
+    pub file: (u64, u64),
+    /// SHA-256 of the file's first [`ImportCursor::bytes`] bytes, as they were read.
+    pub prefix: [u8; 32],
+    /// The import's state at the end of those bytes.
+    pub import: ImportCursor,
+}
+
 /// Where a capture of a growing file left off: the file's records stream as it stood at the end of
 /// the complete lines read, and what each of its sessions' streams held then. A capture of the
 /// file grown since reads only what follows (`Mnemo::import_resumed`), as long as the file's

@@ -99,15 +99,16 @@
 //! ```
 
 mod blocking;
+mod checkpoint_recorder;
 pub mod compaction;
 mod cursors;
 mod error;
 mod export;
-mod handles;
 pub mod history;
 mod import;
 mod log_location;
 pub mod memory;
+mod memory_runtime;
 mod mnemo;
 mod salvage;
 pub mod stages;
@@ -121,7 +122,7 @@ pub mod stages;
 /// timestamps that a line leaves out are derived from the file alone, so the same file always
 /// yields the same records.
 pub mod transcript {
-    pub use crate::cursors::FileCursor;
+    pub use crate::import::FileCursor;
     pub use crate::import::ImportCursor;
     pub use mnemo_transcript::{
         CAPTURE_CURSORS_MAX, CONVERT_HOLD_LINES_MAX, DETECT_LINES_MAX, DOCUMENT_PROBE_BYTES_MAX,
@@ -131,9 +132,6 @@ pub mod transcript {
         importers, parse_import, parse_transcript,
     };
 }
-
-/// The facade's result: its error is always [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// The log: what an append takes and returns, the envelope readers see, the clock appends are
 /// stamped by, and where the log lives.
@@ -173,7 +171,7 @@ pub mod records {
     };
 }
 
-pub use error::{Error, ErrorCategory};
+pub use error::{Error, ErrorCategory, Result};
 pub use mnemo::{Config, Mnemo};
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it

@@ -8,11 +8,9 @@
 //! gate is closed by incognito or a disabled memory, is settled by a denial and a policy-skip
 //! commit instead of an extraction.
 
-use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, PoisonError};
 
-pub use crate::handles::Memory;
 pub use mnemo_memory::{
     BoxFuture, CanonicalCandidate, Canonicalization, CanonicalizePrompt, Canonicalizer, CitationView,
     Conflict, ConflictReason, ContextLine, EXTRACT_USER_EVENTS_PER_RANGE_MAX, EmbeddedCanonicalizer,
@@ -30,13 +28,12 @@ use mnemo_core::{
     CheckpointId, CheckpointRecord, EventId, ItemId, MemoryItem, MemoryScope, OperationId, Position, Record,
     SessionId, StreamId, StreamRevision, ToolCallId, TurnId, WorkspaceId,
 };
-use mnemo_log::{Clock, ExpectedRevision};
-use mnemo_memory::{
-    Decide, ExtractionHost, GateReason, MemoryLedger, MemoryView, Models, Priority, SessionLanes, Trigger,
-};
+use mnemo_log::ExpectedRevision;
+use mnemo_memory::{Decide, ExtractionHost, GateReason, MemoryLedger, MemoryView, Models, Priority, Trigger};
 use mnemo_pipeline::StateStore;
 
 use crate::error::Error;
+pub use crate::memory_runtime::MemoryModels;
 use crate::mnemo::Mnemo;
 
 /// What [`Memory::start_block`] recalls for: a session that is starting, which the store may not
@@ -57,27 +54,6 @@ pub struct StartBlockRequest {
 /// Envelopes read per page when loading a session's events.
 const SESSION_PAGE_ENVELOPES_MAX: usize = 1024;
 
-/// The model seams memory extraction uses.
-#[derive(Debug, Clone)]
-pub struct MemoryModels {
-    /// Proposal calls.
-    pub proposer: Arc<dyn MemoryProposer>,
-    /// Canonicalization calls.
-    pub canonicalizer: Arc<dyn Canonicalizer>,
-    /// Localization searches.
-    pub localization: Arc<dyn LocalizationSearch>,
-}
-
-impl Default for MemoryModels {
-    fn default() -> Self {
-        MemoryModels {
-            proposer: Arc::new(EmbeddedProposer),
-            canonicalizer: Arc::new(EmbeddedCanonicalizer),
-            localization: Arc::new(ScanLocalization),
-        }
-    }
-}
-
 /// What the `memory_extract` tool answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "status", rename_all = "snake_case")]
@@ -90,34 +66,6 @@ pub enum ExtractToolResult {
         /// Why.
         reason: &'static str,
     },
-}
-
-/// Memory's process-local state: the single memory writer, the session lanes, the models, and
-/// whether the store is draining.
-#[derive(Debug)]
-pub(crate) struct MemoryRuntime {
-    writer: Mutex<()>,
-    lanes: SessionLanes,
-    models: RwLock<MemoryModels>,
-    draining: AtomicBool,
-    clock: Arc<dyn Clock>,
-    /// Turns whose `memory_extract` tool call was accepted: extraction runs when they complete.
-    /// Process-local like the reference's flag; a turn flagged before a crash is not extracted
-    /// on its account (the next compaction or request covers it).
-    flagged_turns: Mutex<BTreeSet<(SessionId, TurnId)>>,
-}
-
-impl MemoryRuntime {
-    pub(crate) fn new(clock: Arc<dyn Clock>) -> Self {
-        MemoryRuntime {
-            writer: Mutex::new(()),
-            lanes: SessionLanes::new(),
-            models: RwLock::new(MemoryModels::default()),
-            draining: AtomicBool::new(false),
-            clock,
-            flagged_turns: Mutex::new(BTreeSet::new()),
-        }
-    }
 }
 
 /// The facade's error as memory's host failure, whole: `Error::from` unwraps it again.
@@ -544,5 +492,187 @@ impl Mnemo {
     pub(crate) fn memory_cursor(&self, session: &SessionId) -> Result<u64, Error> {
         let store = MemoryLedger::state(self)?;
         Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
+    }
+}
+
+impl Mnemo {
+    /// Long-term memory: extraction triggers, recall, and the item store's operations.
+    pub fn memory(&self) -> Memory<'_> {
+        Memory { mnemo: self }
+    }
+}
+
+/// Long-term memory ([`Mnemo::memory`]): the extraction triggers (async: they call the model seams
+/// and run in per-session lanes), recall, and the item store's reads and writes (synchronous: each
+/// waits for the `memory-index` stage, and a write for its durable append).
+#[derive(Debug, Clone, Copy)]
+pub struct Memory<'a> {
+    mnemo: &'a Mnemo,
+}
+
+impl Memory<'_> {
+    /// Replaces the model seams extraction uses (the embedded defaults until then).
+    pub fn set_models(&self, models: MemoryModels) {
+        self.mnemo.set_memory_models(models);
+    }
+
+    /// Starts draining: remember and extract calls become unavailable and nothing new is settled;
+    /// compaction-triggered work settles only policy denials. [`Mnemo::close`] begins it itself.
+    pub fn begin_drain(&self) {
+        self.mnemo.begin_memory_drain();
+    }
+
+    /// The `memory_remember` tool: stores what the user explicitly asked to remember. Runs in the
+    /// session's lane ahead of queued background work. With a tool call id, the range ends just
+    /// before that `memory_remember` call; without one, at the session's last event. A replay
+    /// returns the same result with no model call.
+    pub async fn remember(
+        self,
+        session: &SessionId,
+        tool_call: Option<ToolCallId>,
+    ) -> crate::Result<RememberResult> {
+        self.mnemo.remember(session, tool_call).await
+    }
+
+    /// [`Memory::remember`] with the whole extraction report.
+    pub async fn remember_report(
+        self,
+        session: &SessionId,
+        tool_call: Option<ToolCallId>,
+    ) -> crate::Result<ExtractionReport> {
+        self.mnemo.remember_report(session, tool_call).await
+    }
+
+    /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
+    /// last event), in the session's background lane.
+    pub async fn extract(
+        self,
+        session: &SessionId,
+        terminal_event: Option<EventId>,
+    ) -> crate::Result<ExtractionReport> {
+        self.mnemo.extract(session, terminal_event).await
+    }
+
+    /// The `memory_extract` tool: flags the running `turn` and answers at once; the extraction runs
+    /// when the host reports the turn complete ([`Memory::complete_turn`]). A closed gate answers
+    /// `unavailable` and flags nothing.
+    pub fn request_extraction(&self, session: &SessionId, turn: &TurnId) -> crate::Result<ExtractToolResult> {
+        self.mnemo.request_extraction(session, turn)
+    }
+
+    /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
+    /// extraction, it runs now through the turn's last event and its report is returned; otherwise
+    /// nothing runs. Hosts that must not wait spawn this.
+    pub async fn complete_turn(
+        self,
+        session: &SessionId,
+        turn: &TurnId,
+    ) -> crate::Result<Option<ExtractionReport>> {
+        self.mnemo.complete_turn(session, turn).await
+    }
+
+    /// Extraction over what `checkpoint` covers, in the session's background lane. Compaction calls
+    /// it after recording an eligible checkpoint; a host calls it only to retry one.
+    pub async fn on_checkpoint_recorded(
+        self,
+        session: &SessionId,
+        checkpoint: &CheckpointId,
+    ) -> crate::Result<ExtractionReport> {
+        self.mnemo.on_checkpoint_recorded(session, checkpoint).await
+    }
+
+    /// One memory item, re-validated on read.
+    pub fn get(&self, item: &ItemId) -> crate::Result<Option<MemoryItem>> {
+        self.mnemo.memory_get(item)
+    }
+
+    /// Items by scope, without a key: every scope, or global items and one workspace's,
+    /// optionally of one kind and with archived ones.
+    pub fn list(&self, request: &ListRequest) -> crate::Result<Vec<MemoryItem>> {
+        self.mnemo.memory_list(request)
+    }
+
+    /// Items by keys.
+    pub fn search(&self, request: &SearchRequest) -> crate::Result<Vec<MemoryItem>> {
+        self.mnemo.memory_search(request)
+    }
+
+    /// Applies a batch of mutations under one operation id. Content or a key that holds credential
+    /// material is refused before anything is appended.
+    pub fn apply(&self, request: &MutationRequest) -> crate::Result<OperationResult> {
+        self.mnemo.memory_apply(request)
+    }
+
+    /// Creates one item.
+    pub fn create(&self, operation: OperationId, item: ItemInput) -> crate::Result<OperationResult> {
+        self.mnemo.memory_create(operation, item)
+    }
+
+    /// Replaces an item's fields at `expected_version`.
+    pub fn update(
+        &self,
+        operation: OperationId,
+        item: ItemId,
+        expected_version: u64,
+        fields: ItemInput,
+    ) -> crate::Result<OperationResult> {
+        self.mnemo.memory_update(operation, item, expected_version, fields)
+    }
+
+    /// Archives an active item at `expected_version`.
+    pub fn archive(
+        &self,
+        operation: OperationId,
+        item: ItemId,
+        expected_version: u64,
+    ) -> crate::Result<OperationResult> {
+        self.mnemo.memory_archive(operation, item, expected_version)
+    }
+
+    /// Restores an archived item at `expected_version`.
+    pub fn restore(
+        &self,
+        operation: OperationId,
+        item: ItemId,
+        expected_version: u64,
+    ) -> crate::Result<OperationResult> {
+        self.mnemo.memory_restore(operation, item, expected_version)
+    }
+
+    /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never returns
+    /// another workspace's items.
+    pub fn recall(&self, session: &SessionId, request: &RecallMemory) -> crate::Result<Vec<RecalledItem>> {
+        self.mnemo.recall_memory(session, request)
+    }
+
+    /// The push route: the block of items relevant to the session's recent turns (or `query`) that
+    /// fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
+    pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> crate::Result<RecallBlock> {
+        self.mnemo.recall_block(session, query, None)
+    }
+
+    /// The push block as it would have been built at log position `as_of`: the memory items as
+    /// they stood then (the memory index folded afresh from the log up to it) matched against the
+    /// session's turns up to it (or `query`). Linear in the position, as every `as_of` read.
+    pub fn recall_block_as_of(
+        &self,
+        session: &SessionId,
+        query: Option<&str>,
+        as_of: Position,
+    ) -> crate::Result<RecallBlock> {
+        self.mnemo.recall_block(session, query, Some(as_of))
+    }
+
+    /// The push route at a session's start, when the store may not hold the session yet: the
+    /// standing facts of its workspace (the session's own, else `request.workspace`) and the items
+    /// relevant to `query`, else to the session's recent turns, else to those of the workspace's
+    /// most recently active other session; within `budget_tokens`.
+    pub fn start_block(&self, request: &StartBlockRequest) -> crate::Result<RecallBlock> {
+        self.mnemo.start_block(request)
+    }
+
+    /// A session's extraction cursor (the highest event ordinal already evaluated), 0 when none.
+    pub fn cursor(&self, session: &SessionId) -> crate::Result<u64> {
+        self.mnemo.memory_cursor(session)
     }
 }

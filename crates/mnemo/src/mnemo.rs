@@ -3,7 +3,6 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, TryLockError};
-use std::time::Duration;
 
 use mnemo_core::{Digest, Position, Record, SessionId, StreamId, StreamRevision, TimestampMs};
 use mnemo_log::{
@@ -13,15 +12,13 @@ use mnemo_log::{
 use mnemo_pipeline::stages::session_catalog::{self, SessionSummary};
 use mnemo_pipeline::{
     FjallStore, MemoryStore, Pipeline, PipelineError, PipelineSpec, Stage, StageRegistry, StageStatus,
-    StageStop, StateStore,
+    StateStore,
 };
 use tracing::info_span;
 
 use crate::error::Error;
 use crate::log_location::{LogLocation, open_log};
-
-/// How long a read waits for the projections to catch up with the log before giving up.
-pub const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(600);
+use crate::stages::{CATCH_UP_TIMEOUT, StageReport, StageVerification, Stats, Verification};
 
 /// How to open a store.
 #[derive(Debug, Clone)]
@@ -88,83 +85,6 @@ fn log_entry(envelope: mnemo_log::Envelope) -> Result<LogEntry, Error> {
     })
 }
 
-/// A stage's state as `rebuild` and `stats` report it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StageReport {
-    /// Stage name.
-    pub name: String,
-    /// Last position folded.
-    pub watermark: Position,
-    /// Projection digest at that watermark.
-    pub digest: String,
-    /// Why the stage no longer follows the log, if it stopped (its state stays at `watermark`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<StageStop>,
-}
-
-/// What `stats` reports.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Stats {
-    /// The store directory.
-    pub dir: String,
-    /// Last position of the log.
-    pub head: Position,
-    /// Sessions in the catalog.
-    pub sessions: u64,
-    /// RuntimeEvents across sessions.
-    pub events: u64,
-    /// Turns across sessions.
-    pub turns: u64,
-    /// Bytes the store's databases (the log's and the key index's) take on disk.
-    pub disk_bytes: u64,
-    /// Every stage.
-    pub stages: Vec<StageReport>,
-}
-
-/// What `verify` found for one stage.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct StageVerification {
-    /// Stage name.
-    pub name: String,
-    /// The position both digests are taken at.
-    pub watermark: Position,
-    /// The live projection's digest.
-    pub live: String,
-    /// A fresh in-memory rebuild's digest.
-    pub rebuilt: String,
-    /// Why the stage no longer follows the log, if it stopped: its digests are compared where it
-    /// stopped.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stopped: Option<StageStop>,
-}
-
-impl StageVerification {
-    /// Whether the live projection equals the rebuild.
-    pub fn matches(&self) -> bool {
-        self.live == self.rebuilt
-    }
-}
-
-/// What `verify` found.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Verification {
-    /// Envelopes whose hashes and links were checked.
-    pub envelopes: u64,
-    /// Acknowledged positions the log no longer holds (`FIRST..=LAST`), when it lost any; the stages
-    /// are not compared then.
-    pub lost: Option<String>,
-    /// Each stage's comparison.
-    pub stages: Vec<StageVerification>,
-}
-
-impl Verification {
-    /// Whether nothing acknowledged is lost and every stage runs and matched (the chain is checked
-    /// before this report exists).
-    pub fn ok(&self) -> bool {
-        self.lost.is_none() && self.stages.iter().all(|stage| stage.matches() && stage.stopped.is_none())
-    }
-}
-
 /// An open store: the log and its projections.
 #[derive(Debug)]
 pub struct Mnemo {
@@ -180,9 +100,9 @@ pub struct Mnemo {
     /// Serializes each session's checkpoint writes (see `compaction.rs`).
     pub(crate) compaction: Arc<mnemo_compaction::Coordinator>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) memory: crate::memory::MemoryRuntime,
+    pub(crate) memory: crate::memory_runtime::MemoryRuntime,
     /// Where captures of growing files left off (memory only).
-    pub(crate) file_cursors: mnemo_transcript::FileCursors<crate::cursors::FileCursor>,
+    pub(crate) file_cursors: mnemo_transcript::FileCursors<crate::import::FileCursor>,
 }
 
 impl Mnemo {
@@ -200,7 +120,7 @@ impl Mnemo {
             accept_loss: config.accept_loss,
             key_rules_of: Some(mnemo_core::key_rules_of_encoded),
         };
-        let memory = crate::memory::MemoryRuntime::new(Arc::clone(&config.clock));
+        let memory = crate::memory_runtime::MemoryRuntime::new(Arc::clone(&config.clock));
         let location = match (&config.log, &spec.log) {
             (Some(location), _) => location.clone(),
             (None, Some(log)) => LogLocation::parse(&log.url)?,
@@ -218,7 +138,7 @@ impl Mnemo {
         } else {
             start_pipeline(&log, &local, &spec, &registry, None)?
         };
-        let compaction = crate::compaction::coordinator(&log, config.durability);
+        let compaction = crate::checkpoint_recorder::coordinator(&log, config.durability);
         Ok(Mnemo {
             log,
             local,

@@ -22,7 +22,8 @@ use mnemo_log::{
 use tracing::info_span;
 
 use crate::error::Error;
-use crate::mnemo::{Config, Mnemo, StageReport};
+use crate::mnemo::{Config, Mnemo};
+use crate::stages::StageReport;
 
 /// The prefix of the scratch directory that holds the damaged store's copy during a salvage.
 const SCRATCH_PREFIX: &str = ".mnemo-salvage-";

@@ -50,8 +50,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::importer::{Conversion, Importer, Way};
-use super::stream::{Converter, SOURCE_LINE_BYTES_MAX};
+use super::importer::{Conversion, Converter, Importer, SOURCE_LINE_BYTES_MAX, Way};
 use super::{Converted, ImportFormat, SourceLine, Turns, error, str_field, text_part, timestamp_field};
 use crate::format::TranscriptError;
 

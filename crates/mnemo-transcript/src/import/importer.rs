@@ -1,17 +1,18 @@
-//! The importers: one per format, each saying what its format is, how a file in it is told apart and
-//! how it is converted. [`importers`] is the one list of them: detection, the record stream, the
-//! format names and the CLI's `--format` choices all read it.
+//! What an importer is: a format, how a file in it is told apart, and how it is converted (a
+//! [`Conversion`], with the [`Converter`] a JSON Lines format streams through). The list of
+//! importers is `list.rs`; each format's importer lives in its own module.
 
 use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::stream::Converter;
+use super::claude::ClaudeFile;
+use super::codex::Rollout;
 use super::{Converted, ImportFormat, SourceLine};
 use crate::format::TranscriptError;
 
 /// A transcript format an import reads. Adding a format is a module that implements this, a place in
-/// [`importers`] and a variant of [`ImportFormat`].
+/// `list.rs`'s list and a variant of [`ImportFormat`].
 pub trait Importer: Sync {
     /// The format it reads; its name is the format's ([`ImportFormat::name`]).
     fn format(&self) -> ImportFormat;
@@ -82,74 +83,20 @@ impl fmt::Debug for Conversion {
     }
 }
 
-/// Every importer, in the order the CLI lists them (after `auto`).
-static IMPORTERS: [&dyn Importer; 6] = [
-    &super::native::Native,
-    &super::chat::Chat,
-    &super::codex::Codex,
-    &super::claude::ClaudeCode,
-    &super::maka::Maka,
-    &super::swe_agent::SweAgent,
-];
+/// The longest source line of a Claude Code session file or a Codex rollout, in bytes. Their lines
+/// are the tools' own: a user line with pasted screenshots holds them as base64 and passes the
+/// log's record limit, though what it converts to is small (the images are not kept). Every record
+/// they convert to is still held to [`TRANSCRIPT_LINE_BYTES_MAX`] by the log.
+pub const SOURCE_LINE_BYTES_MAX: usize = 32 * 1024 * 1024;
 
-/// Every importer, in the order the CLI lists them (after `auto`).
-pub fn importers() -> &'static [&'static dyn Importer] {
-    &IMPORTERS
-}
-
-/// The importer of `format`; `None` for `auto`, which is not a format but the choice of one.
-pub fn importer(format: ImportFormat) -> Option<&'static dyn Importer> {
-    IMPORTERS.iter().copied().find(|importer| importer.format() == format)
-}
-
-/// The importer whose markers a line carries (see [`Importer::detects_line`]).
-pub(crate) fn detect_line(object: &Map<String, Value>) -> Option<ImportFormat> {
-    let native = |importer: &&&dyn Importer| importer.format() == ImportFormat::Mnemo;
-    let foreign = IMPORTERS.iter().filter(|importer| !native(importer));
-    foreign.chain(IMPORTERS.iter().filter(native)).find(|i| i.detects_line(object)).map(|i| i.format())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
-
-    use super::*;
-
-    #[test]
-    fn the_formats_are_auto_then_the_importers_in_their_order() {
-        let listed: Vec<ImportFormat> =
-            std::iter::once(ImportFormat::Auto).chain(importers().iter().map(|i| i.format())).collect();
-        assert_eq!(listed, ImportFormat::ALL);
-        for format in ImportFormat::ALL {
-            assert_eq!(format.name().parse::<ImportFormat>().unwrap(), format);
-            assert!(!format.about().is_empty(), "{format}");
-        }
-    }
-
-    /// Each format's typical first line carries its own importer's markers and no other foreign
-    /// importer's, so the order detection tries them in does not decide.
-    #[test]
-    fn a_line_carries_one_importer_s_markers() {
-        let lines = [
-            (ImportFormat::Mnemo, r#"{"kind":"session","session":"s1"}"#),
-            (ImportFormat::OpenaiChat, r#"{"messages":[{"role":"user","content":"hi"}]}"#),
-            (ImportFormat::Codex, r#"{"timestamp":"t","type":"session_meta","payload":{"id":"x"}}"#),
-            (ImportFormat::Codex, r#"{"id":"x","timestamp":"t","instructions":null}"#),
-            (ImportFormat::ClaudeCode, r#"{"type":"user","sessionId":"s","uuid":"u","message":{}}"#),
-            (ImportFormat::Maka, r#"{"id":"e","invocationId":"i","turnId":"t","sessionId":"s"}"#),
-        ];
-        for (format, line) in lines {
-            let Value::Object(object) = serde_json::from_str::<Value>(line).unwrap() else {
-                panic!("{line}")
-            };
-            let foreign: Vec<ImportFormat> = importers()
-                .iter()
-                .filter(|i| i.format() != ImportFormat::Mnemo && i.detects_line(&object))
-                .map(|i| i.format())
-                .collect();
-            let expected = if format == ImportFormat::Mnemo { vec![] } else { vec![format] };
-            assert_eq!(foreign, expected, "{line}");
-            assert_eq!(detect_line(&object), Some(format), "{line}");
-        }
-    }
+/// How a stream turns source lines into mnemo lines.
+#[derive(Clone)]
+pub(crate) enum Converter<'s> {
+    /// Mnemo lines are parsed as they are.
+    Mnemo,
+    Claude(ClaudeFile<'s>),
+    Codex(Rollout<'s>),
+    Maka,
+    /// A whole document, converted when the stream opened.
+    Whole,
 }

@@ -6,8 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::importer::{Conversion, Importer, Way};
-use super::stream::Converter;
+use super::importer::{Conversion, Converter, Importer, Way};
 use super::{Converted, ImportFormat, SourceLine, error};
 use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptError};
 

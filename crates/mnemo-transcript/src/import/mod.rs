@@ -13,6 +13,7 @@ mod codex;
 mod cursors;
 mod importer;
 mod lines;
+mod list;
 mod maka;
 mod native;
 mod report;
@@ -31,10 +32,11 @@ use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, Transcript, TranscriptError};
 
 pub use capture::{Identities, SessionCheck, Taken};
 pub use cursors::{CAPTURE_CURSORS_MAX, FileCursors};
-pub use importer::{Conversion, Importer, importer, importers};
+pub use importer::{Conversion, Importer, SOURCE_LINE_BYTES_MAX};
 pub use lines::{LineReader, RawLine, is_first_line};
+pub use list::{importer, importers};
 pub use report::{DOCUMENT_PROBE_BYTES_MAX, IMPORT_READ_BUFFER_BYTES, ImportReport, ImportStatus};
-pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, SOURCE_LINE_BYTES_MAX, StreamState};
+pub use stream::{CONVERT_HOLD_LINES_MAX, RecordStream, StreamState};
 
 /// Why reading an import's records failed.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +221,7 @@ pub fn detect_from_lines(bytes: &[u8]) -> Option<ImportFormat> {
     }
     text.lines().filter(|l| !l.trim().is_empty()).take(DETECT_LINES_MAX).find_map(|line| {
         let Ok(Value::Object(object)) = serde_json::from_str::<Value>(line) else { return None };
-        importer::detect_line(&object)
+        list::detect_line(&object)
     })
 }
 

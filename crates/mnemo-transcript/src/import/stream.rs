@@ -12,18 +12,11 @@ use std::io::BufRead;
 use mnemo_core::SessionId;
 use serde_json::Value;
 
-use super::claude::ClaudeFile;
-use super::codex::Rollout;
-use super::importer::{Way, importer};
+use super::importer::{Converter, Way};
 use super::lines::{LineReader, RawLine};
+use super::list::importer;
 use super::{Converted, ImportError, ImportFormat, NO_CONVERSATION_LINES, SourceLine, chat, error, maka};
 use crate::format::{TRANSCRIPT_LINE_BYTES_MAX, TranscriptParser, TranscriptRecord, line_over};
-
-/// The longest source line of a Claude Code session file or a Codex rollout, in bytes. Their lines
-/// are the tools' own: a user line with pasted screenshots holds them as base64 and passes the
-/// log's record limit, though what it converts to is small (the images are not kept). Every record
-/// they convert to is still held to [`TRANSCRIPT_LINE_BYTES_MAX`] by the log.
-pub const SOURCE_LINE_BYTES_MAX: usize = 32 * 1024 * 1024;
 
 /// The longest line read of a file in `format`, as its importer says: the mnemo format's lines are
 /// records.
@@ -37,18 +30,6 @@ fn source_line_bytes_max(format: ImportFormat) -> usize {
 /// Converted lines a converter may hold open (a Codex turn, whose results a later event may mark
 /// failed) before they are made final anyway, so one endless turn cannot hold a file in memory.
 pub const CONVERT_HOLD_LINES_MAX: usize = 4096;
-
-/// How a stream turns source lines into mnemo lines.
-#[derive(Clone)]
-pub(crate) enum Converter<'s> {
-    /// Mnemo lines are parsed as they are.
-    Mnemo,
-    Claude(ClaudeFile<'s>),
-    Codex(Rollout<'s>),
-    Maka,
-    /// A whole document, converted when the stream opened.
-    Whole,
-}
 
 /// The records an input yields, in file order, each with its session's place in
 /// [`RecordStream::sessions`].
