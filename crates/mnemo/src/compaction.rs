@@ -251,68 +251,6 @@ impl Mnemo {
         self.compaction.begin_turn(session)
     }
 
-    /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
-    /// text checkpoints rebuilt: one atomic append of a new stream under the copy's batch limits
-    /// (decision 0147). A target that already holds this copy (same source and boundary, the same
-    /// records) returns it instead of a conflict, so a host may retry a copy freely.
-    pub(crate) fn copy_conversation(
-        &self,
-        session: &SessionId,
-        up_to: Option<CopyBoundary>,
-        target: Option<SessionId>,
-    ) -> Result<CopyReport, Error> {
-        let ledger = self.ledger(session, None)?;
-        let policy = self.compaction_policy()?;
-        let target = match target {
-            Some(target) => target,
-            None => mnemo_compaction::default_copy_target(session, ledger.position())?,
-        };
-        let archived_member = match self.caught_up_store(mnemo_history::messages::STAGE_NAME) {
-            Ok(store) => mnemo_history::messages::archived_family_member(store.as_ref(), session)?,
-            // A pipeline without the stage keeps no archive flags to refuse by.
-            Err(Error::Pipeline(PipelineError::UnknownStage(_))) => None,
-            Err(error) => return Err(error),
-        };
-        let options = CopyOptions {
-            up_to,
-            target: Some(target.clone()),
-            chars_per_token: policy.chars_per_token,
-            archived_member,
-        };
-        let stream = StreamId::session(&target);
-        if self.log.stream_head(&stream)?.is_some() {
-            return self.committed_copy(&ledger, &options);
-        }
-        let plan = mnemo_compaction::plan_copy(&ledger, &options)?;
-        let encoded = plan
-            .records
-            .iter()
-            .map(|record| crate::mnemo::encode_for(&stream, record))
-            .collect::<Result<Vec<_>, _>>()?;
-        let appended = match self.append_encoded(
-            &stream,
-            ExpectedRevision::NoStream,
-            encoded,
-            None,
-            self.durability(),
-            BatchLimits::ConversationCopy,
-        ) {
-            Ok(appended) => appended,
-            // The same copy, retried concurrently, committed first.
-            Err(Error::Conflict { .. }) => return self.committed_copy(&ledger, &options),
-            Err(error) => return Err(error),
-        };
-        self.catch_up_to(appended.last_position)?;
-        Ok(CopyReport {
-            source: session.clone(),
-            session: plan.target,
-            events: plan.events,
-            checkpoints_rebuilt: plan.checkpoints_rebuilt,
-            checkpoints_dropped: plan.checkpoints_dropped,
-            positions: (appended.first_position, appended.last_position),
-        })
-    }
-
     /// The copy `options.target` already holds, if it is this copy (else a typed refusal).
     fn committed_copy(&self, ledger: &SessionLedger<'_>, options: &CopyOptions) -> Result<CopyReport, Error> {
         let target = options.target.clone().ok_or_else(|| {
@@ -480,39 +418,6 @@ impl Mnemo {
         let (current, prior): (Vec<_>, Vec<_>) = all.into_iter().partition(|e| &e.event.turn_id == turn);
         Ok((prior.into_iter().map(|e| e.event).collect(), current.into_iter().map(|e| e.event).collect()))
     }
-
-    /// Reactive recovery after the provider rejected a request as too long (compaction.md §3.8):
-    /// once per turn (`latch`), before any output, with steps left. The first resort is dropping
-    /// historical images; otherwise a compaction (phase `pre_turn` at step 0, else `mid_turn`)
-    /// whose replacement must be smaller than the rejected request. On failure the host surfaces
-    /// the provider's real error; nothing synthetic is produced and nothing is recorded.
-    pub(crate) async fn recover_from_overflow(
-        &self,
-        session: &SessionId,
-        latch: &mut mnemo_compaction::OverflowLatch,
-        overflow: &ProviderOverflow,
-        options: &CompactOptions,
-    ) -> Result<OverflowRecovery, Error> {
-        if !latch.try_claim(overflow.context_length_error, overflow.produced_output, overflow.steps_remaining)
-        {
-            return Ok(OverflowRecovery::SurfaceProviderError);
-        }
-        if overflow.historical_images {
-            return Ok(OverflowRecovery::RetryWithoutImages);
-        }
-        let request = MidTurnOptions {
-            phase: mnemo_compaction::overflow_phase(overflow.step),
-            ..overflow.request.clone()
-        };
-        Ok(match self.compact_mid_turn(session, &request, options).await? {
-            mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, items } => {
-                OverflowRecovery::Resend { checkpoint, items }
-            }
-            mnemo_compaction::MidTurnOutcome::FailOpen { detail, reason } => {
-                OverflowRecovery::FailedOpen { reason: "overflow", detail, diagnostic: reason }
-            }
-        })
-    }
 }
 
 /// The history crate's ranked search over one session's history, as compaction's retrieval asks it.
@@ -616,14 +521,40 @@ pub struct CheckpointClaims {
 }
 
 impl Mnemo {
-    /// `checkpoint` of `session`, its summary's claims each linked to the covered events that
-    /// support it (or marked unsupported), by the faithfulness check's own rule.
-    pub(crate) fn checkpoint_claims(
-        &self,
-        session: &SessionId,
-        checkpoint: &CheckpointId,
-    ) -> Result<CheckpointClaims, Error> {
-        let ledger = self.ledger(session, None)?;
+    /// The next provider request's history, compaction, overflow recovery and conversation copy.
+    pub fn compaction(&self) -> Compaction<'_> {
+        Compaction { mnemo: self }
+    }
+}
+
+/// The next provider request's history and how it is compacted ([`Mnemo::compaction`]).
+///
+/// `policy`, `context` and `copy` are synchronous; `compact`, `prepare_history`, `compact_mid_turn`
+/// and `recover_from_overflow` are async (they call the summarizer seams) and, once a checkpoint is
+/// recorded, run memory extraction over what it folded before they return.
+#[derive(Debug, Clone, Copy)]
+pub struct Compaction<'a> {
+    mnemo: &'a Mnemo,
+}
+
+impl<'a> Compaction<'a> {
+    /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
+    /// the defaults when the pipeline does not run that stage.
+    pub fn policy(&self) -> crate::Result<CompactionPolicy> {
+        self.mnemo.compaction_policy()
+    }
+
+    /// The history the next provider request of `session` would receive, with the checkpoint it
+    /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
+    /// would make shows as `compaction_due`.
+    pub fn context(&self, session: &SessionId, options: &ContextOptions) -> crate::Result<AssembledHistory> {
+        self.mnemo.context(session, options)
+    }
+
+    /// A checkpoint's faithfulness report with each claim of its summary linked to the covered
+    /// events that support it, or marked unsupported (the check's own rule, run again).
+    pub fn claims(&self, session: &SessionId, checkpoint: &CheckpointId) -> crate::Result<CheckpointClaims> {
+        let ledger = self.mnemo.ledger(session, None)?;
         let logged = ledger
             .recorded_checkpoints()?
             .into_iter()
@@ -679,44 +610,6 @@ impl Mnemo {
             matches_recorded,
         })
     }
-}
-
-impl Mnemo {
-    /// The next provider request's history, compaction, overflow recovery and conversation copy.
-    pub fn compaction(&self) -> Compaction<'_> {
-        Compaction { mnemo: self }
-    }
-}
-
-/// The next provider request's history and how it is compacted ([`Mnemo::compaction`]).
-///
-/// `policy`, `context` and `copy` are synchronous; `compact`, `prepare_history`, `compact_mid_turn`
-/// and `recover_from_overflow` are async (they call the summarizer seams) and, once a checkpoint is
-/// recorded, run memory extraction over what it folded before they return.
-#[derive(Debug, Clone, Copy)]
-pub struct Compaction<'a> {
-    mnemo: &'a Mnemo,
-}
-
-impl<'a> Compaction<'a> {
-    /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
-    /// the defaults when the pipeline does not run that stage.
-    pub fn policy(&self) -> crate::Result<CompactionPolicy> {
-        self.mnemo.compaction_policy()
-    }
-
-    /// The history the next provider request of `session` would receive, with the checkpoint it
-    /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
-    /// would make shows as `compaction_due`.
-    pub fn context(&self, session: &SessionId, options: &ContextOptions) -> crate::Result<AssembledHistory> {
-        self.mnemo.context(session, options)
-    }
-
-    /// A checkpoint's faithfulness report with each claim of its summary linked to the covered
-    /// events that support it, or marked unsupported (the check's own rule, run again).
-    pub fn claims(&self, session: &SessionId, checkpoint: &CheckpointId) -> crate::Result<CheckpointClaims> {
-        self.mnemo.checkpoint_claims(session, checkpoint)
-    }
 
     /// Compacts `session` now (the manual trigger). A failure to summarize or record is not an
     /// error: the outcome's history says how it failed open.
@@ -759,7 +652,56 @@ impl<'a> Compaction<'a> {
         up_to: Option<CopyBoundary>,
         target: Option<SessionId>,
     ) -> crate::Result<CopyReport> {
-        self.mnemo.copy_conversation(session, up_to, target)
+        let ledger = self.mnemo.ledger(session, None)?;
+        let policy = self.mnemo.compaction_policy()?;
+        let target = match target {
+            Some(target) => target,
+            None => mnemo_compaction::default_copy_target(session, ledger.position())?,
+        };
+        let archived_member = match self.mnemo.caught_up_store(mnemo_history::messages::STAGE_NAME) {
+            Ok(store) => mnemo_history::messages::archived_family_member(store.as_ref(), session)?,
+            // A pipeline without the stage keeps no archive flags to refuse by.
+            Err(Error::Pipeline(PipelineError::UnknownStage(_))) => None,
+            Err(error) => return Err(error),
+        };
+        let options = CopyOptions {
+            up_to,
+            target: Some(target.clone()),
+            chars_per_token: policy.chars_per_token,
+            archived_member,
+        };
+        let stream = StreamId::session(&target);
+        if self.mnemo.log.stream_head(&stream)?.is_some() {
+            return self.mnemo.committed_copy(&ledger, &options);
+        }
+        let plan = mnemo_compaction::plan_copy(&ledger, &options)?;
+        let encoded = plan
+            .records
+            .iter()
+            .map(|record| crate::mnemo::encode_for(&stream, record))
+            .collect::<Result<Vec<_>, _>>()?;
+        let appended = match self.mnemo.append_encoded(
+            &stream,
+            ExpectedRevision::NoStream,
+            encoded,
+            None,
+            self.mnemo.durability(),
+            BatchLimits::ConversationCopy,
+        ) {
+            Ok(appended) => appended,
+            // The same copy, retried concurrently, committed first.
+            Err(Error::Conflict { .. }) => return self.mnemo.committed_copy(&ledger, &options),
+            Err(error) => return Err(error),
+        };
+        self.mnemo.catch_up_to(appended.last_position)?;
+        Ok(CopyReport {
+            source: session.clone(),
+            session: plan.target,
+            events: plan.events,
+            checkpoints_rebuilt: plan.checkpoints_rebuilt,
+            checkpoints_dropped: plan.checkpoints_dropped,
+            positions: (appended.first_position, appended.last_position),
+        })
     }
 
     /// Compacts inside a running turn: folds a safe prefix of prior history and the turn so far
@@ -786,6 +728,24 @@ impl<'a> Compaction<'a> {
         overflow: &ProviderOverflow,
         options: &CompactOptions,
     ) -> crate::Result<OverflowRecovery> {
-        self.mnemo.recover_from_overflow(session, latch, overflow, options).await
+        if !latch.try_claim(overflow.context_length_error, overflow.produced_output, overflow.steps_remaining)
+        {
+            return Ok(OverflowRecovery::SurfaceProviderError);
+        }
+        if overflow.historical_images {
+            return Ok(OverflowRecovery::RetryWithoutImages);
+        }
+        let request = MidTurnOptions {
+            phase: mnemo_compaction::overflow_phase(overflow.step),
+            ..overflow.request.clone()
+        };
+        Ok(match self.mnemo.compact_mid_turn(session, &request, options).await? {
+            mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, items } => {
+                OverflowRecovery::Resend { checkpoint, items }
+            }
+            mnemo_compaction::MidTurnOutcome::FailOpen { detail, reason } => {
+                OverflowRecovery::FailedOpen { reason: "overflow", detail, diagnostic: reason }
+            }
+        })
     }
 }

@@ -49,53 +49,6 @@ impl Mnemo {
         let headers = messages::headers(history.as_ref())?;
         Ok(mnemo_history::session_listings(summaries, headers))
     }
-
-    /// A session's visible messages, as of `as_of` (the whole log when `None`); `None` when the
-    /// session has no records by then.
-    pub(crate) fn show(
-        &self,
-        session: &SessionId,
-        as_of: Option<Position>,
-    ) -> Result<Option<SessionTranscript>, Error> {
-        let _span = info_span!("show", session = %session).entered();
-        let store = self.store_as_of(messages::STAGE_NAME, as_of)?;
-        let Some(header) = messages::header(store.as_ref(), session)? else {
-            return Ok(None);
-        };
-        let rows = messages::messages(store.as_ref(), session)?;
-        let turns = messages::turn_states(store.as_ref(), session)?;
-        let diagnostics = messages::diagnostics(store.as_ref(), session)?;
-        Ok(Some(SessionTranscript { header, messages: rows, turns, diagnostics }))
-    }
-
-    /// SearchHistory: ranked matches across the logical sessions of the caller's workspace (of the
-    /// whole store from no session), as of `as_of` (the whole log when `None`). A refused call (bad arguments, incognito, abort) is the inner `Err`, in the tool's
-    /// error shape; the outer error is a store failure.
-    pub(crate) fn search_history(
-        &self,
-        request: &HistorySearchRequest,
-        context: &HistoryContext<'_>,
-        as_of: Option<Position>,
-    ) -> Result<SearchOutcome, Error> {
-        let _span = info_span!("search_history").entered();
-        let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
-        let index = self.store_as_of(index::STAGE_NAME, as_of)?;
-        Ok(mnemo_history::search_history(messages.as_ref(), index.as_ref(), request, context)?)
-    }
-
-    /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
-    /// when `None`). A refused call is the inner `Err`, in the tool's error shape.
-    pub(crate) fn read_history(
-        &self,
-        request: &HistoryReadRequest,
-        context: &HistoryContext<'_>,
-        as_of: Option<Position>,
-    ) -> Result<ReadOutcome, Error> {
-        let _span = info_span!("read_history").entered();
-        let messages = self.store_as_of(messages::STAGE_NAME, as_of)?;
-        let index = self.store_as_of(index::STAGE_NAME, as_of)?;
-        Ok(mnemo_history::read_history(messages.as_ref(), index.as_ref(), request, context)?)
-    }
 }
 
 impl Mnemo {
@@ -139,7 +92,15 @@ impl History<'_> {
         session: &SessionId,
         as_of: Option<Position>,
     ) -> crate::Result<Option<SessionTranscript>> {
-        self.mnemo.show(session, as_of)
+        let _span = info_span!("show", session = %session).entered();
+        let store = self.mnemo.store_as_of(messages::STAGE_NAME, as_of)?;
+        let Some(header) = messages::header(store.as_ref(), session)? else {
+            return Ok(None);
+        };
+        let rows = messages::messages(store.as_ref(), session)?;
+        let turns = messages::turn_states(store.as_ref(), session)?;
+        let diagnostics = messages::diagnostics(store.as_ref(), session)?;
+        Ok(Some(SessionTranscript { header, messages: rows, turns, diagnostics }))
     }
 
     /// SearchHistory: ranked matches across logical sessions, as of `as_of` (the whole log when
@@ -151,7 +112,10 @@ impl History<'_> {
         context: &HistoryContext<'_>,
         as_of: Option<Position>,
     ) -> crate::Result<SearchOutcome> {
-        self.mnemo.search_history(request, context, as_of)
+        let _span = info_span!("search_history").entered();
+        let messages = self.mnemo.store_as_of(messages::STAGE_NAME, as_of)?;
+        let index = self.mnemo.store_as_of(index::STAGE_NAME, as_of)?;
+        Ok(mnemo_history::search_history(messages.as_ref(), index.as_ref(), request, context)?)
     }
 
     /// ReadHistory: a bounded window of one session's visible turns, as of `as_of` (the whole log
@@ -162,6 +126,9 @@ impl History<'_> {
         context: &HistoryContext<'_>,
         as_of: Option<Position>,
     ) -> crate::Result<ReadOutcome> {
-        self.mnemo.read_history(request, context, as_of)
+        let _span = info_span!("read_history").entered();
+        let messages = self.mnemo.store_as_of(messages::STAGE_NAME, as_of)?;
+        let index = self.mnemo.store_as_of(index::STAGE_NAME, as_of)?;
+        Ok(mnemo_history::read_history(messages.as_ref(), index.as_ref(), request, context)?)
     }
 }

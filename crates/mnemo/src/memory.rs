@@ -256,22 +256,6 @@ impl Mnemo {
         }
     }
 
-    /// The `memory_extract` tool (memory.md §3.1): flags the running `turn` and answers at once;
-    /// the extraction itself runs in the background lane when the host reports the turn complete
-    /// ([`Mnemo::complete_turn`]). A closed gate answers `unavailable` and flags nothing.
-    pub(crate) fn request_extraction(
-        &self,
-        session: &SessionId,
-        turn: &TurnId,
-    ) -> Result<ExtractToolResult, Error> {
-        if let Some(reason) = ExtractionHost::gate(self, session)? {
-            return Ok(ExtractToolResult::Unavailable { reason: reason.name() });
-        }
-        let mut flagged = self.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner);
-        flagged.insert((session.clone(), turn.clone()));
-        Ok(ExtractToolResult::Accepted)
-    }
-
     /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
     /// extraction, it runs now through the turn's last event, in the session's background lane,
     /// and its report is returned; otherwise nothing runs. Hosts that must not wait spawn this.
@@ -307,71 +291,11 @@ impl Mnemo {
         self.run_extraction(session, trigger, Priority::Background).await
     }
 
-    /// One memory item, re-validated on read.
-    pub(crate) fn memory_get(&self, item: &ItemId) -> Result<Option<MemoryItem>, Error> {
-        let store = MemoryLedger::state(self)?;
-        Ok(MemoryView::new(store.as_ref()).item(item)?)
-    }
-
-    /// Items by keys (memory.md §2.5).
-    pub(crate) fn memory_list(&self, request: &ListRequest) -> Result<Vec<MemoryItem>, Error> {
-        let store = MemoryLedger::state(self)?;
-        Ok(mnemo_memory::list(store.as_ref(), request)?)
-    }
-
-    pub(crate) fn memory_search(&self, request: &SearchRequest) -> Result<Vec<MemoryItem>, Error> {
-        let store = MemoryLedger::state(self)?;
-        Ok(mnemo_memory::search(store.as_ref(), request)?)
-    }
-
     /// Applies a batch of mutations under one operation id (memory.md §2.6).
     /// Content or a key that holds credential material (by the redaction rules extraction admits
     /// with) is refused before anything is appended: a secret never becomes an item or a key.
     pub(crate) fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
         Ok(mnemo_memory::apply_mutations(self, request)?)
-    }
-
-    /// Creates one item.
-    pub(crate) fn memory_create(
-        &self,
-        operation: OperationId,
-        item: ItemInput,
-    ) -> Result<OperationResult, Error> {
-        self.memory_apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
-    }
-
-    /// Replaces an item's fields at `expected_version`.
-    pub(crate) fn memory_update(
-        &self,
-        operation: OperationId,
-        item_id: ItemId,
-        expected_version: u64,
-        item: ItemInput,
-    ) -> Result<OperationResult, Error> {
-        let mutation = MutationInput::Update { item_id, expected_version, item };
-        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
-    }
-
-    /// Archives an active item at `expected_version`.
-    pub(crate) fn memory_archive(
-        &self,
-        operation: OperationId,
-        item_id: ItemId,
-        expected_version: u64,
-    ) -> Result<OperationResult, Error> {
-        let mutation = MutationInput::Archive { item_id, expected_version };
-        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
-    }
-
-    /// Restores an archived item at `expected_version`.
-    pub(crate) fn memory_restore(
-        &self,
-        operation: OperationId,
-        item_id: ItemId,
-        expected_version: u64,
-    ) -> Result<OperationResult, Error> {
-        let mutation = MutationInput::Restore { item_id, expected_version };
-        self.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// The workspace a session's recall may see (besides global items).
@@ -380,18 +304,6 @@ impl Mnemo {
             Some(summary) => Ok(summary.workspace),
             None => Err(Error::InvalidInput(format!("no session {session}"))),
         }
-    }
-
-    /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never
-    /// returns another workspace's items.
-    pub(crate) fn recall_memory(
-        &self,
-        session: &SessionId,
-        request: &RecallMemory,
-    ) -> Result<Vec<RecalledItem>, Error> {
-        let workspace = self.recall_workspace(session)?;
-        let store = MemoryLedger::state(self)?;
-        Ok(mnemo_memory::recall(store.as_ref(), workspace.as_ref(), request)?)
     }
 
     /// The push route: the block of items relevant to the session's recent turns (or `query`)
@@ -436,62 +348,6 @@ impl Mnemo {
             .enumerate()
             .map(|(index, event)| SessionEvent { ordinal: index as u64 + 1, event })
             .collect())
-    }
-
-    /// The push route at a session's start, when the store may not hold the session yet (a host
-    /// that starts a session tells its id and working directory before anything is written).
-    pub(crate) fn start_block(&self, request: &StartBlockRequest) -> Result<RecallBlock, Error> {
-        if request.budget_tokens == Some(0)
-            || request.budget_tokens.is_some_and(|t| t > START_BLOCK_TOKENS_MAX)
-        {
-            return Err(Error::InvalidInput(format!(
-                "budget_tokens {}: expected 1..={START_BLOCK_TOKENS_MAX}",
-                request.budget_tokens.unwrap_or_default()
-            )));
-        }
-        let known = match &request.session {
-            Some(session) => self.session(session)?.map(|summary| (session.clone(), summary.workspace)),
-            None => None,
-        };
-        let workspace = match &known {
-            Some((_, workspace)) => workspace.clone(),
-            None => request.workspace.clone(),
-        };
-        // The text the items are matched against: the query, else the session's own recent turns,
-        // else those of the workspace's most recently active other session.
-        let session_for_text = match (&request.query, &known) {
-            (Some(_), _) => None,
-            (None, Some((session, _))) => Some(session.clone()),
-            (None, None) => match &workspace {
-                Some(workspace) => {
-                    let sessions = self.session_list()?;
-                    mnemo_memory::start_block_session(
-                        workspace,
-                        sessions.iter().map(|listing| &listing.summary),
-                    )
-                }
-                None => None,
-            },
-        };
-        let text = mnemo_memory::recall_text(request.query.as_deref(), || match &session_for_text {
-            Some(session) => ExtractionHost::session_events(self, session),
-            None => Ok(Vec::new()),
-        })?;
-        let budget = match request.budget_tokens {
-            Some(tokens) => tokens,
-            None => {
-                let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
-                mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config))
-            }
-        };
-        let store = MemoryLedger::state(self)?;
-        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
-    }
-
-    /// A session's extraction cursor (the highest ordinal already evaluated), 0 when none.
-    pub(crate) fn memory_cursor(&self, session: &SessionId) -> Result<u64, Error> {
-        let store = MemoryLedger::state(self)?;
-        Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
     }
 }
 
@@ -557,7 +413,12 @@ impl Memory<'_> {
     /// when the host reports the turn complete ([`Memory::complete_turn`]). A closed gate answers
     /// `unavailable` and flags nothing.
     pub fn request_extraction(&self, session: &SessionId, turn: &TurnId) -> crate::Result<ExtractToolResult> {
-        self.mnemo.request_extraction(session, turn)
+        if let Some(reason) = ExtractionHost::gate(self.mnemo, session)? {
+            return Ok(ExtractToolResult::Unavailable { reason: reason.name() });
+        }
+        let mut flagged = self.mnemo.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner);
+        flagged.insert((session.clone(), turn.clone()));
+        Ok(ExtractToolResult::Accepted)
     }
 
     /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
@@ -583,18 +444,21 @@ impl Memory<'_> {
 
     /// One memory item, re-validated on read.
     pub fn get(&self, item: &ItemId) -> crate::Result<Option<MemoryItem>> {
-        self.mnemo.memory_get(item)
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(MemoryView::new(store.as_ref()).item(item)?)
     }
 
     /// Items by scope, without a key: every scope, or global items and one workspace's,
     /// optionally of one kind and with archived ones.
     pub fn list(&self, request: &ListRequest) -> crate::Result<Vec<MemoryItem>> {
-        self.mnemo.memory_list(request)
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(mnemo_memory::list(store.as_ref(), request)?)
     }
 
     /// Items by keys.
     pub fn search(&self, request: &SearchRequest) -> crate::Result<Vec<MemoryItem>> {
-        self.mnemo.memory_search(request)
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(mnemo_memory::search(store.as_ref(), request)?)
     }
 
     /// Applies a batch of mutations under one operation id. Content or a key that holds credential
@@ -605,44 +469,50 @@ impl Memory<'_> {
 
     /// Creates one item.
     pub fn create(&self, operation: OperationId, item: ItemInput) -> crate::Result<OperationResult> {
-        self.mnemo.memory_create(operation, item)
+        self.mnemo
+            .memory_apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
     }
 
     /// Replaces an item's fields at `expected_version`.
     pub fn update(
         &self,
         operation: OperationId,
-        item: ItemId,
+        item_id: ItemId,
         expected_version: u64,
-        fields: ItemInput,
+        item: ItemInput,
     ) -> crate::Result<OperationResult> {
-        self.mnemo.memory_update(operation, item, expected_version, fields)
+        let mutation = MutationInput::Update { item_id, expected_version, item };
+        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// Archives an active item at `expected_version`.
     pub fn archive(
         &self,
         operation: OperationId,
-        item: ItemId,
+        item_id: ItemId,
         expected_version: u64,
     ) -> crate::Result<OperationResult> {
-        self.mnemo.memory_archive(operation, item, expected_version)
+        let mutation = MutationInput::Archive { item_id, expected_version };
+        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// Restores an archived item at `expected_version`.
     pub fn restore(
         &self,
         operation: OperationId,
-        item: ItemId,
+        item_id: ItemId,
         expected_version: u64,
     ) -> crate::Result<OperationResult> {
-        self.mnemo.memory_restore(operation, item, expected_version)
+        let mutation = MutationInput::Restore { item_id, expected_version };
+        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never returns
     /// another workspace's items.
     pub fn recall(&self, session: &SessionId, request: &RecallMemory) -> crate::Result<Vec<RecalledItem>> {
-        self.mnemo.recall_memory(session, request)
+        let workspace = self.mnemo.recall_workspace(session)?;
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(mnemo_memory::recall(store.as_ref(), workspace.as_ref(), request)?)
     }
 
     /// The push route: the block of items relevant to the session's recent turns (or `query`) that
@@ -668,11 +538,57 @@ impl Memory<'_> {
     /// relevant to `query`, else to the session's recent turns, else to those of the workspace's
     /// most recently active other session; within `budget_tokens`.
     pub fn start_block(&self, request: &StartBlockRequest) -> crate::Result<RecallBlock> {
-        self.mnemo.start_block(request)
+        if request.budget_tokens == Some(0)
+            || request.budget_tokens.is_some_and(|t| t > START_BLOCK_TOKENS_MAX)
+        {
+            return Err(Error::InvalidInput(format!(
+                "budget_tokens {}: expected 1..={START_BLOCK_TOKENS_MAX}",
+                request.budget_tokens.unwrap_or_default()
+            )));
+        }
+        let known = match &request.session {
+            Some(session) => self.mnemo.session(session)?.map(|summary| (session.clone(), summary.workspace)),
+            None => None,
+        };
+        let workspace = match &known {
+            Some((_, workspace)) => workspace.clone(),
+            None => request.workspace.clone(),
+        };
+        // The text the items are matched against: the query, else the session's own recent turns,
+        // else those of the workspace's most recently active other session.
+        let session_for_text = match (&request.query, &known) {
+            (Some(_), _) => None,
+            (None, Some((session, _))) => Some(session.clone()),
+            (None, None) => match &workspace {
+                Some(workspace) => {
+                    let sessions = self.mnemo.session_list()?;
+                    mnemo_memory::start_block_session(
+                        workspace,
+                        sessions.iter().map(|listing| &listing.summary),
+                    )
+                }
+                None => None,
+            },
+        };
+        let text = mnemo_memory::recall_text(request.query.as_deref(), || match &session_for_text {
+            Some(session) => ExtractionHost::session_events(self.mnemo, session),
+            None => Ok(Vec::new()),
+        })?;
+        let budget = match request.budget_tokens {
+            Some(tokens) => tokens,
+            None => {
+                let config =
+                    self.mnemo.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
+                mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config))
+            }
+        };
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
     }
 
     /// A session's extraction cursor (the highest event ordinal already evaluated), 0 when none.
     pub fn cursor(&self, session: &SessionId) -> crate::Result<u64> {
-        self.mnemo.memory_cursor(session)
+        let store = MemoryLedger::state(self.mnemo)?;
+        Ok(MemoryView::new(store.as_ref()).cursor(session)?.map_or(0, |c| c.processed_ordinal))
     }
 }
