@@ -78,15 +78,6 @@ pub struct CopyReport {
 }
 
 impl Mnemo {
-    /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
-    /// the defaults when the pipeline does not run that stage.
-    pub(crate) fn compaction_policy(&self) -> Result<CompactionPolicy, Error> {
-        match self.pipeline_spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
-            Some(stage) => CompactionPolicy::from_table(&stage.config).map_err(Error::InvalidInput),
-            None => Ok(CompactionPolicy::default()),
-        }
-    }
-
     pub(crate) fn ledger(
         &self,
         session: &SessionId,
@@ -106,25 +97,10 @@ impl Mnemo {
 
     fn assembly_options(&self, options: &ContextOptions) -> Result<AssemblyOptions, Error> {
         Ok(AssemblyOptions {
-            policy: self.compaction_policy()?.with_window(options.window),
+            policy: self.compaction().policy()?.with_window(options.window),
             connection: options.connection.clone(),
             current_turn: options.current_turn.clone(),
         })
-    }
-
-    /// The history the next provider request of `session` would receive, with the checkpoint it
-    /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
-    /// would make shows as `compaction_due`.
-    pub(crate) fn context(
-        &self,
-        session: &SessionId,
-        options: &ContextOptions,
-    ) -> Result<AssembledHistory, Error> {
-        let ledger = self.ledger(session, options.as_of)?;
-        let assembly = self.assembly_options(options)?;
-        let mut history = mnemo_compaction::assemble(&ledger, &assembly)?;
-        self.retrieve_history(&ledger, &mut history, options, &assembly.policy)?;
-        Ok(history)
     }
 
     /// The context-budget history search (events-and-history.md §3.10, decision 0148), when the
@@ -170,60 +146,6 @@ impl Mnemo {
         Ok(mnemo_memory::boundary_disposition(self.session(session)?.as_ref()))
     }
 
-    /// Compacts `session` now (the manual trigger, compaction.md §3.9). A failure to summarize or
-    /// record is not an error: the outcome's history says how it failed open.
-    pub(crate) async fn compact(
-        &self,
-        session: &SessionId,
-        options: &CompactOptions,
-    ) -> Result<CompactionOutcome, Error> {
-        let ledger = self.ledger(session, None)?;
-        let mut assembly = self.assembly_options(&options.context)?;
-        // With neither a window nor a budget, the manual writer would size the fold for the whole
-        // history (§3.9: `max(estimate, 32,000)`), and the checkpoint it records would not fit the
-        // budget this store assembles the next request with (`max_history`, 32,000 then): the next
-        // `context` would pass it over and drop the history instead. Compact for that budget.
-        let policy = &mut assembly.policy;
-        if policy.max_history_tokens.is_none() && policy.context_window.is_none() {
-            policy.max_history_tokens = Some(policy.max_history());
-        }
-        let extractive = ExtractiveSummarizer;
-        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        // Every fold triggers extraction over what it folded, whatever triggered it (decision 0126):
-        // the checkpoint freezes the decision like an automatic one.
-        let extraction = Some(self.extraction_disposition(session)?);
-        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), extraction);
-        let manual = ManualOptions { min_recent_turns: options.min_recent_turns };
-        let outcome = mnemo_compaction::compact_now(&ledger, &assembly, seams, manual).await?;
-        if let Some(recorded) = &outcome.recorded {
-            self.after_checkpoint(session, recorded).await?;
-        }
-        Ok(outcome)
-    }
-
-    /// Prepares the next request's history the way a runtime does before each turn (§3.3-§3.5):
-    /// replays a fitting checkpoint, or compacts when the policy says so, or falls back.
-    pub(crate) async fn prepare_history(
-        &self,
-        session: &SessionId,
-        options: &CompactOptions,
-    ) -> Result<CompactionOutcome, Error> {
-        let ledger = self.ledger(session, None)?;
-        let assembly = self.assembly_options(&options.context)?;
-        let extractive = ExtractiveSummarizer;
-        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        let extraction = Some(self.extraction_disposition(session)?);
-        let seams = self.seams(summarizer, options.provider_compactor.as_deref(), extraction);
-        let mut outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
-        if let Some(recorded) = &outcome.recorded {
-            self.after_checkpoint(session, recorded).await?;
-        }
-        // The history search reads the stages, which have caught up with a recorded checkpoint.
-        let ledger = self.ledger(session, None)?;
-        self.retrieve_history(&ledger, &mut outcome.history, &options.context, &assembly.policy)?;
-        Ok(outcome)
-    }
-
     /// What follows a recorded checkpoint: the projections catch up with it, then memory extraction
     /// runs over the turns it folded (memory.md's compaction trigger, on the background lane). An
     /// extraction failure is logged and settled by the memory engine; it never fails the compaction.
@@ -238,17 +160,11 @@ impl Mnemo {
         // recovers the session's unprocessed checkpoints.
         if eligible {
             let checkpoint = &recorded.checkpoint.checkpoint;
-            if let Err(error) = self.on_checkpoint_recorded(session, checkpoint).await {
+            if let Err(error) = self.memory().on_checkpoint_recorded(session, checkpoint).await {
                 tracing::warn!(%error, %session, %checkpoint, "memory extraction after compaction failed");
             }
         }
         Ok(())
-    }
-
-    /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
-    /// meanwhile (`session_busy`). `None` if a turn already runs.
-    pub(crate) fn begin_turn(&self, session: &SessionId) -> Option<mnemo_compaction::TurnGuard<'_>> {
-        self.compaction.begin_turn(session)
     }
 
     /// The copy `options.target` already holds, if it is this copy (else a typed refusal).
@@ -352,61 +268,6 @@ pub enum OverflowRecovery {
 }
 
 impl Mnemo {
-    /// Compacts inside a running turn: folds a safe prefix of prior history and the turn so far
-    /// (never splitting a tool call from its result), records it, and returns what later steps send.
-    /// Every failure is a fail-open outcome; the turn keeps its raw projection.
-    pub(crate) async fn compact_mid_turn(
-        &self,
-        session: &SessionId,
-        mid_turn: &MidTurnOptions,
-        options: &CompactOptions,
-    ) -> Result<mnemo_compaction::MidTurnOutcome, Error> {
-        use mnemo_compaction::MidTurnOutcome;
-        // NOTE: a blocking wait, like the facade's other read-your-writes waits; it is bounded by
-        // `ledger_wait`.
-        if let Some(position) = mid_turn.durable_through
-            && crate::blocking::wait(|| self.log.wait_for(position, mid_turn.ledger_wait)) < position
-        {
-            return Ok(MidTurnOutcome::FailOpen {
-                detail: "no_safe_completed_span",
-                reason: "ledger_wait_aborted".to_owned(),
-            });
-        }
-        let (prior, current) = match self.mid_turn_events(session, &mid_turn.turn) {
-            Ok(events) => events,
-            // An unknown session is the caller's mistake, not a ledger that failed to read.
-            Err(error) if error.category() == crate::error::ErrorCategory::Input => return Err(error),
-            Err(error) => {
-                tracing::warn!(%error, %session, "mid-turn compaction could not read the ledger");
-                return Ok(MidTurnOutcome::FailOpen {
-                    detail: "no_safe_completed_span",
-                    reason: "ledger_read_failed".to_owned(),
-                });
-            }
-        };
-        let assembly = self.assembly_options(&options.context)?;
-        let previous = self.compaction.load(session).await?;
-        let extractive = ExtractiveSummarizer;
-        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
-        let request = mnemo_compaction::MidTurnRequest {
-            prior: &prior,
-            current: &current,
-            anchor: &mid_turn.anchor,
-            phase: mid_turn.phase,
-            previous: previous.as_ref(),
-            reference_tokens: mid_turn.reference_tokens,
-            connection: &assembly.connection,
-            policy: &assembly.policy,
-            now: self.clock.now(),
-            extraction: Some(self.extraction_disposition(session)?),
-        };
-        let outcome = mnemo_compaction::compact_mid_turn(request, summarizer, self.compaction.as_ref()).await;
-        if let MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
-            self.after_checkpoint(session, checkpoint).await?;
-        }
-        Ok(outcome)
-    }
-
     /// The compactable prior history (without `turn`) and the events of `turn`, from the log.
     fn mid_turn_events(
         &self,
@@ -541,14 +402,21 @@ impl<'a> Compaction<'a> {
     /// The compaction policy of this store's pipeline (the `latest-checkpoint` stage's config), or
     /// the defaults when the pipeline does not run that stage.
     pub fn policy(&self) -> crate::Result<CompactionPolicy> {
-        self.mnemo.compaction_policy()
+        match self.mnemo.pipeline_spec().stages.iter().find(|s| s.name == LATEST_CHECKPOINT_STAGE) {
+            Some(stage) => CompactionPolicy::from_table(&stage.config).map_err(Error::InvalidInput),
+            None => Ok(CompactionPolicy::default()),
+        }
     }
 
     /// The history the next provider request of `session` would receive, with the checkpoint it
     /// stands on and every decision's diagnostics. Nothing is written; a compaction the selector
     /// would make shows as `compaction_due`.
     pub fn context(&self, session: &SessionId, options: &ContextOptions) -> crate::Result<AssembledHistory> {
-        self.mnemo.context(session, options)
+        let ledger = self.mnemo.ledger(session, options.as_of)?;
+        let assembly = self.mnemo.assembly_options(options)?;
+        let mut history = mnemo_compaction::assemble(&ledger, &assembly)?;
+        self.mnemo.retrieve_history(&ledger, &mut history, options, &assembly.policy)?;
+        Ok(history)
     }
 
     /// A checkpoint's faithfulness report with each claim of its summary linked to the covered
@@ -618,7 +486,28 @@ impl<'a> Compaction<'a> {
         session: &SessionId,
         options: &CompactOptions,
     ) -> crate::Result<CompactionOutcome> {
-        self.mnemo.compact(session, options).await
+        let ledger = self.mnemo.ledger(session, None)?;
+        let mut assembly = self.mnemo.assembly_options(&options.context)?;
+        // With neither a window nor a budget, the manual writer would size the fold for the whole
+        // history (§3.9: `max(estimate, 32,000)`), and the checkpoint it records would not fit the
+        // budget this store assembles the next request with (`max_history`, 32,000 then): the next
+        // `context` would pass it over and drop the history instead. Compact for that budget.
+        let policy = &mut assembly.policy;
+        if policy.max_history_tokens.is_none() && policy.context_window.is_none() {
+            policy.max_history_tokens = Some(policy.max_history());
+        }
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        // Every fold triggers extraction over what it folded, whatever triggered it (decision 0126):
+        // the checkpoint freezes the decision like an automatic one.
+        let extraction = Some(self.mnemo.extraction_disposition(session)?);
+        let seams = self.mnemo.seams(summarizer, options.provider_compactor.as_deref(), extraction);
+        let manual = ManualOptions { min_recent_turns: options.min_recent_turns };
+        let outcome = mnemo_compaction::compact_now(&ledger, &assembly, seams, manual).await?;
+        if let Some(recorded) = &outcome.recorded {
+            self.mnemo.after_checkpoint(session, recorded).await?;
+        }
+        Ok(outcome)
     }
 
     /// Prepares the next request's history the way a runtime does before each turn: replays a
@@ -628,13 +517,26 @@ impl<'a> Compaction<'a> {
         session: &SessionId,
         options: &CompactOptions,
     ) -> crate::Result<CompactionOutcome> {
-        self.mnemo.prepare_history(session, options).await
+        let ledger = self.mnemo.ledger(session, None)?;
+        let assembly = self.mnemo.assembly_options(&options.context)?;
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        let extraction = Some(self.mnemo.extraction_disposition(session)?);
+        let seams = self.mnemo.seams(summarizer, options.provider_compactor.as_deref(), extraction);
+        let mut outcome = mnemo_compaction::prepare_history(&ledger, &assembly, seams).await?;
+        if let Some(recorded) = &outcome.recorded {
+            self.mnemo.after_checkpoint(session, recorded).await?;
+        }
+        // The history search reads the stages, which have caught up with a recorded checkpoint.
+        let ledger = self.mnemo.ledger(session, None)?;
+        self.mnemo.retrieve_history(&ledger, &mut outcome.history, &options.context, &assembly.policy)?;
+        Ok(outcome)
     }
 
     /// Marks a turn as running on `session` until the guard drops: manual compaction is refused
     /// meanwhile (`session_busy`). `None` if a turn already runs.
     pub fn begin_turn(&self, session: &SessionId) -> Option<TurnGuard<'a>> {
-        self.mnemo.begin_turn(session)
+        self.mnemo.compaction.begin_turn(session)
     }
 
     /// Copies `session` (up to `up_to`, or whole) into a new session under new identities, with its
@@ -653,7 +555,7 @@ impl<'a> Compaction<'a> {
         target: Option<SessionId>,
     ) -> crate::Result<CopyReport> {
         let ledger = self.mnemo.ledger(session, None)?;
-        let policy = self.mnemo.compaction_policy()?;
+        let policy = self.mnemo.compaction().policy()?;
         let target = match target {
             Some(target) => target,
             None => mnemo_compaction::default_copy_target(session, ledger.position())?,
@@ -714,7 +616,51 @@ impl<'a> Compaction<'a> {
         mid_turn: &MidTurnOptions,
         options: &CompactOptions,
     ) -> crate::Result<MidTurnOutcome> {
-        self.mnemo.compact_mid_turn(session, mid_turn, options).await
+        use mnemo_compaction::MidTurnOutcome;
+        // NOTE: a blocking wait, like the facade's other read-your-writes waits; it is bounded by
+        // `ledger_wait`.
+        if let Some(position) = mid_turn.durable_through
+            && crate::blocking::wait(|| self.mnemo.log.wait_for(position, mid_turn.ledger_wait)) < position
+        {
+            return Ok(MidTurnOutcome::FailOpen {
+                detail: "no_safe_completed_span",
+                reason: "ledger_wait_aborted".to_owned(),
+            });
+        }
+        let (prior, current) = match self.mnemo.mid_turn_events(session, &mid_turn.turn) {
+            Ok(events) => events,
+            // An unknown session is the caller's mistake, not a ledger that failed to read.
+            Err(error) if error.category() == crate::error::ErrorCategory::Input => return Err(error),
+            Err(error) => {
+                tracing::warn!(%error, %session, "mid-turn compaction could not read the ledger");
+                return Ok(MidTurnOutcome::FailOpen {
+                    detail: "no_safe_completed_span",
+                    reason: "ledger_read_failed".to_owned(),
+                });
+            }
+        };
+        let assembly = self.mnemo.assembly_options(&options.context)?;
+        let previous = self.mnemo.compaction.load(session).await?;
+        let extractive = ExtractiveSummarizer;
+        let summarizer: &dyn Summarizer = options.summarizer.as_deref().unwrap_or(&extractive);
+        let request = mnemo_compaction::MidTurnRequest {
+            prior: &prior,
+            current: &current,
+            anchor: &mid_turn.anchor,
+            phase: mid_turn.phase,
+            previous: previous.as_ref(),
+            reference_tokens: mid_turn.reference_tokens,
+            connection: &assembly.connection,
+            policy: &assembly.policy,
+            now: self.mnemo.clock.now(),
+            extraction: Some(self.mnemo.extraction_disposition(session)?),
+        };
+        let outcome =
+            mnemo_compaction::compact_mid_turn(request, summarizer, self.mnemo.compaction.as_ref()).await;
+        if let MidTurnOutcome::Replaced { checkpoint, .. } = &outcome {
+            self.mnemo.after_checkpoint(session, checkpoint).await?;
+        }
+        Ok(outcome)
     }
 
     /// Reactive recovery after the provider rejected a request as too long: once per turn
@@ -739,7 +685,7 @@ impl<'a> Compaction<'a> {
             phase: mnemo_compaction::overflow_phase(overflow.step),
             ..overflow.request.clone()
         };
-        Ok(match self.mnemo.compact_mid_turn(session, &request, options).await? {
+        Ok(match self.mnemo.compaction().compact_mid_turn(session, &request, options).await? {
             mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, items } => {
                 OverflowRecovery::Resend { checkpoint, items }
             }

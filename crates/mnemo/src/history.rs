@@ -21,7 +21,6 @@ use mnemo_history::{index, messages};
 use serde::Serialize;
 use tracing::info_span;
 
-use crate::error::Error;
 use crate::mnemo::Mnemo;
 
 /// A session's visible transcript, as `show` prints it.
@@ -36,19 +35,6 @@ pub struct SessionTranscript {
     pub turns: Vec<TurnState>,
     /// What the projection could not show and why, hard or soft (spec §2.1), in log order.
     pub diagnostics: Vec<ProjectionDiagnostic>,
-}
-
-impl Mnemo {
-    /// Every session as a row of the list (the order and titles are history's,
-    /// [`mnemo_history::session_listings`]).
-    pub(crate) fn session_list(&self) -> Result<Vec<SessionListing>, Error> {
-        use mnemo_pipeline::stages::session_catalog;
-        let catalog = self.caught_up_store(session_catalog::STAGE_NAME)?;
-        let summaries = session_catalog::list(catalog.as_ref())?;
-        let history = self.caught_up_store(messages::STAGE_NAME)?;
-        let headers = messages::headers(history.as_ref())?;
-        Ok(mnemo_history::session_listings(summaries, headers))
-    }
 }
 
 impl Mnemo {
@@ -77,7 +63,12 @@ impl History<'_> {
     /// Every session as a person reads the list: most recent activity first (by the events' own
     /// times), each with its activity span and a title (its own, else its first real request).
     pub fn session_list(&self) -> crate::Result<Vec<SessionListing>> {
-        self.mnemo.session_list()
+        use mnemo_pipeline::stages::session_catalog;
+        let catalog = self.mnemo.caught_up_store(session_catalog::STAGE_NAME)?;
+        let summaries = session_catalog::list(catalog.as_ref())?;
+        let history = self.mnemo.caught_up_store(messages::STAGE_NAME)?;
+        let headers = messages::headers(history.as_ref())?;
+        Ok(mnemo_history::session_listings(summaries, headers))
     }
 
     /// One session's summary; `None` for a session the store does not hold.

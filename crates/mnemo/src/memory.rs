@@ -156,17 +156,6 @@ impl Mnemo {
         Ok(records)
     }
 
-    /// Replaces the model seams memory extraction uses (the embedded defaults until then).
-    pub(crate) fn set_memory_models(&self, models: MemoryModels) {
-        *self.memory.models.write().unwrap_or_else(PoisonError::into_inner) = models;
-    }
-
-    /// Starts draining: remember and extract calls become unavailable and nothing new is
-    /// settled; compaction-triggered work settles only policy denials.
-    pub(crate) fn begin_memory_drain(&self) {
-        self.memory.draining.store(true, Ordering::SeqCst);
-    }
-
     async fn run_extraction(
         &self,
         session: &SessionId,
@@ -183,153 +172,12 @@ impl Mnemo {
         Ok(mnemo_memory::execute(self, seams, session, &trigger).await?)
     }
 
-    /// The `memory_remember` tool: stores what the user explicitly asked to remember (memory.md
-    /// §3.1, §3.10). Runs in the session's lane ahead of queued background work. With a tool
-    /// call id, the range ends just before that `memory_remember` call; without one, at the
-    /// session's last event. A replay returns the same result with no model call.
-    pub(crate) async fn remember(
-        &self,
-        session: &SessionId,
-        tool_call: Option<ToolCallId>,
-    ) -> Result<RememberResult, Error> {
-        let report = self.remember_report(session, tool_call).await?;
-        Ok(report.remember_result())
-    }
-
-    /// [`Mnemo::remember`] with the whole extraction report.
-    pub(crate) async fn remember_report(
-        &self,
-        session: &SessionId,
-        tool_call: Option<ToolCallId>,
-    ) -> Result<ExtractionReport, Error> {
-        // A long stretch before the request's turn is extracted first, in ranges that fit (as
-        // `extract` does): one range through the request would hold all of it and never fit.
-        if let Some(before) = mnemo_memory::turn_start_before(self, session, tool_call.as_ref())?
-            && mnemo_memory::extraction_boundaries(self, session, Some(&before))?.len() > 1
-        {
-            self.extract(session, Some(before)).await?;
-        }
-        let trigger = Trigger::Remember { tool_call, through: None };
-        self.run_extraction(session, trigger, Priority::Foreground).await
-    }
-
-    /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
-    /// last event), in the session's background lane.
-    pub(crate) async fn extract(
-        &self,
-        session: &SessionId,
-        terminal_event: Option<EventId>,
-    ) -> Result<ExtractionReport, Error> {
-        // A long stretch runs as consecutive ranges, each through the event before the
-        // (EXTRACT_USER_EVENTS_PER_RANGE_MAX + 1)-th user event after the cursor, each with its
-        // own boundary, operation and receipt; the first that does not commit ends the run.
-        let mut report: Option<ExtractionReport> = None;
-        for boundary in mnemo_memory::extraction_boundaries(self, session, terminal_event.as_ref())? {
-            let next = self.run_extraction(
-                session,
-                Trigger::Extract { terminal_event: Some(boundary) },
-                Priority::Background,
-            );
-            let next = next.await?;
-            let committed = matches!(next.outcome, ExtractionOutcome::Committed { .. });
-            report = Some(match report.take() {
-                None => next,
-                Some(mut before) => {
-                    before.model_calls += next.model_calls;
-                    before.rejections.extend(next.rejections);
-                    ExtractionReport {
-                        model_calls: before.model_calls,
-                        rejections: before.rejections,
-                        ..next
-                    }
-                }
-            });
-            if !committed {
-                break;
-            }
-        }
-        match report {
-            Some(report) => Ok(report),
-            None => {
-                self.run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background).await
-            }
-        }
-    }
-
-    /// Tells memory that `turn` completed (its terminal event is durable). If the turn asked for
-    /// extraction, it runs now through the turn's last event, in the session's background lane,
-    /// and its report is returned; otherwise nothing runs. Hosts that must not wait spawn this.
-    pub(crate) async fn complete_turn(
-        &self,
-        session: &SessionId,
-        turn: &TurnId,
-    ) -> Result<Option<ExtractionReport>, Error> {
-        let key = (session.clone(), turn.clone());
-        let flagged = self.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
-        if !flagged {
-            return Ok(None);
-        }
-        let terminal = ExtractionHost::session_events(self, session)?
-            .into_iter()
-            .rev()
-            .find(|e| &e.event.turn_id == turn)
-            .map(|e| e.event.id);
-        let Some(terminal) = terminal else {
-            return Err(Error::InvalidInput(format!("turn {turn} of session {session} has no events")));
-        };
-        Ok(Some(self.extract(session, Some(terminal)).await?))
-    }
-
-    /// The compaction hook: extraction over what `checkpoint` covers, in the session's
-    /// background lane (see the module documentation for how compaction calls it).
-    pub(crate) async fn on_checkpoint_recorded(
-        &self,
-        session: &SessionId,
-        checkpoint: &CheckpointId,
-    ) -> Result<ExtractionReport, Error> {
-        let trigger = Trigger::Compaction { checkpoint: checkpoint.clone() };
-        self.run_extraction(session, trigger, Priority::Background).await
-    }
-
-    /// Applies a batch of mutations under one operation id (memory.md §2.6).
-    /// Content or a key that holds credential material (by the redaction rules extraction admits
-    /// with) is refused before anything is appended: a secret never becomes an item or a key.
-    pub(crate) fn memory_apply(&self, request: &MutationRequest) -> Result<OperationResult, Error> {
-        Ok(mnemo_memory::apply_mutations(self, request)?)
-    }
-
     /// The workspace a session's recall may see (besides global items).
     fn recall_workspace(&self, session: &SessionId) -> Result<Option<mnemo_core::WorkspaceId>, Error> {
         match self.session(session)? {
             Some(summary) => Ok(summary.workspace),
             None => Err(Error::InvalidInput(format!("no session {session}"))),
         }
-    }
-
-    /// The push route: the block of items relevant to the session's recent turns (or `query`)
-    /// that fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
-    ///
-    /// With `as_of`, the block as it would have been built at that log position: the memory index
-    /// folded afresh from the log up to it and the session's events up to it (exact, and linear in
-    /// the position, as every `as_of` read).
-    pub(crate) fn recall_block(
-        &self,
-        session: &SessionId,
-        query: Option<&str>,
-        as_of: Option<Position>,
-    ) -> Result<RecallBlock, Error> {
-        let workspace = self.recall_workspace(session)?;
-        let text = mnemo_memory::recall_text(query, || match as_of {
-            None => ExtractionHost::session_events(self, session),
-            Some(position) => self.session_events_through(session, position).map_err(host_error),
-        })?;
-        let config = self.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
-        let budget = mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config));
-        let store = match as_of {
-            None => MemoryLedger::state(self)?,
-            Some(position) => self.store_as_of(mnemo_memory::STAGE_NAME, Some(position))?,
-        };
-        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
     }
 
     /// A session's runtime events at log positions up to `through`, numbered as
@@ -369,13 +217,13 @@ pub struct Memory<'a> {
 impl Memory<'_> {
     /// Replaces the model seams extraction uses (the embedded defaults until then).
     pub fn set_models(&self, models: MemoryModels) {
-        self.mnemo.set_memory_models(models);
+        *self.mnemo.memory.models.write().unwrap_or_else(PoisonError::into_inner) = models;
     }
 
     /// Starts draining: remember and extract calls become unavailable and nothing new is settled;
     /// compaction-triggered work settles only policy denials. [`Mnemo::close`] begins it itself.
     pub fn begin_drain(&self) {
-        self.mnemo.begin_memory_drain();
+        self.mnemo.memory.draining.store(true, Ordering::SeqCst);
     }
 
     /// The `memory_remember` tool: stores what the user explicitly asked to remember. Runs in the
@@ -387,7 +235,8 @@ impl Memory<'_> {
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> crate::Result<RememberResult> {
-        self.mnemo.remember(session, tool_call).await
+        let report = self.mnemo.memory().remember_report(session, tool_call).await?;
+        Ok(report.remember_result())
     }
 
     /// [`Memory::remember`] with the whole extraction report.
@@ -396,7 +245,15 @@ impl Memory<'_> {
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> crate::Result<ExtractionReport> {
-        self.mnemo.remember_report(session, tool_call).await
+        // A long stretch before the request's turn is extracted first, in ranges that fit (as
+        // `extract` does): one range through the request would hold all of it and never fit.
+        if let Some(before) = mnemo_memory::turn_start_before(self.mnemo, session, tool_call.as_ref())?
+            && mnemo_memory::extraction_boundaries(self.mnemo, session, Some(&before))?.len() > 1
+        {
+            self.mnemo.memory().extract(session, Some(before)).await?;
+        }
+        let trigger = Trigger::Remember { tool_call, through: None };
+        self.mnemo.run_extraction(session, trigger, Priority::Foreground).await
     }
 
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
@@ -406,7 +263,42 @@ impl Memory<'_> {
         session: &SessionId,
         terminal_event: Option<EventId>,
     ) -> crate::Result<ExtractionReport> {
-        self.mnemo.extract(session, terminal_event).await
+        // A long stretch runs as consecutive ranges, each through the event before the
+        // (EXTRACT_USER_EVENTS_PER_RANGE_MAX + 1)-th user event after the cursor, each with its
+        // own boundary, operation and receipt; the first that does not commit ends the run.
+        let mut report: Option<ExtractionReport> = None;
+        for boundary in mnemo_memory::extraction_boundaries(self.mnemo, session, terminal_event.as_ref())? {
+            let next = self.mnemo.run_extraction(
+                session,
+                Trigger::Extract { terminal_event: Some(boundary) },
+                Priority::Background,
+            );
+            let next = next.await?;
+            let committed = matches!(next.outcome, ExtractionOutcome::Committed { .. });
+            report = Some(match report.take() {
+                None => next,
+                Some(mut before) => {
+                    before.model_calls += next.model_calls;
+                    before.rejections.extend(next.rejections);
+                    ExtractionReport {
+                        model_calls: before.model_calls,
+                        rejections: before.rejections,
+                        ..next
+                    }
+                }
+            });
+            if !committed {
+                break;
+            }
+        }
+        match report {
+            Some(report) => Ok(report),
+            None => {
+                self.mnemo
+                    .run_extraction(session, Trigger::Extract { terminal_event }, Priority::Background)
+                    .await
+            }
+        }
     }
 
     /// The `memory_extract` tool: flags the running `turn` and answers at once; the extraction runs
@@ -429,7 +321,21 @@ impl Memory<'_> {
         session: &SessionId,
         turn: &TurnId,
     ) -> crate::Result<Option<ExtractionReport>> {
-        self.mnemo.complete_turn(session, turn).await
+        let key = (session.clone(), turn.clone());
+        let flagged =
+            self.mnemo.memory.flagged_turns.lock().unwrap_or_else(PoisonError::into_inner).remove(&key);
+        if !flagged {
+            return Ok(None);
+        }
+        let terminal = ExtractionHost::session_events(self.mnemo, session)?
+            .into_iter()
+            .rev()
+            .find(|e| &e.event.turn_id == turn)
+            .map(|e| e.event.id);
+        let Some(terminal) = terminal else {
+            return Err(Error::InvalidInput(format!("turn {turn} of session {session} has no events")));
+        };
+        Ok(Some(self.mnemo.memory().extract(session, Some(terminal)).await?))
     }
 
     /// Extraction over what `checkpoint` covers, in the session's background lane. Compaction calls
@@ -439,7 +345,8 @@ impl Memory<'_> {
         session: &SessionId,
         checkpoint: &CheckpointId,
     ) -> crate::Result<ExtractionReport> {
-        self.mnemo.on_checkpoint_recorded(session, checkpoint).await
+        let trigger = Trigger::Compaction { checkpoint: checkpoint.clone() };
+        self.mnemo.run_extraction(session, trigger, Priority::Background).await
     }
 
     /// One memory item, re-validated on read.
@@ -464,13 +371,12 @@ impl Memory<'_> {
     /// Applies a batch of mutations under one operation id. Content or a key that holds credential
     /// material is refused before anything is appended.
     pub fn apply(&self, request: &MutationRequest) -> crate::Result<OperationResult> {
-        self.mnemo.memory_apply(request)
+        Ok(mnemo_memory::apply_mutations(self.mnemo, request)?)
     }
 
     /// Creates one item.
     pub fn create(&self, operation: OperationId, item: ItemInput) -> crate::Result<OperationResult> {
-        self.mnemo
-            .memory_apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
+        self.apply(&MutationRequest { operation, mutations: vec![MutationInput::Create { item }] })
     }
 
     /// Replaces an item's fields at `expected_version`.
@@ -482,7 +388,7 @@ impl Memory<'_> {
         item: ItemInput,
     ) -> crate::Result<OperationResult> {
         let mutation = MutationInput::Update { item_id, expected_version, item };
-        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+        self.apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// Archives an active item at `expected_version`.
@@ -493,7 +399,7 @@ impl Memory<'_> {
         expected_version: u64,
     ) -> crate::Result<OperationResult> {
         let mutation = MutationInput::Archive { item_id, expected_version };
-        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+        self.apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// Restores an archived item at `expected_version`.
@@ -504,7 +410,7 @@ impl Memory<'_> {
         expected_version: u64,
     ) -> crate::Result<OperationResult> {
         let mutation = MutationInput::Restore { item_id, expected_version };
-        self.mnemo.memory_apply(&MutationRequest { operation, mutations: vec![mutation] })
+        self.apply(&MutationRequest { operation, mutations: vec![mutation] })
     }
 
     /// The pull route: the `RecallMemory {query, limit}` tool for a session's model. Never returns
@@ -518,7 +424,7 @@ impl Memory<'_> {
     /// The push route: the block of items relevant to the session's recent turns (or `query`) that
     /// fits the recall budget (`recall_budget_tokens` of the `memory-index` stage config).
     pub fn recall_block(&self, session: &SessionId, query: Option<&str>) -> crate::Result<RecallBlock> {
-        self.mnemo.recall_block(session, query, None)
+        self.block(session, query, None)
     }
 
     /// The push block as it would have been built at log position `as_of`: the memory items as
@@ -530,7 +436,28 @@ impl Memory<'_> {
         query: Option<&str>,
         as_of: Position,
     ) -> crate::Result<RecallBlock> {
-        self.mnemo.recall_block(session, query, Some(as_of))
+        self.block(session, query, Some(as_of))
+    }
+
+    /// The push block, live (`as_of` `None`) or as of a log position.
+    fn block(
+        &self,
+        session: &SessionId,
+        query: Option<&str>,
+        as_of: Option<Position>,
+    ) -> crate::Result<RecallBlock> {
+        let workspace = self.mnemo.recall_workspace(session)?;
+        let text = mnemo_memory::recall_text(query, || match as_of {
+            None => ExtractionHost::session_events(self.mnemo, session),
+            Some(position) => self.mnemo.session_events_through(session, position).map_err(host_error),
+        })?;
+        let config = self.mnemo.pipeline_spec().stages.iter().find(|s| s.name == mnemo_memory::STAGE_NAME);
+        let budget = mnemo_memory::recall_budget_tokens(config.map(|stage| &stage.config));
+        let store = match as_of {
+            None => MemoryLedger::state(self.mnemo)?,
+            Some(position) => self.mnemo.store_as_of(mnemo_memory::STAGE_NAME, Some(position))?,
+        };
+        Ok(mnemo_memory::recall_block(store.as_ref(), workspace.as_ref(), &text, budget)?)
     }
 
     /// The push route at a session's start, when the store may not hold the session yet: the
@@ -561,7 +488,7 @@ impl Memory<'_> {
             (None, Some((session, _))) => Some(session.clone()),
             (None, None) => match &workspace {
                 Some(workspace) => {
-                    let sessions = self.mnemo.session_list()?;
+                    let sessions = self.mnemo.history().session_list()?;
                     mnemo_memory::start_block_session(
                         workspace,
                         sessions.iter().map(|listing| &listing.summary),

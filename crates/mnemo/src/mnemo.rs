@@ -157,7 +157,7 @@ impl Mnemo {
     /// Closes the store: memory takes no new work, the projections fold everything already appended
     /// and stop, and the handle is gone. Dropping a `Mnemo` also stops it, but reports nothing.
     pub fn close(self) -> Result<(), Error> {
-        self.begin_memory_drain();
+        self.memory().begin_drain();
         let caught_up = self.catch_up();
         self.pipeline.write().unwrap_or_else(PoisonError::into_inner).shutdown();
         caught_up
