@@ -153,6 +153,13 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
   const remembered = await call(client, 'remember', { request: 'Please remember that our release branch is called trunk-stable.' });
   assert.equal(remembered.structuredContent.status, 'remembered', text(remembered));
   assert.match(text(remembered), /trunk-stable/);
+  // A client keeps one server for its whole session: every later request in it is remembered too.
+  const facts = ['our staging database is called ledger-staging', 'deploys go out on Tuesdays only'];
+  for (const fact of facts) {
+    const again = await call(client, 'remember', { request: `Please remember that ${fact}.` });
+    assert.equal(again.structuredContent.status, 'remembered', text(again));
+    assert.match(text(again), new RegExp(fact.split(' ').slice(-2).join(' ')), text(again));
+  }
 
   const recalled = await call(client, 'recall_memory', { query: 'release branch' });
   assert.ok(recalled.structuredContent.items.some((i) => i.content.includes('trunk-stable')), text(recalled));

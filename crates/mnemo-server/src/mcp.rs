@@ -543,9 +543,11 @@ impl MnemoMcp {
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
+        // NOTE: each request is a turn of its own run: a run's invocation belongs to one turn, and
+        // the turn's end seals its run, so a run shared by turns would take only the first.
         let event = json!({
             "session": session, "turn": format!("t{turn}"), "id": format!("{session}-t{turn}-request"),
-            "run": format!("{session}-run"), "ts": millis, "role": "user", "author": "user",
+            "run": format!("{session}-t{turn}-run"), "ts": millis, "role": "user", "author": "user",
             "parts": [{"type": "text", "text": request}],
         });
         let end = json!({"session": session, "turn": format!("t{turn}"), "kind": "turn_end", "status": "completed"});
