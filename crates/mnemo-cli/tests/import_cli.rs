@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{SAMPLE, mnemo};
+use support::{MNEMO, SAMPLE, mnemo};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -103,4 +103,36 @@ fn a_file_over_the_import_limit_is_refused_before_it_is_read_and_an_endless_spec
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
     let stderr = text(&output.stderr);
     assert!(stderr.contains("/dev/zero") && stderr.contains("the limit for a pipeline spec"), "{stderr}");
+}
+
+/// A path that cannot be read twice (`<(cat file)`, a FIFO) imports as standard input does: it is
+/// spooled first, and importing it again appends nothing.
+#[test]
+fn a_pipe_imports_like_standard_input_and_again_appends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let import = || {
+        std::process::Command::new("bash")
+            .arg("-c")
+            .arg(r#""$0" --store "$1" import <(cat "$2")"#)
+            .args([MNEMO, store.to_str().unwrap(), SAMPLE])
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let first = import();
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    assert!(text(&first.stdout).contains("imported 23 records"), "{}", text(&first.stdout));
+    let head_after_first = head(&store);
+    let again = import();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert!(text(&again.stdout).contains("nothing appended"), "{}", text(&again.stdout));
+    assert_eq!(head(&store), head_after_first);
+    // The spooled copy has no name: nothing of it is left in the store directory.
+    let left: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(".import-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

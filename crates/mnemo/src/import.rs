@@ -225,14 +225,18 @@ impl Mnemo {
     pub fn import_file(&self, path: &str, format: ImportFormat) -> Result<ImportReport, Error> {
         let read_error = |source| Error::Read { path: path.to_owned(), source };
         let file = if path == "-" {
-            self.spool_stdin()?
+            self.spool(&mut std::io::stdin().lock(), path)?
         } else {
-            let file = std::fs::File::open(path).map_err(read_error)?;
+            let mut file = std::fs::File::open(path).map_err(read_error)?;
             let metadata = file.metadata().map_err(read_error)?;
+            if metadata.is_dir() {
+                return Err(Error::InvalidInput(format!("{path} is a directory: name a transcript file")));
+            }
             if metadata.is_file() && metadata.len() > IMPORT_FILE_BYTES_MAX {
                 return Err(too_large(path, Some(metadata.len())));
             }
-            file
+            // A pipe (`<(cat file)`, a FIFO) cannot be read twice: it is spooled as standard input is.
+            if metadata.is_file() { file } else { self.spool(&mut file, path)? }
         };
         let input = Input::File(&file);
         let format = match format {
@@ -265,15 +269,16 @@ impl Mnemo {
         Ok(mnemo_transcript::detect_from_lines(&prefix))
     }
 
-    /// Standard input copied to a file in the store directory that has no name (removed as soon as
-    /// it is open), so an import can read it twice and a crash leaves nothing behind.
-    fn spool_stdin(&self) -> Result<std::fs::File, Error> {
+    /// An input that cannot be read twice (standard input, a pipe) copied to a file in the store
+    /// directory that has no name (removed as soon as it is open), so an import can read it twice
+    /// and a crash leaves nothing behind.
+    fn spool(&self, input: &mut dyn std::io::Read, source: &str) -> Result<std::fs::File, Error> {
         use std::os::unix::fs::OpenOptionsExt as _;
         let write_error =
             |path: &std::path::Path, source| Error::Write { path: path.display().to_string(), source };
         let nanos =
             std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-        let path = self.local_dir().join(format!(".import-stdin-{}-{nanos}", std::process::id()));
+        let path = self.local_dir().join(format!(".import-spool-{}-{nanos}", std::process::id()));
         let mut file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -282,10 +287,10 @@ impl Mnemo {
             .open(&path)
             .map_err(|e| write_error(&path, e))?;
         std::fs::remove_file(&path).map_err(|e| write_error(&path, e))?;
-        let copied = std::io::copy(&mut std::io::stdin().lock().take(IMPORT_FILE_BYTES_MAX + 1), &mut file)
-            .map_err(|source| Error::Read { path: "-".to_owned(), source })?;
+        let copied = std::io::copy(&mut input.take(IMPORT_FILE_BYTES_MAX + 1), &mut file)
+            .map_err(|error| Error::Read { path: source.to_owned(), source: error })?;
         if copied > IMPORT_FILE_BYTES_MAX {
-            return Err(too_large("-", None));
+            return Err(too_large(source, None));
         }
         Ok(file)
     }
