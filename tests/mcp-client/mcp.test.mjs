@@ -163,6 +163,9 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
 
   const recalled = await call(client, 'recall_memory', { query: 'release branch' });
   assert.ok(recalled.structuredContent.items.some((i) => i.content.includes('trunk-stable')), text(recalled));
+  // The session that holds the remember requests' evidence relays them; it is no conversation.
+  const after = await call(client, 'list_sessions', { all_workspaces: true });
+  assert.ok(after.structuredContent.sessions.every((s) => !s.session.startsWith('mcp-')), text(after));
 
   const refused = await client.callTool({ name: 'search_history', arguments: { query: 'x', limit: 99 } });
   assert.equal(refused.isError, true);

@@ -28,7 +28,7 @@ pub use diagnostics::{
     DiagnosticCode, ProjectionDiagnostic, STEP_LIMIT_ERROR_CLASS, Severity, TurnState, diagnose, turn_state,
 };
 pub use index::{BM25_B_DEFAULT, BM25_K1_DEFAULT, HistorySearchIndex, IndexedDoc, MatchKind, Scope};
-pub use listing::{SessionListing, session_listings};
+pub use listing::{RELAY_SESSION_SOURCE, SessionListing, session_listings};
 pub use messages::{
     HistoryMessages, MessageKind, REQUEST_TITLE_CHARS_MAX, SessionHeader, TOOL_RESULT_SCAN_BYTES_MAX,
     VisibleMessage, request_title,

@@ -1,6 +1,8 @@
 //! The session list as a person reads it: each session's own event times (not the times its
 //! records were appended, which follow the order files were imported in), a title for sessions
-//! without one (their first real request), most recent activity first.
+//! without one (their first real request), most recent activity first. A relay session (what an MCP
+//! server recorded so that a request to remember has its evidence) is no conversation: it is kept
+//! in the log and out of the list.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +11,10 @@ use mnemo_pipeline::stages::session_catalog::SessionSummary;
 use serde::Serialize;
 
 use crate::messages::SessionHeader;
+
+/// The `source` of a session that only relays an MCP client's requests (`mnemo mcp`): left out of
+/// the session list.
+pub const RELAY_SESSION_SOURCE: &str = "mnemo-mcp";
 
 /// One row of the session list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -26,13 +32,14 @@ pub struct SessionListing {
     pub title_from_request: bool,
 }
 
-/// Every session of the catalog's `summaries` as a row of the list, with its messages' `headers`:
-/// most recent activity first (by the events' own times; sessions without messages last), ties by
-/// id.
+/// Every session of the catalog's `summaries` but relay sessions as a row of the list, with its
+/// messages' `headers`: most recent activity first (by the events' own times; sessions without
+/// messages last), ties by id.
 pub fn session_listings(summaries: Vec<SessionSummary>, headers: Vec<SessionHeader>) -> Vec<SessionListing> {
     let mut headers: BTreeMap<_, _> = headers.into_iter().map(|h| (h.session.clone(), h)).collect();
     let mut list: Vec<SessionListing> = summaries
         .into_iter()
+        .filter(|summary| summary.source.as_deref() != Some(RELAY_SESSION_SOURCE))
         .map(|summary| {
             let header = headers.remove(&summary.session);
             let own = summary.title.clone().filter(|t| !t.trim().is_empty());

@@ -389,6 +389,9 @@ impl MnemoMcp {
         let mut line = json!({
             "kind": "session", "session": self.inner.session_id,
             "title": format!("Requests relayed by {client} through mnemo mcp"),
+            // Kept out of every session list: it holds the evidence of remember requests, no
+            // conversation.
+            "source": mnemo::history::RELAY_SESSION_SOURCE,
         });
         if let Some(workspace) = workspace {
             line["workspace"] = Value::String(workspace);

@@ -9,10 +9,10 @@
 pub use mnemo_history::{
     DiagnosticCode, HistoryContext, HistoryRead, HistoryReadRequest, HistorySearch, HistorySearchRequest,
     MatchKind, MessageKind, ProjectionDiagnostic, READ_AFTER_TURNS_DEFAULT, READ_BEFORE_TURNS_DEFAULT,
-    READ_SIDE_TURNS_MAX, READ_TURNS_MAX, ReadFailure, ReadFailureReason, ReadMessage, ReadOutcome, ReadTurn,
-    SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, STEP_LIMIT_ERROR_CLASS, SearchFailure, SearchFailureReason,
-    SearchOutcome, SearchRow, SessionHeader, SessionListing, Severity, ToolFailure, TurnState,
-    VisibleMessage,
+    READ_SIDE_TURNS_MAX, READ_TURNS_MAX, RELAY_SESSION_SOURCE, ReadFailure, ReadFailureReason, ReadMessage,
+    ReadOutcome, ReadTurn, SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX, STEP_LIMIT_ERROR_CLASS, SearchFailure,
+    SearchFailureReason, SearchOutcome, SearchRow, SessionHeader, SessionListing, Severity, ToolFailure,
+    TurnState, VisibleMessage,
 };
 pub use mnemo_pipeline::stages::session_catalog::SessionSummary;
 
