@@ -326,6 +326,9 @@ const BENCH_NOT_BUILT: &str = "this mnemo is built without the benchmark harness
      run it from the repository with `cargo run --release -p mnemo-cli --features bench -- bench ...`";
 
 fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
+    if only_reads(&cli.command) && cli.log.is_none() {
+        require_store(&cli.store)?;
+    }
     match &cli.command {
         Command::Demo { dir } => demo::run(dir.as_deref(), cli.json),
         Command::Import { files, format } => import(cli, files, *format),
@@ -361,6 +364,45 @@ fn run(cli: &Cli) -> anyhow::Result<ExitCode> {
         Command::Hook(args) => hook_cmd::run(cli, args),
         Command::Setup(args) => setup_cmd::run(cli, args),
     }
+}
+
+/// Whether a command only reads a store: run on a path that holds none, it says so and creates
+/// nothing (a command that writes creates the store it is given).
+fn only_reads(command: &Command) -> bool {
+    use memory_cmd::MemoryCommand as M;
+    match command {
+        Command::Sessions
+        | Command::Show(_)
+        | Command::Search(_)
+        | Command::Read(_)
+        | Command::Log { .. }
+        | Command::Stats
+        | Command::Verify
+        | Command::Export { .. }
+        | Command::Context(_)
+        | Command::Recall(_) => true,
+        Command::Memory { command } => matches!(command, M::Get { .. } | M::List { .. } | M::Search { .. }),
+        _ => false,
+    }
+}
+
+/// Refuses a read of a store that does not exist, naming the path and what to do.
+fn require_store(store: &Path) -> anyhow::Result<()> {
+    // NOTE: a directory with something in it is left to the store's open, whose refusal says what
+    // it holds; only a path with nothing there is "no store".
+    let nothing_there = match std::fs::read_dir(store) {
+        Ok(mut entries) => entries.next().is_none(),
+        Err(error) => error.kind() == std::io::ErrorKind::NotFound,
+    };
+    if !nothing_there {
+        return Ok(());
+    }
+    Err(Error::InvalidInput(format!(
+        "there is no store at {}: pass --store (or set MNEMO_STORE) to the store you use, or create one \
+         here with `mnemo import FILE` or `mnemo sync`",
+        store.display()
+    ))
+    .into())
 }
 
 /// Imports each file all or nothing, in order. A file that fails stops the command: the files

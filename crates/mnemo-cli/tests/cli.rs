@@ -87,7 +87,9 @@ fn a_folder_given_to_import_is_refused_naming_sync_and_nothing_is_imported() {
     assert!(message.contains(&format!("{} is a folder", folder.display())), "{message}");
     assert!(message.contains("mnemo sync"), "{message}");
     assert!(!message.contains("os error"), "{message}");
-    assert_eq!(code(&mnemo(&store, &["sessions"])), 1, "the file before the folder was not imported either");
+    let sessions = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&sessions), 2, "the file before the folder was not imported either");
+    assert!(stderr(&sessions).contains("there is no store at"), "{}", stderr(&sessions));
 }
 
 #[test]

@@ -183,13 +183,33 @@ fn a_new_store_where_this_user_may_not_write_is_refused_naming_what_to_do() {
     let output = if is_root() {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
-        OtherUser::new().run(&store, &["stats"])
+        OtherUser::new().run(&store, &["import", SAMPLE])
     } else {
         std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o555)).unwrap();
-        mnemo(&store, &["stats"])
+        mnemo(&store, &["import", SAMPLE])
     };
     let message = one_line_failure(&output, "a new store in a directory this user may not write");
     assert!(message.contains(&format!("permission denied creating store {}", store.display())), "{message}");
     assert!(message.contains("in a place this user can write to"), "{message}");
     assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 0, "something was left in {}", parent.display());
+}
+
+/// A command that only reads, on a path that holds no store, says so, exits 2 and creates nothing.
+#[test]
+fn a_read_of_a_missing_store_says_so_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("no-store-here");
+    for args in [&["sessions"][..], &["search", "deploy"], &["stats"], &["memory", "list"], &["verify"]] {
+        let output = support::mnemo(&store, args);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let message = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            message.contains("there is no store at") && message.contains("mnemo import"),
+            "{args:?}: {message}"
+        );
+        assert!(!store.exists(), "{args:?} created {}", store.display());
+    }
+    // A command that writes creates the store it is given, as before.
+    assert!(support::mnemo(&store, &["import", support::SAMPLE]).status.success());
+    assert!(support::mnemo(&store, &["sessions"]).status.success());
 }
