@@ -324,6 +324,9 @@ fn the_module_cycle_finder_finds_a_cycle_and_only_a_cycle() {
     // a -> b -> c -> (crate::A is a's) a; b -> d, d -> e, e -> c: all five files in one cycle.
     assert_eq!(cycles.len(), 1, "{cycles:?}");
     assert_eq!(cycles[0], vec!["a.rs", "b.rs", "c.rs", "d/e.rs", "d/mod.rs"]);
+    let edges = cycle_edges(&dependencies(&src), &cycles[0]);
+    assert!(edges.contains(&"  a.rs -> b.rs (crate::b::B)".to_owned()), "{edges:?}");
+    assert!(edges.contains(&"  c.rs -> a.rs (crate::A)".to_owned()), "{edges:?}");
     write("c.rs", "pub struct C;\n");
     assert!(module_cycles(&src).is_empty(), "{:?}", module_cycles(&src));
 }
@@ -336,10 +339,11 @@ fn no_crate_has_a_module_cycle_longer_than_three_files() {
         if !src.is_dir() {
             continue;
         }
-        for cycle in module_cycles(&src) {
+        let dependencies = dependencies(&src);
+        for cycle in cycles(&dependencies) {
             if cycle.len() > MODULE_CYCLE_FILES_MAX {
                 problems.push(format!("{name}: {} files: {}", cycle.len(), cycle.join(", ")));
-                problems.extend(cycle_edges(&src, &cycle));
+                problems.extend(cycle_edges(&dependencies, &cycle));
             }
         }
     }
@@ -353,40 +357,15 @@ fn no_crate_has_a_module_cycle_longer_than_three_files() {
 /// A module: its path from the crate root and its file (relative to `src`).
 type ModulePath = Vec<String>;
 
-/// The cycles (strongly connected components of two files or more) among the files under `src`,
-/// each as its files' paths relative to `src`, sorted.
+/// What each file under `src` depends on: for each file (relative to `src`), the files it depends
+/// on, each with the paths that name it.
 ///
 /// File A depends on file B when A names B's module, or an item B defines or re-exports, through a
 /// `crate::`, `super::` or `self::` path, in a `use` or inline. A `mod b;` declaration alone is
 /// not a dependency: a parent that contains a child does not use it.
-fn module_cycles(src: &Path) -> Vec<Vec<String>> {
-    let files = source_files(src);
-    let modules: BTreeMap<ModulePath, String> =
-        files.iter().map(|file| (module_path(file), file.clone())).collect();
-    let texts: BTreeMap<String, String> = files
-        .iter()
-        .map(|file| {
-            let text = std::fs::read_to_string(src.join(file)).unwrap();
-            (file.clone(), strip_test_modules(&strip_comments(&text)))
-        })
-        .collect();
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for file in &files {
-        let here = module_path(file);
-        for path in referenced_paths(&texts[file]) {
-            let Some(absolute) = absolute(&here, &path) else { continue };
-            if let Some(target) = resolve(&absolute, &modules, &texts, 0)
-                && target != *file
-            {
-                edges.entry(file.clone()).or_default().insert(target);
-            }
-        }
-    }
-    strongly_connected(&files, &edges).into_iter().filter(|component| component.len() > 1).collect()
-}
+type Dependencies = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
 
-/// The dependencies among `cycle`'s files, as `a.rs -> b.rs` lines: where a cycle can be cut.
-fn cycle_edges(src: &Path, cycle: &[String]) -> Vec<String> {
+fn dependencies(src: &Path) -> Dependencies {
     let files = source_files(src);
     let modules: BTreeMap<ModulePath, String> =
         files.iter().map(|file| (module_path(file), file.clone())).collect();
@@ -397,19 +376,42 @@ fn cycle_edges(src: &Path, cycle: &[String]) -> Vec<String> {
             (file.clone(), strip_test_modules(&strip_comments(&text)))
         })
         .collect();
-    let mut lines = BTreeSet::new();
-    for file in cycle {
+    let mut dependencies = Dependencies::new();
+    for file in &files {
+        let targets = dependencies.entry(file.clone()).or_default();
         for path in referenced_paths(&texts[file]) {
             let Some(absolute) = absolute(&module_path(file), &path) else { continue };
             if let Some(target) = resolve(&absolute, &modules, &texts, 0)
                 && target != *file
-                && cycle.contains(&target)
             {
-                lines.insert(format!("  {file} -> {target} ({})", path.join("::")));
+                targets.entry(target).or_default().insert(path.join("::"));
             }
         }
     }
-    lines.into_iter().collect()
+    dependencies
+}
+
+/// The cycles (strongly connected components of two files or more) among the files under `src`,
+/// each as its files' paths relative to `src`, sorted.
+fn module_cycles(src: &Path) -> Vec<Vec<String>> {
+    cycles(&dependencies(src))
+}
+
+fn cycles(dependencies: &Dependencies) -> Vec<Vec<String>> {
+    strongly_connected(dependencies).into_iter().filter(|component| component.len() > 1).collect()
+}
+
+/// The dependencies among `cycle`'s files, as `a.rs -> b.rs (path)` lines: where a cycle can be cut.
+fn cycle_edges(dependencies: &Dependencies, cycle: &[String]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for file in cycle {
+        for (target, paths) in &dependencies[file] {
+            if cycle.contains(target) {
+                lines.extend(paths.iter().map(|path| format!("  {file} -> {target} ({path})")));
+            }
+        }
+    }
+    lines
 }
 
 fn source_files(src: &Path) -> Vec<String> {
@@ -700,9 +702,9 @@ fn use_paths(text: &str) -> Vec<Vec<String>> {
 }
 
 /// Tarjan's strongly connected components, each sorted.
-fn strongly_connected(files: &[String], edges: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+fn strongly_connected(edges: &Dependencies) -> Vec<Vec<String>> {
     struct State<'a> {
-        edges: &'a BTreeMap<String, BTreeSet<String>>,
+        edges: &'a Dependencies,
         index: BTreeMap<&'a str, usize>,
         low: BTreeMap<&'a str, usize>,
         stack: Vec<&'a str>,
@@ -716,7 +718,7 @@ fn strongly_connected(files: &[String], edges: &BTreeMap<String, BTreeSet<String
         state.stack.push(node);
         state.on_stack.insert(node);
         let edges = state.edges;
-        for target in edges.get(node).into_iter().flatten() {
+        for target in edges.get(node).into_iter().flat_map(BTreeMap::keys) {
             let target = target.as_str();
             if !state.index.contains_key(target) {
                 visit(state, target);
@@ -748,7 +750,7 @@ fn strongly_connected(files: &[String], edges: &BTreeMap<String, BTreeSet<String
         on_stack: BTreeSet::new(),
         components: Vec::new(),
     };
-    for file in files {
+    for file in edges.keys() {
         if !state.index.contains_key(file.as_str()) {
             visit(&mut state, file);
         }
