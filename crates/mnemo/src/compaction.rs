@@ -555,7 +555,7 @@ impl<'a> Compaction<'a> {
         target: Option<SessionId>,
     ) -> crate::Result<CopyReport> {
         let ledger = self.mnemo.ledger(session, None)?;
-        let policy = self.mnemo.compaction().policy()?;
+        let policy = self.policy()?;
         let target = match target {
             Some(target) => target,
             None => mnemo_compaction::default_copy_target(session, ledger.position())?,
@@ -685,7 +685,7 @@ impl<'a> Compaction<'a> {
             phase: mnemo_compaction::overflow_phase(overflow.step),
             ..overflow.request.clone()
         };
-        Ok(match self.mnemo.compaction().compact_mid_turn(session, &request, options).await? {
+        Ok(match self.compact_mid_turn(session, &request, options).await? {
             mnemo_compaction::MidTurnOutcome::Replaced { checkpoint, items } => {
                 OverflowRecovery::Resend { checkpoint, items }
             }

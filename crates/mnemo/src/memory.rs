@@ -235,7 +235,7 @@ impl Memory<'_> {
         session: &SessionId,
         tool_call: Option<ToolCallId>,
     ) -> crate::Result<RememberResult> {
-        let report = self.mnemo.memory().remember_report(session, tool_call).await?;
+        let report = self.remember_report(session, tool_call).await?;
         Ok(report.remember_result())
     }
 
@@ -250,7 +250,7 @@ impl Memory<'_> {
         if let Some(before) = mnemo_memory::turn_start_before(self.mnemo, session, tool_call.as_ref())?
             && mnemo_memory::extraction_boundaries(self.mnemo, session, Some(&before))?.len() > 1
         {
-            self.mnemo.memory().extract(session, Some(before)).await?;
+            self.extract(session, Some(before)).await?;
         }
         let trigger = Trigger::Remember { tool_call, through: None };
         self.mnemo.run_extraction(session, trigger, Priority::Foreground).await
@@ -335,7 +335,7 @@ impl Memory<'_> {
         let Some(terminal) = terminal else {
             return Err(Error::InvalidInput(format!("turn {turn} of session {session} has no events")));
         };
-        Ok(Some(self.mnemo.memory().extract(session, Some(terminal)).await?))
+        Ok(Some(self.extract(session, Some(terminal)).await?))
     }
 
     /// Extraction over what `checkpoint` covers, in the session's background lane. Compaction calls
