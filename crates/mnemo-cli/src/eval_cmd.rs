@@ -57,6 +57,22 @@ pub(crate) struct SearchEvalArgs {
     missed: bool,
 }
 
+/// Whether the evaluation reads the store (`--devset` builds stores of its own).
+pub(crate) fn uses_the_store(command: &EvalCommand) -> bool {
+    match command {
+        EvalCommand::Search(args) => !args.devset,
+        EvalCommand::Recall(_) => true,
+    }
+}
+
+/// The paths the command line names.
+pub(crate) fn paths_mut(command: &mut EvalCommand) -> Vec<&mut PathBuf> {
+    match command {
+        EvalCommand::Search(args) => args.qa.iter_mut().chain(args.dir.iter_mut()).collect(),
+        EvalCommand::Recall(args) => vec![args.qa_mut()],
+    }
+}
+
 /// A report of one set of questions.
 #[derive(Debug, Serialize)]
 struct SetReport {

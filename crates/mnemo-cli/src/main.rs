@@ -6,7 +6,7 @@
 //! Exit codes: 0 success, 1 nothing found or verification failed, 2 usage or input error,
 //! 3 conflict, 4 any other failure (I/O, a locked store).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -35,6 +35,7 @@ mod memory_cmd;
 mod protocol_bench;
 mod recall_eval_cmd;
 mod serve_cmd;
+mod served;
 mod setup_cmd;
 mod sync_cmd;
 mod term;
@@ -201,6 +202,9 @@ fn main() -> ExitCode {
     exit_quietly_when_stdout_closes();
     init_tracing();
     let cli = Cli::parse();
+    if let Some(code) = served::through_server(&cli) {
+        return code;
+    }
     match run(&cli) {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
@@ -314,10 +318,15 @@ fn error_text(error: &anyhow::Error) -> String {
     text
 }
 
-fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<Mnemo> {
+/// The store: the store server's, when this command runs in it for a caller (`served`), else opened
+/// here.
+fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<std::sync::Arc<Mnemo>> {
+    if let Some(store) = served::store() {
+        return Ok(store);
+    }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
     let config = Config { pipeline: cli.pipeline.clone(), verify_tail_on_open, log, ..Config::default() };
-    Ok(Mnemo::open(&cli.store, config)?)
+    Ok(std::sync::Arc::new(Mnemo::open(&cli.store, config)?))
 }
 
 /// What `mnemo bench` answers in a build without the harness.
@@ -415,7 +424,14 @@ fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) 
     let bar = progress(files.len() as u64, "importing");
     for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        let result = mnemo.import_file(file, format).map_err(anyhow::Error::from);
+        let result = match served::input(file) {
+            // What the caller of the store server read for it (its standard input, a pipe).
+            Some(spooled) => spooled
+                .map_err(|source| Error::Read { path: file.clone(), source })
+                .and_then(|mut spooled| mnemo.import_stream(&mut spooled, file, format)),
+            None => mnemo.import_file(file, format),
+        }
+        .map_err(anyhow::Error::from);
         match result {
             Ok(report) => reports.push(report),
             Err(error) => {
@@ -508,7 +524,7 @@ fn export(cli: &Cli, out: Option<&Path>) -> anyhow::Result<ExitCode> {
             mnemo.export_transcript(&mut writer)?
         }
         None => {
-            let mut writer = std::io::BufWriter::new(std::io::stdout().lock());
+            let mut writer = std::io::BufWriter::new(term::stdout_writer());
             match mnemo.export_transcript(&mut writer) {
                 Ok(report) => report,
                 // A reader that stops early (`mnemo export | head`): end quietly, as `log` does.
@@ -814,7 +830,7 @@ const PROGRESS_TICK_MS: u64 = 120;
 
 /// A progress bar on a terminal's stderr, hidden when stderr is not a terminal.
 fn progress(length: u64, label: &'static str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
+    if !std::io::stderr().is_terminal() || served::active() {
         return ProgressBar::hidden();
     }
     let bar = if length == 0 { ProgressBar::new_spinner() } else { ProgressBar::new(length) };
@@ -844,9 +860,11 @@ fn output<T: Serialize>(cli: &Cli, value: &T, human: impl FnOnce()) {
 }
 
 fn print_json<T: Serialize>(value: &T) {
-    let mut stdout = std::io::stdout().lock();
-    // A closed stdout (a pipe to `head`) is not an error worth reporting.
-    let _ = serde_json::to_writer_pretty(&mut stdout, value).map(|()| writeln!(stdout));
+    // JSON escapes every control character in a string, so it is written as it is.
+    if let Ok(mut text) = serde_json::to_string_pretty(value) {
+        text.push('\n');
+        term::print_out(&text);
+    }
 }
 
 /// The directory `demo` uses when none is given: new, and named in the report.

@@ -116,6 +116,13 @@ fn finish(metrics: &mut Metrics) {
     metrics.mrr /= n;
 }
 
+impl RecallEvalArgs {
+    /// The QA file's path.
+    pub(crate) fn qa_mut(&mut self) -> &mut PathBuf {
+        &mut self.qa
+    }
+}
+
 pub(crate) fn run(cli: &Cli, args: &RecallEvalArgs) -> anyhow::Result<ExitCode> {
     let mut ks = args.k.clone();
     ks.sort_unstable();

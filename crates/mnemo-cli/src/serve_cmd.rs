@@ -46,6 +46,8 @@ pub(crate) fn run(cli: &Cli, args: &ServeArgs) -> anyhow::Result<ExitCode> {
         config.clock = std::sync::Arc::new(ManualClock::new(ms, 0));
     }
     let mut options = ServeOptions::new(config);
+    // A command line that finds the store held by this server runs in it (`served`).
+    options.commands = Some(std::sync::Arc::new(crate::served::Runner));
     options.idle_exit = (args.idle_exit > 0).then(|| Duration::from_secs(args.idle_exit));
     let stopped_by = |cause| match cause {
         StopCause::Signal => "signal",

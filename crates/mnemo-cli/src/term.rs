@@ -53,17 +53,19 @@ fn needs_escape(c: char) -> bool {
 /// `println!` for human output, with control characters escaped (see [`escape_controls`]).
 macro_rules! say {
     () => {
-        ::std::println!()
+        $crate::term::print_out("\n")
     };
-    ($($arg:tt)*) => {
-        ::std::println!("{}", $crate::term::escape_controls(&::std::format!($($arg)*)))
-    };
+    ($($arg:tt)*) => {{
+        let mut line = $crate::term::escape_controls(&::std::format!($($arg)*)).into_owned();
+        line.push('\n');
+        $crate::term::print_out(&line)
+    }};
 }
 
 /// `print!` for human output, with control characters escaped (see [`escape_controls`]).
 macro_rules! say_inline {
     ($($arg:tt)*) => {
-        ::std::print!("{}", $crate::term::escape_controls(&::std::format!($($arg)*)))
+        $crate::term::print_out(&$crate::term::escape_controls(&::std::format!($($arg)*)))
     };
 }
 
@@ -71,10 +73,72 @@ macro_rules! say_inline {
 /// [`escape_controls`]); a closed stderr is ignored rather than turned into a panic.
 macro_rules! say_err {
     ($($arg:tt)*) => {{
-        use ::std::io::Write as _;
-        let line = $crate::term::escape_controls(&::std::format!($($arg)*)).into_owned();
-        let _ = ::std::writeln!(::std::io::stderr(), "{line}");
+        let mut line = $crate::term::escape_controls(&::std::format!($($arg)*)).into_owned();
+        line.push('\n');
+        $crate::term::print_err(&line)
     }};
+}
+
+/// Writes to standard output: the caller's, when this thread runs a command for a caller of the
+/// store server (`served`). In this process, a closed standard output panics as `print!` does,
+/// which `main` turns into a quiet exit.
+pub(crate) fn print_out(text: &str) {
+    if !crate::served::write(mnemo_server::methods::OutputStream::Stdout, text) {
+        ::std::print!("{text}");
+    }
+}
+
+/// Writes to standard error (the caller's, as [`print_out`]); a closed one is ignored.
+pub(crate) fn print_err(text: &str) {
+    use std::io::Write as _;
+    if !crate::served::write(mnemo_server::methods::OutputStream::Stderr, text) {
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    }
+}
+
+/// Standard output as a writer, for output written in pieces (`export`): the caller's when this
+/// thread runs a command for one.
+pub(crate) fn stdout_writer() -> Box<dyn std::io::Write> {
+    if crate::served::active() {
+        Box::new(ServedStdout { pending: Vec::new() })
+    } else {
+        Box::new(std::io::stdout().lock())
+    }
+}
+
+/// A served command's standard output as a writer: bytes are sent as text, so a character cut at a
+/// write's end waits for its rest.
+struct ServedStdout {
+    pending: Vec<u8>,
+}
+
+impl std::io::Write for ServedStdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(bytes);
+        let complete = match std::str::from_utf8(&self.pending) {
+            Ok(_) => self.pending.len(),
+            // An incomplete character at the end waits; an invalid one is sent as U+FFFD.
+            Err(error) if error.error_len().is_none() => error.valid_up_to(),
+            Err(_) => self.pending.len(),
+        };
+        let text: Vec<u8> = self.pending.drain(..complete).collect();
+        print_out(&String::from_utf8_lossy(&text));
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            let text = std::mem::take(&mut self.pending);
+            print_out(&String::from_utf8_lossy(&text));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for ServedStdout {
+    fn drop(&mut self) {
+        let _ = std::io::Write::flush(self);
+    }
 }
 
 pub(crate) use {say, say_err, say_inline};

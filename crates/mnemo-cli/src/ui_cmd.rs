@@ -1,12 +1,13 @@
 //! `ui`: the context inspector in the browser, on the loopback interface, read-only
-//! (`mnemo_server::ui`). It reads through the store server, starting it when none runs.
+//! (`mnemo_server::ui`). It reads through the store server, starting it when none runs; a server
+//! it started exits soon after the inspector stops.
 
 use std::io::Write as _;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 
 use clap::Args;
-use mnemo_server::client::{ConnectOptions, StartCommand};
+use mnemo_server::client::ConnectOptions;
 use mnemo_server::ui::{Inspector, UiError, UiOptions};
 
 use crate::term::{say, say_err};
@@ -26,15 +27,16 @@ pub(crate) struct UiArgs {
     allow_remote: bool,
 }
 
+/// How long a store server the inspector started runs on once nothing is connected to it.
+const UI_SERVER_IDLE_EXIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 pub(crate) fn run(cli: &Cli, args: &UiArgs) -> anyhow::Result<ExitCode> {
     let store = std::path::absolute(&cli.store)?;
-    let mut start = StartCommand::current_exe(&store)?;
-    if let Some(pipeline) = &cli.pipeline {
-        start.args = [vec!["--pipeline".into(), pipeline.as_os_str().to_owned()], start.args].concat();
-    }
-    if let Some(log) = &cli.log {
-        start.args = [vec!["--log".into(), log.into()], start.args].concat();
-    }
+    // A server the inspector starts is not left holding the store: it exits once the inspector's
+    // connections have been gone a little while. A server already running keeps its own period.
+    let start = crate::mcp_cmd::start_command(cli, &store)?
+        .arg("--idle-exit")
+        .arg(UI_SERVER_IDLE_EXIT.as_secs().to_string());
     let mut options = UiOptions::new(args.port, ConnectOptions::new("mnemo ui").start_with(start));
     options.address = SocketAddr::new(args.bind, args.port);
     options.allow_remote = args.allow_remote;

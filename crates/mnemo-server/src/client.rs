@@ -48,7 +48,10 @@ use serde_json::Value;
 use crate::limits::{
     CALL_TIMEOUT_DEFAULT, CONNECT_RETRY_INTERVAL, FRAME_BYTES_MAX, START_STDERR_BYTES_MAX, START_WAIT_DEFAULT,
 };
-use crate::methods::{Initialize, InitializeParams, InitializeResult, Method};
+use crate::methods::{
+    CommandOutput, CommandOutputParams, Initialize, InitializeParams, InitializeResult, Method, OutputStream,
+    RunCommand, RunCommandParams, RunCommandResult, ServerMessage as _,
+};
 use crate::protocol::{JSONRPC_VERSION, PROTOCOL_VERSION, Reason, Request, RequestId, Response, RpcError};
 use crate::socket::{SocketError, socket_path};
 
@@ -222,6 +225,59 @@ impl Client {
             .map_err(|e| ClientError::Protocol { method: M::NAME, detail: e.to_string() })
     }
 
+    /// Runs a command line in the server (`command/run`), handing each piece of its output to
+    /// `output` as it arrives, and returns its exit code. No call timeout applies: the command runs
+    /// as long as it needs to (`sync --watch` until it is stopped). Dropping the client (ending
+    /// the process) stops it. Never sent twice: a broken connection is
+    /// [`ClientError::Interrupted`].
+    pub fn run_command(
+        &mut self,
+        params: &RunCommandParams,
+        mut output: impl FnMut(OutputStream, &str),
+    ) -> Result<u8, ClientError> {
+        let method = RunCommand::NAME;
+        let id = self.next_id;
+        self.next_id += 1;
+        let params = serde_json::to_value(params)
+            .map_err(|e| ClientError::Protocol { method, detail: format!("params: {e}") })?;
+        let request = Request {
+            jsonrpc: JSONRPC_VERSION.to_owned(),
+            id: Some(RequestId::Number(id)),
+            method: method.to_owned(),
+            params: Some(params),
+        };
+        send(&mut self.connection.write, &request)?;
+        self.connection.read.get_ref().set_read_timeout(None)?;
+        let mut deliver = |frame: &Value| {
+            if frame.get("method").and_then(Value::as_str) == Some(CommandOutput::NAME)
+                && let Some(Ok(chunk)) = frame
+                    .get("params")
+                    .map(|params| serde_json::from_value::<CommandOutputParams>(params.clone()))
+            {
+                output(chunk.stream, &chunk.text);
+            }
+        };
+        let received = receive_delivering(&mut self.connection.read, method, &mut deliver);
+        self.connection.read.get_ref().set_read_timeout(Some(self.options.call_timeout))?;
+        let response = match received {
+            Ok(response) => response,
+            Err(ClientError::Io(_)) => return Err(ClientError::Interrupted { method }),
+            Err(other) => return Err(other),
+        };
+        if response.id != Some(RequestId::Number(id)) {
+            let detail = format!("answer to id {:?}, not {id}", response.id);
+            return Err(ClientError::Protocol { method, detail });
+        }
+        if let Some(error) = response.error {
+            return Err(error.into());
+        }
+        let result: RunCommandResult = response
+            .result
+            .and_then(|result| serde_json::from_value(result).ok())
+            .ok_or_else(|| ClientError::Protocol { method, detail: "no exit code".to_owned() })?;
+        Ok(result.exit_code)
+    }
+
     fn reconnect_and_call(&mut self, method: &'static str, params: &Value) -> Result<Value, ClientError> {
         self.connection = connect(&self.store, &self.options)?;
         self.call_value(method, params).map_err(|attempt| match attempt {
@@ -305,6 +361,15 @@ fn send(write: &mut UnixStream, request: &Request) -> Result<(), ClientError> {
 /// seams, so none is a request to it, and it does not deliver `log/appended` notifications (a
 /// client that follows the log uses a client that does).
 fn receive(read: &mut BufReader<UnixStream>, method: &'static str) -> Result<Response, ClientError> {
+    receive_delivering(read, method, &mut |_| {})
+}
+
+/// Reads the next answer, handing every frame the server sends on its own to `deliver`.
+fn receive_delivering(
+    read: &mut BufReader<UnixStream>,
+    method: &'static str,
+    deliver: &mut dyn FnMut(&Value),
+) -> Result<Response, ClientError> {
     loop {
         let mut line = Vec::new();
         let limit = FRAME_BYTES_MAX as u64 + 1;
@@ -324,6 +389,7 @@ fn receive(read: &mut BufReader<UnixStream>, method: &'static str) -> Result<Res
         let frame: Value = serde_json::from_slice(&line)
             .map_err(|e| ClientError::Protocol { method, detail: e.to_string() })?;
         if frame.get("method").is_some() {
+            deliver(&frame);
             continue;
         }
         return serde_json::from_value(frame)

@@ -17,7 +17,8 @@
 //!   ([`methods::schemas`], from which the TypeScript and Python clients generate their types and
 //!   methods), the routing and the inspector's read-only set are derived from it.
 //! - [`server::serve`] runs a server until a signal, a `shutdown` call or the idle period stops it;
-//!   `dispatch` holds the handlers the table routes to, `seams` the calls back to a client's models.
+//!   `dispatch` holds the handlers the table routes to, `seams` the calls back to a client's models,
+//!   [`command`] the command lines a `mnemo` client runs in the server when the server holds the store.
 //! - [`protocol`] is the wire: frames, the protocol version, and the typed error whose
 //!   `data.reason` ([`protocol::Reason`]) a client matches on. [`socket`] places the socket;
 //!   [`limits`] names every limit.
@@ -36,6 +37,7 @@
 //!   `capture` method and by `mnemo sync`, and using nothing of this crate.
 
 // The core.
+pub mod command;
 mod dispatch;
 pub mod limits;
 pub mod methods;

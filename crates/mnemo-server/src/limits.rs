@@ -7,6 +7,16 @@ use std::time::Duration;
 /// request is answered with `frame_too_large` and skipped up to its newline; the connection stays.
 pub const FRAME_BYTES_MAX: usize = 8 * 1024 * 1024;
 
+/// Most arguments a `command/run` command line may have.
+pub const COMMAND_ARGS_MAX: usize = 4096;
+
+/// Most bytes of a running command's output collected before it is sent as one `command/output`
+/// notification; less is sent once [`COMMAND_OUTPUT_DELAY_MAX`] has passed since the last one.
+pub const COMMAND_OUTPUT_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Longest a running command's written output waits before it is sent.
+pub const COMMAND_OUTPUT_DELAY_MAX: Duration = Duration::from_millis(100);
+
 /// Most connections the server holds at once. One more is answered `overloaded` and closed.
 pub const CONNECTIONS_MAX: usize = 256;
 

@@ -370,6 +370,14 @@ methods! {
         params: UnsubscribeParams, result: Empty, repeatable: true, read_only: false,
         client: unsubscribe(subscription), handler: connection
     }
+    /// Runs a `mnemo` command line in the server, against the store it holds, for a command-line
+    /// client that found the store held by it: its output comes as `command/output` notifications,
+    /// then the answer gives its exit code. Served only by a server the `mnemo` binary runs (other
+    /// servers answer `method_not_found`); ends early when the connection closes.
+    RunCommand = "command/run" {
+        params: RunCommandParams, result: RunCommandResult, repeatable: false, read_only: false,
+        client: none, handler: connection
+    }
     /// Registers the connection's model seams: compaction and extraction then call back to this
     /// client (`seam/*` requests) while it stays connected.
     RegisterSeams = "seams/register" {
@@ -954,6 +962,7 @@ pub fn schemas() -> Value {
     server_entry::<ProposeSeam>(&mut server_requests, true);
     let mut notifications = Map::new();
     server_entry::<Appended>(&mut notifications, false);
+    server_entry::<CommandOutput>(&mut notifications, false);
     serde_json::json!({
         "protocol_version": crate::protocol::PROTOCOL_VERSION,
         "methods": methods,

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mnemo::{Config, Mnemo};
@@ -27,11 +27,12 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::net::UnixStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
 
+use crate::command::{self, CommandRunner};
 use crate::dispatch;
 use crate::limits::{
-    CALLS_ADMITTED_MAX, CALLS_RUNNING_MAX, CONNECTION_CALLS_MAX, CONNECTION_REPLIES_QUEUED_MAX,
-    CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL, SEAM_TIMEOUT_MAX, SHUTDOWN_DRAIN_IDLE,
-    SHUTDOWN_DRAIN_MAX, SUBSCRIPTIONS_MAX, TAIL_ENTRIES_MAX, TAIL_POLL_INTERVAL,
+    CALLS_ADMITTED_MAX, CALLS_RUNNING_MAX, COMMAND_ARGS_MAX, CONNECTION_CALLS_MAX,
+    CONNECTION_REPLIES_QUEUED_MAX, CONNECTIONS_MAX, FRAME_BYTES_MAX, IDLE_CHECK_INTERVAL, SEAM_TIMEOUT_MAX,
+    SHUTDOWN_DRAIN_IDLE, SHUTDOWN_DRAIN_MAX, SUBSCRIPTIONS_MAX, TAIL_ENTRIES_MAX, TAIL_POLL_INTERVAL,
 };
 use crate::methods::{self as m, Method, ServerMessage};
 use crate::protocol::{JSONRPC_VERSION, PROTOCOL_VERSIONS, Reason, Request, RequestId, Response, RpcError};
@@ -48,6 +49,8 @@ pub struct ServeOptions {
     pub idle_exit: Option<Duration>,
     /// Worker threads of the server's runtime (the facade's calls run on its blocking pool).
     pub runtime_threads: usize,
+    /// What runs `command/run` command lines; `None`: the method is not served.
+    pub commands: Option<Arc<dyn CommandRunner>>,
 }
 
 impl Default for ServeOptions {
@@ -56,6 +59,7 @@ impl Default for ServeOptions {
             config: Config::default(),
             idle_exit: Some(crate::limits::IDLE_EXIT_DEFAULT),
             runtime_threads: 2,
+            commands: None,
         }
     }
 }
@@ -113,7 +117,8 @@ pub enum ServeError {
 
 /// What every connection shares.
 struct Shared {
-    mnemo: Mnemo,
+    mnemo: Arc<Mnemo>,
+    commands: Option<Arc<dyn CommandRunner>>,
     store: String,
     idle_exit: Option<Duration>,
     /// Calls admitted and not yet answered, across connections.
@@ -131,10 +136,11 @@ struct Shared {
 }
 
 impl Shared {
-    fn new(mnemo: Mnemo, store: &Path, idle_exit: Option<Duration>) -> Shared {
+    fn new(mnemo: Mnemo, store: &Path, options: &ServeOptions, idle_exit: Option<Duration>) -> Shared {
         let (stop, _) = watch::channel(None);
         Shared {
-            mnemo,
+            mnemo: Arc::new(mnemo),
+            commands: options.commands.clone(),
             store: std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()).display().to_string(),
             idle_exit,
             admission: Admission::new(CALLS_ADMITTED_MAX),
@@ -204,7 +210,7 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
     // server per store, and a socket at the path is then a dead server's.
     let listener = socket::bind(&socket_path)?;
     tracing::info!(socket = %socket_path.display(), "serving");
-    let shared = Arc::new(Shared::new(mnemo, store, options.idle_exit));
+    let shared = Arc::new(Shared::new(mnemo, store, &options, options.idle_exit));
     let result = runtime.block_on(run(Arc::clone(&shared), listener, &socket_path));
     socket::remove(&socket_path);
     let cause = result?;
@@ -230,7 +236,10 @@ fn close(shared: Arc<Shared>, runtime: tokio::runtime::Runtime) -> Result<(), Se
     // NOTE: a bounded wait: a read of standard input blocks a thread of the runtime's pool that
     // only the client's next line or its end would free.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_WAIT);
-    shared.mnemo.close()?;
+    let mnemo = Arc::try_unwrap(shared.mnemo).map_err(|_| {
+        std::io::Error::other("a command still holds the store after every call was answered")
+    })?;
+    mnemo.close()?;
     Ok(())
 }
 
@@ -248,7 +257,7 @@ pub fn serve_stdio(store: &Path, options: ServeOptions) -> Result<ServeReport, S
         .build()?;
     let mnemo = Mnemo::open(store, options.config.clone())?;
     tracing::info!("serving on standard input and output");
-    let shared = Arc::new(Shared::new(mnemo, store, None));
+    let shared = Arc::new(Shared::new(mnemo, store, &options, None));
     let cause = runtime.block_on(run_stdio(Arc::clone(&shared)))?;
     let report = ServeReport {
         socket: PathBuf::new(),
@@ -434,6 +443,7 @@ where
         outgoing,
         tails: std::sync::Mutex::new(std::collections::HashMap::new()),
         next_tail: AtomicU64::new(1),
+        commands_cancelled: Arc::new(AtomicBool::new(false)),
     });
     let (frames_in, mut frames) = mpsc::channel::<std::io::Result<Frame>>(1);
     let reader = tokio::spawn(async move {
@@ -510,6 +520,7 @@ where
     // The client is gone (or the server stops): seam calls waiting for it fail now, its tails end,
     // and memory stops calling it.
     conn.seams.peer.close();
+    conn.commands_cancelled.store(true, Ordering::Release);
     conn.end_tails().await;
     shared.release_proposer(conn.id);
     // Calls still running hold the connection (and its sender); the writer ends after their
@@ -526,6 +537,8 @@ struct Connection {
     outgoing: mpsc::Sender<Outgoing>,
     tails: std::sync::Mutex<std::collections::HashMap<u64, tokio::task::JoinHandle<()>>>,
     next_tail: AtomicU64,
+    /// Set when the connection ends: its running commands (`command/run`) stop.
+    commands_cancelled: Arc<AtomicBool>,
 }
 
 async fn refuse_for_shutdown(conn: &Connection, request: Request) {
@@ -616,6 +629,10 @@ async fn handle_request(
         conn.reply(Response::failure(id, error)).await;
         return;
     }
+    if request.method == m::RunCommand::NAME {
+        run_command(shared, conn, id, params, permit);
+        return;
+    }
     let by_connection =
         m::MethodInfo::named(&request.method).is_some_and(m::MethodInfo::answered_by_connection);
     if by_connection {
@@ -666,6 +683,80 @@ async fn handle_request(
         drop(permit);
         shared.admission.leave();
     });
+}
+
+/// `command/run`: admitted as a call is, and answered once the command has ended and all of its
+/// output has been sent. It runs on a thread of its own, not a worker's: it may last as long as
+/// its client stays.
+fn run_command(
+    shared: &Arc<Shared>,
+    conn: &Arc<Connection>,
+    id: Option<RequestId>,
+    params: Value,
+    permit: OwnedSemaphorePermit,
+) {
+    let shared = Arc::clone(shared);
+    let conn = Arc::clone(conn);
+    tokio::spawn(async move {
+        let result = match (admit(&shared), shared.commands.clone()) {
+            (Err(error), _) => Err(error),
+            (Ok(()), runner) => {
+                let result = match runner {
+                    None => Err(RpcError::new(
+                        Reason::MethodNotFound,
+                        format!(
+                            "{}: this server runs no command lines; stop it to run the command in \
+                             your own process",
+                            m::RunCommand::NAME
+                        ),
+                    )),
+                    Some(runner) => start_command(&shared, &conn, runner, params).await,
+                };
+                shared.admission.leave();
+                result
+            }
+        };
+        shared.calls.fetch_add(1, Ordering::AcqRel);
+        if id.is_some() {
+            let response = match result {
+                Ok(value) => Response::success(id, value),
+                Err(error) => Response::failure(id, error),
+            };
+            conn.reply(response).await;
+        }
+        drop(permit);
+    });
+}
+
+async fn start_command(
+    shared: &Arc<Shared>,
+    conn: &Arc<Connection>,
+    runner: Arc<dyn CommandRunner>,
+    params: Value,
+) -> Result<Value, RpcError> {
+    let params: m::RunCommandParams = dispatch::parse_params(m::RunCommand::NAME, params)?;
+    if params.argv.len() > COMMAND_ARGS_MAX {
+        return Err(RpcError::new(
+            Reason::InvalidParams,
+            format!("{}: {} arguments, more than {COMMAND_ARGS_MAX}", m::RunCommand::NAME, params.argv.len()),
+        )
+        .with_limit(COMMAND_ARGS_MAX as u64));
+    }
+    // The command stops when its connection ends or when the server begins to stop.
+    let cancelled = Arc::clone(&conn.commands_cancelled);
+    let mut stop = shared.stop.subscribe();
+    let on_stop = Arc::clone(&cancelled);
+    let watcher = tokio::spawn(async move {
+        if stop.wait_for(Option::is_some).await.is_ok() {
+            on_stop.store(true, Ordering::Release);
+        }
+    });
+    let peer = Arc::clone(&conn.seams.peer);
+    let ran = command::run(runner, Arc::clone(&shared.mnemo), params, peer, cancelled).await;
+    watcher.abort();
+    let exit_code = ran.map_err(|message| RpcError::new(Reason::Internal, message))?;
+    serde_json::to_value(m::RunCommandResult { exit_code })
+        .map_err(|e| RpcError::new(Reason::Internal, e.to_string()))
 }
 
 /// Counts a call in, or refuses it when the server is stopping or full.

@@ -238,7 +238,30 @@ impl Mnemo {
             // A pipe (`<(cat file)`, a FIFO) cannot be read twice: it is spooled as standard input is.
             if metadata.is_file() { file } else { self.spool(&mut file, path)? }
         };
-        let input = Input::File(&file);
+        self.import_opened(&file, path, format)
+    }
+
+    /// Imports what `input` holds, as [`Mnemo::import_file`] imports standard input: copied first to
+    /// an unnamed file in the store directory, and reported under the name `source`. For an input
+    /// this process did not open by a path of its own (a stream another process handed over).
+    pub fn import_stream(
+        &self,
+        input: &mut dyn std::io::Read,
+        source: &str,
+        format: ImportFormat,
+    ) -> Result<ImportReport, Error> {
+        let file = self.spool(input, source)?;
+        self.import_opened(&file, source, format)
+    }
+
+    /// Imports an open regular file, reported under the name `path`.
+    fn import_opened(
+        &self,
+        file: &std::fs::File,
+        path: &str,
+        format: ImportFormat,
+    ) -> Result<ImportReport, Error> {
+        let input = Input::File(file);
         let format = match format {
             ImportFormat::Auto => match self.detect_streamed(&input, path)? {
                 Some(format) => format,

@@ -51,6 +51,13 @@ pub(crate) struct SyncArgs {
     debounce_ms: u64,
 }
 
+impl SyncArgs {
+    /// The folders named on the command line.
+    pub(crate) fn dirs_mut(&mut self) -> &mut Vec<PathBuf> {
+        &mut self.dirs
+    }
+}
+
 /// What a run did with one file.
 #[derive(Debug, Serialize)]
 pub(crate) struct FileResult {
@@ -202,7 +209,7 @@ impl Summary {
 }
 
 /// Opens the store, waiting up to `wait` while another process holds it.
-pub(crate) fn open_waiting(cli: &Cli, wait: Duration) -> anyhow::Result<Mnemo> {
+pub(crate) fn open_waiting(cli: &Cli, wait: Duration) -> anyhow::Result<std::sync::Arc<Mnemo>> {
     let deadline = Instant::now() + wait;
     let mut told = false;
     loop {

@@ -93,8 +93,11 @@ pub(crate) fn run(cli: &Cli, args: &SyncArgs, roots: &[Root]) -> anyhow::Result<
     Ok(ExitCode::SUCCESS)
 }
 
-/// A flag that SIGINT and SIGTERM set.
+/// A flag that SIGINT and SIGTERM set; in the store server, the flag its caller's leaving sets.
 fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
+    if let Some(stop) = crate::served::stop_flag() {
+        return Ok(stop);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop)).context("cannot catch SIGINT and SIGTERM")?;

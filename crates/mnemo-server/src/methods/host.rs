@@ -48,13 +48,16 @@ server_message!(
 server_message!(
     /// A tail notification: envelopes appended since the last one (never answered).
     Appended, "log/appended", AppendedParams => Empty);
+server_message!(
+    /// Output of a `command/run` command line, in the order it was written (never answered).
+    CommandOutput, "command/output", CommandOutputParams => Empty);
 
 /// Every server request name (the seams), in the order `docs/PROTOCOL.md` lists them.
 pub const SERVER_REQUEST_NAMES: &[&str] =
     &[SummarizeSeam::NAME, ProviderCompactSeam::NAME, ProposeSeam::NAME];
 
 /// Every notification name.
-pub const NOTIFICATION_NAMES: &[&str] = &[Appended::NAME];
+pub const NOTIFICATION_NAMES: &[&str] = &[Appended::NAME, CommandOutput::NAME];
 
 /// The provider connection and model a request goes to (V3 checkpoints replay only to their own).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
@@ -443,6 +446,64 @@ pub struct AppendedParams {
     /// Consecutive envelopes (as `log` returns them), in position order, with no gap since the
     /// previous notification.
     pub entries: Vec<Object>,
+}
+
+/// `command/run` parameters: a command line as the `mnemo` binary was given it, and what it needs
+/// of the caller's process.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunCommandParams {
+    /// The arguments, the program's name first (at most [`crate::limits::COMMAND_ARGS_MAX`]).
+    pub argv: Vec<String>,
+    /// The caller's working directory (absolute): relative paths in `argv` are resolved in it.
+    pub cwd: String,
+    /// The caller's environment variables that the command reads (`HOME`, `CODEX_HOME`, ...).
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Inputs the caller read for the command (standard input, a pipe), each spooled to a file
+    /// in the store directory: the name `argv` gives it and the spooled file's absolute path.
+    #[serde(default)]
+    pub inputs: Vec<SpooledInput>,
+    /// Whether the caller's standard output is a terminal.
+    #[serde(default)]
+    pub stdout_terminal: bool,
+}
+
+/// An input of a `command/run` command line, spooled by the caller.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpooledInput {
+    /// The name the command line gives it (`-`, `/dev/fd/63`).
+    pub name: String,
+    /// The spooled file (absolute, in the store directory); the server removes it once read.
+    pub path: String,
+}
+
+/// `command/run` result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct RunCommandResult {
+    /// The command's exit code, as it would have exited in the caller's process.
+    pub exit_code: u8,
+}
+
+/// Which of the command's streams a `command/output` chunk was written to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OutputStream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
+}
+
+/// `command/output` parameters: a chunk of a running command's output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CommandOutputParams {
+    /// The stream it was written to.
+    pub stream: OutputStream,
+    /// The text, as written (chunks of one stream concatenate to its output).
+    pub text: String,
 }
 
 /// A summarizer the client implements.
