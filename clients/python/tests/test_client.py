@@ -4,6 +4,7 @@ recall, and the server's typed errors."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -65,6 +66,10 @@ def test_a_real_session_is_listed_searched_and_read(client: Client) -> None:
     report = client.import_transcript(path=CLAUDE_SESSION, format="claude-code")
     assert report["records"] > 0
     assert client.import_transcript(path=CLAUDE_SESSION)["status"] == "already_complete"
+    # A relative path is this process's: the client sends it absolute.
+    relative = os.path.relpath(CLAUDE_SESSION)
+    assert not os.path.isabs(relative)
+    assert client.import_transcript(path=relative)["status"] == "already_complete"
 
     sessions = client.sessions()
     assert len(sessions) == 1

@@ -292,7 +292,8 @@ export class Client extends ProtocolMethods {
    * repeatable. Otherwise it rejects with `ConnectionLost`: the call may have run.
    */
   override async call<M extends MethodName>(method: M, params: Methods[M]["params"]): Promise<Methods[M]["result"]> {
-    const value = await this.#callWithRetry(method, params as unknown as JsonObject, REPEATABLE[method]);
+    const sent = withAbsolutePath(method, params as unknown as JsonObject);
+    const value = await this.#callWithRetry(method, sent, REPEATABLE[method]);
     const failure = mismatch(value, RESULT_SCHEMAS[method]);
     if (failure) throw new ProtocolError(`${method}: ${failure}`);
     return value as Methods[M]["result"];
@@ -821,6 +822,18 @@ async function initialize(connection: Connection, clientName: string): Promise<v
   const wrong = mismatch(result, RESULT_SCHEMAS.initialize);
   if (wrong) throw new ProtocolError(`initialize: ${wrong}`);
   connection.server = result as unknown as InitializeResult;
+}
+
+/**
+ * The params of a method that reads a file by `path` (`import`, `capture`) with the path made
+ * absolute in this process's working directory: the server reads it in its own, which is not ours.
+ */
+function withAbsolutePath(method: string, params: JsonObject): JsonObject {
+  const path = params["path"];
+  if ((method === "import" || method === "capture") && typeof path === "string") {
+    return { ...params, path: resolve(path) };
+  }
+  return params;
 }
 
 function tryConnect(path: string): Promise<Socket | undefined> {

@@ -91,6 +91,14 @@ export interface ClaimsResult {
   recorded?: FaithfulnessReport | null;
 }
 
+/** `command/output` parameters: a chunk of a running command's output. */
+export interface CommandOutputParams {
+  /** The stream it was written to. */
+  stream: OutputStream;
+  /** The text, as written (chunks of one stream concatenate to its output). */
+  text: string;
+}
+
 /** `compaction/prepare` and `compaction/compact` parameters. */
 export interface CompactParams {
   /** Use the seams this connection registered (default true); false: the embedded summarizer. */
@@ -355,6 +363,9 @@ export interface MemorySearchParams {
   /** Also this workspace's items (global items are always candidates). */
   workspace?: string | null;
 }
+
+/** Which of the command's streams a `command/output` chunk was written to. */
+export type OutputStream = "stdout" | "stderr";
 
 /** `compaction/recover_overflow` parameters: what the host saw when the provider rejected a request. */
 export interface OverflowParams {
@@ -679,6 +690,30 @@ export interface RpcError {
   message: string;
 }
 
+/**
+ * `command/run` parameters: a command line as the `mnemo` binary was given it, and what it needs
+ * of the caller's process.
+ */
+export interface RunCommandParams {
+  /** The arguments, the program's name first (at most [`crate::limits::COMMAND_ARGS_MAX`]). */
+  argv: string[];
+  /** The caller's working directory (absolute): relative paths in `argv` are resolved in it. */
+  cwd: string;
+  /** The caller's environment variables that the command reads (`HOME`, `CODEX_HOME`, ...). */
+  env?: { [member: string]: string };
+  /**
+   * Inputs the caller read for the command (standard input, a pipe), each spooled to a file
+   * in the store directory: the name `argv` gives it and the spooled file's absolute path.
+   */
+  inputs?: SpooledInput[];
+}
+
+/** `command/run` result. */
+export interface RunCommandResult {
+  /** The command's exit code, as it would have exited in the caller's process. */
+  exit_code: number;
+}
+
 /** A seam call to the client that did not give an answer the server could use. */
 export interface SeamFailure {
   /** What happened, for people. */
@@ -794,6 +829,14 @@ export interface SourceRef {
   session: string;
   /** The turn. */
   turn: string;
+}
+
+/** An input of a `command/run` command line, spooled by the caller. */
+export interface SpooledInput {
+  /** The name the command line gives it (`-`, `/dev/fd/63`). */
+  name: string;
+  /** The spooled file (absolute, in the store directory); the server removes it once read. */
+  path: string;
 }
 
 /** `memory/start_block` parameters. */
@@ -921,6 +964,10 @@ export interface Methods {
   "capture": {
     params: CaptureParams;
     result: JsonObject;
+  };
+  "command/run": {
+    params: RunCommandParams;
+    result: RunCommandResult;
   };
   "compaction/claims": {
     params: ClaimsParams;
@@ -1071,6 +1118,7 @@ export type MethodName = keyof Methods;
 export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "append": false,
   "capture": true,
+  "command/run": false,
   "compaction/claims": true,
   "compaction/compact": false,
   "compaction/context": true,
@@ -1126,6 +1174,7 @@ export interface ServerRequests {
 
 /** Every notification the server sends: its parameters. */
 export interface Notifications {
+  "command/output": CommandOutputParams;
   "log/appended": AppendedParams;
 }
 
@@ -1136,6 +1185,7 @@ export interface Notifications {
 export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "append": {"properties":{"first_position":{"format":"uint64","minimum":0,"type":"integer"},"last_position":{"format":"uint64","minimum":0,"type":"integer"},"last_revision":{"format":"uint64","minimum":0,"type":"integer"}},"required":["first_position","last_position","last_revision"],"type":"object"},
   "capture": {"additionalProperties":true,"type":"object"},
+  "command/run": {"properties":{"exit_code":{"format":"uint8","maximum":255,"minimum":0,"type":"integer"}},"required":["exit_code"],"type":"object"},
   "compaction/claims": {"$defs":{"ClaimEvent":{"properties":{"event":{"type":"string"},"position":{"format":"uint64","minimum":0,"type":"integer"}},"required":["position","event"],"type":"object"},"FaithfulnessReport":{"properties":{"checked":{"format":"uint64","minimum":0,"type":"integer"},"unsupported":{"items":{"type":"string"},"type":"array"}},"required":["checked","unsupported"],"type":"object"},"LinkedClaim":{"properties":{"claim":{"type":"string"},"event_count":{"format":"uint64","minimum":0,"type":"integer"},"events":{"items":{"$ref":"#/$defs/ClaimEvent"},"type":"array"},"kind":{"type":"string"},"supported":{"type":"boolean"}},"required":["claim","kind","supported","events","event_count"],"type":"object"}},"properties":{"checkpoint":{"type":"string"},"claims":{"items":{"$ref":"#/$defs/LinkedClaim"},"type":"array"},"covered_events":{"format":"uint64","minimum":0,"type":"integer"},"matches_recorded":{"type":["boolean","null"]},"position":{"format":"uint64","minimum":0,"type":"integer"},"recorded":{"anyOf":[{"$ref":"#/$defs/FaithfulnessReport"},{"type":"null"}]}},"required":["checkpoint","position","covered_events","claims"],"type":"object"},
   "compaction/compact": {"$defs":{"SeamFailure":{"properties":{"message":{"type":"string"},"reason":{"$ref":"#/$defs/SeamFailureReason"},"seam":{"type":"string"}},"required":["seam","reason","message"],"type":"object"},"SeamFailureReason":{"oneOf":[{"const":"timeout","type":"string"},{"const":"client_error","type":"string"},{"const":"invalid_answer","type":"string"},{"const":"disconnected","type":"string"}]}},"properties":{"history":{"additionalProperties":true,"type":"object"},"recorded":{"additionalProperties":true,"type":["object","null"]},"seam_failures":{"items":{"$ref":"#/$defs/SeamFailure"},"type":"array"}},"required":["history","seam_failures"],"type":"object"},
   "compaction/context": {"additionalProperties":true,"type":"object"},

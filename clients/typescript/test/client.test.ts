@@ -5,7 +5,7 @@
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { existsSync, readFileSync, realpathSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { test } from "node:test";
 import { promisify } from "node:util";
 
@@ -91,6 +91,9 @@ test("a real session is listed, searched and read", async () => {
     const report = await client.importTranscript({ path: CLAUDE_SESSION, format: "claude-code" });
     assert.ok((report.records as number) > 0);
     assert.equal((await client.importTranscript({ path: CLAUDE_SESSION })).status, "already_complete");
+    // A relative path is this process's: the client sends it absolute.
+    const relativePath = relative(process.cwd(), CLAUDE_SESSION);
+    assert.equal((await client.importTranscript({ path: relativePath })).status, "already_complete");
 
     const sessions = await client.sessions();
     assert.equal(sessions.length, 1);

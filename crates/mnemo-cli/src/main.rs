@@ -44,8 +44,8 @@ mod ui_cmd;
 #[derive(Debug, Parser)]
 #[command(name = "mnemo", version, about = "A replayable context and memory ledger for AI agent runtimes")]
 struct Cli {
-    /// The store directory.
-    #[arg(long, global = true, env = "MNEMO_STORE", default_value = ".mnemo")]
+    /// The store directory: one for every command, the agents' hooks and `mnemo mcp` (decision 0230).
+    #[arg(long, global = true, env = "MNEMO_STORE", default_value_os_t = default_store())]
     store: PathBuf,
     /// A pipeline spec file (default: the built-in pipelines/default.toml).
     #[arg(long, global = true)]
@@ -201,7 +201,7 @@ fn main() -> ExitCode {
     survive_file_size_limit();
     exit_quietly_when_stdout_closes();
     init_tracing();
-    let cli = Cli::parse();
+    let cli = parse();
     if let Some(code) = served::through_server(&cli) {
         return code;
     }
@@ -209,6 +209,37 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => report_error(&cli, &error),
     }
+}
+
+/// The default store: `~/.mnemo` (`.mnemo` in the working directory when `HOME` is not set).
+fn default_store() -> PathBuf {
+    match std::env::var_os("HOME").filter(|home| !home.is_empty()) {
+        Some(home) => PathBuf::from(home).join(".mnemo"),
+        None => PathBuf::from(".mnemo"),
+    }
+}
+
+/// The command line; when it leaves the store to its default and the working directory holds a
+/// `.mnemo` (the default of earlier versions), says which store is used and how to use the other:
+/// nothing is moved between them.
+fn parse() -> Cli {
+    use clap::{CommandFactory as _, FromArgMatches as _};
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
+    let defaulted = matches.value_source("store") == Some(clap::parser::ValueSource::DefaultValue);
+    let here = Path::new(".mnemo");
+    if defaulted && served::uses_the_store(&cli.command) && here.is_dir() && !same_dir(here, &cli.store) {
+        say_err!(
+            "note: using the default store {}; this folder holds another at .mnemo: pass `--store .mnemo` \
+             (or set MNEMO_STORE) to use that one",
+            cli.store.display()
+        );
+    }
+    cli
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
 
 /// A write past the file-size limit (`ulimit -f`) sends SIGXFSZ, whose default action ends the

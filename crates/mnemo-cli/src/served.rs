@@ -32,7 +32,7 @@ use clap::Parser as _;
 use mnemo::Mnemo;
 use mnemo_server::client::{Client, ClientError, ConnectOptions};
 use mnemo_server::command::{CommandIo, CommandRunner};
-use mnemo_server::methods::{OutputStream, RunCommandParams, SpooledInput};
+use mnemo_server::methods::{Method as _, OutputStream, RunCommand, RunCommandParams, SpooledInput};
 use mnemo_server::protocol::Reason;
 
 use crate::{Cli, Command};
@@ -75,13 +75,33 @@ pub(crate) fn through_server(cli: &Cli) -> Option<ExitCode> {
     if !uses_the_store(&cli.command) {
         return None;
     }
-    let options = ConnectOptions::new("mnemo").call_timeout(SERVER_CONNECT_TIMEOUT);
-    let mut client = Client::connect(&cli.store, &options).ok()?;
-    match send(cli, &mut client) {
+    // NOTE: a command line that is not UTF-8 cannot be sent; it runs here, where a held store's
+    // lock names the server to stop.
+    let argv = own_command_line()?;
+    match run_in_server(cli, argv)? {
         Ok(code) => Some(ExitCode::from(code)),
-        Err(error) if runs_no_commands(&error) => None,
         Err(error) => Some(crate::report_error(cli, &error)),
     }
+}
+
+/// Runs `argv` (a `mnemo` command line on `cli`'s store) in the store server, its output written
+/// here as it arrives; `None` when no server answers or it runs no command lines.
+pub(crate) fn run_in_server(cli: &Cli, argv: Vec<String>) -> Option<anyhow::Result<u8>> {
+    let options = ConnectOptions::new("mnemo").call_timeout(SERVER_CONNECT_TIMEOUT);
+    let mut client = Client::connect(&cli.store, &options).ok()?;
+    // A server of an earlier version does not know the method: nothing is sent, nothing spooled.
+    if !client.server().methods.iter().any(|method| method == RunCommand::NAME) {
+        return None;
+    }
+    match send(cli, &mut client, argv) {
+        Err(error) if runs_no_commands(&error) => None,
+        result => Some(result),
+    }
+}
+
+/// This process's command line, if it is UTF-8 (which it must be to be sent).
+fn own_command_line() -> Option<Vec<String>> {
+    std::env::args_os().map(|arg| arg.into_string().ok()).collect()
 }
 
 /// A server another host embeds may run no command lines: the command then runs here, and the
@@ -90,17 +110,7 @@ fn runs_no_commands(error: &anyhow::Error) -> bool {
     matches!(error.downcast_ref::<ClientError>(), Some(ClientError::Rpc(e)) if e.reason() == Reason::MethodNotFound)
 }
 
-fn send(cli: &Cli, client: &mut Client) -> anyhow::Result<u8> {
-    let mut argv = Vec::new();
-    for arg in std::env::args_os() {
-        let arg = arg.into_string().map_err(|arg| {
-            mnemo::Error::InvalidInput(format!(
-                "the argument {arg:?} is not UTF-8, which the store server needs to run the command; \
-                 run it when no server holds the store"
-            ))
-        })?;
-        argv.push(arg);
-    }
+fn send(cli: &Cli, client: &mut Client, argv: Vec<String>) -> anyhow::Result<u8> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let store = std::path::absolute(&cli.store)?;
     let mut env: BTreeMap<String, String> = CALLER_VARIABLES
@@ -112,13 +122,8 @@ fn send(cli: &Cli, client: &mut Client) -> anyhow::Result<u8> {
         env.insert("MNEMO_LOG".to_owned(), log.clone());
     }
     let spooled = Spooled::inputs_of(cli, &store)?;
-    let params = RunCommandParams {
-        argv,
-        cwd: cwd.display().to_string(),
-        env,
-        inputs: spooled.inputs.clone(),
-        stdout_terminal: std::io::IsTerminal::is_terminal(&std::io::stdout()),
-    };
+    let params =
+        RunCommandParams { argv, cwd: cwd.display().to_string(), env, inputs: spooled.inputs.clone() };
     let code = client.run_command(&params, write_output)?;
     drop(spooled);
     Ok(code)

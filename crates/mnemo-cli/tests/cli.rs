@@ -148,7 +148,7 @@ fn a_second_process_gets_store_is_locked() {
 }
 
 #[test]
-fn a_store_held_by_its_server_names_the_server_and_how_to_stop_it() {
+fn a_store_held_by_its_server_serves_commands_and_names_itself_to_one_that_needs_the_store_alone() {
     use mnemo_server::client::{Client, ClientError, ConnectOptions};
     use mnemo_server::methods::{Empty, Shutdown};
 
@@ -173,7 +173,11 @@ fn a_store_held_by_its_server_names_the_server_and_how_to_stop_it() {
             Err(other) => panic!("{other}"),
         }
     };
-    let output = mnemo(&store, &["sessions"]);
+    // A command that uses the store runs through the server...
+    let through_server = mnemo(&store, &["sessions"]);
+    assert_eq!(code(&through_server), 0, "{}", stderr(&through_server));
+    // ...and one that needs the store alone names the server and how to stop it.
+    let output = mnemo(&store, &["salvage", "--to", dir.path().join("copy").to_str().unwrap()]);
     let message = stderr(&output);
     assert_eq!(code(&output), 4, "{message}");
     assert!(message.contains("store is locked by another process"), "{message}");
@@ -594,4 +598,40 @@ fn bench_in_a_build_without_the_harness_says_how_to_run_it() {
     let message = stderr(&output);
     assert!(message.contains("cargo run --release -p mnemo-cli --features bench -- bench"), "{message}");
     assert!(!store.exists() && !dir.path().join("out").exists());
+}
+
+/// Without `--store` or `MNEMO_STORE` every command uses `~/.mnemo`, wherever it runs; a `.mnemo`
+/// in the working directory (the earlier default) is named, and left alone.
+#[test]
+fn the_default_store_is_the_home_folders_and_a_store_here_is_named_not_used() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(MNEMO)
+            .args(args)
+            .current_dir(work.path())
+            .env("HOME", home.path())
+            .env_remove("MNEMO_STORE")
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    let here = run(&["--store", ".mnemo", "import", SAMPLE]);
+    assert_eq!(code(&here), 0, "{}", stderr(&here));
+
+    let default = home.path().join(".mnemo");
+    let missing = run(&["sessions"]);
+    assert_eq!(code(&missing), 2, "{}", stderr(&missing));
+    let message = stderr(&missing);
+    assert!(message.contains(&format!("there is no store at {}", default.display())), "{message}");
+    assert!(message.contains("this folder holds another at .mnemo: pass `--store .mnemo`"), "{message}");
+
+    let imported = run(&["import", SAMPLE]);
+    assert_eq!(code(&imported), 0, "{}", stderr(&imported));
+    assert!(default.join("db").is_dir(), "the import made the default store");
+    let listed = run(&["--json", "sessions"]);
+    assert_eq!(json(&listed).as_array().unwrap().len(), 1);
+    // The store here is as it was: one import, never touched by the commands above.
+    let here_listed = run(&["--store", ".mnemo", "--json", "sessions"]);
+    assert_eq!(json(&here_listed).as_array().unwrap().len(), 1);
 }

@@ -184,7 +184,10 @@ pub(crate) fn import(call: &Call<'_>, p: m::ImportParams) -> Result<m::Object, R
             .map_err(|e| RpcError::new(Reason::InvalidParams, format!("import: format: {e}")))?,
     };
     let (bytes, source) = match (p.path, p.text) {
-        (Some(path), None) => (Mnemo::read_import_file(&path).map_err(store)?, p.source.unwrap_or(path)),
+        (Some(path), None) => {
+            absolute_path(m::Import::NAME, &path)?;
+            (Mnemo::read_import_file(&path).map_err(store)?, p.source.unwrap_or(path))
+        }
         (None, Some(text)) => (text.into_bytes(), p.source.unwrap_or_else(|| "request".to_owned())),
         _ => {
             return Err(RpcError::new(
@@ -194,6 +197,21 @@ pub(crate) fn import(call: &Call<'_>, p: m::ImportParams) -> Result<m::Object, R
         }
     };
     object(&call.mnemo.import(&bytes, &source, format).map_err(store)?)
+}
+
+/// Refuses a relative path: the server would read it in its own working directory, which is not
+/// its client's (nor `-`, its own standard input).
+fn absolute_path(method: &str, path: &str) -> Result<(), RpcError> {
+    if std::path::Path::new(path).is_absolute() {
+        return Ok(());
+    }
+    Err(RpcError::new(
+        Reason::InvalidParams,
+        format!(
+            "{method}: path {path:?} is not absolute: the server would read it in its own working \
+             directory, not yours; send the absolute path (the TypeScript and Python clients make it so)"
+        ),
+    ))
 }
 
 fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, RpcError> {
@@ -207,6 +225,7 @@ fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, Rpc
 
 pub(crate) fn capture(call: &Call<'_>, p: m::CaptureParams) -> Result<m::Object, RpcError> {
     let format = import_format(m::Capture::NAME, p.format.as_deref())?;
+    absolute_path(m::Capture::NAME, &p.path)?;
     object(&crate::capture::capture_file(call.mnemo, std::path::Path::new(&p.path), format).map_err(store)?)
 }
 

@@ -1057,7 +1057,7 @@ mod tests {
             METHODS.iter().filter(|info| info.answered_by_connection()).map(|info| info.name).collect();
         assert_eq!(
             by_connection,
-            ["initialize", "shutdown", "log/subscribe", "log/unsubscribe", "seams/register"]
+            ["initialize", "shutdown", "log/subscribe", "log/unsubscribe", "command/run", "seams/register"]
         );
     }
 

@@ -256,7 +256,8 @@ class Client(_Methods):
         with the server's typed reason. Requests the server sends meanwhile (the registered seams)
         are answered, and notifications kept for :meth:`appended`."""
         request_id = next(self._ids)
-        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}
+        params = _with_absolute_path(method, params or {})
+        frame = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         self._send(frame, method)
         while True:
             answer = self._answers.pop(request_id, None) or self._next_frame(method)
@@ -459,7 +460,8 @@ class AsyncClient(_Methods):
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
         try:
-            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}}, method)
+            params = _with_absolute_path(method, params or {})
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, method)
             return await asyncio.wait_for(future, CALL_TIMEOUT_SECS)
         finally:
             self._pending.pop(request_id, None)
@@ -609,6 +611,15 @@ def _keep_notification(queue: Any, frame: JsonObject) -> None:
 
 
 # Helpers ------------------------------------------------------------------------------------------
+
+
+def _with_absolute_path(method: str, params: JsonObject) -> JsonObject:
+    """The params of a method that reads a file by ``path`` (``import``, ``capture``) with the path
+    made absolute in this process's working directory: the server reads it in its own."""
+    path = params.get("path")
+    if method in ("import", "capture") and isinstance(path, str):
+        return {**params, "path": os.path.abspath(path)}
+    return params
 
 
 def _socket_path(store: PathLike) -> tuple[Path, Path]:

@@ -102,6 +102,16 @@ class ClaimsResult:
 
 
 @dataclass(frozen=True)
+class CommandOutputParams:
+    """`command/output` parameters: a chunk of a running command's output."""
+
+    #: The stream it was written to.
+    stream: str
+    #: The text, as written (chunks of one stream concatenate to its output).
+    text: str
+
+
+@dataclass(frozen=True)
 class CompactParams:
     """`compaction/prepare` and `compaction/compact` parameters."""
 
@@ -658,6 +668,31 @@ class RequestedItem:
 
 
 @dataclass(frozen=True)
+class RunCommandParams:
+    """`command/run` parameters: a command line as the `mnemo` binary was given it, and what it needs
+of the caller's process.
+    """
+
+    #: The arguments, the program's name first (at most [`crate::limits::COMMAND_ARGS_MAX`]).
+    argv: list[str]
+    #: The caller's working directory (absolute): relative paths in `argv` are resolved in it.
+    cwd: str
+    #: The caller's environment variables that the command reads (`HOME`, `CODEX_HOME`, ...).
+    env: Optional[JsonObject] = None
+    #: Inputs the caller read for the command (standard input, a pipe), each spooled to a file
+    #: in the store directory: the name `argv` gives it and the spooled file's absolute path.
+    inputs: Optional[list[SpooledInput]] = None
+
+
+@dataclass(frozen=True)
+class RunCommandResult:
+    """`command/run` result."""
+
+    #: The command's exit code, as it would have exited in the caller's process.
+    exit_code: int
+
+
+@dataclass(frozen=True)
 class SeamFailure:
     """A seam call to the client that did not give an answer the server could use."""
 
@@ -779,6 +814,16 @@ class SourceRef:
     session: str
     #: The turn.
     turn: str
+
+
+@dataclass(frozen=True)
+class SpooledInput:
+    """An input of a `command/run` command line, spooled by the caller."""
+
+    #: The name the command line gives it (`-`, `/dev/fd/63`).
+    name: str
+    #: The spooled file (absolute, in the store directory); the server removes it once read.
+    path: str
 
 
 @dataclass(frozen=True)
@@ -922,6 +967,7 @@ __all__ = [
     "ClaimEvent",
     "ClaimsParams",
     "ClaimsResult",
+    "CommandOutputParams",
     "CompactParams",
     "CompactResult",
     "ContextParams",
@@ -963,6 +1009,8 @@ __all__ = [
     "RememberParams",
     "RememberResult",
     "RequestedItem",
+    "RunCommandParams",
+    "RunCommandResult",
     "SeamFailure",
     "SearchHistoryParams",
     "SearchHistoryResult",
@@ -970,6 +1018,7 @@ __all__ = [
     "SessionInfo",
     "SessionParams",
     "SourceRef",
+    "SpooledInput",
     "StartBlockParams",
     "StartBlockResult",
     "SubscribeParams",

@@ -125,12 +125,9 @@ pub(crate) fn run(cli: &Cli, args: &SetupArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The store the host's commands name: `--store` (or `$MNEMO_STORE`) made absolute; without
-/// either, `~/.mnemo` rather than a `.mnemo` in whichever directory the agent works in.
+/// The store the host's commands name: `--store` (or `$MNEMO_STORE`, else the default store,
+/// `~/.mnemo`) made absolute, so that it is the same whichever directory the agent works in.
 fn setup_store(cli: &Cli) -> anyhow::Result<PathBuf> {
-    if cli.store == Path::new(".mnemo") && std::env::var_os("MNEMO_STORE").is_none() {
-        return Ok(home()?.join(".mnemo"));
-    }
     Ok(std::path::absolute(&cli.store)?)
 }
 

@@ -79,11 +79,7 @@ pub(crate) fn run(cli: &Cli, args: &SyncArgs, roots: &[Root]) -> anyhow::Result<
         }
         if batch.is_due(debounce) {
             let files: Vec<(PathBuf, ImportFormat)> = std::mem::take(&mut batch).files.into_iter().collect();
-            let mnemo = open_waiting(cli, wait)?;
-            let mut captured = SyncReport::default();
-            capture_files(&mnemo, cli, &files, &mut captured)?;
-            drop(mnemo);
-            report(cli, &captured, false);
+            capture_batch(cli, &files, wait)?;
             batches += 1;
         }
     }
@@ -91,6 +87,31 @@ pub(crate) fn run(cli: &Cli, args: &SyncArgs, roots: &[Root]) -> anyhow::Result<
         say_err!("stopped after {batches} batches of changes");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Captures a batch of changed files in this process, or through the store server when one holds
+/// the store (an agent started while the watch ran): `mnemo sync FILE...` runs in it and prints
+/// the batch's report here.
+fn capture_batch(cli: &Cli, files: &[(PathBuf, ImportFormat)], wait: Duration) -> anyhow::Result<()> {
+    if !crate::served::active() {
+        let mut argv = vec!["mnemo".to_owned()];
+        if cli.json {
+            argv.push("--json".to_owned());
+        }
+        argv.extend(["sync".to_owned(), "--wait".to_owned(), wait.as_secs().to_string()]);
+        argv.extend(files.iter().map(|(path, _)| path.display().to_string()));
+        if let Some(ran) = crate::served::run_in_server(cli, argv) {
+            // The report, and each file's failure, were printed by the command itself.
+            ran?;
+            return Ok(());
+        }
+    }
+    let mnemo = open_waiting(cli, wait)?;
+    let mut captured = SyncReport::default();
+    capture_files(&mnemo, cli, files, &mut captured)?;
+    drop(mnemo);
+    report(cli, &captured, false);
+    Ok(())
 }
 
 /// A flag that SIGINT and SIGTERM set; in the store server, the flag its caller's leaving sets.

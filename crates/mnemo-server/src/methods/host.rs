@@ -464,9 +464,6 @@ pub struct RunCommandParams {
     /// in the store directory: the name `argv` gives it and the spooled file's absolute path.
     #[serde(default)]
     pub inputs: Vec<SpooledInput>,
-    /// Whether the caller's standard output is a terminal.
-    #[serde(default)]
-    pub stdout_terminal: bool,
 }
 
 /// An input of a `command/run` command line, spooled by the caller.
