@@ -112,6 +112,7 @@ mod memory_runtime;
 mod mnemo;
 mod salvage;
 pub mod stages;
+mod workspace;
 
 /// Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
 /// records, the foreign formats [`Mnemo::import`] converts, and what an import or an export
@@ -173,6 +174,7 @@ pub mod records {
 
 pub use error::{Error, ErrorCategory, Result};
 pub use mnemo::{Config, Mnemo};
+pub use workspace::workspace_of;
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it
 /// on a multi-threaded runtime. This fails to compile if that stops being true.
