@@ -1,6 +1,8 @@
 //! `mnemo::workspace_of`: the workspace a session's directory resolves to, on repositories laid
 //! out by hand as git lays them out (a `.git` folder; a linked working tree's `.git` file and its
-//! git directory's `commondir`; a submodule's `.git` file), so no git is needed to run them.
+//! git directory's `commondir`; a submodule's `.git` file), so no git is needed to run them; and
+//! the workspace an import records for a Claude Code session or a Codex rollout, whose `cwd` is a
+//! directory (real files with their `cwd` moved into a temporary repository).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -9,7 +11,13 @@
 
 use std::path::{Path, PathBuf};
 
-use mnemo::workspace_of;
+use mnemo::transcript::{ImportFormat, ImportStatus};
+use mnemo::{Config, Mnemo, workspace_of};
+
+/// The `cwd` every line of the real Claude Code session names.
+const CLAUDE_CWD: &str = "/Users/User/repo/codemie-ai/codemie-code";
+/// The `cwd` of the Codex rollout fixture.
+const CODEX_CWD: &str = "/home/dana/src/ledger-sync";
 
 /// A temporary folder by its real path (the temporary folder may itself be behind a symlink).
 fn real_temp() -> (tempfile::TempDir, PathBuf) {
@@ -114,4 +122,79 @@ fn a_directory_that_does_not_exist_here_is_normalised_without_the_file_system() 
     assert_eq!(of(r"C:\Users\ana\repo\"), r"C:\Users\ana\repo");
     assert_eq!(of("acme/api"), "acme/api");
     assert!(workspace_of("").is_err());
+}
+
+fn real_claude(name: &str) -> String {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/real/claude-code").join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn codex_fixture() -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/import/codex-rollout.jsonl");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Each session's workspace as the store lists it.
+fn workspaces(mnemo: &Mnemo) -> Vec<Option<String>> {
+    let sessions = mnemo.history().session_list().unwrap();
+    sessions.iter().map(|s| s.summary.workspace.as_ref().map(|w| w.as_str().to_owned())).collect()
+}
+
+#[test]
+fn an_import_records_the_repositorys_root_for_a_session_started_in_a_sub_folder() {
+    let (_dir, temp) = real_temp();
+    let root = temp.join("repo");
+    repository(&root);
+    let claude = real_claude("incremental-simple/turn-1.jsonl")
+        .replace(CLAUDE_CWD, &format!("{}/src/module/", root.display()));
+    let codex = codex_fixture().replace(CODEX_CWD, &format!("{}/src", root.display()));
+    let mnemo = Mnemo::open(&temp.join("store"), Config::default()).unwrap();
+    mnemo.import(claude.as_bytes(), "claude.jsonl", ImportFormat::ClaudeCode).unwrap();
+    mnemo.import(codex.as_bytes(), "rollout.jsonl", ImportFormat::Codex).unwrap();
+    assert_eq!(workspaces(&mnemo), [Some(text(&root)), Some(text(&root))]);
+
+    // The log holds the workspace: with the repository gone, a rebuild folds the same one.
+    std::fs::remove_dir_all(&root).unwrap();
+    mnemo.rebuild(None).unwrap();
+    assert_eq!(workspaces(&mnemo), [Some(text(&root)), Some(text(&root))]);
+    mnemo.close().unwrap();
+}
+
+#[test]
+fn a_mnemo_transcripts_workspace_is_recorded_as_written() {
+    let (_dir, temp) = real_temp();
+    let root = temp.join("repo");
+    repository(&root);
+    let line = format!(r#"{{"kind":"session","session":"s1","workspace":"{}/src/"}}"#, root.display());
+    let mnemo = Mnemo::open(&temp.join("store"), Config::default()).unwrap();
+    mnemo.import(format!("{line}\n").as_bytes(), "native.jsonl", ImportFormat::Mnemo).unwrap();
+    assert_eq!(workspaces(&mnemo), [Some(format!("{}/src/", root.display()))]);
+    mnemo.close().unwrap();
+}
+
+/// A session recorded with its directory as it was (by a build that recorded the `cwd` itself, or
+/// before a repository was made above it) keeps that workspace: its grown file imports the new
+/// lines, and the session is not split or refused.
+#[test]
+fn a_session_keeps_the_workspace_it_was_recorded_with_when_its_directory_resolves_anew() {
+    let (_dir, temp) = real_temp();
+    let root = temp.join("repo");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    let cwd = format!("{}/src", root.display());
+    let mnemo = Mnemo::open(&temp.join("store"), Config::default()).unwrap();
+    let first = real_claude("incremental-simple/turn-1.jsonl").replace(CLAUDE_CWD, &cwd);
+    let imported = mnemo.import(first.as_bytes(), "claude.jsonl", ImportFormat::ClaudeCode).unwrap();
+    assert_eq!(imported.status, ImportStatus::Imported);
+    assert_eq!(workspaces(&mnemo), [Some(cwd.clone())]);
+
+    repository(&root);
+    let again = mnemo.import(first.as_bytes(), "claude.jsonl", ImportFormat::ClaudeCode).unwrap();
+    assert_eq!(again.status, ImportStatus::AlreadyComplete);
+    let grown = real_claude("incremental-simple/turn-2.jsonl").replace(CLAUDE_CWD, &cwd);
+    let resumed = mnemo.import(grown.as_bytes(), "claude.jsonl", ImportFormat::ClaudeCode).unwrap();
+    assert_eq!(resumed.status, ImportStatus::Resumed);
+    assert!(resumed.records > 0, "{resumed:?}");
+    assert_eq!(workspaces(&mnemo), [Some(cwd)]);
+    mnemo.close().unwrap();
 }
