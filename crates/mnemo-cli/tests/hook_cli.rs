@@ -481,6 +481,19 @@ fn session_start_anywhere_in_a_repository_gets_the_repositorys_memory() {
     // A folder inside the plain folder is a workspace of its own: neither fact.
     let context = start_context(&store, "d", &text(&notes.join("drafts")));
     assert!(!context.contains("sqlite") && !context.contains("fjall"), "{context}");
+
+    // A session run in a sub-folder is captured into the repository's workspace.
+    let cwd = format!("{}/src/module/", root.display());
+    let transcript = temp.join(format!("{SESSION}.jsonl"));
+    let session = std::fs::read_to_string(real("incremental-simple/turn-1.jsonl")).unwrap();
+    std::fs::write(&transcript, session.replace(WORKSPACE, &cwd)).unwrap();
+    let mut stop: serde_json::Value =
+        serde_json::from_str(&claude_input("Stop", &transcript, serde_json::json!({}))).unwrap();
+    stop["cwd"] = serde_json::json!(cwd);
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &stop.to_string())), "");
+    let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
+    let captured = sessions.iter().find(|s| s.session == SESSION).unwrap();
+    assert_eq!(captured.workspace.as_deref(), Some(text(&root).as_str()));
     assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
     shut_down(&store);
 }
