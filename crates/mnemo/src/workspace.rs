@@ -13,7 +13,10 @@
 //! second working tree all name the same workspace.
 //!
 //! A directory that does not exist here (a transcript written on another machine) is normalised
-//! lexically: `.` and `..` and repeated or trailing separators go, and nothing is read.
+//! lexically: `.` and `..` and repeated or trailing separators go, and nothing is read. A relative
+//! directory is relative to the working directory of the process that resolves it (the hosts
+//! name absolute ones). As with git, a folder with no repository of its own inside a home
+//! directory kept in git resolves to the home directory.
 //!
 //! The workspace is resolved once, when a session is recorded (an import, a capture) or a host
 //! asks for its directory's memory; the log holds the result, so replaying it reads no file
