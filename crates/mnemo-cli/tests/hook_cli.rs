@@ -399,8 +399,10 @@ fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
 }
 
 /// A store holding a fact of each of two workspaces (`fjall` of one, `sqlite` of the other), each
-/// learned in a session recorded with that workspace, and the global preferences.
-fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str) -> PathBuf {
+/// learned in a session recorded with that workspace, and the global preferences; and a fact
+/// (`redb`) of a session `old` recorded, as a store written before workspaces were resolved holds
+/// it, with the directory it ran in.
+fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str, old: &str) -> PathBuf {
     let store = dir.join("store");
     let transcript = dir.join("memories.jsonl");
     let said = |session: &str, turn: &str, text: &str| {
@@ -414,12 +416,16 @@ fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str) -> Path
         serde_json::json!({"kind": "session", "session": "m2", "workspace": notes}),
         said("m2", "t1", "Our project uses sqlite for storage."),
         said("m2", "t2", "Remember that I never use unwrap in tests either."),
+        serde_json::json!({"kind": "session", "session": "old", "workspace": old}),
+        said("old", "t1", "Our project uses redb for storage."),
+        said("old", "t2", "Remember that I review every diff before a commit."),
     ];
     std::fs::write(&transcript, lines.iter().map(|line| format!("{line}\n")).collect::<String>()).unwrap();
     for args in [
         &["import", transcript.to_str().unwrap()][..],
         &["memory", "remember", "m1"],
         &["memory", "remember", "m2"],
+        &["memory", "remember", "old"],
     ] {
         let output = mnemo(&store, args);
         assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
@@ -427,7 +433,7 @@ fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str) -> Path
     store
 }
 
-/// The context Claude Code's `SessionStart` gets for a new session started in `cwd`.
+/// The context Claude Code's `SessionStart` gets for `session` started in `cwd`.
 fn start_context(store: &Path, session: &str, cwd: &str) -> String {
     let input = serde_json::json!({
         "session_id": session, "transcript_path": format!("{cwd}/{session}.jsonl"), "cwd": cwd,
@@ -458,7 +464,7 @@ fn session_start_anywhere_in_a_repository_gets_the_repositorys_memory() {
     std::fs::create_dir_all(notes.join("drafts")).unwrap();
     std::os::unix::fs::symlink(&notes, temp.join("notes-link")).unwrap();
     let text = |path: &Path| path.to_str().unwrap().to_owned();
-    let store = store_with_workspace_facts(&temp, &text(&root), &text(&notes));
+    let store = store_with_workspace_facts(&temp, &text(&root), &text(&notes), &text(&root.join("src")));
 
     let in_repository = [
         text(&root),
@@ -471,13 +477,17 @@ fn session_start_anywhere_in_a_repository_gets_the_repositorys_memory() {
     for (n, cwd) in in_repository.iter().enumerate() {
         let context = start_context(&store, &format!("r{n}"), cwd);
         assert!(context.contains("fjall"), "{cwd}: {context}");
-        assert!(!context.contains("sqlite"), "{cwd}: {context}");
+        assert!(!context.contains("sqlite") && !context.contains("redb"), "{cwd}: {context}");
         assert!(context.contains("The user prefers tabs over spaces."), "{cwd}: {context}");
     }
     for (n, cwd) in [format!("{}/", notes.display()), text(&temp.join("notes-link"))].iter().enumerate() {
         let context = start_context(&store, &format!("n{n}"), cwd);
         assert!(context.contains("sqlite") && !context.contains("fjall"), "{cwd}: {context}");
     }
+    // A session recorded with its directory itself keeps that workspace and its memory.
+    let context = start_context(&store, "old", &text(&root.join("src")));
+    assert!(context.contains("redb") && !context.contains("fjall"), "{context}");
+
     // A folder inside the plain folder is a workspace of its own: neither fact.
     let context = start_context(&store, "d", &text(&notes.join("drafts")));
     assert!(!context.contains("sqlite") && !context.contains("fjall"), "{context}");
