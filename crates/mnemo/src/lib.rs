@@ -17,7 +17,9 @@
 //! tools), [`mnemo.memory()`](Mnemo::memory) (remember, extract, recall, the item store) and
 //! [`mnemo.compaction()`](Mnemo::compaction) (the next request's history, compaction, overflow
 //! recovery, conversation copy). Types live in the module of their concern: [`records`], [`log`],
-//! [`history`], [`memory`], [`compaction`], [`transcript`] and [`stages`].
+//! [`history`], [`memory`], [`compaction`], [`transcript`] and [`stages`]. [`workspace_of`] is the
+//! workspace of the directory a session runs in (its repository's root), which an import records
+//! for a transcript's `cwd` and a host asks for its own directory's.
 //!
 //! # Blocking
 //!
