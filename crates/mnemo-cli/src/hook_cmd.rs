@@ -4,7 +4,9 @@
 //! - `SessionStart`: prints the `hookSpecificOutput.additionalContext` JSON both hosts read — the
 //!   workspace's standing facts and the memories most relevant to the session (its recent turns,
 //!   else the workspace's latest session), at most `--context-tokens` — and nothing else. No
-//!   memory to give: nothing is printed.
+//!   memory to give: nothing is printed. The workspace is the one the session is recorded in: the
+//!   session's own when the store holds it, else what its `cwd` resolves to (`mnemo::workspace_of`:
+//!   the repository's root from any of its folders).
 //! - `Stop`, `PreCompact`, `SessionEnd`: captures the transcript the host names (its complete
 //!   lines; what the store holds already is recognised and not appended again).
 //! - `SubagentStop`: captures the sub-agent's own transcript (`agent_transcript_path`), which
@@ -203,10 +205,16 @@ impl Job {
     }
 
     fn session_start(&self, input: &HookInput) -> anyhow::Result<Printed> {
+        // The workspace of the directory the session starts in, as its transcript's import will
+        // record it: the repository's root from any of its folders or working trees.
+        let workspace = match input.cwd.as_str() {
+            "" => None,
+            cwd => Some(mnemo::workspace_of(cwd).map_err(|e| anyhow::anyhow!("cwd {cwd:?}: {e}"))?),
+        };
         let mut client = self.connect()?;
         let params = StartBlockParams {
             session: Some(input.session_id.clone()).filter(|s| !s.is_empty()),
-            workspace: Some(input.cwd.clone()).filter(|c| !c.is_empty()),
+            workspace: workspace.map(|w| w.as_str().to_owned()),
             query: None,
             budget_tokens: Some(self.context_tokens),
         };

@@ -11,8 +11,8 @@ use crate::Cli;
 
 #[derive(Debug, Args)]
 pub(crate) struct McpArgs {
-    /// The workspace the tools answer in when the client lists no roots (default: the working
-    /// directory).
+    /// The directory whose workspace the tools answer in when the client lists no roots (default:
+    /// the working directory); a directory in a repository answers in the repository's.
     #[arg(long)]
     workspace: Option<String>,
 }

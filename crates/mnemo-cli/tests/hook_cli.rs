@@ -398,6 +398,116 @@ fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
     shut_down(&store);
 }
 
+/// A store holding a fact of each of two workspaces (`fjall` of one, `sqlite` of the other), each
+/// learned in a session recorded with that workspace, and the global preferences; and a fact
+/// (`redb`) of a session `old` recorded, as a store written before workspaces were resolved holds
+/// it, with the directory it ran in.
+fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str, old: &str) -> PathBuf {
+    let store = dir.join("store");
+    let transcript = dir.join("memories.jsonl");
+    let said = |session: &str, turn: &str, text: &str| {
+        serde_json::json!({"session": session, "turn": turn, "role": "user",
+            "parts": [{"type": "text", "text": text}]})
+    };
+    let lines = [
+        serde_json::json!({"kind": "session", "session": "m1", "workspace": repository}),
+        said("m1", "t1", "Our project uses fjall for storage. I prefer tabs over spaces."),
+        said("m1", "t2", "Remember that I never use unwrap in library code."),
+        serde_json::json!({"kind": "session", "session": "m2", "workspace": notes}),
+        said("m2", "t1", "Our project uses sqlite for storage."),
+        said("m2", "t2", "Remember that I never use unwrap in tests either."),
+        serde_json::json!({"kind": "session", "session": "old", "workspace": old}),
+        said("old", "t1", "Our project uses redb for storage."),
+        said("old", "t2", "Remember that I review every diff before a commit."),
+    ];
+    std::fs::write(&transcript, lines.iter().map(|line| format!("{line}\n")).collect::<String>()).unwrap();
+    for args in [
+        &["import", transcript.to_str().unwrap()][..],
+        &["memory", "remember", "m1"],
+        &["memory", "remember", "m2"],
+        &["memory", "remember", "old"],
+    ] {
+        let output = mnemo(&store, args);
+        assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
+    store
+}
+
+/// The context Claude Code's `SessionStart` gets for `session` started in `cwd`.
+fn start_context(store: &Path, session: &str, cwd: &str) -> String {
+    let input = serde_json::json!({
+        "session_id": session, "transcript_path": format!("{cwd}/{session}.jsonl"), "cwd": cwd,
+        "permission_mode": "default", "hook_event_name": "SessionStart", "source": "startup",
+    });
+    additional_context(&hook(store, "claude-code", GENEROUS, &input.to_string()))
+}
+
+/// A session started anywhere in a repository (its root, a sub-folder, with a trailing slash,
+/// through a symlink, in a second working tree) gets the repository's memory; outside any
+/// repository a folder is its own workspace. The repository is laid out by hand as git lays it
+/// out, so no git is needed.
+#[test]
+fn session_start_anywhere_in_a_repository_gets_the_repositorys_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let temp = std::fs::canonicalize(dir.path()).unwrap();
+    let root = temp.join("repo");
+    std::fs::create_dir_all(root.join(".git/worktrees/feature")).unwrap();
+    std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+    std::fs::create_dir_all(root.join("src/module")).unwrap();
+    std::os::unix::fs::symlink(root.join("src"), temp.join("link")).unwrap();
+    let tree = temp.join("repo-feature");
+    std::fs::create_dir_all(tree.join("src")).unwrap();
+    std::fs::write(root.join(".git/worktrees/feature/commondir"), "../..\n").unwrap();
+    std::fs::write(tree.join(".git"), format!("gitdir: {}\n", root.join(".git/worktrees/feature").display()))
+        .unwrap();
+    let notes = temp.join("notes");
+    std::fs::create_dir_all(notes.join("drafts")).unwrap();
+    std::os::unix::fs::symlink(&notes, temp.join("notes-link")).unwrap();
+    let text = |path: &Path| path.to_str().unwrap().to_owned();
+    let store = store_with_workspace_facts(&temp, &text(&root), &text(&notes), &text(&root.join("src")));
+
+    let in_repository = [
+        text(&root),
+        format!("{}/", root.display()),
+        text(&root.join("src")),
+        format!("{}/src/module/", root.display()),
+        text(&temp.join("link")),
+        text(&tree.join("src")),
+    ];
+    for (n, cwd) in in_repository.iter().enumerate() {
+        let context = start_context(&store, &format!("r{n}"), cwd);
+        assert!(context.contains("fjall"), "{cwd}: {context}");
+        assert!(!context.contains("sqlite") && !context.contains("redb"), "{cwd}: {context}");
+        assert!(context.contains("The user prefers tabs over spaces."), "{cwd}: {context}");
+    }
+    for (n, cwd) in [format!("{}/", notes.display()), text(&temp.join("notes-link"))].iter().enumerate() {
+        let context = start_context(&store, &format!("n{n}"), cwd);
+        assert!(context.contains("sqlite") && !context.contains("fjall"), "{cwd}: {context}");
+    }
+    // A session recorded with its directory itself keeps that workspace and its memory.
+    let context = start_context(&store, "old", &text(&root.join("src")));
+    assert!(context.contains("redb") && !context.contains("fjall"), "{context}");
+
+    // A folder inside the plain folder is a workspace of its own: neither fact.
+    let context = start_context(&store, "d", &text(&notes.join("drafts")));
+    assert!(!context.contains("sqlite") && !context.contains("fjall"), "{context}");
+
+    // A session run in a sub-folder is captured into the repository's workspace.
+    let cwd = format!("{}/src/module/", root.display());
+    let transcript = temp.join(format!("{SESSION}.jsonl"));
+    let session = std::fs::read_to_string(real("incremental-simple/turn-1.jsonl")).unwrap();
+    std::fs::write(&transcript, session.replace(WORKSPACE, &cwd)).unwrap();
+    let mut stop: serde_json::Value =
+        serde_json::from_str(&claude_input("Stop", &transcript, serde_json::json!({}))).unwrap();
+    stop["cwd"] = serde_json::json!(cwd);
+    assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &stop.to_string())), "");
+    let sessions = client(&store).call::<Sessions>(&Empty {}).unwrap();
+    let captured = sessions.iter().find(|s| s.session == SESSION).unwrap();
+    assert_eq!(captured.workspace.as_deref(), Some(text(&root).as_str()));
+    assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
+    shut_down(&store);
+}
+
 /// Every way a hook's input can be wrong: each exits 0 with nothing on stdout and logs one line.
 #[test]
 fn garbage_on_stdin_exits_0_with_nothing_on_stdout_and_a_logged_line() {

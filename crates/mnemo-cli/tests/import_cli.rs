@@ -6,7 +6,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{MNEMO, SAMPLE, mnemo};
+use support::{MNEMO, SAMPLE, mnemo, ok_json, real, written};
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -135,4 +135,33 @@ fn a_pipe_imports_like_standard_input_and_again_appends_nothing() {
         .filter(|name| name.starts_with(".import-"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+/// A Claude Code session and a Codex rollout started in a repository's sub-folders are recorded in
+/// the repository's workspace; a `cwd` that does not exist here is normalised as written.
+#[test]
+fn an_import_records_the_workspace_of_the_sessions_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let temp = std::fs::canonicalize(dir.path()).unwrap();
+    let root = temp.join("repo");
+    std::fs::create_dir_all(root.join(".git")).unwrap();
+    std::fs::create_dir_all(root.join("src/module")).unwrap();
+    let claude = std::fs::read_to_string(real("incremental-simple/turn-1.jsonl")).unwrap();
+    let claude = claude
+        .replace("/Users/User/repo/codemie-ai/codemie-code", &format!("{}/src/module/", root.display()));
+    let codex = std::fs::read_to_string(written("codex-rollout.jsonl")).unwrap();
+    let codex = codex.replace("/home/dana/src/ledger-sync", "/home/dana/src/ledger-sync/./");
+    let (claude_file, codex_file) = (temp.join("claude.jsonl"), temp.join("rollout.jsonl"));
+    std::fs::write(&claude_file, claude).unwrap();
+    std::fs::write(&codex_file, codex).unwrap();
+    let store = temp.join("store");
+    let imported = mnemo(&store, &["import", claude_file.to_str().unwrap(), codex_file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    let sessions = ok_json(&mnemo(&store, &["--json", "sessions"]));
+    let mut workspaces: Vec<&str> =
+        sessions.as_array().unwrap().iter().map(|s| s["workspace"].as_str().unwrap()).collect();
+    let mut expected = ["/home/dana/src/ledger-sync", root.to_str().unwrap()];
+    workspaces.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(workspaces, expected);
 }

@@ -4,7 +4,8 @@
 //!
 //! The tools are sized for a model's context: every result is bounded and paged, and every text
 //! from the store is redacted before it is returned. They answer inside the caller's workspace: the
-//! first root the client lists (a `file://` URI), else `--workspace`, else the working directory.
+//! workspace (`mnemo::workspace_of`, the repository's root from any of its folders) of the first
+//! root the client lists (a `file://` URI), else of `--workspace`, else of the working directory.
 //!
 //! What the agent asks to remember is recorded, with the user's words as the evidence, in a session
 //! of this MCP connection (`mcp-<millis>-<pid>`, in the caller's workspace, titled after the
@@ -12,7 +13,7 @@
 //!
 //! It uses: the Rust client ([`crate::client`]) and the methods' types ([`crate::methods`]), as
 //! any client of the store server does; `rmcp` for the Model Context Protocol; the facade only for
-//! its redaction rule.
+//! its redaction rule and its workspace rule.
 //!
 //! It is not:
 //! - a store owner: it never opens the store; every tool is one or more calls to the store server;
@@ -362,7 +363,8 @@ impl MnemoMcp {
         let from_roots = roots_workspace(peer).await;
         let resolved = from_roots
             .or_else(|| self.inner.options.workspace.clone())
-            .or_else(|| std::env::current_dir().ok().map(|dir| dir.display().to_string()));
+            .or_else(|| std::env::current_dir().ok().map(|dir| dir.display().to_string()))
+            .map(directory_workspace);
         if let Ok(mut slot) = self.inner.workspace.lock() {
             *slot = Some(resolved.clone());
         }
@@ -713,6 +715,13 @@ async fn roots_workspace(peer: &Peer<RoleServer>) -> Option<String> {
     roots.roots.iter().find_map(|root| file_uri_path(&root.uri))
 }
 
+/// The workspace of `directory` as a session started there is recorded in
+/// ([`mnemo::workspace_of`]); the directory as given when it resolves to no valid workspace id,
+/// which the store then refuses by name.
+fn directory_workspace(directory: String) -> String {
+    mnemo::workspace_of(&directory).map_or(directory, |workspace| workspace.as_str().to_owned())
+}
+
 /// The path of a `file://` URI, percent-decoded; `None` for another scheme or a bad encoding.
 fn file_uri_path(uri: &str) -> Option<String> {
     let rest = uri.strip_prefix("file://")?;
@@ -827,6 +836,18 @@ mod tests {
         assert_eq!(file_uri_path("file://localhost/srv/x").as_deref(), Some("/srv/x"));
         assert_eq!(file_uri_path("https://example.com/x"), None);
         assert_eq!(file_uri_path("file:///bad%zz"), None);
+    }
+
+    #[test]
+    fn a_root_in_a_repositorys_sub_folder_answers_in_the_repositorys_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap().join("my repo");
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::create_dir_all(root.join("src")).unwrap();
+        let uri = format!("file://{}/src/", root.display()).replace(' ', "%20");
+        let directory = file_uri_path(&uri).unwrap();
+        assert_eq!(directory_workspace(directory), root.to_str().unwrap());
+        assert_eq!(directory_workspace("/nowhere/x/".to_owned()), "/nowhere/x");
     }
 
     #[test]

@@ -8,7 +8,9 @@
 //! - a reader of the store: what an import compares with the log ([`SessionCheck`], [`Taken`]) the
 //!   facade reads for it;
 //! - a file system walker: it reads the input it is handed (and, for a Claude Code session, the
-//!   tool outputs the session file names beside it).
+//!   tool outputs the session file names beside it);
+//! - a resolver of workspaces: a session's `cwd` is passed on as written, and
+//!   [`Importer::workspace_is_directory`] tells the importing host to resolve it.
 //!
 //! # Shape
 //!

@@ -16,6 +16,7 @@ use mnemo_transcript::{
 
 use crate::error::Error;
 use crate::mnemo::{Mnemo, encode_for};
+use crate::workspace::workspace_of;
 
 /// Envelopes read per call while collecting what a session's stream holds.
 const STREAM_READ_ENVELOPES: usize = 4096;
@@ -511,17 +512,19 @@ impl Mnemo {
             records.keep_end_state();
         }
         let before = resume.map_or(0, |state| state.yielded());
+        let directories = names_directories(records.format());
         let mut sessions: Vec<SessionPass> = Vec::new();
         for session in resumed {
             let head = self.log.stream_head(&session.stream)?;
             let start = session.identities.clone();
-            let check = SessionCheck::resumed(session.taken, session.identities);
+            let check = session_check(session.taken, session.identities, directories);
             sessions.push(SessionPass { stream: session.stream, head, check, start, resumed: true });
         }
         let (mut fresh, mut interleaved, mut last_slot) = (0, false, 0);
         let mut rules = RulePrecheck::default();
         let held = |key: &[u8]| self.log.held_key(key);
         while let Some((slot, record)) = records.next_record()? {
+            let record = resolve_workspace(record, directories, source)?;
             interleaved |= slot < last_slot;
             last_slot = slot;
             if slot == sessions.len() {
@@ -531,7 +534,8 @@ impl Mnemo {
                 if head.is_some() {
                     self.read_taken(&stream, StreamRevision::FIRST, &mut taken)?;
                 }
-                let (check, start) = (SessionCheck::new(taken), Identities::default());
+                let (check, start) =
+                    (session_check(taken, Identities::default(), directories), Identities::default());
                 sessions.push(SessionPass { stream, head, check, start, resumed: false });
             }
             let Some(pass) = sessions.get_mut(slot) else {
@@ -579,6 +583,7 @@ impl Mnemo {
         let count = sessions.len();
         let heads: Vec<Option<StreamRevision>> =
             sessions.iter().map(|p| p.head.map(|h| h.revision)).collect();
+        let directories = names_directories(format);
         let mut appender = Appender {
             mnemo: self,
             sessions: sessions
@@ -586,9 +591,10 @@ impl Mnemo {
                 .map(|pass| {
                     let expected =
                         pass.head.map_or(ExpectedRevision::NoStream, |h| ExpectedRevision::Exact(h.revision));
-                    (pass.stream, expected, SessionCheck::resumed(pass.check.into_taken(), pass.start))
+                    (pass.stream, expected, session_check(pass.check.into_taken(), pass.start, directories))
                 })
                 .collect(),
+            directories,
             gathering: None,
             positions: None,
             appended: 0,
@@ -608,7 +614,7 @@ impl Mnemo {
                 };
                 let Some((slot, record)) = next else { break };
                 if only.is_none_or(|only| only == slot) {
-                    appender.add(slot, &record, source)?;
+                    appender.add(slot, record, source)?;
                 }
             }
             if records.read() != read {
@@ -679,6 +685,8 @@ impl Mnemo {
 struct Appender<'m> {
     mnemo: &'m Mnemo,
     sessions: Vec<(StreamId, ExpectedRevision, SessionCheck)>,
+    /// Whether the file's session lines name directories ([`names_directories`]).
+    directories: bool,
     gathering: Option<Gathering>,
     positions: Option<(Position, Position)>,
     /// New records met so far, and how many the first reading found.
@@ -688,7 +696,8 @@ struct Appender<'m> {
 
 impl Appender<'_> {
     /// One record of the second reading, gathered into an append when it is new.
-    fn add(&mut self, slot: usize, record: &TranscriptRecord, source: &str) -> Result<(), Error> {
+    fn add(&mut self, slot: usize, record: TranscriptRecord, source: &str) -> Result<(), Error> {
+        let record = &resolve_workspace(record, self.directories, source)?;
         let Some((stream, _, check)) = self.sessions.get_mut(slot) else {
             let what = format!("line {} names a session the first reading did not find", record.line);
             return Err(self.changed(source, what));
@@ -792,6 +801,44 @@ fn rule_refused(stream: &StreamId, refusal: &KeyRefusal, line: usize, source: &s
         field: None,
         reason: format!("{stream}: {reason}; nothing was appended"),
     })
+}
+
+/// Whether the session lines of a file in `format` name the directory each session ran in
+/// ([`Importer::workspace_is_directory`](mnemo_transcript::Importer::workspace_is_directory)).
+fn names_directories(format: ImportFormat) -> bool {
+    mnemo_transcript::importer(format).is_some_and(|importer| importer.workspace_is_directory())
+}
+
+/// The check of one session's records against its stream; for a file whose session lines name
+/// directories, a session keeps the workspace it was recorded with.
+fn session_check(taken: Taken, identities: Identities, directories: bool) -> SessionCheck {
+    let check = SessionCheck::resumed(taken, identities);
+    if directories { check.workspace_as_recorded() } else { check }
+}
+
+/// `record`, with the directory its session line names replaced by that directory's workspace
+/// ([`workspace_of`]) when the file's session lines name directories: the log records the
+/// workspace, so nothing that reads it back looks at a file system.
+fn resolve_workspace(
+    mut record: TranscriptRecord,
+    directories: bool,
+    source: &str,
+) -> Result<TranscriptRecord, Error> {
+    let line = record.line;
+    if let (true, Record::SessionOpened(opened)) = (directories, &mut record.record)
+        && let Some(directory) = &opened.workspace
+    {
+        let workspace = workspace_of(directory.as_str()).map_err(|error| {
+            Error::Transcript(TranscriptError {
+                source_name: source.to_owned(),
+                line,
+                field: Some("cwd".to_owned()),
+                reason: format!("the workspace of {directory}: {error}"),
+            })
+        })?;
+        opened.workspace = Some(workspace);
+    }
+    Ok(record)
 }
 
 /// A record encoded for its stream; a record that does not encode names its line.

@@ -17,7 +17,9 @@
 //! tools), [`mnemo.memory()`](Mnemo::memory) (remember, extract, recall, the item store) and
 //! [`mnemo.compaction()`](Mnemo::compaction) (the next request's history, compaction, overflow
 //! recovery, conversation copy). Types live in the module of their concern: [`records`], [`log`],
-//! [`history`], [`memory`], [`compaction`], [`transcript`] and [`stages`].
+//! [`history`], [`memory`], [`compaction`], [`transcript`] and [`stages`]. [`workspace_of`] is the
+//! workspace of the directory a session runs in (its repository's root), which an import records
+//! for a transcript's `cwd` and a host asks for its own directory's.
 //!
 //! # Blocking
 //!
@@ -112,6 +114,7 @@ mod memory_runtime;
 mod mnemo;
 mod salvage;
 pub mod stages;
+mod workspace;
 
 /// Transcripts in and out: the mnemo transcript format (JSON Lines), its parsing and validation into
 /// records, the foreign formats [`Mnemo::import`] converts, and what an import or an export
@@ -173,6 +176,7 @@ pub mod records {
 
 pub use error::{Error, ErrorCategory, Result};
 pub use mnemo::{Config, Mnemo};
+pub use workspace::workspace_of;
 
 /// The async API may be shared across threads and its futures moved between them: a host runs it
 /// on a multi-threaded runtime. This fails to compile if that stops being true.

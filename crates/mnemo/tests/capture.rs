@@ -265,16 +265,33 @@ fn a_session_imported_before_sources_were_recorded_is_the_same_session_when_impo
     // What the log holds is not rewritten: the sessions still name no source.
     assert!(before.history().sessions().unwrap().iter().all(|s| s.source.is_none()));
 
-    // A session line that differs in anything else is still a changed line.
-    let mut changed = read(&real(files[0]));
-    let text = String::from_utf8(changed.clone()).unwrap();
+    // A session line that differs in anything else is still a changed line: in a mnemo
+    // transcript, its workspace too.
+    let changed: String = older
+        .lines()
+        .map(|line| {
+            let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
+            if value["kind"] == "session" {
+                value["workspace"] = serde_json::json!("/elsewhere");
+            }
+            format!("{value}\n")
+        })
+        .collect();
+    let refused = before.import(changed.as_bytes(), "changed.jsonl", ImportFormat::Mnemo).unwrap_err();
+    assert!(refused.to_string().contains("changed since it was imported"), "{refused}");
+
+    // A Claude Code session's workspace is resolved from its `cwd` when it is first recorded and
+    // stays as recorded: the same file with the session started elsewhere is the same session.
+    let text = String::from_utf8(read(&real(files[0]))).unwrap();
     let cwd =
         serde_json::from_str::<serde_json::Value>(text.lines().find(|l| l.contains("\"cwd\"")).unwrap())
             .unwrap()["cwd"]
             .as_str()
             .unwrap()
             .to_owned();
-    changed = text.replace(&format!("\"cwd\":\"{cwd}\""), "\"cwd\":\"/elsewhere\"").into_bytes();
-    let refused = before.import(&changed, "changed.jsonl", ImportFormat::ClaudeCode).unwrap_err();
-    assert!(refused.to_string().contains("changed since it was imported"), "{refused}");
+    let moved = text.replace(&format!("\"cwd\":\"{cwd}\""), "\"cwd\":\"/elsewhere\"");
+    let again = before.import(moved.as_bytes(), "moved.jsonl", ImportFormat::ClaudeCode).unwrap();
+    assert_eq!((again.status, again.records), (ImportStatus::AlreadyComplete, 0));
+    let workspaces = before.history().sessions().unwrap().into_iter().map(|s| s.workspace);
+    assert!(workspaces.into_iter().all(|w| w.is_some_and(|w| w.as_str() == cwd)));
 }

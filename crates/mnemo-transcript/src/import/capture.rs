@@ -63,16 +63,15 @@ pub struct Taken {
     records: HashMap<Identity, ([u8; 32], Position)>,
     /// The identities of the stream's records so far.
     identities: Identities,
-    /// The stream's session record names no source and no parent (schema version 1: written
-    /// before sources were recorded, or by a host).
-    opened_without_source: bool,
+    /// The stream's session record, once read.
+    opened: Option<SessionOpened>,
 }
 
 impl Taken {
     /// Notes one record read from the stream (records of kinds an import never writes are ignored).
     pub fn add(&mut self, record: &Record, bytes: &[u8], position: Position) {
         if let Record::SessionOpened(opened) = record {
-            self.opened_without_source = opened.source.is_none() && opened.parent.is_none();
+            self.opened = Some(opened.clone());
         }
         if let Some(identity) = self.identities.of(record) {
             self.records.insert(identity, (hash(bytes), position));
@@ -89,6 +88,8 @@ pub struct SessionCheck {
     matched: HashMap<Identity, (Position, usize)>,
     /// Records to append, so far.
     fresh: usize,
+    /// Whether a session record naming another workspace than the stream's is the same session.
+    workspace_as_recorded: bool,
 }
 
 impl SessionCheck {
@@ -99,7 +100,18 @@ impl SessionCheck {
     /// A check of what follows the records a file yielded earlier, whose identities `identities`
     /// gave.
     pub fn resumed(taken: Taken, identities: Identities) -> Self {
-        SessionCheck { taken, identities, matched: HashMap::new(), fresh: 0 }
+        SessionCheck { taken, identities, matched: HashMap::new(), fresh: 0, workspace_as_recorded: false }
+    }
+
+    /// The check of a file whose session lines name the directory each session ran in
+    /// ([`Importer::workspace_is_directory`](crate::Importer::workspace_is_directory)): the
+    /// workspace that directory resolves to can change with the file system (a repository made
+    /// above it, a folder moved) or with the rule (a session recorded with the directory itself,
+    /// before workspaces were resolved), so a session record that differs from the stream's only
+    /// by its workspace is the same session, which keeps the workspace it was recorded with.
+    pub fn workspace_as_recorded(mut self) -> Self {
+        self.workspace_as_recorded = true;
+        self
     }
 
     /// Whether `record` (encoded as `bytes`) is to be appended: it is not when the stream holds it
@@ -121,7 +133,7 @@ impl SessionCheck {
                 Ok(true)
             }
             Some((digest, position))
-                if *digest == hash(bytes) || self.same_but_source(&record.record, digest) =>
+                if *digest == hash(bytes) || self.same_session(&record.record, digest) =>
             {
                 self.matched.insert(identity, (*position, record.line));
                 Ok(false)
@@ -140,15 +152,21 @@ impl SessionCheck {
     }
 
     /// Whether `record` is a session record that differs from the one the stream holds only by
-    /// the source and parent that record lacks: a session imported before sources were recorded
-    /// is the same session (decision 0166), so its file re-imports as already complete.
-    fn same_but_source(&self, record: &Record, digest: &[u8; 32]) -> bool {
-        let Record::SessionOpened(opened) = record else { return false };
-        if !self.taken.opened_without_source {
-            return false;
+    /// what the held one was recorded without or with otherwise: the source and parent it lacks (a
+    /// session imported before sources were recorded is the same session, decision 0166), and,
+    /// with [`SessionCheck::workspace_as_recorded`], its workspace. Its file re-imports as already
+    /// complete.
+    fn same_session(&self, record: &Record, digest: &[u8; 32]) -> bool {
+        let (Record::SessionOpened(opened), Some(held)) = (record, &self.taken.opened) else { return false };
+        let mut same = opened.clone();
+        if held.source.is_none() && held.parent.is_none() {
+            same.source = None;
+            same.parent = None;
         }
-        let older = SessionOpened { source: None, parent: None, ..opened.clone() };
-        Record::SessionOpened(older).encode().is_ok_and(|bytes| hash(&bytes) == *digest)
+        if self.workspace_as_recorded {
+            same.workspace.clone_from(&held.workspace);
+        }
+        same != *opened && Record::SessionOpened(same).encode().is_ok_and(|bytes| hash(&bytes) == *digest)
     }
 
     /// Records the log holds already.

@@ -72,6 +72,10 @@ impl Importer for ClaudeCode {
             && ["sessionId", "uuid", "leafUuid", "messageId"].iter().any(|k| object.contains_key(*k))
     }
 
+    fn workspace_is_directory(&self) -> bool {
+        true
+    }
+
     fn conversion(&self) -> Conversion {
         Conversion(Way::Lines {
             line_bytes_max: SOURCE_LINE_BYTES_MAX,

@@ -71,6 +71,10 @@ impl Importer for Codex {
             || (object.get("record_type").is_some() && kind.is_empty())
     }
 
+    fn workspace_is_directory(&self) -> bool {
+        true
+    }
+
     fn conversion(&self) -> Conversion {
         // A bare rollout names its working directory in one of its first lines.
         Conversion(Way::Lines {

@@ -40,6 +40,13 @@ pub trait Importer: Sync {
 
     /// How an input in this format becomes mnemo lines.
     fn conversion(&self) -> Conversion;
+
+    /// Whether the workspace its session lines name is the directory the session ran in (a path
+    /// on the machine that wrote the file, such as Claude Code's and Codex's `cwd`), which the
+    /// importing host resolves to the workspace it records, rather than a workspace as recorded.
+    fn workspace_is_directory(&self) -> bool {
+        false
+    }
 }
 
 impl fmt::Debug for dyn Importer {
