@@ -352,7 +352,7 @@ fn error_text(error: &anyhow::Error) -> String {
 /// The store: the store server's, when this command runs in it for a caller (`served`), else opened
 /// here.
 fn open(cli: &Cli, verify_tail_on_open: bool) -> anyhow::Result<std::sync::Arc<Mnemo>> {
-    if let Some(store) = served::store() {
+    if let Some(store) = served::context::store() {
         return Ok(store);
     }
     let log = cli.log.as_deref().map(LogLocation::parse).transpose()?;
@@ -455,7 +455,7 @@ fn import(cli: &Cli, files: &[String], format: mnemo::transcript::ImportFormat) 
     let bar = progress(files.len() as u64, "importing");
     for (index, file) in files.iter().enumerate() {
         bar.set_message(file.clone());
-        let result = match served::input(file) {
+        let result = match served::context::input(file) {
             // What the caller of the store server read for it (its standard input, a pipe).
             Some(spooled) => spooled
                 .map_err(|source| Error::Read { path: file.clone(), source })
@@ -861,7 +861,7 @@ const PROGRESS_TICK_MS: u64 = 120;
 
 /// A progress bar on a terminal's stderr, hidden when stderr is not a terminal.
 fn progress(length: u64, label: &'static str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() || served::active() {
+    if !std::io::stderr().is_terminal() || served::context::active() {
         return ProgressBar::hidden();
     }
     let bar = if length == 0 { ProgressBar::new_spinner() } else { ProgressBar::new(length) };

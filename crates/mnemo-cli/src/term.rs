@@ -83,7 +83,7 @@ macro_rules! say_err {
 /// store server (`served`). In this process, a closed standard output panics as `print!` does,
 /// which `main` turns into a quiet exit.
 pub(crate) fn print_out(text: &str) {
-    if !crate::served::write(mnemo_server::methods::OutputStream::Stdout, text) {
+    if !crate::served::context::write(mnemo_server::methods::OutputStream::Stdout, text) {
         ::std::print!("{text}");
     }
 }
@@ -91,7 +91,7 @@ pub(crate) fn print_out(text: &str) {
 /// Writes to standard error (the caller's, as [`print_out`]); a closed one is ignored.
 pub(crate) fn print_err(text: &str) {
     use std::io::Write as _;
-    if !crate::served::write(mnemo_server::methods::OutputStream::Stderr, text) {
+    if !crate::served::context::write(mnemo_server::methods::OutputStream::Stderr, text) {
         let _ = std::io::stderr().write_all(text.as_bytes());
     }
 }
@@ -99,7 +99,7 @@ pub(crate) fn print_err(text: &str) {
 /// Standard output as a writer, for output written in pieces (`export`): the caller's when this
 /// thread runs a command for one.
 pub(crate) fn stdout_writer() -> Box<dyn std::io::Write> {
-    if crate::served::active() {
+    if crate::served::context::active() {
         Box::new(ServedStdout { pending: Vec::new() })
     } else {
         Box::new(std::io::stdout().lock())

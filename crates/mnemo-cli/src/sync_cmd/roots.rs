@@ -69,9 +69,9 @@ pub(crate) fn resolve(given: &[PathBuf]) -> Result<Vec<Root>, Error> {
 
 /// Claude Code's `projects` folder and Codex's `sessions` folder, where each keeps its sessions.
 fn default_roots() -> Vec<Root> {
-    let home = crate::served::var_os("HOME").map(PathBuf::from);
+    let home = crate::served::context::var_os("HOME").map(PathBuf::from);
     let dir = |variable: &str, under_home: &str| {
-        crate::served::var_os(variable)
+        crate::served::context::var_os(variable)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
             .or_else(|| home.as_ref().map(|h| h.join(under_home)))

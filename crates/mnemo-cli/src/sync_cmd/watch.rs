@@ -93,7 +93,7 @@ pub(crate) fn run(cli: &Cli, args: &SyncArgs, roots: &[Root]) -> anyhow::Result<
 /// the store (an agent started while the watch ran): `mnemo sync FILE...` runs in it and prints
 /// the batch's report here.
 fn capture_batch(cli: &Cli, files: &[(PathBuf, ImportFormat)], wait: Duration) -> anyhow::Result<()> {
-    if !crate::served::active() {
+    if !crate::served::context::active() {
         let mut argv = vec!["mnemo".to_owned()];
         if cli.json {
             argv.push("--json".to_owned());
@@ -116,7 +116,7 @@ fn capture_batch(cli: &Cli, files: &[(PathBuf, ImportFormat)], wait: Duration) -
 
 /// A flag that SIGINT and SIGTERM set; in the store server, the flag its caller's leaving sets.
 fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
-    if let Some(stop) = crate::served::stop_flag() {
+    if let Some(stop) = crate::served::context::stop_flag() {
         return Ok(stop);
     }
     let stop = Arc::new(AtomicBool::new(false));

@@ -10,21 +10,17 @@
 //!   in this process, as it always did.
 //! - The server ([`Runner`], which `mnemo serve` registers): parses the command line as the caller
 //!   did, resolves its relative paths in the caller's directory, and runs it against the server's
-//!   open store, with what it prints sent back. [`Served`] is that thread's context: `open` takes
-//!   the store from it, the printing in `term` writes to it, `sync --watch` stops by its flag, and
-//!   `import` reads the spooled inputs from it.
+//!   open store, with what it prints sent back ([`context`], that thread's context).
 //!
 //! Commands that need the store alone (`salvage`, `accept-loss`), that start or are servers (`serve`,
 //! `mcp`, `ui`), or that do not use the store (`setup`, `hook`, `demo`) never go through a server.
 
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -36,6 +32,10 @@ use mnemo_server::methods::{Method as _, OutputStream, RunCommand, RunCommandPar
 use mnemo_server::protocol::Reason;
 
 use crate::{Cli, Command};
+
+pub(crate) mod context;
+
+use context::Served;
 
 /// The caller's environment variables a served command reads instead of the server's.
 const CALLER_VARIABLES: &[&str] = &["HOME", "CLAUDE_CONFIG_DIR", "CODEX_HOME"];
@@ -212,15 +212,15 @@ impl CommandRunner for Runner {
             env: command.env,
             inputs: command.inputs,
         });
-        SERVED.with(|current| *current.borrow_mut() = Some(Rc::clone(&served)));
-        let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_command_line(&command.argv, &served)
-        }))
-        .unwrap_or_else(|_| {
-            crate::term::say_err!("error: the command failed unexpectedly in the store server");
-            ExitCode::from(4)
+        let code = context::with(&served, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_command_line(&command.argv, &served)
+            }))
+            .unwrap_or_else(|_| {
+                crate::term::say_err!("error: the command failed unexpectedly in the store server");
+                ExitCode::from(4)
+            })
         });
-        SERVED.with(|current| *current.borrow_mut() = None);
         for input in &served.inputs {
             let _ = std::fs::remove_file(&input.path);
         }
@@ -283,64 +283,4 @@ fn resolve_paths(cli: &mut Cli, cwd: &Path, inputs: &[SpooledInput]) {
         Command::Eval { command } => crate::eval_cmd::paths_mut(command).into_iter().for_each(resolve),
         _ => {}
     }
-}
-
-/// A command running in the store server: the store, where its output goes, and what its caller
-/// handed over.
-pub(crate) struct Served {
-    store: Arc<Mnemo>,
-    io: CommandIo,
-    cwd: PathBuf,
-    env: BTreeMap<String, String>,
-    inputs: Vec<SpooledInput>,
-}
-
-thread_local! {
-    /// The command this thread runs for a caller, if it runs one.
-    static SERVED: RefCell<Option<Rc<Served>>> = const { RefCell::new(None) };
-}
-
-fn current() -> Option<Rc<Served>> {
-    SERVED.with(|current| current.borrow().clone())
-}
-
-/// The server's open store, when this thread runs a command for a caller.
-pub(crate) fn store() -> Option<Arc<Mnemo>> {
-    current().map(|served| Arc::clone(&served.store))
-}
-
-/// Writes to the caller's stream when this thread runs a command for one; false when it does not.
-pub(crate) fn write(stream: OutputStream, text: &str) -> bool {
-    match current() {
-        Some(served) => {
-            served.io.write(stream, text);
-            true
-        }
-        None => false,
-    }
-}
-
-/// Whether this thread runs a command for a caller.
-pub(crate) fn active() -> bool {
-    current().is_some()
-}
-
-/// The flag that stops a served command (its caller went away, or the server stops).
-pub(crate) fn stop_flag() -> Option<Arc<AtomicBool>> {
-    current().map(|served| served.io.cancel_flag())
-}
-
-/// An environment variable: the caller's when this thread runs a command for one.
-pub(crate) fn var_os(name: &str) -> Option<std::ffi::OsString> {
-    match current() {
-        Some(served) => served.env.get(name).map(Into::into),
-        None => std::env::var_os(name),
-    }
-}
-
-/// The spooled copy of an input the caller named `name` (`-`, a pipe), opened.
-pub(crate) fn input(name: &str) -> Option<std::io::Result<std::fs::File>> {
-    let served = current()?;
-    let input = served.inputs.iter().find(|input| input.name == name)?;
-    Some(std::fs::File::open(&input.path))
 }
