@@ -164,16 +164,16 @@ test("remember, then recall", async () => {
     const remembered = await client.remember("s1");
     assert.equal(remembered.status, "remembered");
     assert.deepEqual(
-      remembered.requested_items.map((item) => item.content),
+      remembered.items.filter((item) => item.requested).map((item) => item.content),
       ["The user never uses unwrap in library code."],
     );
-    const item = remembered.requested_items[0]!.item;
+    const item = remembered.items[0]!.item;
     const recalled = await client.recall("s1", "unwrap");
     const match = recalled.find((r) => r.item === item);
     assert.ok(match, "the remembered item is recalled");
     assert.equal(match.content, "The user never uses unwrap in library code.");
     assert.deepEqual(match.sources.map((s) => s.session), ["s1"]);
-    assert.equal((await client.remember("s1")).requested_items[0]!.item, item, "remember is repeatable");
+    assert.equal((await client.remember("s1")).items[0]!.item, item, "remember is repeatable");
     const got = await client.memoryGet(item);
     assert.ok(got !== null);
   } finally {
@@ -187,7 +187,7 @@ test("the recall block as of a position before a fact was remembered lacks it", 
     await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
     const head = async () => (await client.stats()).head as number;
     const before = await head();
-    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const item = (await client.remember("s1")).items[0]!.item;
     const after = await head();
     assert.ok(after > before);
     type Block = { items: { item: string }[]; text: string; tokens: number };
@@ -228,7 +228,7 @@ test("capture a session file, and the start block of a session the store does no
 
     await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
     assert.equal((await client.memoryCursor("s1")).cursor, 0, "nothing of s1 evaluated yet");
-    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const item = (await client.remember("s1")).items[0]!.item;
     // Remembering evaluated the session's two messages.
     assert.equal((await client.memoryCursor("s1")).cursor, 2);
     // A new session of the workspace: the standing fact the user asked to remember is pushed.

@@ -880,9 +880,7 @@ impl Run<'_> {
                     admit(&item, pool, &admitted.item.evidence, if *was_requested { None } else { covered })
                 }
             };
-            let fields = recheck.and_then(|a| {
-                to_fields(&a, pool, *was_requested, &scope).map_err(|e| Rejection::Admission(e.to_string()))
-            });
+            let fields = recheck.and_then(|a| to_fields(&a, pool, *was_requested, &scope));
             match fields {
                 Ok(fields) => {
                     if *was_requested {
@@ -890,6 +888,10 @@ impl Run<'_> {
                     }
                     items.push(fields);
                     links.push(link);
+                }
+                // Not stored, rather than stored for every project: the remember result says so.
+                Err(Rejection::NoWorkspace) => {
+                    self.reject(*was_requested, &admitted.item, Rejection::NoWorkspace)
                 }
                 Err(rejection) if *was_requested => {
                     self.reject(true, &admitted.item, rejection);

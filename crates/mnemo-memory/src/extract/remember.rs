@@ -1,0 +1,222 @@
+//! What a `remember` call answers (memory.md §3.10): every item the call stored, with its kind and
+//! scope, or why it stored none. The answer is read off the commit's receipt, which lists what the
+//! store applied, so what the caller is told and what the store holds cannot disagree.
+
+use std::fmt::Write as _;
+
+use mnemo_core::{MemoryKind, MemoryScope};
+use serde::Serialize;
+
+use crate::extract::{ExtractionOutcome, ExtractionReport, GateReason, Rejection};
+use crate::state::{MutationOutcome, StoredItem};
+
+/// The result returned to a `remember` call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RememberResult {
+    /// `remembered` when `items` holds anything, `not_applicable` when the request was read and
+    /// nothing came of it, `unavailable` when it could not be served now.
+    pub status: RememberStatus,
+    /// Every item the call created, updated or archived, as the store holds it.
+    pub items: Vec<StoredItem>,
+    /// Why nothing was stored; absent when something was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<NotStored>,
+}
+
+/// The status of a remember call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RememberStatus {
+    /// At least one item was stored (or was already held and is reported as such).
+    Remembered,
+    /// The request was read and nothing was stored.
+    NotApplicable,
+    /// The request could not be served now.
+    Unavailable,
+}
+
+/// Why a remember call stored nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum NotStored {
+    /// Nothing in the request reads as a fact, a preference or a standing instruction.
+    NothingToKeep,
+    /// The request holds a credential or another secret, which memory never stores.
+    SensitiveInformation,
+    /// What the request states holds only in a project, and its session belongs to no workspace.
+    NoWorkspace,
+    /// Everything up to the request had been read already.
+    NothingNew,
+    /// The session is incognito.
+    Incognito,
+    /// Memory is turned off for the session.
+    Disabled,
+    /// A subagent's or an archived session.
+    Ineligible,
+    /// The request could not be read into a memory this time; the next request retries it.
+    RetryLater,
+    /// The request could not be read into a memory on its retry either and was given up.
+    GaveUp,
+    /// Memory is shutting down, or the session or its request is not in the store as asked.
+    Unavailable,
+}
+
+impl NotStored {
+    /// The reason in words a user understands, with what to do next.
+    pub fn explanation(self) -> &'static str {
+        match self {
+            NotStored::NothingToKeep => {
+                "nothing in the request reads as a fact, a preference or a standing instruction to keep. \
+                 Say what should hold from now on, for example \"remember that we deploy with make release\"."
+            }
+            NotStored::SensitiveInformation => {
+                "the request holds a password, key or token, and memory never stores one. \
+                 Ask again without the secret (say where it is kept instead)."
+            }
+            NotStored::NoWorkspace => {
+                "what the request states holds only in a project, and this session belongs to no workspace. \
+                 Record the session with its workspace, or say that it holds everywhere (\"in every project\")."
+            }
+            NotStored::NothingNew => {
+                "everything up to this request had been read already. Make the request in a new message."
+            }
+            NotStored::Incognito => "this session is incognito, so nothing from it is remembered.",
+            NotStored::Disabled => "memory is turned off for this session. Turn it on, then ask again.",
+            NotStored::Ineligible => {
+                "this session is a subagent's or archived, so nothing from it is remembered. \
+                 Ask in the main session."
+            }
+            NotStored::RetryLater => {
+                "the request could not be read into a memory this time. Ask again to retry it."
+            }
+            NotStored::GaveUp => {
+                "the request could not be read into a memory, on its retry either. \
+                 Rephrase it as one plain statement and ask again."
+            }
+            NotStored::Unavailable => {
+                "memory cannot take the request now (it is shutting down, or the session or the request \
+                 is not in the store yet). Try again in a moment."
+            }
+        }
+    }
+}
+
+impl From<GateReason> for NotStored {
+    fn from(reason: GateReason) -> Self {
+        match reason {
+            GateReason::Incognito => NotStored::Incognito,
+            GateReason::Disabled => NotStored::Disabled,
+            GateReason::Ineligible => NotStored::Ineligible,
+            GateReason::Unavailable => NotStored::Unavailable,
+        }
+    }
+}
+
+impl RememberResult {
+    fn nothing(status: RememberStatus, reason: NotStored) -> Self {
+        RememberResult { status, items: Vec::new(), reason: Some(reason) }
+    }
+
+    /// The answer in words: each item stored, its kind and where it holds; or why nothing was.
+    /// Item ids are left to the structured result.
+    pub fn text(&self) -> String {
+        if self.items.is_empty() {
+            let reason = self.reason.unwrap_or(NotStored::NothingToKeep);
+            return format!("Nothing was stored: {}", reason.explanation());
+        }
+        let kept: Vec<&StoredItem> =
+            self.items.iter().filter(|i| i.outcome != MutationOutcome::Archived).collect();
+        let replaced: Vec<&StoredItem> =
+            self.items.iter().filter(|i| i.outcome == MutationOutcome::Archived).collect();
+        let mut out = String::new();
+        let (asked, beside): (Vec<&StoredItem>, Vec<&StoredItem>) = kept.iter().partition(|i| i.requested);
+        let mut section = |heading: &str, items: &[&StoredItem]| {
+            if items.is_empty() {
+                return;
+            }
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(heading);
+            for item in items {
+                let _ = write!(out, "\n- {} ({})", item.content, describe(item));
+            }
+        };
+        section(&format!("Remembered {}:", count(asked.len())), &asked);
+        let also = if asked.is_empty() { "Stored" } else { "Also stored, from what else the session said" };
+        section(&format!("{also} {}:", count(beside.len())), &beside);
+        section(&format!("No longer held, as the above contradicts {}:", count(replaced.len())), &replaced);
+        out
+    }
+}
+
+fn count(items: usize) -> String {
+    if items == 1 { "1 item".to_owned() } else { format!("{items} items") }
+}
+
+/// An item's kind and where it holds, and what became of it when it was held already.
+fn describe(item: &StoredItem) -> String {
+    let kind = match item.kind {
+        MemoryKind::Preference => "preference",
+        MemoryKind::Identity => "identity",
+        MemoryKind::Context => "context",
+        MemoryKind::Knowledge => "knowledge",
+        MemoryKind::Failure => "failure",
+        _ => "note",
+    };
+    let scope = match &item.scope {
+        MemoryScope::Global => "global, for every project".to_owned(),
+        MemoryScope::Workspace(workspace) => format!("workspace {workspace}"),
+        _ => item.scope.as_text(),
+    };
+    let held = match item.outcome {
+        MutationOutcome::Noop => ", already remembered",
+        MutationOutcome::Updated => ", merged into what was remembered",
+        _ => "",
+    };
+    format!("{kind}, {scope}{held}")
+}
+
+impl ExtractionReport {
+    /// The remember result this report stands for.
+    pub fn remember_result(&self) -> RememberResult {
+        use RememberStatus::{NotApplicable, Unavailable};
+        match &self.outcome {
+            ExtractionOutcome::Committed { receipt, .. } if !receipt.items.is_empty() => RememberResult {
+                status: RememberStatus::Remembered,
+                items: receipt.items.clone(),
+                reason: None,
+            },
+            ExtractionOutcome::Committed { receipt, .. } => {
+                let no_workspace = self.rejections.iter().any(|r| r.rejection == Rejection::NoWorkspace);
+                let reason = if receipt.no_op_reason.is_some() {
+                    NotStored::SensitiveInformation
+                } else if no_workspace {
+                    NotStored::NoWorkspace
+                } else {
+                    NotStored::NothingToKeep
+                };
+                RememberResult::nothing(NotApplicable, reason)
+            }
+            ExtractionOutcome::NothingToProcess => {
+                RememberResult::nothing(NotApplicable, NotStored::NothingNew)
+            }
+            ExtractionOutcome::RetryLater { .. } => {
+                RememberResult::nothing(Unavailable, NotStored::RetryLater)
+            }
+            ExtractionOutcome::Discarded { .. } => RememberResult::nothing(Unavailable, NotStored::GaveUp),
+            ExtractionOutcome::Blocked { reason } | ExtractionOutcome::Unavailable { reason } => {
+                let gate = [GateReason::Incognito, GateReason::Disabled, GateReason::Ineligible]
+                    .into_iter()
+                    .find(|g| g.name() == reason);
+                let why = match gate {
+                    Some(gate) => NotStored::from(gate),
+                    None => NotStored::Unavailable,
+                };
+                RememberResult::nothing(Unavailable, why)
+            }
+        }
+    }
+}
