@@ -292,6 +292,12 @@ async fn a_session_without_a_workspace_stores_nothing_that_holds_only_in_a_proje
     let result = run(&host, &EmbeddedProposer, remember(&call)).await.remember_result();
     assert_eq!((result.status, result.reason), (RememberStatus::NotApplicable, Some(NotStored::NoWorkspace)));
     assert!(stored(&host).is_empty());
+    let again = run(&host, &EmbeddedProposer, remember(&call)).await;
+    assert_eq!(
+        (again.model_calls, again.remember_result()),
+        (0, result.clone()),
+        "a replay answers the same"
+    );
     assert!(result.text().starts_with("Nothing was stored: what the request states holds only in a project"));
 
     let host = Host::new();

@@ -593,17 +593,6 @@ impl Run<'_> {
         self.commit_request(range, coverage, items, requested, no_op, Vec::new())
     }
 
-    fn commit_linked(
-        &self,
-        range: &Range,
-        coverage: Digest,
-        items: Vec<MemoryItemFields>,
-        requested: Vec<u32>,
-        links: Vec<Option<Link>>,
-    ) -> Result<RangeEnd, MemoryError> {
-        self.commit_request(range, coverage, items, requested, None, links)
-    }
-
     fn commit_request(
         &self,
         range: &Range,
@@ -903,7 +892,12 @@ impl Run<'_> {
         items.truncate(mnemo_core::limits::MEMORY_MUTATIONS_MAX);
         links.truncate(items.len());
         indexes.retain(|i| (*i as usize) < items.len());
-        Ok(Attempt::End(self.commit_linked(range, coverage, items, indexes, links)?))
+        // The receipt keeps why a request stored nothing, so a replay answers the same.
+        let no_workspace = remember
+            && items.is_empty()
+            && self.rejections.iter().any(|r| r.requested && r.rejection == Rejection::NoWorkspace);
+        let no_op = no_workspace.then_some(NoOpReason::NoWorkspace);
+        Ok(Attempt::End(self.commit_request(range, coverage, items, indexes, no_op, links)?))
     }
 
     /// The held items the candidates may restate or contradict (decision 0155).

@@ -4,10 +4,10 @@
 
 use std::fmt::Write as _;
 
-use mnemo_core::{MemoryKind, MemoryScope};
+use mnemo_core::{MemoryKind, MemoryScope, NoOpReason};
 use serde::Serialize;
 
-use crate::extract::{ExtractionOutcome, ExtractionReport, GateReason, Rejection};
+use crate::extract::{ExtractionOutcome, ExtractionReport, GateReason};
 use crate::state::{MutationOutcome, StoredItem};
 
 /// The result returned to a `remember` call.
@@ -190,13 +190,10 @@ impl ExtractionReport {
                 reason: None,
             },
             ExtractionOutcome::Committed { receipt, .. } => {
-                let no_workspace = self.rejections.iter().any(|r| r.rejection == Rejection::NoWorkspace);
-                let reason = if receipt.no_op_reason.is_some() {
-                    NotStored::SensitiveInformation
-                } else if no_workspace {
-                    NotStored::NoWorkspace
-                } else {
-                    NotStored::NothingToKeep
+                let reason = match receipt.no_op_reason {
+                    None => NotStored::NothingToKeep,
+                    Some(NoOpReason::NoWorkspace) => NotStored::NoWorkspace,
+                    Some(_) => NotStored::SensitiveInformation,
                 };
                 RememberResult::nothing(NotApplicable, reason)
             }
