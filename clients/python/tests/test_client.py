@@ -28,7 +28,7 @@ CLAUDE_SESSION = (
 REMEMBER_TRANSCRIPT = """\
 {"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
 {"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}
-{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}
+{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code, in any project."}]}
 """
 
 
@@ -122,13 +122,13 @@ def test_remember_then_recall(client: Client) -> None:
     client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
     remembered = client.remember("s1")
     assert remembered.status == "remembered"
-    assert [i.content for i in remembered.items if i.requested] == ["The user never uses unwrap in library code."]
+    assert [i.content for i in remembered.items if i.requested] == ["The user never uses unwrap in library code, in any project."]
     item = remembered.items[0].item
 
     recalled = client.recall("s1", "unwrap")
     assert recalled and all(isinstance(r, RecalledItem) for r in recalled)
     match = next(r for r in recalled if r.item == item)
-    assert match.content == "The user never uses unwrap in library code."
+    assert match.content == "The user never uses unwrap in library code, in any project."
     assert [s.session for s in match.sources] == ["s1"]
     # Remember is repeatable: the same request again stores nothing new.
     assert client.remember("s1").items[0].item == item

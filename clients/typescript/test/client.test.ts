@@ -31,7 +31,7 @@ const CLAUDE_SESSION = join(
 const REMEMBER_TRANSCRIPT = [
   '{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}',
   '{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}',
-  '{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}',
+  '{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code, in any project."}]}',
   "",
 ].join("\n");
 
@@ -165,13 +165,13 @@ test("remember, then recall", async () => {
     assert.equal(remembered.status, "remembered");
     assert.deepEqual(
       remembered.items.filter((item) => item.requested).map((item) => item.content),
-      ["The user never uses unwrap in library code."],
+      ["The user never uses unwrap in library code, in any project."],
     );
     const item = remembered.items[0]!.item;
     const recalled = await client.recall("s1", "unwrap");
     const match = recalled.find((r) => r.item === item);
     assert.ok(match, "the remembered item is recalled");
-    assert.equal(match.content, "The user never uses unwrap in library code.");
+    assert.equal(match.content, "The user never uses unwrap in library code, in any project.");
     assert.deepEqual(match.sources.map((s) => s.session), ["s1"]);
     assert.equal((await client.remember("s1")).items[0]!.item, item, "remember is repeatable");
     const got = await client.memoryGet(item);
