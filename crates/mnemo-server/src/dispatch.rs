@@ -424,6 +424,7 @@ pub(crate) fn remember(call: &Call<'_>, p: m::RememberParams) -> Result<m::Remem
             })
             .collect(),
         reason: result.reason.map(|r| wire_name(&r)),
+        detail: result.detail,
         text,
     })
 }

@@ -856,6 +856,9 @@ pub struct RememberResult {
     /// `ineligible`, `retry_later`, `gave_up` or `unavailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the extraction engine said when `reason` is `unavailable` and no gate explains it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// The answer in words, built from `items` (or `reason`): what to tell the user.
     pub text: String,
 }

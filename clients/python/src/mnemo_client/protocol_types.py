@@ -646,6 +646,8 @@ class RememberResult:
     status: str
     #: The answer in words, built from `items` (or `reason`): what to tell the user.
     text: str
+    #: What the extraction engine said when `reason` is `unavailable` and no gate explains it.
+    detail: Optional[str] = None
     #: Why nothing was stored, absent when something was: `nothing_to_keep`,
     #: `sensitive_information`, `no_workspace`, `nothing_new`, `incognito`, `disabled`,
     #: `ineligible`, `retry_later`, `gave_up` or `unavailable`.

@@ -21,6 +21,10 @@ pub struct RememberResult {
     /// Why nothing was stored; absent when something was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<NotStored>,
+    /// What the extraction engine said when the reason is `unavailable` and no gate explains it
+    /// (a pending range waiting for another trigger, a model seam's configuration error, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
 
 /// The status of a remember call.
@@ -116,7 +120,7 @@ impl From<GateReason> for NotStored {
 
 impl RememberResult {
     fn nothing(status: RememberStatus, reason: NotStored) -> Self {
-        RememberResult { status, items: Vec::new(), reason: Some(reason) }
+        RememberResult { status, items: Vec::new(), reason: Some(reason), detail: None }
     }
 
     /// The answer in words: each item stored, its kind and where it holds; or why nothing was.
@@ -124,7 +128,8 @@ impl RememberResult {
     pub fn text(&self) -> String {
         if self.items.is_empty() {
             let reason = self.reason.unwrap_or(NotStored::NothingToKeep);
-            return format!("Nothing was stored: {}", reason.explanation());
+            let detail = self.detail.as_deref().map(|d| format!(" (Memory said: {d}.)")).unwrap_or_default();
+            return format!("Nothing was stored: {}{detail}", reason.explanation());
         }
         let kept: Vec<&StoredItem> =
             self.items.iter().filter(|i| i.outcome != MutationOutcome::Archived).collect();
@@ -145,9 +150,13 @@ impl RememberResult {
             }
         };
         section(&format!("Remembered {}:", count(asked.len())), &asked);
-        let also = if asked.is_empty() { "Stored" } else { "Also stored, from what else the session said" };
-        section(&format!("{also} {}:", count(beside.len())), &beside);
-        section(&format!("No longer held, as the above contradicts {}:", count(replaced.len())), &replaced);
+        let beside_heading = if asked.is_empty() {
+            format!("Stored {}:", count(beside.len()))
+        } else {
+            format!("Also stored {}, from what else the session said:", count(beside.len()))
+        };
+        section(&beside_heading, &beside);
+        section(&format!("Replaced {}, which the above contradicts:", count(replaced.len())), &replaced);
         out
     }
 }
@@ -188,6 +197,7 @@ impl ExtractionReport {
                 status: RememberStatus::Remembered,
                 items: receipt.items.clone(),
                 reason: None,
+                detail: None,
             },
             ExtractionOutcome::Committed { receipt, .. } => {
                 let reason = match receipt.no_op_reason {
@@ -205,15 +215,89 @@ impl ExtractionReport {
             }
             ExtractionOutcome::Discarded { .. } => RememberResult::nothing(Unavailable, NotStored::GaveUp),
             ExtractionOutcome::Blocked { reason } | ExtractionOutcome::Unavailable { reason } => {
-                let gate = [GateReason::Incognito, GateReason::Disabled, GateReason::Ineligible]
-                    .into_iter()
-                    .find(|g| g.name() == reason);
-                let why = match gate {
-                    Some(gate) => NotStored::from(gate),
-                    None => NotStored::Unavailable,
-                };
-                RememberResult::nothing(Unavailable, why)
+                let gate = [
+                    GateReason::Incognito,
+                    GateReason::Disabled,
+                    GateReason::Ineligible,
+                    GateReason::Unavailable,
+                ]
+                .into_iter()
+                .find(|g| g.name() == reason);
+                match gate {
+                    Some(gate) => RememberResult::nothing(Unavailable, NotStored::from(gate)),
+                    None => RememberResult {
+                        detail: Some(reason.clone()),
+                        ..RememberResult::nothing(Unavailable, NotStored::Unavailable)
+                    },
+                }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mnemo_core::{ItemId, WorkspaceId};
+
+    fn report(outcome: ExtractionOutcome) -> ExtractionReport {
+        ExtractionReport { operation: None, retried: None, outcome, model_calls: 0, rejections: Vec::new() }
+    }
+
+    fn stored(content: &str, scope: MemoryScope, requested: bool, outcome: MutationOutcome) -> StoredItem {
+        let item = ItemId::new(format!("mem_{}", content.len())).unwrap();
+        StoredItem {
+            item,
+            content: content.to_owned(),
+            kind: MemoryKind::Preference,
+            scope,
+            requested,
+            outcome,
+        }
+    }
+
+    #[test]
+    fn the_text_names_every_item_and_what_became_of_it() {
+        let here = MemoryScope::Workspace(WorkspaceId::new("acme/api").unwrap());
+        let result = RememberResult {
+            status: RememberStatus::Remembered,
+            items: vec![
+                stored("Use spaces.", here.clone(), true, MutationOutcome::Created),
+                stored("Answer in French.", MemoryScope::Global, true, MutationOutcome::Noop),
+                stored("The user likes turtles.", here.clone(), false, MutationOutcome::Created),
+                stored("Use tabs, always.", here, false, MutationOutcome::Archived),
+            ],
+            reason: None,
+            detail: None,
+        };
+        assert_eq!(
+            result.text(),
+            "Remembered 2 items:\n\
+             - Use spaces. (preference, workspace acme/api)\n\
+             - Answer in French. (preference, global, for every project, already remembered)\n\
+             Also stored 1 item, from what else the session said:\n\
+             - The user likes turtles. (preference, workspace acme/api)\n\
+             Replaced 1 item, which the above contradicts:\n\
+             - Use tabs, always. (preference, workspace acme/api)"
+        );
+    }
+
+    #[test]
+    fn an_unavailable_request_keeps_what_the_engine_said() {
+        let waiting = "the failed range waits for another trigger";
+        let result = report(ExtractionOutcome::Unavailable { reason: waiting.to_owned() }).remember_result();
+        assert_eq!(
+            (result.status, result.reason, result.detail.as_deref()),
+            (RememberStatus::Unavailable, Some(NotStored::Unavailable), Some(waiting))
+        );
+        assert!(result.text().ends_with("(Memory said: the failed range waits for another trigger.)"));
+        let closed = report(ExtractionOutcome::Blocked { reason: "incognito".to_owned() }).remember_result();
+        assert_eq!((closed.reason, closed.detail), (Some(NotStored::Incognito), None));
+        let nothing = report(ExtractionOutcome::NothingToProcess).remember_result();
+        assert_eq!(
+            nothing.text(),
+            "Nothing was stored: everything up to this request had been read already. Make the request in \
+             a new message."
+        );
     }
 }
