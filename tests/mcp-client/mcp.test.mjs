@@ -161,6 +161,22 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
     assert.match(text(again), new RegExp(fact.split(' ').slice(-2).join(' ')), text(again));
   }
 
+  // Two instructions in one request: each is its own item, and the answer names both with where
+  // they hold.
+  const rules = await call(client, 'remember', { request: 'Remember: never force-push to main; always open a PR' });
+  assert.deepEqual(
+    rules.structuredContent.items.map((i) => [i.content, i.kind, i.scope, i.requested]),
+    [
+      ['Never force-push to main.', 'preference', `workspace:${CODEMIE}`, true],
+      ['Always open a PR.', 'preference', `workspace:${CODEMIE}`, true],
+    ],
+    text(rules),
+  );
+  assert.equal(
+    text(rules),
+    `Remembered 2 items:\n- Never force-push to main. (preference, workspace ${CODEMIE})\n- Always open a PR. (preference, workspace ${CODEMIE})`,
+  );
+
   const recalled = await call(client, 'recall_memory', { query: 'release branch' });
   assert.ok(recalled.structuredContent.items.some((i) => i.content.includes('trunk-stable')), text(recalled));
   // The session that holds the remember requests' evidence relays them; it is no conversation.

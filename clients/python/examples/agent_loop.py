@@ -138,7 +138,7 @@ def run(mnemo: Path, store: Path) -> int:
             revision = appended.last_revision
             if ask == REMEMBER:
                 remembered = client.remember(SESSION)
-                print(f"{turn}: remember -> {remembered.status} {[i.content for i in remembered.requested_items]}")
+                print(f"{turn}: remember -> {remembered.status} {[i.content for i in remembered.items]}")
                 if remembered.status != "remembered":
                     failures.append(f"{turn}: remember answered {remembered.status}: {remembered.reason}")
             if n == len(script) - 1:

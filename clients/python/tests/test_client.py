@@ -29,7 +29,7 @@ CLAUDE_SESSION = (
 REMEMBER_TRANSCRIPT = """\
 {"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
 {"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}
-{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}
+{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code, in any project."}]}
 """
 
 
@@ -127,23 +127,23 @@ def test_remember_then_recall(client: Client) -> None:
     client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
     remembered = client.remember("s1")
     assert remembered.status == "remembered"
-    assert [i.content for i in remembered.requested_items] == ["The user never uses unwrap in library code."]
-    item = remembered.requested_items[0].item
+    assert [i.content for i in remembered.items if i.requested] == ["The user never uses unwrap in library code, in any project."]
+    item = remembered.items[0].item
 
     recalled = client.recall("s1", "unwrap")
     assert recalled and all(isinstance(r, RecalledItem) for r in recalled)
     match = next(r for r in recalled if r.item == item)
-    assert match.content == "The user never uses unwrap in library code."
+    assert match.content == "The user never uses unwrap in library code, in any project."
     assert [s.session for s in match.sources] == ["s1"]
     # Remember is repeatable: the same request again stores nothing new.
-    assert client.remember("s1").requested_items[0].item == item
+    assert client.remember("s1").items[0].item == item
 
 
 def test_recall_block_as_of_a_position_before_a_fact_was_remembered_lacks_it(client: Client) -> None:
     client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
     before = client.stats()["head"]
     remembered = client.remember("s1")
-    item = remembered.requested_items[0].item
+    item = remembered.items[0].item
     after = client.stats()["head"]
     assert after > before
 
@@ -177,7 +177,7 @@ def test_capture_a_session_file_and_the_start_block_of_a_session_the_store_does_
     assert missing.value.reason == "invalid_input" and "none.jsonl" in missing.value.message
 
     client.import_transcript(text=REMEMBER_TRANSCRIPT, source="remember.jsonl")
-    item = client.remember("s1").requested_items[0].item
+    item = client.remember("s1").items[0].item
     # A new session of the workspace: the standing fact the user asked to remember is pushed.
     fresh = client.start_block(session="s-new", workspace="acme/api")
     assert isinstance(fresh, StartBlockResult)

@@ -117,7 +117,7 @@ async function run(mnemo: string, store: string): Promise<string[]> {
       revision = (await client.append(stream, [say(turn, n, "user", ask)], revision)).last_revision;
       if (ask === REMEMBER) {
         const remembered = await client.remember(SESSION);
-        console.log(`${turn}: remember -> ${remembered.status} ${JSON.stringify(remembered.requested_items.map((i) => i.content))}`);
+        console.log(`${turn}: remember -> ${remembered.status} ${JSON.stringify(remembered.items.map((i) => i.content))}`);
         if (remembered.status !== "remembered") failures.push(`${turn}: remember answered ${remembered.status}: ${remembered.reason}`);
       }
       if (n === script.length - 1) {

@@ -631,12 +631,42 @@ export interface RememberParams {
 
 /** `memory/remember` result. */
 export interface RememberResult {
-  /** Why nothing was stored, when it says. */
+  /** What the extraction engine said when `reason` is `unavailable` and no gate explains it. */
+  detail?: string | null;
+  /** Every item the call created, updated or archived, as the store holds it. */
+  items: RememberedItem[];
+  /**
+   * Why nothing was stored, absent when something was: `nothing_to_keep`,
+   * `sensitive_information`, `no_workspace`, `nothing_new`, `incognito`, `disabled`,
+   * `ineligible`, `retry_later`, `gave_up` or `unavailable`.
+   */
   reason?: string | null;
-  /** The items stored, with their stored content. */
-  requested_items: RequestedItem[];
-  /** `remembered`, `not_applicable` or `unavailable`. */
+  /**
+   * `remembered` when `items` holds anything, `not_applicable` when the request was read and
+   * nothing came of it, `unavailable` when it could not be served now.
+   */
   status: string;
+  /** The answer in words, built from `items` (or `reason`): what to tell the user. */
+  text: string;
+}
+
+/** An item `memory/remember` created, updated or archived. */
+export interface RememberedItem {
+  /** Its stored content. */
+  content: string;
+  /** The item. */
+  item: string;
+  /** `preference`, `identity`, `context`, `knowledge`, `failure` or `note`. */
+  kind: string;
+  /**
+   * `created`; `updated` or `noop` when it restated an item memory held; `archived` when an
+   * item of the same call contradicted it.
+   */
+  outcome: string;
+  /** Whether the request asked for it, not found beside it in the session. */
+  requested: boolean;
+  /** `global` or `workspace:<workspace>`. */
+  scope: string;
 }
 
 /** A request as a client writes it. Without an `id` it is a notification: it runs and is not answered. */
@@ -653,14 +683,6 @@ export interface Request {
 
 /** A request's id: a number or a string, echoed in its answer. */
 export type RequestId = number | string;
-
-/** An item `memory/remember` stored. */
-export interface RequestedItem {
-  /** Its stored content. */
-  content: string;
-  /** The item. */
-  item: string;
-}
 
 /** An answer: exactly one of `result` and `error`. */
 export interface Response {
@@ -1212,7 +1234,7 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "memory/list": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/recall": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},
   "memory/recall_block": {"additionalProperties":true,"type":"object"},
-  "memory/remember": {"$defs":{"RequestedItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"}},"required":["item","content"],"type":"object"}},"properties":{"reason":{"type":["string","null"]},"requested_items":{"items":{"$ref":"#/$defs/RequestedItem"},"type":"array"},"status":{"type":"string"}},"required":["status","requested_items"],"type":"object"},
+  "memory/remember": {"$defs":{"RememberedItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"kind":{"type":"string"},"outcome":{"type":"string"},"requested":{"type":"boolean"},"scope":{"type":"string"}},"required":["item","content","kind","scope","requested","outcome"],"type":"object"}},"properties":{"detail":{"type":["string","null"]},"items":{"items":{"$ref":"#/$defs/RememberedItem"},"type":"array"},"reason":{"type":["string","null"]},"status":{"type":"string"},"text":{"type":"string"}},"required":["status","items","text"],"type":"object"},
   "memory/search": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/start_block": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"properties":{"items":{"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},"standing":{"format":"uint64","minimum":0,"type":"integer"},"text":{"type":"string"},"tokens":{"format":"uint64","minimum":0,"type":"integer"}},"required":["text","tokens","items","standing"],"type":"object"},
   "ping": {"additionalProperties":false,"type":"object"},

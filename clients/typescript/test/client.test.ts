@@ -31,7 +31,7 @@ const CLAUDE_SESSION = join(
 const REMEMBER_TRANSCRIPT = [
   '{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}',
   '{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage."}]}',
-  '{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}',
+  '{"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code, in any project."}]}',
   "",
 ].join("\n");
 
@@ -167,16 +167,16 @@ test("remember, then recall", async () => {
     const remembered = await client.remember("s1");
     assert.equal(remembered.status, "remembered");
     assert.deepEqual(
-      remembered.requested_items.map((item) => item.content),
-      ["The user never uses unwrap in library code."],
+      remembered.items.filter((item) => item.requested).map((item) => item.content),
+      ["The user never uses unwrap in library code, in any project."],
     );
-    const item = remembered.requested_items[0]!.item;
+    const item = remembered.items[0]!.item;
     const recalled = await client.recall("s1", "unwrap");
     const match = recalled.find((r) => r.item === item);
     assert.ok(match, "the remembered item is recalled");
-    assert.equal(match.content, "The user never uses unwrap in library code.");
+    assert.equal(match.content, "The user never uses unwrap in library code, in any project.");
     assert.deepEqual(match.sources.map((s) => s.session), ["s1"]);
-    assert.equal((await client.remember("s1")).requested_items[0]!.item, item, "remember is repeatable");
+    assert.equal((await client.remember("s1")).items[0]!.item, item, "remember is repeatable");
     const got = await client.memoryGet(item);
     assert.ok(got !== null);
   } finally {
@@ -190,7 +190,7 @@ test("the recall block as of a position before a fact was remembered lacks it", 
     await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
     const head = async () => (await client.stats()).head as number;
     const before = await head();
-    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const item = (await client.remember("s1")).items[0]!.item;
     const after = await head();
     assert.ok(after > before);
     type Block = { items: { item: string }[]; text: string; tokens: number };
@@ -231,7 +231,7 @@ test("capture a session file, and the start block of a session the store does no
 
     await client.importTranscript({ text: REMEMBER_TRANSCRIPT, source: "remember.jsonl" });
     assert.equal((await client.memoryCursor("s1")).cursor, 0, "nothing of s1 evaluated yet");
-    const item = (await client.remember("s1")).requested_items[0]!.item;
+    const item = (await client.remember("s1")).items[0]!.item;
     // Remembering evaluated the session's two messages.
     assert.equal((await client.memoryCursor("s1")).cursor, 2);
     // A new session of the workspace: the standing fact the user asked to remember is pushed.

@@ -337,7 +337,7 @@ fn print_compaction(report: &DemoReport) {
 
 fn print_memory(memory: &MemoryReport, ms: u128) {
     say!("\n4. Long-term memory: remember, extract, recall ({ms} ms)");
-    let requested: Vec<&str> = memory.remember.requested_items.iter().map(|i| i.content.as_str()).collect();
+    let requested: Vec<&str> = memory.remember.items.iter().map(|i| i.content.as_str()).collect();
     say!("   remember ({:?}): {}", memory.remember.status, requested.join("; "));
     for (session, report) in &memory.extractions {
         say!(

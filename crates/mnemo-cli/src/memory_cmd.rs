@@ -208,16 +208,8 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
         MemoryCommand::Remember { session: s, tool_call } => {
             let call = tool_call.as_deref().map(ToolCallId::new).transpose().map_err(input)?;
             let result = runtime()?.block_on(mnemo.memory().remember(&session(s)?, call))?;
-            output(cli, &result, || {
-                say!(
-                    "{}{}",
-                    name(&result.status),
-                    result.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
-                );
-                for item in &result.requested_items {
-                    say!("  {}  {}", item.item, item.content);
-                }
-            });
+            // The answer is the stored items' list, in words; `--json` adds their ids.
+            output(cli, &result, || say!("{}", result.text()));
             Ok(found(result.status == RememberStatus::Remembered))
         }
         MemoryCommand::Extract { all: true, .. } => extract_all(cli, &mnemo),

@@ -38,8 +38,8 @@ const BUDGETS_PER_WALL_MAX: u32 = 5;
 /// default budget is exercised by the calls that must fail.
 const GENEROUS: &[&str] = &["--budget-ms", "30000"];
 
-/// A store holding two standing preferences and a workspace fact, learned in a session of the
-/// fixtures' workspace.
+/// A store holding two standing preferences that hold in every project (global) and a workspace
+/// fact, learned in a session of the fixtures' workspace.
 fn store_with_memories(dir: &Path) -> PathBuf {
     let store = dir.join("store");
     let transcript = dir.join("memories.jsonl");
@@ -47,8 +47,8 @@ fn store_with_memories(dir: &Path) -> PathBuf {
         &transcript,
         format!(
             r#"{{"kind":"session","session":"m1","workspace":"{WORKSPACE}","title":"preferences"}}
-{{"session":"m1","turn":"t1","role":"user","parts":[{{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces."}}]}}
-{{"session":"m1","turn":"t2","role":"user","parts":[{{"type":"text","text":"Remember that I never use unwrap in library code."}}]}}
+{{"session":"m1","turn":"t1","role":"user","parts":[{{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces in every project."}}]}}
+{{"session":"m1","turn":"t2","role":"user","parts":[{{"type":"text","text":"Remember that I never use unwrap in library code, in any project."}}]}}
 "#
         ),
     )
@@ -177,8 +177,8 @@ fn claude_code_hooks_capture_a_growing_session_and_start_the_next_with_its_memor
     );
     let started = hook(&store, "claude-code", GENEROUS, &start);
     let context = additional_context(&started);
-    assert!(context.contains("The user prefers tabs over spaces."), "{context}");
-    assert!(context.contains("The user never uses unwrap in library code."), "{context}");
+    assert!(context.contains("The user prefers tabs over spaces in every project."), "{context}");
+    assert!(context.contains("The user never uses unwrap in library code, in any project."), "{context}");
     assert!(tokens(&context) <= 1_500, "{} tokens", tokens(&context));
     eprintln!("session start: {} tokens of context in {} ms", tokens(&context), started.took.as_millis());
 
@@ -386,7 +386,7 @@ fn codex_hooks_capture_a_rollout_and_answer_session_start_in_codexs_shape() {
         &codex_input("SessionStart", None, serde_json::json!({"source": "startup"})),
     );
     let context = additional_context(&start);
-    assert!(context.contains("The user prefers tabs over spaces."), "{context}");
+    assert!(context.contains("The user prefers tabs over spaces in every project."), "{context}");
     assert!(!context.contains("fjall"), "another workspace's item: {context}");
     assert!(tokens(&context) <= 1_500);
     // A stop without a rollout is logged, not fatal.

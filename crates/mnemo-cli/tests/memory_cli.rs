@@ -9,7 +9,7 @@ use std::path::Path;
 use support::{mnemo, ok_json};
 
 const TRANSCRIPT: &str = r#"{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
-{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces."}]}
+{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our project uses fjall for storage. I prefer tabs over spaces in every project."}]}
 {"session":"s1","turn":"t2","role":"user","parts":[{"type":"text","text":"Remember that I never use unwrap in library code."}]}
 "#;
 
@@ -23,8 +23,9 @@ fn remember_search_lifecycle_and_recall() {
 
     let remembered = ok_json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
     assert_eq!(remembered["status"], "remembered");
-    assert_eq!(remembered["requested_items"][0]["content"], "The user never uses unwrap in library code.");
-    let id = remembered["requested_items"][0]["item"].as_str().unwrap().to_owned();
+    assert_eq!(remembered["items"][0]["content"], "The user never uses unwrap in library code.");
+    assert_eq!(remembered["items"][0]["requested"], true);
+    let id = remembered["items"][0]["item"].as_str().unwrap().to_owned();
 
     let found = ok_json(&mnemo(&store, &["--json", "memory", "search", "fjall", "--workspace", "acme/api"]));
     assert_eq!(found.as_array().unwrap().len(), 1);
@@ -36,8 +37,15 @@ fn remember_search_lifecycle_and_recall() {
     assert_eq!(ok_json(&mnemo(&store, &archive))["replayed"], true);
     let stale = mnemo(&store, &["memory", "archive", &id, "--expected-version", "1", "--op", "a2"]);
     assert_eq!(stale.status.code(), Some(3), "a version conflict");
-    assert_eq!(mnemo(&store, &["memory", "search", "unwrap"]).status.code(), Some(1));
-    assert!(mnemo(&store, &["memory", "search", "unwrap", "--include-archived"]).status.success());
+    assert_eq!(
+        mnemo(&store, &["memory", "search", "unwrap", "--workspace", "acme/api"]).status.code(),
+        Some(1)
+    );
+    assert!(
+        mnemo(&store, &["memory", "search", "unwrap", "--workspace", "acme/api", "--include-archived"])
+            .status
+            .success()
+    );
     let restored = ok_json(&mnemo(&store, &["--json", "memory", "restore", &id, "--expected-version", "2"]));
     assert_eq!(restored["results"][0]["version"], 3);
     let updated = ok_json(&mnemo(
@@ -79,18 +87,19 @@ fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
     let contents: Vec<&str> =
         all.as_array().unwrap().iter().map(|i| i["fields"]["content"].as_str().unwrap()).collect();
     assert_eq!(contents.len(), 3, "{contents:?}");
-    assert!(
-        contents[..2].contains(&"The user prefers tabs over spaces."),
-        "global items first: {contents:?}"
+    assert_eq!(contents[0], "The user prefers tabs over spaces in every project.", "global items first");
+    let mut here: Vec<&str> = contents[1..].to_vec();
+    here.sort_unstable();
+    assert_eq!(
+        here,
+        ["The team's project uses fjall for storage.", "The user never uses unwrap in library code."]
     );
-    assert!(contents[..2].contains(&"The user never uses unwrap in library code."), "{contents:?}");
-    assert_eq!(contents[2], "The team's project uses fjall for storage.");
     let preferences = ok_json(&mnemo(&store, &["--json", "memory", "list", "--kind", "preference"]));
     assert_eq!(preferences.as_array().unwrap().len(), 2);
     let here = ok_json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "acme/api"]));
     assert_eq!(here.as_array().unwrap().len(), 3);
     let elsewhere = ok_json(&mnemo(&store, &["--json", "memory", "list", "--workspace", "other/ws"]));
-    assert_eq!(elsewhere.as_array().unwrap().len(), 2, "global items only");
+    assert_eq!(elsewhere.as_array().unwrap().len(), 1, "global items only");
 
     let listed = mnemo(&store, &["memory", "list", "--kind", "context"]);
     let text = String::from_utf8_lossy(&listed.stdout).into_owned();
@@ -107,6 +116,90 @@ fn memory_list_filters_by_workspace_kind_and_lifecycle_in_text_and_json() {
     assert_eq!(bad.status.code(), Some(2), "an input error");
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown kind \"opinion\""));
     assert_eq!(mnemo(&store, &["memory", "list", "--limit", "0"]).status.code(), Some(2));
+}
+
+/// `(item, content, kind, scope)` of each item, sorted: of a remember answer's `items` or of
+/// `memory list --json`.
+fn rows(items: &serde_json::Value, fields: &str) -> Vec<[String; 4]> {
+    let text = |v: &serde_json::Value| v.as_str().unwrap().to_owned();
+    let mut out: Vec<[String; 4]> = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            let f = if fields.is_empty() { i } else { &i[fields] };
+            [text(&i["item"]), text(&f["content"]), text(&f["kind"]), text(&f["scope"])]
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn remember_answers_exactly_what_memory_list_then_holds() {
+    // Before: "I like turtles" answered "not_applicable" while a global preference was stored, and
+    // of two instructions in one request the answer named only the first.
+    let transcript = r#"{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
+{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"I like turtles"}]}
+{"kind":"session","session":"s2","workspace":"acme/api","title":"t"}
+{"session":"s2","turn":"t1","role":"user","parts":[{"type":"text","text":"Remember: never force-push to main; always open a PR"}]}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("t.jsonl");
+    std::fs::write(&file, transcript).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+
+    let remark = mnemo(&store, &["memory", "remember", "s1"]);
+    assert_eq!(
+        String::from_utf8_lossy(&remark.stdout),
+        "Stored 1 item:\n- The user likes turtles. (preference, workspace acme/api)\n"
+    );
+    let listed = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
+    let answered = ok_json(&mnemo(&store, &["--json", "memory", "remember", "s1"]));
+    assert_eq!(answered["status"], "remembered", "a replay answers the same");
+    assert_eq!(rows(&answered["items"], ""), rows(&listed, "fields"));
+
+    let said = mnemo(&store, &["memory", "remember", "s2"]);
+    assert_eq!(
+        String::from_utf8_lossy(&said.stdout),
+        "Remembered 2 items:\n- Never force-push to main. (preference, workspace acme/api)\n\
+         - Always open a PR. (preference, workspace acme/api)\n"
+    );
+    let rules = ok_json(&mnemo(&store, &["--json", "memory", "remember", "s2"]));
+    let all = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
+    let mut both = rows(&answered["items"], "");
+    both.extend(rows(&rules["items"], ""));
+    both.sort();
+    assert_eq!(both, rows(&all, "fields"), "the answers list every stored item, and only those");
+    let elsewhere = mnemo(&store, &["--json", "memory", "list", "--workspace", "other/ws"]);
+    assert_eq!(elsewhere.status.code(), Some(1), "nothing reaches another project");
+}
+
+#[test]
+fn remember_of_nothing_to_keep_says_why_and_what_to_do() {
+    let transcript = r#"{"kind":"session","session":"s1","workspace":"acme/api","title":"t"}
+{"session":"s1","turn":"t1","role":"user","parts":[{"type":"text","text":"hello there"}]}
+"#;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("t.jsonl");
+    std::fs::write(&file, transcript).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+    let said = mnemo(&store, &["memory", "remember", "s1"]);
+    assert_eq!(said.status.code(), Some(1), "nothing stored");
+    let text = String::from_utf8_lossy(&said.stdout);
+    assert!(
+        text.starts_with("Nothing was stored: nothing in the request reads as a fact, a preference or a standing instruction")
+            && text.contains("for example \"remember that"),
+        "{text}"
+    );
+    let json = mnemo(&store, &["--json", "memory", "remember", "s1"]);
+    let answer: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(
+        (answer["status"].as_str(), answer["reason"].as_str(), answer["items"].as_array().map(Vec::len)),
+        (Some("not_applicable"), Some("nothing_to_keep"), Some(0))
+    );
 }
 
 fn contents_id(list: &serde_json::Value, needle: &str) -> String {

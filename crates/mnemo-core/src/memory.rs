@@ -199,6 +199,8 @@ impl ReceiptStatus {
 pub enum NoOpReason {
     /// The request held secrets.
     SensitiveInformation,
+    /// What the request asked for holds only in a workspace, and its session belongs to none.
+    NoWorkspace,
 }
 
 /// Why a compaction range was skipped.

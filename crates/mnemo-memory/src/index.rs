@@ -21,14 +21,15 @@ use crate::recall::is_standing;
 use crate::state::{
     self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
     MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
-    OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, RequestedItem, SCOPE_TAG,
-    SIGNATURE_TAG, STAGE_NAME, STANDING_TAG, encode, key,
+    OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, SCOPE_TAG, SIGNATURE_TAG,
+    STAGE_NAME, STANDING_TAG, StoredItem, encode, key,
 };
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 /// 2: the signature index (`n`), merges and supersessions of extraction commits (decision 0155),
 /// the standing-facts index (`t`, decision 0156).
-const VERSION: u32 = 2;
+/// 3: a receipt lists every item its commit created, updated or archived, with kind and scope.
+const VERSION: u32 = 3;
 
 /// Builds the stage.
 ///
@@ -489,25 +490,12 @@ fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<
         Err(conflict) => return Ok(Err(conflict.to_string())),
     };
     changes.write(txn)?;
-    let mut requested_items = Vec::new();
-    for index in &record.receipt.requested_items {
-        let Some(new) = record.items.get(*index as usize) else { continue };
-        // A requested statement that restated a held item reports that item, as stored now.
-        let merged = record.merges.iter().find(|m| m.statement == *index).map(|m| &m.item);
-        let item = merged.unwrap_or(&new.item);
-        let content = match state::item(&*txn, item)? {
-            Some(stored) => stored.fields.content,
-            None => new.fields.content.clone(),
-        };
-        if !requested_items.iter().any(|r: &RequestedItem| &r.item == item) {
-            requested_items.push(RequestedItem { item: item.clone(), content });
-        }
-    }
+    let items = stored_items(&*txn, record, &results)?;
     let receipt = Receipt {
         operation: record.operation.clone(),
         session: record.session.clone(),
         status: record.receipt.status,
-        requested_items,
+        items,
         no_op_reason: record.receipt.no_op_reason,
         skip_reason: record.receipt.skip_reason,
         discarded_range: None,
@@ -525,6 +513,39 @@ fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<
     txn.put(key(OPERATION_TAG, &[record.operation.as_str()]), encode(&entry)?);
     txn.put(key(RECEIPT_TAG, &[record.operation.as_str()]), encode(&receipt)?);
     Ok(Ok(()))
+}
+
+/// What a commit's receipt reports: every item its results name, once, as the state holds it
+/// after the commit. A statement is requested when the receipt lists its index; an item it merged
+/// into is requested when one of the statements merged into it is.
+fn stored_items(
+    kv: &(impl Kv + ?Sized),
+    record: &MemoryCommit,
+    results: &[MutationResult],
+) -> Result<Vec<StoredItem>, PipelineError> {
+    let requested = |index: usize| record.receipt.requested_items.contains(&(index as u32));
+    let mut out: Vec<StoredItem> = Vec::new();
+    for result in results {
+        let Some(stored) = state::item(kv, &result.item)? else {
+            return Err(state::damaged("a commit's result names an item the state does not hold"));
+        };
+        let by_statement = record.items.iter().position(|new| new.item == result.item).is_some_and(requested);
+        let by_merge = record.merges.iter().any(|m| m.item == result.item && requested(m.statement as usize));
+        let was_requested = result.outcome != MutationOutcome::Archived && (by_statement || by_merge);
+        if let Some(seen) = out.iter_mut().find(|s| s.item == result.item) {
+            seen.requested |= was_requested;
+            continue;
+        }
+        out.push(StoredItem {
+            item: result.item.clone(),
+            content: stored.fields.content,
+            kind: stored.fields.kind,
+            scope: stored.fields.scope,
+            requested: was_requested,
+            outcome: result.outcome,
+        });
+    }
+    Ok(out)
 }
 
 fn advance_cursor(
@@ -617,7 +638,7 @@ fn discard_receipt(pending: &PendingFailure, record: &ExtractionFailure) -> Rece
         operation: record.operation.clone(),
         session: record.session.clone(),
         status: ReceiptStatus::Discarded,
-        requested_items: Vec::new(),
+        items: Vec::new(),
         no_op_reason: None,
         skip_reason: None,
         discarded_range: Some(DiscardedRange {

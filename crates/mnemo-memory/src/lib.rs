@@ -27,6 +27,7 @@ mod index;
 mod lane;
 mod ops;
 mod recall;
+mod scope;
 mod secrets;
 mod state;
 pub mod testing;
@@ -41,9 +42,9 @@ pub use extract::{
     ContextLine, EXTRACT_USER_EVENTS_PER_RANGE_MAX, EmbeddedCanonicalizer, EmbeddedProposer, EvidenceView,
     ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, HeldItem, LocalizationQuery,
     LocalizationSearch, MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models,
-    Proposal, ProposalPrompt, RejectedCandidate, Rejection, RememberResult, RememberStatus, ScanLocalization,
-    SessionEvent, Trigger, check_faithful, execute, extraction_boundaries, parse_canonicalization,
-    parse_proposal, turn_start_before,
+    NotStored, Proposal, ProposalPrompt, RejectedCandidate, Rejection, RememberResult, RememberStatus,
+    ScanLocalization, SessionEvent, Trigger, check_faithful, execute, extraction_boundaries,
+    parse_canonicalization, parse_proposal, turn_start_before,
 };
 pub use index::MemoryIndex;
 pub use lane::{LaneGuard, Priority, SessionLanes};
@@ -59,10 +60,11 @@ pub use recall::{
     RECALL_STANDING_BUDGET_PERCENT, RECALL_STANDING_ITEMS_MAX, RecallBlock, RecallMemory, RecalledItem,
     START_BLOCK_TOKENS_MAX, recall, recall_block, recall_budget_tokens, recall_text, start_block_session,
 };
+pub use scope::{holds_everywhere, item_scope};
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{
     Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType,
-    OperationResult, OperationType, PendingFailure, Receipt, RequestedItem, STAGE_NAME,
+    OperationResult, OperationType, PendingFailure, Receipt, STAGE_NAME, StoredItem,
 };
 pub use text::{
     IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,

@@ -18,7 +18,8 @@
 
 use mnemo_core::{
     CheckpointId, DenialReason, Digest, ExtractionFailureClass, ExtractionTrigger, ItemId, LifecycleState,
-    MemoryItem, NoOpReason, OperationId, ReceiptStatus, SessionId, SkipReason, TimestampMs,
+    MemoryItem, MemoryKind, MemoryScope, NoOpReason, OperationId, ReceiptStatus, SessionId, SkipReason,
+    TimestampMs,
 };
 use mnemo_pipeline::{PipelineError, StateStore, StateTxn};
 use serde::de::DeserializeOwned;
@@ -173,13 +174,23 @@ impl OperationEntry {
     }
 }
 
-/// A requested item as a receipt reports it.
+/// An item an extraction commit created, updated or archived, as its receipt reports it: what
+/// the store holds for it once the commit applied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestedItem {
+pub struct StoredItem {
     /// The item.
     pub item: ItemId,
     /// Its normalized stored content.
     pub content: String,
+    /// What it is about.
+    pub kind: MemoryKind,
+    /// Where it holds.
+    pub scope: MemoryScope,
+    /// Whether the user asked for it (a remember request's own statement), not found beside it.
+    pub requested: bool,
+    /// What the commit did to it: `created`; `updated` or `noop` when a statement restated an
+    /// item memory held; `archived` when a statement of the commit contradicted it.
+    pub outcome: MutationOutcome,
 }
 
 /// The range a discard gave up on.
@@ -206,8 +217,9 @@ pub struct Receipt {
     pub session: SessionId,
     /// The settlement.
     pub status: ReceiptStatus,
-    /// Requested items with their stored content.
-    pub requested_items: Vec<RequestedItem>,
+    /// Every item the commit created, updated or archived, in the commit's order; empty for a
+    /// discard.
+    pub items: Vec<StoredItem>,
     /// Why a remember stored nothing.
     pub no_op_reason: Option<NoOpReason>,
     /// Why a compaction range was skipped.

@@ -15,8 +15,8 @@ use mnemo_core::{
 use mnemo_memory::testing::VecLedger;
 use mnemo_memory::{
     BoxFuture, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionOutcome, ExtractionReport,
-    GateReason, MemoryError, MemoryLedger, MemoryProposer, MemoryView, ModelError, Models, ProposalPrompt,
-    Rejection, RememberStatus, ScanLocalization, SessionEvent, Trigger, execute,
+    GateReason, MemoryError, MemoryLedger, MemoryProposer, MemoryView, ModelError, Models, NotStored,
+    ProposalPrompt, Rejection, RememberStatus, ScanLocalization, SessionEvent, Trigger, execute,
 };
 use mnemo_pipeline::StateStore;
 
@@ -26,6 +26,7 @@ struct Host {
     events: Mutex<Vec<SessionEvent>>,
     gate: Mutex<Option<GateReason>>,
     checkpoints: Mutex<Vec<CheckpointRecord>>,
+    scope: Mutex<MemoryScope>,
 }
 
 impl Host {
@@ -35,6 +36,7 @@ impl Host {
             events: Mutex::new(Vec::new()),
             gate: Mutex::new(None),
             checkpoints: Mutex::new(Vec::new()),
+            scope: Mutex::new(MemoryScope::Workspace(WorkspaceId::new("w1").unwrap())),
         }
     }
 
@@ -114,7 +116,7 @@ impl ExtractionHost for Host {
         Ok(self.checkpoints.lock().unwrap().clone())
     }
     fn session_scope(&self, _: &SessionId) -> Result<MemoryScope, MemoryError> {
-        Ok(MemoryScope::Workspace(WorkspaceId::new("w1").unwrap()))
+        Ok(self.scope.lock().unwrap().clone())
     }
 }
 
@@ -192,18 +194,122 @@ async fn remember_stores_the_requested_item_and_replays_without_a_model_call() {
     let report = run(&host, &EmbeddedProposer, remember(&call)).await;
     let result = report.remember_result();
     assert_eq!(result.status, RememberStatus::Remembered, "{report:?}");
-    assert_eq!(result.requested_items[0].content, "The user prefers tabs over spaces.");
+    let contents: Vec<(&str, bool)> =
+        result.items.iter().map(|i| (i.content.as_str(), i.requested)).collect();
+    assert_eq!(
+        contents,
+        [("The user prefers tabs over spaces.", true), ("The user is a backend engineer.", false)],
+        "the answer lists every item the call stored"
+    );
     assert_eq!(report.model_calls, 2, "one proposal and one canonicalization call");
     let ExtractionOutcome::Committed { receipt, .. } = &report.outcome else { panic!() };
     assert_eq!(receipt.status, ReceiptStatus::Remembered);
     assert_eq!(host.view_items(), 2, "the incidental identity fact is stored too");
     let state = host.ledger.state().unwrap();
-    let stored = MemoryView::new(state.as_ref()).item(&result.requested_items[0].item).unwrap().unwrap();
+    let stored = MemoryView::new(state.as_ref()).item(&result.items[0].item).unwrap().unwrap();
     assert_eq!(stored.fields.sources[0].event.as_str(), "e2");
-    assert_eq!(stored.fields.scope, MemoryScope::Global);
+    // A habit stated without "everywhere" holds in its workspace; who the user is holds everywhere.
+    assert_eq!(stored.fields.scope, MemoryScope::Workspace(WorkspaceId::new("w1").unwrap()));
+    assert_eq!(
+        (result.items[0].scope.clone(), result.items[1].scope.clone()),
+        (stored.fields.scope, MemoryScope::Global)
+    );
     let again = run(&host, &EmbeddedProposer, remember(&call)).await;
     assert_eq!((again.model_calls, again.remember_result()), (0, result));
     assert_eq!(host.records().len(), 1);
+}
+
+/// `(content, kind, scope)` of every item the store holds, in id order.
+fn stored(host: &Host) -> Vec<(String, String, String)> {
+    let state = host.ledger.state().unwrap();
+    let mut ids = Vec::new();
+    state
+        .scan_prefix(b"i\0", &mut |key, _| {
+            ids.push(String::from_utf8(key[2..].to_vec()).unwrap());
+            true
+        })
+        .unwrap();
+    let view = MemoryView::new(state.as_ref());
+    ids.iter()
+        .map(|id| {
+            let item = view.item(&mnemo_core::ItemId::new(id.as_str()).unwrap()).unwrap().unwrap();
+            let kind = serde_json::to_value(item.fields.kind).unwrap().as_str().unwrap().to_owned();
+            (item.fields.content, kind, item.fields.scope.as_text())
+        })
+        .collect()
+}
+
+/// The same triple for what a remember result reports, sorted as [`stored`] is.
+fn answered(result: &mnemo_memory::RememberResult) -> Vec<(String, String, String)> {
+    let mut items = result.items.clone();
+    items.sort_by(|a, b| a.item.cmp(&b.item));
+    items
+        .into_iter()
+        .map(|i| {
+            let kind = serde_json::to_value(i.kind).unwrap().as_str().unwrap().to_owned();
+            (i.content, kind, i.scope.as_text())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_remark_remembered_is_answered_as_stored_and_only_in_its_workspace() {
+    // Before: the answer was "not_applicable" while "The user likes turtles." was stored global.
+    let host = Host::new();
+    host.user("t1", "I like turtles");
+    let call = host.remember_call("t1", "call-1");
+    let result = run(&host, &EmbeddedProposer, remember(&call)).await.remember_result();
+    let turtles = ("The user likes turtles.".to_owned(), "preference".to_owned(), "workspace:w1".to_owned());
+    assert_eq!(stored(&host), [turtles]);
+    assert_eq!((result.status, answered(&result)), (RememberStatus::Remembered, stored(&host)));
+    assert!(!result.items[0].requested, "no request in the words: found beside it");
+    assert_eq!(result.text(), "Stored 1 item:\n- The user likes turtles. (preference, workspace w1)");
+}
+
+#[tokio::test]
+async fn every_instruction_of_a_request_is_stored_and_answered() {
+    // Before: "always open a PR" was stored, and the answer named only the first instruction.
+    let host = Host::new();
+    host.user("t1", "Remember: never force-push to main; always open a PR");
+    let call = host.remember_call("t1", "call-1");
+    let result = run(&host, &EmbeddedProposer, remember(&call)).await.remember_result();
+    assert_eq!(stored(&host).len(), 2);
+    assert_eq!(answered(&result), stored(&host));
+    assert!(result.items.iter().all(|i| i.requested), "{result:?}");
+    assert_eq!(
+        result.text(),
+        "Remembered 2 items:\n- Never force-push to main. (preference, workspace w1)\n\
+         - Always open a PR. (preference, workspace w1)"
+    );
+}
+
+#[tokio::test]
+async fn a_session_without_a_workspace_stores_nothing_that_holds_only_in_a_project() {
+    let host = Host::new();
+    *host.scope.lock().unwrap() = MemoryScope::Global;
+    host.user("t1", "Remember that we deploy with make release");
+    let call = host.remember_call("t1", "call-1");
+    let result = run(&host, &EmbeddedProposer, remember(&call)).await.remember_result();
+    assert_eq!((result.status, result.reason), (RememberStatus::NotApplicable, Some(NotStored::NoWorkspace)));
+    assert!(stored(&host).is_empty());
+    let again = run(&host, &EmbeddedProposer, remember(&call)).await;
+    assert_eq!(
+        (again.model_calls, again.remember_result()),
+        (0, result.clone()),
+        "a replay answers the same"
+    );
+    assert!(result.text().starts_with("Nothing was stored: what the request states holds only in a project"));
+
+    let host = Host::new();
+    *host.scope.lock().unwrap() = MemoryScope::Global;
+    host.user("t1", "Remember that my name is Ada");
+    let call = host.remember_call("t1", "call-1");
+    let result = run(&host, &EmbeddedProposer, remember(&call)).await.remember_result();
+    assert_eq!(
+        answered(&result),
+        [("The user's name is Ada.".to_owned(), "identity".to_owned(), "global".to_owned())]
+    );
+    assert_eq!(answered(&result), stored(&host));
 }
 
 #[tokio::test]
@@ -276,23 +382,23 @@ async fn secrets_make_remember_a_sensitive_no_op() {
     let (host, report) = remember_with(vec![resolved(vec![secret_content], vec![])]).await;
     let result = report.remember_result();
     assert_eq!(
-        (result.status, result.reason.as_deref()),
-        (RememberStatus::NotApplicable, Some("sensitive_information"))
+        (result.status, result.reason),
+        (RememberStatus::NotApplicable, Some(NotStored::SensitiveInformation))
     );
     assert_eq!(host.view_items(), 0);
 
     let secret_key =
         item_json("User prefers tabs over spaces", "event:e2", "prefer tabs over spaces", "api_key=abcdef");
     let (_, report) = remember_with(vec![resolved(vec![secret_key], vec![])]).await;
-    assert_eq!(report.remember_result().reason.as_deref(), Some("sensitive_information"));
+    assert_eq!(report.remember_result().reason, Some(NotStored::SensitiveInformation));
 
     let host = Host::new();
     host.user("t1", "Remember my api_key=sk-abcdefgh12345678");
     let call = host.remember_call("t1", "call-1");
     let report = run(&host, &EmbeddedProposer, remember(&call)).await;
     assert_eq!(
-        (report.model_calls, report.remember_result().reason.as_deref()),
-        (0, Some("sensitive_information"))
+        (report.model_calls, report.remember_result().reason),
+        (0, Some(NotStored::SensitiveInformation))
     );
     let state = host.ledger.state().unwrap();
     assert_eq!(MemoryView::new(state.as_ref()).cursor(&session()).unwrap().unwrap().processed_ordinal, 1);
@@ -312,8 +418,8 @@ async fn search_required_localizes_into_earlier_turns() {
     let result = report.remember_result();
     assert_eq!(result.status, RememberStatus::Remembered, "{report:?}");
     assert_eq!(
-        result.requested_items[0].content,
-        "For the database the team uses Postgres 16 with pgvector."
+        result.items.iter().map(|i| i.content.as_str()).collect::<Vec<_>>(),
+        ["For the database the team uses Postgres 16 with pgvector."]
     );
     assert_eq!(report.model_calls, 3, "proposal, localized proposal, canonicalization");
 }
@@ -359,8 +465,8 @@ async fn closed_gates_commit_and_settle_nothing() {
         let report = run(&host, &EmbeddedProposer, remember(&call)).await;
         let result = report.remember_result();
         assert_eq!(
-            (result.status, result.reason.as_deref()),
-            (RememberStatus::Unavailable, Some(reason.name()))
+            (result.status, result.reason),
+            (RememberStatus::Unavailable, Some(NotStored::from(reason)))
         );
         assert_eq!(report.model_calls, 0);
         assert!(host.records().is_empty());

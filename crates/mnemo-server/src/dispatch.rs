@@ -427,14 +427,24 @@ pub(crate) fn remember(call: &Call<'_>, p: m::RememberParams) -> Result<m::Remem
     let session = session_id(p.session)?;
     let tool_call = p.tool_call.map(ToolCallId::new).transpose().map_err(invalid_id("tool_call"))?;
     let result = call.runtime.block_on(call.mnemo.memory().remember(&session, tool_call)).map_err(store)?;
+    let text = result.text();
     Ok(m::RememberResult {
         status: wire_name(&result.status),
-        requested_items: result
-            .requested_items
+        items: result
+            .items
             .into_iter()
-            .map(|r| m::RequestedItem { item: r.item.to_string(), content: r.content })
+            .map(|r| m::RememberedItem {
+                item: r.item.to_string(),
+                kind: wire_name(&r.kind),
+                scope: r.scope.as_text(),
+                requested: r.requested,
+                outcome: wire_name(&r.outcome),
+                content: r.content,
+            })
             .collect(),
-        reason: result.reason,
+        reason: result.reason.map(|r| wire_name(&r)),
+        detail: result.detail,
+        text,
     })
 }
 

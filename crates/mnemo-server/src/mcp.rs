@@ -558,18 +558,8 @@ impl MnemoMcp {
         let end = json!({"session": session, "turn": format!("t{turn}"), "kind": "turn_end", "status": "completed"});
         self.record(&format!("{event}\n{end}\n")).await?;
         let result = self.call::<Remember>(RememberParams { session, tool_call: None }).await?;
-        let text = match result.requested_items.as_slice() {
-            [] => format!(
-                "Nothing was stored ({}{}). Only an explicit request in the user's words is remembered.",
-                result.status,
-                result.reason.as_deref().map_or(String::new(), |r| format!(": {r}"))
-            ),
-            items => {
-                let stored: Vec<String> = items.iter().map(|i| format!("- {}", redact(&i.content))).collect();
-                format!("Remembered:\n{}", stored.join("\n"))
-            }
-        };
-        Ok((text, serde_json::to_value(&result).unwrap_or(Value::Null)))
+        // The protocol's answer in words, built from the items it lists.
+        Ok((redact(&result.text), serde_json::to_value(&result).unwrap_or(Value::Null)))
     }
 
     async fn list_sessions(&self, args: ListSessionsArgs, peer: &Peer<RoleServer>) -> ToolResult {

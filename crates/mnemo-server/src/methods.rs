@@ -854,22 +854,39 @@ pub struct RememberParams {
 /// `memory/remember` result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct RememberResult {
-    /// `remembered`, `not_applicable` or `unavailable`.
+    /// `remembered` when `items` holds anything, `not_applicable` when the request was read and
+    /// nothing came of it, `unavailable` when it could not be served now.
     pub status: String,
-    /// The items stored, with their stored content.
-    pub requested_items: Vec<RequestedItem>,
-    /// Why nothing was stored, when it says.
+    /// Every item the call created, updated or archived, as the store holds it.
+    pub items: Vec<RememberedItem>,
+    /// Why nothing was stored, absent when something was: `nothing_to_keep`,
+    /// `sensitive_information`, `no_workspace`, `nothing_new`, `incognito`, `disabled`,
+    /// `ineligible`, `retry_later`, `gave_up` or `unavailable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the extraction engine said when `reason` is `unavailable` and no gate explains it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+    /// The answer in words, built from `items` (or `reason`): what to tell the user.
+    pub text: String,
 }
 
-/// An item `memory/remember` stored.
+/// An item `memory/remember` created, updated or archived.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub struct RequestedItem {
+pub struct RememberedItem {
     /// The item.
     pub item: String,
     /// Its stored content.
     pub content: String,
+    /// `preference`, `identity`, `context`, `knowledge`, `failure` or `note`.
+    pub kind: String,
+    /// `global` or `workspace:<workspace>`.
+    pub scope: String,
+    /// Whether the request asked for it, not found beside it in the session.
+    pub requested: bool,
+    /// `created`; `updated` or `noop` when it restated an item memory held; `archived` when an
+    /// item of the same call contradicted it.
+    pub outcome: String,
 }
 
 /// `memory/get` parameters.

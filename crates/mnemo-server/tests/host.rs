@@ -501,7 +501,8 @@ fn a_registered_memory_proposer_serves_the_store_until_its_connection_closes() {
     let mut host = Raw::open(&store);
     let request = |session: &str| {
         json!({"stream": format!("session/{session}"), "expected_revision": "any", "records": [
-            text(session, "t1", &format!("{session}-u"), true, "Remember that I never use unwrap in library code."),
+            // The session names no workspace: only what holds in every project is stored.
+            text(session, "t1", &format!("{session}-u"), true, "Remember that I never use unwrap in library code, in any project."),
             turn_ended(session, "t1"),
         ]})
     };

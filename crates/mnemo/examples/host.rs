@@ -183,7 +183,7 @@ pub fn tour(dir: &std::path::Path) -> Result<Tour> {
         "Done: release.yml restores nothing and saves nothing.",
     )?;
     let remembered = runtime.block_on(mnemo.memory().remember(&session, None))?;
-    let contents: Vec<&str> = remembered.requested_items.iter().map(|i| i.content.as_str()).collect();
+    let contents: Vec<&str> = remembered.items.iter().map(|i| i.content.as_str()).collect();
     println!("appended 6 turns; remember: {:?} {contents:?}", remembered.status);
     seen.remembered = contents.iter().map(|c| (*c).to_owned()).collect();
 

@@ -17,11 +17,11 @@ pub use mnemo_memory::{
     EmbeddedProposer, EvidenceView, ExtractionOutcome, ExtractionReport, HeldItem, ItemInput, KeyInput,
     LIST_RESULTS_DEFAULT, LIST_RESULTS_MAX, Link, ListRequest, LocalizationQuery, LocalizationSearch,
     MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MatchMode, MemoryError, MemoryProposer, ModelError,
-    MutationInput, MutationOutcome, MutationRequest, MutationResult, MutationType, OperationResult,
-    OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_RESULTS_DEFAULT,
-    RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt, RejectedCandidate, Rejection,
-    RememberResult, RememberStatus, RequestedItem, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
-    START_BLOCK_TOKENS_MAX, ScanLocalization, SearchRequest, SessionEvent,
+    MutationInput, MutationOutcome, MutationRequest, MutationResult, MutationType, NotStored,
+    OperationResult, OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT,
+    RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt,
+    RejectedCandidate, Rejection, RememberResult, RememberStatus, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
+    START_BLOCK_TOKENS_MAX, ScanLocalization, SearchRequest, SessionEvent, StoredItem,
 };
 
 use mnemo_core::{

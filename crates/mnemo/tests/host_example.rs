@@ -9,7 +9,14 @@ mod host;
 fn the_host_example_runs_its_whole_tour() {
     let dir = tempfile::tempdir().unwrap();
     let tour = host::tour(dir.path()).unwrap();
-    assert_eq!(tour.remembered, ["The release branch must never use the cache."]);
+    // Remember answers everything it stored: the request, and the preference an earlier turn stated.
+    assert_eq!(
+        tour.remembered,
+        [
+            "The release branch must never use the cache.",
+            "The user prefers GitHub Actions caches over self-hosted runners."
+        ]
+    );
     assert!(tour.compacted, "{tour:?}");
     assert!(tour.overflow_resent, "{tour:?}");
     assert!(tour.second_overflow_surfaced, "{tour:?}");

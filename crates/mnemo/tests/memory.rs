@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use mnemo::log::{ExpectedRevision, ManualClock};
 use mnemo::memory::{
-    BoxFuture, ExtractToolResult, ExtractionOutcome, MatchMode, MemoryModels, MemoryProposer, ModelError,
-    ProposalPrompt, RecallMemory, RememberStatus, SearchRequest,
+    BoxFuture, ExtractToolResult, ExtractionOutcome, ListRequest, MatchMode, MemoryModels, MemoryProposer,
+    ModelError, NotStored, ProposalPrompt, RecallMemory, RememberStatus, SearchRequest, StartBlockRequest,
 };
 use mnemo::records::{Record, SessionId, StreamId};
 use mnemo::{Config, Mnemo};
@@ -80,6 +80,51 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 #[test]
+fn remember_answers_exactly_the_items_the_store_holds() {
+    // Before: "I like turtles" answered "nothing was stored" and stored a global preference that
+    // every session start in every project received; of "never force-push to main; always open a
+    // PR" the answer named the first half and stored the second unnamed.
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    let rt = runtime();
+    open_session(&mnemo, "s1", "w1", &["I like turtles"]);
+    let remark = rt.block_on(mnemo.memory().remember(&session("s1"), None)).unwrap();
+    open_session(&mnemo, "s2", "w1", &["Remember: never force-push to main; always open a PR"]);
+    let rules = rt.block_on(mnemo.memory().remember(&session("s2"), None)).unwrap();
+
+    let mut answered: Vec<_> = remark
+        .items
+        .iter()
+        .chain(&rules.items)
+        .map(|i| (i.item.clone(), i.content.clone(), i.kind, i.scope.clone()))
+        .collect();
+    answered.sort();
+    let mut stored: Vec<_> = mnemo
+        .memory()
+        .list(&ListRequest::default())
+        .unwrap()
+        .into_iter()
+        .map(|i| (i.item, i.fields.content, i.fields.kind, i.fields.scope))
+        .collect();
+    stored.sort();
+    assert_eq!(answered, stored);
+    let contents: Vec<&str> = rules.items.iter().map(|i| i.content.as_str()).collect();
+    assert_eq!(contents, ["Never force-push to main.", "Always open a PR."]);
+    assert!(rules.items.iter().all(|i| i.requested));
+    assert_eq!((remark.status, remark.items.len()), (RememberStatus::Remembered, 1));
+    let w1 = mnemo_core::MemoryScope::Workspace(WorkspaceId::new("w1").unwrap());
+    assert!(stored.iter().all(|(_, _, _, scope)| *scope == w1), "{stored:?}");
+
+    // Another project's session start is given none of it.
+    let elsewhere = StartBlockRequest {
+        workspace: Some(WorkspaceId::new("w2").unwrap()),
+        query: Some("turtles force-push main PR".to_owned()),
+        ..StartBlockRequest::default()
+    };
+    assert!(mnemo.memory().start_block(&elsewhere).unwrap().items.is_empty());
+}
+
+#[test]
 fn remember_search_archive_recall_rebuild_and_verify() {
     let dir = tempfile::tempdir().unwrap();
     let mnemo = open(dir.path());
@@ -113,8 +158,10 @@ fn remember_search_archive_recall_rebuild_and_verify() {
         };
         mnemo.memory().search(&request).unwrap()
     };
-    let tabs = search(&["tabs"], None, false);
+    // "I prefer tabs over spaces" says nothing of other projects: it holds in w1 only.
+    let tabs = search(&["tabs"], Some("w1"), false);
     assert_eq!(tabs.len(), 1);
+    assert!(search(&["tabs"], Some("w2"), false).is_empty());
     assert_eq!(search(&["fjall"], Some("w1"), false).len(), 1);
     assert!(search(&["fjall"], Some("w2"), false).is_empty(), "another workspace's item never shows");
     assert!(search(&["fjall"], None, false).is_empty());
@@ -122,8 +169,8 @@ fn remember_search_archive_recall_rebuild_and_verify() {
     let item = tabs[0].item.clone();
     let archived = mnemo.memory().archive(OperationId::new("op-archive").unwrap(), item.clone(), 1).unwrap();
     assert_eq!(archived.results[0].version, 2);
-    assert!(search(&["tabs"], None, false).is_empty());
-    assert_eq!(search(&["tabs"], None, true).len(), 1);
+    assert!(search(&["tabs"], Some("w1"), false).is_empty());
+    assert_eq!(search(&["tabs"], Some("w1"), true).len(), 1);
     let stale = mnemo.memory().restore(OperationId::new("op-restore").unwrap(), item.clone(), 1).unwrap_err();
     assert_eq!(stale.category(), mnemo::ErrorCategory::Conflict);
     mnemo.memory().restore(OperationId::new("op-restore").unwrap(), item.clone(), 2).unwrap();
@@ -164,7 +211,7 @@ fn an_incognito_session_remembers_nothing() {
         )
         .unwrap();
     let result = runtime().block_on(mnemo.memory().remember(&session("s1"), None)).unwrap();
-    assert_eq!((result.status, result.reason.as_deref()), (RememberStatus::Unavailable, Some("incognito")));
+    assert_eq!((result.status, result.reason), (RememberStatus::Unavailable, Some(NotStored::Incognito)));
     assert_eq!(mnemo.memory().cursor(&session("s1")).unwrap(), 0);
 }
 

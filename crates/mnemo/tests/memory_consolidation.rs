@@ -74,10 +74,12 @@ fn sessions_of(item: &MemoryItem) -> BTreeSet<String> {
     item.fields.sources.iter().map(|s| s.session.as_str().to_owned()).collect()
 }
 
+/// Five facts about the user that hold wherever they work (crate `mnemo-memory`'s scope rule), so
+/// each is one global item whichever workspace states it.
 const FIVE_PREFERENCES: &[&str] = &[
-    "My name is Ada and I maintain the storage layer.",
-    "I always want error messages in lowercase. I prefer tabs over spaces.",
-    "I never use unwrap in library code.",
+    "My name is Ada and I am a storage engineer.",
+    "I always want error messages in lowercase in every project. I prefer tabs over spaces in every project.",
+    "I never use unwrap in library code in any project.",
 ];
 
 #[test]
@@ -92,10 +94,10 @@ fn five_preferences_stated_in_four_sessions_are_five_items_with_every_source() {
     let contents: BTreeSet<&str> = active.iter().map(|i| i.fields.content.as_str()).collect();
     let expected: BTreeSet<&str> = [
         "The user's name is Ada.",
-        "The user maintains the storage layer.",
-        "The user always wants error messages in lowercase.",
-        "The user prefers tabs over spaces.",
-        "The user never uses unwrap in library code.",
+        "The user is a storage engineer.",
+        "The user always wants error messages in lowercase in every project.",
+        "The user prefers tabs over spaces in every project.",
+        "The user never uses unwrap in library code in any project.",
     ]
     .into();
     assert_eq!((active.len(), contents), (5, expected), "exactly five active items");
@@ -149,7 +151,7 @@ fn push_recall_brings_standing_facts_to_a_session_that_never_mentions_them() {
     extract(&mnemo, "s2");
     open_session(&mnemo, "s3", "w9", &["Let's fix the flaky parser test in the lexer crate."]);
     let block = mnemo.memory().recall_block(&session("s3"), None).unwrap();
-    assert!(block.text.contains("The user prefers tabs over spaces."), "{}", block.text);
+    assert!(block.text.contains("The user prefers tabs over spaces in every project."), "{}", block.text);
     assert!(block.text.contains("The user's name is Ada."), "{}", block.text);
     assert!(
         !block.text.contains("commit until"),

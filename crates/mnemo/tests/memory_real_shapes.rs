@@ -53,7 +53,8 @@ fn an_ide_selection_beside_the_request_is_no_instruction_and_a_dotted_name_stays
     let pnpm = "a1b2c3d4-0000-0000-0000-000000000007";
     let expected = [
         format!("Context/workspace:/home/dev/shop: The team deploys with fly.io. @ {first_request}"),
-        format!("Preference/global: The user prefers pnpm over npm. @ {pnpm}"),
+        // Which package manager is the project's choice: nothing in the words reaches further.
+        format!("Preference/workspace:/home/dev/shop: The user prefers pnpm over npm. @ {pnpm}"),
         format!(
             "Preference/workspace:/home/dev/shop: The user's instruction: never run migrations by hand in production. @ {first_request}"
         ),
@@ -79,7 +80,8 @@ fn lines_of_a_request_are_sentences_and_a_pasted_log_with_a_guess_is_no_instruct
             event(7)
         ),
         format!("Identity/global: The user is a backend engineer. @ {}", event(9)),
-        format!("Identity/global: The user works on the billing service. @ {}", event(9)),
+        // Who the user is holds everywhere; what they work on is this workspace's.
+        format!("Identity/workspace:/home/dev/api: The user works on the billing service. @ {}", event(9)),
         format!(
             "Preference/workspace:/home/dev/api: The user's instruction: always run jest with --runInBand. @ {}",
             event(1)

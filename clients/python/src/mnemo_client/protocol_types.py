@@ -649,22 +649,38 @@ class RememberParams:
 class RememberResult:
     """`memory/remember` result."""
 
-    #: The items stored, with their stored content.
-    requested_items: list[RequestedItem]
-    #: `remembered`, `not_applicable` or `unavailable`.
+    #: Every item the call created, updated or archived, as the store holds it.
+    items: list[RememberedItem]
+    #: `remembered` when `items` holds anything, `not_applicable` when the request was read and
+    #: nothing came of it, `unavailable` when it could not be served now.
     status: str
-    #: Why nothing was stored, when it says.
+    #: The answer in words, built from `items` (or `reason`): what to tell the user.
+    text: str
+    #: What the extraction engine said when `reason` is `unavailable` and no gate explains it.
+    detail: Optional[str] = None
+    #: Why nothing was stored, absent when something was: `nothing_to_keep`,
+    #: `sensitive_information`, `no_workspace`, `nothing_new`, `incognito`, `disabled`,
+    #: `ineligible`, `retry_later`, `gave_up` or `unavailable`.
     reason: Optional[str] = None
 
 
 @dataclass(frozen=True)
-class RequestedItem:
-    """An item `memory/remember` stored."""
+class RememberedItem:
+    """An item `memory/remember` created, updated or archived."""
 
     #: Its stored content.
     content: str
     #: The item.
     item: str
+    #: `preference`, `identity`, `context`, `knowledge`, `failure` or `note`.
+    kind: str
+    #: `created`; `updated` or `noop` when it restated an item memory held; `archived` when an
+    #: item of the same call contradicted it.
+    outcome: str
+    #: Whether the request asked for it, not found beside it in the session.
+    requested: bool
+    #: `global` or `workspace:<workspace>`.
+    scope: str
 
 
 @dataclass(frozen=True)
@@ -1008,7 +1024,7 @@ __all__ = [
     "RegisterSeamsResult",
     "RememberParams",
     "RememberResult",
-    "RequestedItem",
+    "RememberedItem",
     "RunCommandParams",
     "RunCommandResult",
     "SeamFailure",

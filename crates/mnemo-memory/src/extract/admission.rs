@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::extract::evidence::{Evidence, QUOTE_CODE_POINTS_MIN, floor_minute};
 use crate::extract::proposal::{ProposedItem, ProposedScope};
+use crate::scope::{holds_everywhere, item_scope};
 use crate::secrets::is_sensitive;
 use crate::text::{code_points, normalize_evidence};
 use crate::write::{ItemInput, KeyInput};
@@ -29,6 +30,8 @@ pub enum Rejection {
     OutsideRange,
     /// The canonicalizer rejected it.
     CanonicalizerRejected,
+    /// It holds only in a project, and the session belongs to no workspace ([`crate::item_scope`]).
+    NoWorkspace,
 }
 
 /// An item that passed admission, with the evidence records it cites.
@@ -173,18 +176,24 @@ pub(crate) fn admit(
     let mut admitted = item.clone();
     admitted.content = content;
     admitted.evidence = citations.to_vec();
+    // Global is earned by the user's words whoever proposed it (crate::scope).
+    if admitted.scope == ProposedScope::Global && !quotes.iter().any(|q| holds_everywhere(q)) {
+        admitted.scope = ProposedScope::Workspace;
+    }
     Ok(Admitted { item: admitted, cited: cited.into_iter().collect(), quotes, observed })
 }
 
 /// The write an admitted item becomes (memory.md §1.2 derivations): observed at the
 /// minute-floored latest cited event, requested items `user_requested` with user keys,
-/// incidental ones `agent_extracted` with model keys, sources from the cited events.
+/// incidental ones `agent_extracted` with model keys, sources from the cited events, in the scope
+/// [`item_scope`] gives it in the session's `workspace`. [`Rejection::NoWorkspace`] when it holds
+/// only in a workspace and the session has none.
 pub(crate) fn to_fields(
     admitted: &Admitted,
     evidence: &[Evidence],
     requested: bool,
     workspace: &MemoryScope,
-) -> Result<MemoryItemFields, ValidationError> {
+) -> Result<MemoryItemFields, Rejection> {
     let item = &admitted.item;
     let cited: Vec<&Evidence> = admitted.cited.iter().filter_map(|i| evidence.get(*i)).collect();
     let observed_at = cited.iter().map(|e| e.observed_at).max().unwrap_or(0);
@@ -195,10 +204,8 @@ pub(crate) fn to_fields(
         .map(|k| KeyInput { key: k.key.trim().to_owned(), key_type: k.key_type, key_origin })
         .filter(|k| !k.key.is_empty())
         .collect();
-    let scope = match item.scope {
-        ProposedScope::Workspace => workspace.clone(),
-        ProposedScope::Global => MemoryScope::Global,
-    };
+    let global = item.scope == ProposedScope::Global;
+    let scope = item_scope(global, &admitted.quotes, workspace).ok_or(Rejection::NoWorkspace)?;
     ItemInput {
         content: item.content.clone(),
         kind: item.kind,
@@ -213,6 +220,7 @@ pub(crate) fn to_fields(
         sources: cited.iter().map(|e| e.source.clone()).collect(),
     }
     .normalize()
+    .map_err(|e: ValidationError| Rejection::Admission(e.to_string()))
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use crate::extract::seams::{
     BoxFuture, CanonicalizePrompt, Canonicalizer, EvidenceView, HeldItem, MemoryProposer, ModelError,
     ProposalPrompt,
 };
+use crate::scope::holds_everywhere;
 
 /// Most items the embedded proposer proposes in each list.
 const EMBEDDED_ITEMS_MAX: usize = 10;
@@ -444,13 +445,19 @@ fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
     (patterns.instruction.is_match(clause) && !guess).then_some(Reading::Instruction)
 }
 
+/// What a clause is about, and where it holds by the one rule of [`holds_everywhere`].
 fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str) {
+    let scope = if holds_everywhere(clause) { "global" } else { "workspace" };
+    (kind(clause, reading), scope)
+}
+
+fn kind(clause: &str, reading: Reading) -> &'static str {
     match reading {
-        Reading::Instruction => return ("preference", "workspace"),
-        Reading::Project | Reading::Correction => return ("context", "workspace"),
+        Reading::Instruction => return "preference",
+        Reading::Project | Reading::Correction => return "context",
         Reading::Reported => {
             let instruction = patterns().is_some_and(|p| p.instruction.is_match(clause));
-            return (if instruction { "preference" } else { "context" }, "workspace");
+            return if instruction || holds_everywhere(clause) { "preference" } else { "context" };
         }
         Reading::Statement => {}
     }
@@ -458,26 +465,16 @@ fn kind_and_scope(clause: &str, reading: Reading) -> (&'static str, &'static str
     let has = |needle: &str| lower.contains(needle);
     let role =
         ["i maintain", "i own", "i lead", "i work as", "i work on"].iter().any(|p| lower.starts_with(p));
-    // What "we" or "our" do is the team's way in this workspace, not the user's everywhere.
     let team = lower.starts_with("we ") || lower.starts_with("our ");
+    let rule = ["always", "never", "prefer", "don't", "do not"].iter().any(|w| has(w));
     if role || has("my name") || has("call me") || has("i am a") || has("i'm a") || has("i live") {
-        ("identity", "global")
+        "identity"
     } else if team {
-        let rule = ["always", "never", "prefer", "don't", "do not"].iter().any(|w| has(w));
-        (if rule { "preference" } else { "context" }, "workspace")
-    } else if has("prefer")
-        || has("like")
-        || has("love")
-        || has("hate")
-        || has("always")
-        || has("never")
-        || has("want")
-        || has("don't")
-        || has("do not")
-    {
-        ("preference", "global")
+        if rule { "preference" } else { "context" }
+    } else if rule || ["like", "love", "hate", "want"].iter().any(|w| has(w)) {
+        "preference"
     } else {
-        ("context", "workspace")
+        "context"
     }
 }
 
@@ -540,6 +537,18 @@ fn answer(
     out.to_string()
 }
 
+/// Adds a clause the user asked to remember, reported as said unless it reads as a statement, a
+/// project fact or a correction.
+fn push_requested(requested: &mut Vec<Value>, part: &str, read: Option<Reading>, evidence: &EvidenceView) {
+    if requested.len() < EMBEDDED_ITEMS_MAX {
+        let reading = match read {
+            Some(Reading::Instruction) | None => Reading::Reported,
+            Some(other) => other,
+        };
+        requested.push(item(part, reading, evidence));
+    }
+}
+
 /// The rule-based proposer.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EmbeddedProposer;
@@ -574,12 +583,19 @@ impl EmbeddedProposer {
         let remember = prompt.trigger == ExtractionTrigger::Remember;
         let (mut requested, mut incidental, mut search_terms) = (Vec::new(), Vec::new(), Vec::new());
         for evidence in &prompt.evidence {
+            let asking = remember && evidence.requested_turn;
+            // A request runs on through the sentences after it that state something to keep
+            // ("Remember: never force-push to main; always open a PR"): they were asked for too,
+            // and each is reported. The first sentence that states nothing ends it.
+            let mut in_request = false;
             for sentence in sentences(&evidence.text, &evidence.line_breaks) {
+                let parts = clauses(sentence);
                 if let Some(clause) = patterns.request.captures(sentence).and_then(|c| c.get(1)) {
-                    if !(remember && evidence.requested_turn) {
+                    let clause = clause.as_str().trim();
+                    in_request = false;
+                    if !asking {
                         continue;
                     }
-                    let clause = clause.as_str().trim();
                     if let Some(reference) = patterns.reference.captures(clause) {
                         let about = reference.get(1).map_or("", |m| m.as_str());
                         search_terms.extend(
@@ -589,18 +605,20 @@ impl EmbeddedProposer {
                                 .map(str::to_lowercase),
                         );
                     } else if clause.chars().count() >= 4 {
+                        in_request = true;
                         for part in clauses(clause) {
-                            if requested.len() < EMBEDDED_ITEMS_MAX {
-                                let reading = match reading(part, patterns) {
-                                    Some(Reading::Instruction) | None => Reading::Reported,
-                                    Some(other) => other,
-                                };
-                                requested.push(item(part, reading, evidence));
-                            }
+                            push_requested(&mut requested, part, reading(part, patterns), evidence);
+                        }
+                    }
+                } else if in_request && parts.iter().any(|part| reading(part, patterns).is_some()) {
+                    for part in parts {
+                        if let Some(read) = reading(part, patterns) {
+                            push_requested(&mut requested, part, Some(read), evidence);
                         }
                     }
                 } else {
-                    for part in clauses(sentence) {
+                    in_request = false;
+                    for part in parts {
                         if let Some(reading) = reading(part, patterns)
                             && incidental.len() < EMBEDDED_ITEMS_MAX
                         {
@@ -749,7 +767,92 @@ mod tests {
     fn what_the_team_does_holds_in_the_workspace() {
         assert_eq!(kind_and_scope("we never squash merges", Reading::Statement), ("preference", "workspace"));
         assert_eq!(kind_and_scope("we deploy with fly.io", Reading::Statement), ("context", "workspace"));
-        assert_eq!(kind_and_scope("I never use semicolons", Reading::Statement), ("preference", "global"));
+        // A habit stated without saying it holds everywhere is this workspace's too.
+        assert_eq!(kind_and_scope("I never use semicolons", Reading::Statement), ("preference", "workspace"));
+    }
+
+    /// `(requested, content, kind, scope)` of each item the first pass proposes for one user message,
+    /// the turn a remember request was made in.
+    fn proposed(text: &str) -> Vec<(bool, String, String, String)> {
+        let prompt = ProposalPrompt {
+            trigger: ExtractionTrigger::Remember,
+            requested_turn: None,
+            evidence: vec![EvidenceView {
+                source_ref: "event:e1".to_owned(),
+                kind: "user_message",
+                observed_at: 0,
+                text: text.to_owned(),
+                line_breaks: Vec::new(),
+                requested_turn: true,
+            }],
+            prior_summary: None,
+            context: Vec::new(),
+            localized_terms: None,
+        };
+        let answer: Value =
+            serde_json::from_str(&EmbeddedProposer::first_pass(&prompt, patterns().unwrap())).unwrap();
+        let list = |name: &str, requested: bool| {
+            answer[name].as_array().unwrap().iter().map(move |item| {
+                let field = |f: &str| item[f].as_str().unwrap().to_owned();
+                (requested, field("content"), field("kind"), field("scope"))
+            })
+        };
+        list("requestedItems", true).chain(list("incidentalItems", false)).collect()
+    }
+
+    fn row(requested: bool, content: &str, kind: &str, scope: &str) -> (bool, String, String, String) {
+        (requested, content.to_owned(), kind.to_owned(), scope.to_owned())
+    }
+
+    #[test]
+    fn a_passing_remark_is_no_global_preference() {
+        // Before: "The user likes turtles." was proposed global, so every session in every project
+        // received it.
+        assert_eq!(
+            proposed("I like turtles"),
+            [row(false, "The user likes turtles.", "preference", "workspace")]
+        );
+        assert_eq!(
+            proposed("Remember that I prefer British spelling in everything I write"),
+            [row(
+                true,
+                "The user prefers British spelling in everything they write.",
+                "preference",
+                "global"
+            )]
+        );
+        assert_eq!(
+            proposed("Remember: always answer in French"),
+            [row(true, "Always answer in French.", "preference", "global")]
+        );
+    }
+
+    #[test]
+    fn each_instruction_of_a_request_is_requested_and_its_own_item() {
+        // Before: "always open a PR" was an incidental item the answer did not name.
+        assert_eq!(
+            proposed("Remember: never force-push to main; always open a PR"),
+            [
+                row(true, "Never force-push to main.", "preference", "workspace"),
+                row(true, "Always open a PR.", "preference", "workspace"),
+            ]
+        );
+        assert_eq!(
+            proposed("Remember: never force-push to main. Always open a PR. Now fix the build"),
+            [
+                row(true, "Never force-push to main.", "preference", "workspace"),
+                row(true, "Always open a PR.", "preference", "workspace"),
+            ],
+            "the task after the rules ends the request"
+        );
+        assert_eq!(
+            proposed("Remember that we deploy on Fridays. Create hello.py. Always run the linter"),
+            [
+                row(true, "The team deploys on Fridays.", "context", "workspace"),
+                row(false, "The user's instruction: always run the linter.", "preference", "workspace"),
+            ],
+            "a rule after a task is not part of the request"
+        );
     }
 
     #[test]

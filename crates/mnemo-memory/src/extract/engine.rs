@@ -593,17 +593,6 @@ impl Run<'_> {
         self.commit_request(range, coverage, items, requested, no_op, Vec::new())
     }
 
-    fn commit_linked(
-        &self,
-        range: &Range,
-        coverage: Digest,
-        items: Vec<MemoryItemFields>,
-        requested: Vec<u32>,
-        links: Vec<Option<Link>>,
-    ) -> Result<RangeEnd, MemoryError> {
-        self.commit_request(range, coverage, items, requested, None, links)
-    }
-
     fn commit_request(
         &self,
         range: &Range,
@@ -880,9 +869,7 @@ impl Run<'_> {
                     admit(&item, pool, &admitted.item.evidence, if *was_requested { None } else { covered })
                 }
             };
-            let fields = recheck.and_then(|a| {
-                to_fields(&a, pool, *was_requested, &scope).map_err(|e| Rejection::Admission(e.to_string()))
-            });
+            let fields = recheck.and_then(|a| to_fields(&a, pool, *was_requested, &scope));
             match fields {
                 Ok(fields) => {
                     if *was_requested {
@@ -890,6 +877,10 @@ impl Run<'_> {
                     }
                     items.push(fields);
                     links.push(link);
+                }
+                // Not stored, rather than stored for every project: the remember result says so.
+                Err(Rejection::NoWorkspace) => {
+                    self.reject(*was_requested, &admitted.item, Rejection::NoWorkspace)
                 }
                 Err(rejection) if *was_requested => {
                     self.reject(true, &admitted.item, rejection);
@@ -901,7 +892,12 @@ impl Run<'_> {
         items.truncate(mnemo_core::limits::MEMORY_MUTATIONS_MAX);
         links.truncate(items.len());
         indexes.retain(|i| (*i as usize) < items.len());
-        Ok(Attempt::End(self.commit_linked(range, coverage, items, indexes, links)?))
+        // The receipt keeps why a request stored nothing, so a replay answers the same.
+        let no_workspace = remember
+            && items.is_empty()
+            && self.rejections.iter().any(|r| r.requested && r.rejection == Rejection::NoWorkspace);
+        let no_op = no_workspace.then_some(NoOpReason::NoWorkspace);
+        Ok(Attempt::End(self.commit_request(range, coverage, items, indexes, no_op, links)?))
     }
 
     /// The held items the candidates may restate or contradict (decision 0155).

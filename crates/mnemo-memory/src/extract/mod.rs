@@ -7,6 +7,7 @@ mod engine;
 pub(crate) mod evidence;
 pub(crate) mod proposal;
 mod ranges;
+mod remember;
 pub(crate) mod seams;
 
 use mnemo_core::{CheckpointId, CheckpointRecord, EventId, MemoryScope, SessionId, ToolCallId};
@@ -14,7 +15,7 @@ use serde::Serialize;
 
 use crate::error::MemoryError;
 use crate::ops::MemoryLedger;
-use crate::state::{PendingFailure, Receipt, RequestedItem};
+use crate::state::{PendingFailure, Receipt};
 
 pub use admission::{Rejection, check_faithful};
 pub use embedded::{EmbeddedCanonicalizer, EmbeddedProposer};
@@ -22,6 +23,7 @@ pub use engine::{MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, execute};
 pub use evidence::{LocalizationQuery, LocalizationSearch, ScanLocalization, SessionEvent};
 pub use proposal::{Canonicalization, Proposal, parse_canonicalization, parse_proposal};
 pub use ranges::{EXTRACT_USER_EVENTS_PER_RANGE_MAX, extraction_boundaries, turn_start_before};
+pub use remember::{NotStored, RememberResult, RememberStatus};
 pub use seams::{
     BoxFuture, CanonicalCandidate, CanonicalizePrompt, Canonicalizer, CitationView, ContextLine,
     EvidenceView, HeldItem, MemoryProposer, ModelError, ProposalPrompt,
@@ -168,66 +170,4 @@ pub struct ExtractionReport {
     pub model_calls: u32,
     /// Candidates turned down.
     pub rejections: Vec<RejectedCandidate>,
-}
-
-/// The result returned to a `remember` call (memory.md §3.10).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RememberResult {
-    /// `remembered`, `not_applicable` or `unavailable`.
-    pub status: RememberStatus,
-    /// The requested items with their stored content.
-    pub requested_items: Vec<RequestedItem>,
-    /// `sensitive_information`, or why it was unavailable.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// The status of a remember call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum RememberStatus {
-    /// At least one requested item was stored.
-    Remembered,
-    /// Nothing requested was stored (or there was nothing to process).
-    NotApplicable,
-    /// The request could not be served now.
-    Unavailable,
-}
-
-impl ExtractionReport {
-    /// The remember result this report stands for.
-    pub fn remember_result(&self) -> RememberResult {
-        let unavailable = |reason: Option<String>| RememberResult {
-            status: RememberStatus::Unavailable,
-            requested_items: Vec::new(),
-            reason,
-        };
-        match &self.outcome {
-            ExtractionOutcome::Committed { receipt, .. } => {
-                if receipt.requested_items.is_empty() {
-                    RememberResult {
-                        status: RememberStatus::NotApplicable,
-                        requested_items: Vec::new(),
-                        reason: receipt.no_op_reason.map(|_| "sensitive_information".to_owned()),
-                    }
-                } else {
-                    RememberResult {
-                        status: RememberStatus::Remembered,
-                        requested_items: receipt.requested_items.clone(),
-                        reason: None,
-                    }
-                }
-            }
-            ExtractionOutcome::NothingToProcess => RememberResult {
-                status: RememberStatus::NotApplicable,
-                requested_items: Vec::new(),
-                reason: None,
-            },
-            ExtractionOutcome::Blocked { reason } | ExtractionOutcome::Unavailable { reason } => {
-                unavailable(Some(reason.clone()))
-            }
-            _ => unavailable(None),
-        }
-    }
 }
