@@ -150,16 +150,32 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
   const early = await call(client, 'session_context', { session_id: hit.session_id, as_of_position: 2 });
   assert.ok(early.structuredContent.items < context.structuredContent.items, 'time travel shows fewer items');
 
-  const remembered = await call(client, 'remember', { request: 'Please remember that our release branch is called trunk-stable.' });
-  assert.equal(remembered.structuredContent.status, 'remembered', text(remembered));
-  assert.match(text(remembered), /trunk-stable/);
-  // A client keeps one server for its whole session: every later request in it is remembered too.
-  const facts = ['our staging database is called ledger-staging', 'deploys go out on Tuesdays only'];
+  // One client keeps one server for its whole session: ten different facts, ten answers, each
+  // naming every item it stored.
+  const facts = [
+    'our release branch is called trunk-stable',
+    'our staging database is called ledger-staging',
+    'deploys go out on Tuesdays only',
+    'the CI runner image is named forge-ubuntu-24',
+    'feature flags live in config/flags.yaml',
+    'the billing service listens on port 8443',
+    'the design system package is called atlas-ui',
+    'production logs are kept for 30 days',
+    'the on-call rotation changes every Monday',
+    'database migrations are reviewed by the data team',
+  ];
+  const answered = [];
   for (const fact of facts) {
     const again = await call(client, 'remember', { request: `Please remember that ${fact}.` });
     assert.equal(again.structuredContent.status, 'remembered', text(again));
-    assert.match(text(again), new RegExp(fact.split(' ').slice(-2).join(' ')), text(again));
+    const items = again.structuredContent.items;
+    assert.ok(items.some((i) => i.requested), text(again));
+    for (const item of items) {
+      assert.ok(text(again).includes(item.content), `the answer names ${item.content}: ${text(again)}`);
+    }
+    answered.push(...items);
   }
+  assert.ok(answered.some((i) => i.content.includes('trunk-stable')), JSON.stringify(answered));
 
   // Two instructions in one request: each is its own item, and the answer names both with where
   // they hold.
@@ -175,6 +191,21 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
   assert.equal(
     text(rules),
     `Remembered 2 items:\n- Never force-push to main. (preference, workspace ${CODEMIE})\n- Always open a PR. (preference, workspace ${CODEMIE})`,
+  );
+
+  // The store holds exactly the items the answers named: read by the CLI, which runs through the
+  // store server this MCP server started.
+  answered.push(...rules.structuredContent.items);
+  const named = new Map();
+  for (const item of answered) {
+    if (item.outcome === 'archived') named.delete(item.item);
+    else named.set(item.item, item.content);
+  }
+  const listed = JSON.parse(execFileSync(mnemo, ['--store', store, '--json', 'memory', 'list'], { encoding: 'utf8' }));
+  assert.deepEqual(
+    listed.map((i) => [i.item, i.fields.content]).sort(),
+    [...named.entries()].sort(),
+    'the items in the store are the ones the answers named',
   );
 
   const recalled = await call(client, 'recall_memory', { query: 'release branch' });
