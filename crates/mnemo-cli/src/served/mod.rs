@@ -124,7 +124,13 @@ fn send(cli: &Cli, client: &mut Client, argv: Vec<String>) -> anyhow::Result<u8>
     let spooled = Spooled::inputs_of(cli, &store)?;
     let params =
         RunCommandParams { argv, cwd: cwd.display().to_string(), env, inputs: spooled.inputs.clone() };
-    let code = client.run_command(&params, write_output)?;
+    let code = client.run_command(&params, write_output).map_err(|error| match error {
+        ClientError::Interrupted { .. } => anyhow::Error::new(error).context(
+            "the store server stopped while it ran the command, which may have run in part (each file \
+             is imported all or nothing): run the command again",
+        ),
+        other => other.into(),
+    })?;
     drop(spooled);
     Ok(code)
 }
@@ -217,7 +223,11 @@ impl CommandRunner for Runner {
                 run_command_line(&command.argv, &served)
             }))
             .unwrap_or_else(|_| {
-                crate::term::say_err!("error: the command failed unexpectedly in the store server");
+                let pid = std::process::id();
+                crate::term::say_err!(
+                    "error: the command failed unexpectedly in the store server (pid {pid}); stop it \
+                     with `kill {pid}` and run the command again: it then runs in its own process"
+                );
                 ExitCode::from(4)
             })
         });
