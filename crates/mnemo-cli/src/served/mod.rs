@@ -255,6 +255,14 @@ fn run_command_line(argv: &[String], served: &Served) -> ExitCode {
     }
     cli.log = served.env.get("MNEMO_LOG").cloned();
     resolve_paths(&mut cli, &served.cwd, &served.inputs);
+    if let Some(pipeline) = &cli.pipeline {
+        let pid = std::process::id();
+        crate::term::say_err!(
+            "note: the store server (pid {pid}) holds the store with its own pipeline, so --pipeline {} \
+             is not applied; to run with it, stop the server (`kill {pid}`) and run the command again",
+            pipeline.display()
+        );
+    }
     match crate::run(&cli) {
         Ok(code) => code,
         Err(error) => crate::report_error(&cli, &error),
