@@ -376,8 +376,11 @@ fn a_journal_batch_failing_its_checksum_is_refused_and_salvaged_up_to_the_batch_
                 report.journal_cut.as_deref().unwrap_or_else(|| panic!("{context}: no cut: {report:?}"));
             assert!(cut.contains(&format!("after byte {start} ")), "{context}: {cut}");
         }
-        let expected = format!("{}..={}", report.recovered + 1, written.acknowledged);
-        assert_eq!(report.lost, Some(expected), "{context}: {report:?}");
+        // The batches after the damage may have held only projection writes: then every
+        // acknowledged envelope is recovered and nothing is lost.
+        let expected = (report.recovered < written.acknowledged)
+            .then(|| format!("{}..={}", report.recovered + 1, written.acknowledged));
+        assert_eq!(report.lost, expected, "{context}: {report:?}");
         assert_eq!(report.lost_envelopes, written.acknowledged - report.recovered, "{context}");
         let copy = Mnemo::open(&salvaged, Config::default()).unwrap();
         assert!(copy.verify(&mut |_| {}).unwrap().ok(), "{context}");
