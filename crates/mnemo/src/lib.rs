@@ -77,7 +77,7 @@
 //! };
 //! // One atomic append per step; the stream is the session's.
 //! let records = [
-//!     say("e1", Role::User, Author::User, "Please remember that I deploy with make release.")?,
+//!     say("e1", Role::User, Author::User, "Please remember that in every project I deploy with make release.")?,
 //!     say("e2", Role::Model, Author::Agent, "Noted: deploys go through make release.")?,
 //! ];
 //! mnemo.append(&StreamId::session(&session), ExpectedRevision::Any, &records)?;
