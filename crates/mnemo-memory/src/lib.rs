@@ -43,8 +43,8 @@ pub use extract::{
     ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, HeldItem, LocalizationQuery,
     LocalizationSearch, MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models,
     NotStored, Proposal, ProposalPrompt, RejectedCandidate, Rejection, RememberResult, RememberStatus,
-    ScanLocalization, SessionEvent, Trigger, check_faithful, execute, extraction_boundaries,
-    parse_canonicalization, parse_proposal, turn_start_before,
+    ScanLocalization, SessionBacklog, SessionEvent, Trigger, check_faithful, execute, extraction_backlog,
+    extraction_boundaries, parse_canonicalization, parse_proposal, turn_start_before,
 };
 pub use index::MemoryIndex;
 pub use lane::{LaneGuard, Priority, SessionLanes};

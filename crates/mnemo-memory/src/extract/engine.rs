@@ -76,6 +76,8 @@ struct Run<'a> {
     events: Vec<SessionEvent>,
     calls: u32,
     rejections: Vec<RejectedCandidate>,
+    /// Items stored by the commits of windows and checkpoint ranges that precede the outcome's.
+    stored: u64,
 }
 
 fn is_memory_tool(event: &mnemo_core::RuntimeEvent) -> bool {
@@ -178,10 +180,19 @@ pub async fn execute(
     session: &SessionId,
     trigger: &Trigger,
 ) -> Result<ExtractionReport, MemoryError> {
-    let mut run =
-        Run { host, models, session: session.clone(), events: Vec::new(), calls: 0, rejections: Vec::new() };
+    let mut run = Run {
+        host,
+        models,
+        session: session.clone(),
+        events: Vec::new(),
+        calls: 0,
+        rejections: Vec::new(),
+        stored: 0,
+    };
     let (operation, retried, outcome) = run.top(trigger).await?;
+    let stored = run.stored + retried.as_ref().map_or(0, ExtractionOutcome::stored) + outcome.stored();
     Ok(ExtractionReport {
+        stored,
         operation: operation.map(|o| o.as_str().to_owned()),
         retried,
         outcome,
@@ -317,6 +328,7 @@ impl Run<'_> {
                 if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
                     return Ok(Err(outcome));
                 }
+                self.stored += outcome.stored();
             }
             let store = self.host.state()?;
             expected =
@@ -523,6 +535,7 @@ impl Run<'_> {
             if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
                 return Ok(outcome);
             }
+            self.stored += outcome.stored();
             after = cut;
         }
         self.settled_one(&Range { expected: after, expected_coverage: None, ..range.clone() }).await
