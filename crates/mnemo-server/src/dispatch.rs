@@ -199,11 +199,7 @@ pub(crate) fn import(call: &Call<'_>, p: m::ImportParams) -> Result<m::Object, R
             ));
         }
     };
-    let report = call.mnemo.import(&bytes, &source, format).map_err(store)?;
-    if report.records > 0 {
-        call.extraction.wake();
-    }
-    object(&report)
+    object(&call.mnemo.import(&bytes, &source, format).map_err(store)?)
 }
 
 /// Refuses a relative path: the server would read it in its own working directory, which is not

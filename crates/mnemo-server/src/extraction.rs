@@ -1,5 +1,5 @@
-//! The server's background extraction: after a call appended a session's records (a hook's
-//! `capture`, an `import`), memory extraction runs over the store's extraction backlog on a thread
+//! The server's background extraction: after a `capture` appended a session's records (a hook's
+//! or any host's), memory extraction runs over the store's extraction backlog on a thread
 //! of its own, so the call answers without waiting for it (decision 0231).
 //!
 //! The backlog and the extraction are the facade's (`Memory::extract_backlog`: every session past
