@@ -433,13 +433,20 @@ fn store_with_workspace_facts(dir: &Path, repository: &str, notes: &str, old: &s
     store
 }
 
-/// The context Claude Code's `SessionStart` gets for `session` started in `cwd`.
+/// The context Claude Code's `SessionStart` gets for `session` started in `cwd`; empty when the
+/// hook printed nothing (no item holds there: every item of these stores is a workspace's, since
+/// global scope is earned by the user's words, decision 0222).
 fn start_context(store: &Path, session: &str, cwd: &str) -> String {
     let input = serde_json::json!({
         "session_id": session, "transcript_path": format!("{cwd}/{session}.jsonl"), "cwd": cwd,
         "permission_mode": "default", "hook_event_name": "SessionStart", "source": "startup",
     });
-    additional_context(&hook(store, "claude-code", GENEROUS, &input.to_string()))
+    let ran = hook(store, "claude-code", GENEROUS, &input.to_string());
+    if stdout(&ran).is_empty() {
+        assert!(ran.output.status.success());
+        return String::new();
+    }
+    additional_context(&ran)
 }
 
 /// A session started anywhere in a repository (its root, a sub-folder, with a trailing slash,
