@@ -23,6 +23,8 @@ struct Flags {
     due: bool,
     /// The server is stopping: no pass starts any more.
     stop: bool,
+    /// A pass is running.
+    running: bool,
 }
 
 /// The background extraction thread and how to wake and stop it.
@@ -48,6 +50,13 @@ impl BackgroundExtraction {
         let (lock, ready) = &*self.flags;
         lock.lock().unwrap_or_else(PoisonError::into_inner).due = true;
         ready.notify_one();
+    }
+
+    /// Whether a pass is running or due: the server is not idle then, so its idle period does not
+    /// cut the pass short.
+    pub(crate) fn busy(&self) -> bool {
+        let flags = self.flags.0.lock().unwrap_or_else(PoisonError::into_inner);
+        flags.due || flags.running
     }
 
     /// Stops the thread and waits for it: a pass running ends at its next gate (the caller began
@@ -85,6 +94,7 @@ fn run(mnemo: &Mnemo, flags: &(Mutex<Flags>, Condvar)) {
                 return;
             }
             flags.due = false;
+            flags.running = true;
         }
         match runtime.block_on(mnemo.memory().extract_backlog()) {
             Ok(runs) => {
@@ -93,5 +103,6 @@ fn run(mnemo: &Mnemo, flags: &(Mutex<Flags>, Condvar)) {
             }
             Err(error) => tracing::warn!(%error, "background extraction pass failed"),
         }
+        lock.lock().unwrap_or_else(PoisonError::into_inner).running = false;
     }
 }

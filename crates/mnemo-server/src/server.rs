@@ -202,7 +202,10 @@ impl Shared {
 
     fn idle_long_enough(&self) -> bool {
         let Some(idle) = self.idle_exit else { return false };
-        self.connections.load(Ordering::Acquire) == 0
+        // A background extraction pass keeps the server up: it would otherwise stop at its next
+        // gate and leave its sessions for the next capture.
+        !self.extraction.busy()
+            && self.connections.load(Ordering::Acquire) == 0
             && self.idle_since.lock().map(|since| since.elapsed() >= idle).unwrap_or(false)
     }
 }

@@ -270,15 +270,24 @@ impl Memory<'_> {
     /// after another, each from its cursor to its last event (in ranges that fit, as
     /// [`Memory::extract`]); never a range twice, since each commit moves the cursor past what it
     /// read. Each run is kept as the session's last extraction ([`Memory::last_extractions`]).
-    /// Returns each session with what its extraction did. A store handle's hosts run this after an
+    /// Returns each session with what its extraction did; a session whose extraction failed is
+    /// logged and left in the backlog. A store handle's hosts run this after an
     /// import or capture appended records: inline, or on a thread of their own when a caller must
     /// not wait.
     pub async fn extract_backlog(self) -> crate::Result<Vec<(SessionId, ExtractionReport)>> {
         let mut runs = Vec::new();
         for pending in self.backlog()?.into_iter().filter(SessionBacklog::extractable) {
-            let report = self.extract(&pending.session, None).await?;
-            self.keep_last(&pending.session, &report);
-            runs.push((pending.session, report));
+            // One session's failure does not keep the others from extraction; it stays in the
+            // backlog for the next pass.
+            match self.extract(&pending.session, None).await {
+                Ok(report) => {
+                    self.keep_last(&pending.session, &report);
+                    runs.push((pending.session, report));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, session = %pending.session, "backlog extraction failed");
+                }
+            }
         }
         Ok(runs)
     }
