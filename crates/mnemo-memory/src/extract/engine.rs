@@ -496,17 +496,10 @@ impl Run<'_> {
     /// part commits; a window that does not commit ends the run with the cursor after the last one
     /// that did, so the next trigger reads on from there.
     async fn settled(&mut self, range: &Range) -> Result<ExtractionOutcome, MemoryError> {
-        if self.fits(range, range.expected, range.through) {
+        // NOTE: a retry is never split: the ledger accepts only a commit of the whole pending
+        // range while it is pending. Windows are cut to fit, so a failed window retries whole.
+        if range.expected_coverage.is_some() || self.fits(range, range.expected, range.through) {
             return self.settled_one(range).await;
-        }
-        // A retried range is split like a first one, once its events are seen to be the ones
-        // that failed; its windows then carry no coverage of their own to check.
-        if let Some(hash) = range.expected_coverage
-            && evidence::coverage_hash(&self.entries(range.expected, range.through))? != hash
-        {
-            return Ok(ExtractionOutcome::Blocked {
-                reason: "the range's events changed since it failed".to_owned(),
-            });
         }
         let cuts = self.window_cuts(range);
         if cuts.is_empty() {
@@ -538,7 +531,7 @@ impl Run<'_> {
             self.stored += outcome.stored();
             after = cut;
         }
-        self.settled_one(&Range { expected: after, expected_coverage: None, ..range.clone() }).await
+        self.settled_one(&Range { expected: after, ..range.clone() }).await
     }
 
     /// Whether the evidence of `(after, through]` can be represented within the budget.
