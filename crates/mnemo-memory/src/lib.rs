@@ -1,5 +1,6 @@
 //! Memory item store (ops, versions, idempotency), extraction (admission, secrets, cursor,
-//! receipts, failures, denials), recall.
+//! receipts, failures, denials, the backlog past each session's cursor, windows that fit one
+//! proposer call), recall.
 //!
 //! It is not:
 //! - a writer of the log: it decides records and hands them to a [`MemoryLedger`] (the facade),
