@@ -745,6 +745,21 @@ fn the_hooks_alone_extract_what_sessions_said_and_the_next_session_start_injects
     for last in status["last"].as_array().unwrap() {
         assert_eq!(last["outcome"]["outcome"], "committed", "{status:#}");
     }
+    // Never twice over the same range: each session's commits follow one another, from 0.
+    let log = support::mnemo(&store, &["--json", "log", "--limit", "100000"]);
+    let mut ranges: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
+    for entry in serde_json::from_slice::<serde_json::Value>(&log.stdout).unwrap().as_array().unwrap() {
+        if entry["kind"] == "memory_commit" {
+            let (record, cursor) = (&entry["record"], &entry["record"]["cursor"]);
+            let range = (cursor["expected"].as_u64().unwrap(), cursor["next"].as_u64().unwrap());
+            ranges.entry(record["session"].as_str().unwrap().to_owned()).or_default().push(range);
+        }
+    }
+    for session in &sessions {
+        let commits = &ranges[*session];
+        assert_eq!(commits[0].0, 0, "{session}: {commits:?}");
+        assert!(commits.windows(2).all(|pair| pair[0].1 == pair[1].0), "{session}: {commits:?}");
+    }
 
     // The next session in the same project starts with the standing instructions.
     let next = queue.join("0a0b0c0d-1111-4222-8333-944455556666.jsonl");
