@@ -40,6 +40,10 @@ pub(crate) enum MemoryCommand {
         #[arg(long)]
         all: bool,
     },
+    /// What extraction has yet to read: each session with events past its extraction cursor (or a
+    /// failed range awaiting its retry), and what the last extractions in the process holding the
+    /// store (the store server, when one runs) did.
+    Status,
     /// Print one item.
     Get { id: String },
     /// List items without a key: every scope, or global items and one workspace's.
@@ -213,6 +217,7 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             Ok(found(result.status == RememberStatus::Remembered))
         }
         MemoryCommand::Extract { all: true, .. } => extract_all(cli, &mnemo),
+        MemoryCommand::Status => status(cli, &mnemo),
         MemoryCommand::Extract { session: s, through, .. } => {
             let through = through.as_deref().map(EventId::new).transpose().map_err(input)?;
             let s = s.as_deref().unwrap_or_default();
@@ -294,6 +299,48 @@ fn extract_all(cli: &Cli, mnemo: &Mnemo) -> anyhow::Result<ExitCode> {
     Ok(found(settled))
 }
 
+/// `memory status`: the extraction backlog, per session, and the last extractions.
+fn status(cli: &Cli, mnemo: &Mnemo) -> anyhow::Result<ExitCode> {
+    let pending = mnemo.memory().backlog()?;
+    let last = mnemo.memory().last_extractions();
+    if cli.json {
+        crate::print_json(&serde_json::json!({ "pending": pending, "last": last }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let events: u64 = pending.iter().filter(|p| p.extractable()).map(|p| p.unprocessed).sum();
+    let waiting = pending.iter().filter(|p| p.extractable()).count();
+    say!("pending: {waiting} session(s), {events} event(s) not yet extracted");
+    for session in &pending {
+        let mut line = format!(
+            "  {}  {} event(s) pending (extracted through {} of {})",
+            session.session, session.unprocessed, session.processed, session.events
+        );
+        if let Some((from, through)) = session.failed_range {
+            line.push_str(&format!("; failed range {from}..={through} awaits its retry"));
+        }
+        if let Some(gate) = session.gate {
+            line.push_str(&format!("; not extracted: {}", gate.name()));
+        }
+        say!("{line}");
+    }
+    if last.is_empty() {
+        say!("last extractions: none since the store was opened");
+    } else {
+        say!("last extractions:");
+    }
+    for run in &last {
+        say!(
+            "  {}  at {}  {}; {} item(s) stored, {} model call(s)",
+            run.session,
+            run.at.0,
+            outcome_text(&run.outcome),
+            run.stored,
+            run.model_calls
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn print_extraction(report: &ExtractionReport) {
     say!("{}", extraction_line(report));
     for rejected in &report.rejections {
@@ -303,7 +350,17 @@ fn print_extraction(report: &ExtractionReport) {
 
 /// What an extraction did, on one line.
 fn extraction_line(report: &ExtractionReport) -> String {
-    let outcome = match &report.outcome {
+    format!(
+        "{}; {} model call(s), {} candidate(s) turned down",
+        outcome_text(&report.outcome),
+        report.model_calls,
+        report.rejections.len()
+    )
+}
+
+/// How an extraction's last range ended, in words.
+fn outcome_text(outcome: &ExtractionOutcome) -> String {
+    match outcome {
         ExtractionOutcome::Committed { receipt, replayed } => {
             format!("committed ({}){}", name(&receipt.status), if *replayed { ", replayed" } else { "" })
         }
@@ -316,13 +373,8 @@ fn extraction_line(report: &ExtractionReport) -> String {
         ExtractionOutcome::Blocked { reason } => format!("blocked: {reason}"),
         ExtractionOutcome::Unavailable { reason } => format!("not run: {reason}"),
         ExtractionOutcome::NothingToProcess => "nothing new to process".to_owned(),
-        _ => name(&report.outcome),
-    };
-    format!(
-        "{outcome}; {} model call(s), {} candidate(s) turned down",
-        report.model_calls,
-        report.rejections.len()
-    )
+        _ => name(outcome),
+    }
 }
 
 fn update(

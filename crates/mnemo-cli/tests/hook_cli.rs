@@ -640,3 +640,157 @@ fn open_when_free(store: &Path) -> mnemo::Mnemo {
 fn client_alive(store: &Path) -> bool {
     Client::connect(store, &ConnectOptions::new("hook test")).is_ok()
 }
+
+/// The written Claude Code session of standing instructions (`/home/dev/queue`).
+const QUEUE_SESSION: &str = "7d0c4b9e-2f1a-4c55-9d3e-5b8a1f0e6c21";
+const QUEUE_WORKSPACE: &str = "/home/dev/queue";
+
+/// A hook's input from Claude Code for `session` running in `cwd`.
+fn claude_event(
+    event: &str,
+    session: &str,
+    cwd: &str,
+    transcript: &Path,
+    extra: serde_json::Value,
+) -> String {
+    let mut input: serde_json::Value = serde_json::from_str(&claude_input(event, transcript, extra)).unwrap();
+    input["session_id"] = session.into();
+    input["cwd"] = cwd.into();
+    input.to_string()
+}
+
+/// `memory status --json` as a person would run it beside the agent (through the store server the
+/// hooks started): the sessions with events no extraction has read, and the last extractions.
+fn memory_status(store: &Path) -> serde_json::Value {
+    let output = support::mnemo(store, &["--json", "memory", "status"]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+/// Waits until no session that extraction may read has events past its cursor and each of
+/// `sessions` has a last extraction: background extraction is asynchronous, so the wait is long
+/// and nothing is asserted on how long it took.
+fn wait_for_extraction(store: &Path, sessions: &[&str]) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let status = memory_status(store);
+        let waiting = status["pending"].as_array().unwrap().iter().any(|p| p["gate"].is_null());
+        let last = status["last"].as_array().unwrap();
+        let ran = sessions.iter().all(|session| last.iter().any(|l| l["session"] == *session));
+        if !waiting && ran {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "extraction never caught up: {status:#}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn the_hooks_alone_extract_what_sessions_said_and_the_next_session_start_injects_it() {
+    // Before: Stop, PreCompact and SessionEnd imported the transcript and nothing extracted it:
+    // `memory list` stayed empty and the next SessionStart injected nothing until a manual
+    // `mnemo memory extract --all`.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let projects = dir.path().join("home/.claude/projects");
+
+    // Claude Code: the written session of standing instructions ends (Stop, then SessionEnd), and
+    // the real sessions' turns end; Codex: a rollout in the shape Codex 0.128 writes, whose user
+    // states a standing instruction, stops.
+    let queue = projects.join("-home-dev-queue");
+    std::fs::create_dir_all(&queue).unwrap();
+    let transcript = queue.join(format!("{QUEUE_SESSION}.jsonl"));
+    let written_session = support::repo_root()
+        .join("crates/mnemo/tests/fixtures/memory/claude-code-standing-instructions.jsonl");
+    std::fs::copy(written_session, &transcript).unwrap();
+    let stop = serde_json::json!({"stop_hook_active": false});
+    for (event, extra) in [("Stop", stop.clone()), ("SessionEnd", serde_json::json!({"reason": "clear"}))] {
+        let input = claude_event(event, QUEUE_SESSION, QUEUE_WORKSPACE, &transcript, extra);
+        assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &input)), "");
+    }
+    let codemie = projects.join("-Users-User-repo-codemie-ai-codemie-code");
+    std::fs::create_dir_all(&codemie).unwrap();
+    let mut real_sessions = Vec::new();
+    for (file, session, cwd) in [
+        ("incremental-simple/turn-2.jsonl", SESSION, WORKSPACE),
+        ("incremental-subagents/turn-2.jsonl", "e9fb405b-169f-40eb-9396-7e75076f045d", WORKSPACE),
+        (
+            "small-with-subagents/4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl",
+            "4c2ddfdc-b619-4525-8d03-1950fb1b0257",
+            "/tmp/private",
+        ),
+    ] {
+        let path = codemie.join(format!("{session}.jsonl"));
+        std::fs::copy(real(file), &path).unwrap();
+        let input = claude_event("Stop", session, cwd, &path, stop.clone());
+        assert_eq!(stdout(&hook(&store, "claude-code", GENEROUS, &input)), "");
+        real_sessions.push(session);
+    }
+    let rollout = dir.path().join("sessions/2026/05/04/rollout-2026-05-04T08-12-01-019e1b7a.jsonl");
+    std::fs::create_dir_all(rollout.parent().unwrap()).unwrap();
+    let original = std::fs::read_to_string(written("codex-rollout-0.128.jsonl")).unwrap();
+    let asked = "The totals test fails after the currency change. Fix it and keep rounding half-even.";
+    assert!(original.contains(asked));
+    let rollout_text =
+        original.replace(asked, "Fix the totals test. Never push to main without asking me first.");
+    std::fs::write(&rollout, rollout_text).unwrap();
+    let turn = serde_json::json!({"turn_id": "019e1b7a-3d02-7c31-9f1e-0a6b2d8c5e13", "stop_hook_active": false, "last_assistant_message": "Done."});
+    assert_eq!(stdout(&hook(&store, "codex", GENEROUS, &codex_input("Stop", Some(&rollout), turn))), "");
+
+    // No manual command: extraction ran behind the captures, each session through its last event.
+    let mut sessions = real_sessions.clone();
+    sessions.extend([QUEUE_SESSION, CODEX_SESSION]);
+    let status = wait_for_extraction(&store, &sessions);
+    for last in status["last"].as_array().unwrap() {
+        assert_eq!(last["outcome"]["outcome"], "committed", "{status:#}");
+    }
+    // Never twice over the same range: each session's commits follow one another, from 0.
+    let log = support::mnemo(&store, &["--json", "log", "--limit", "100000"]);
+    let mut ranges: std::collections::BTreeMap<String, Vec<(u64, u64)>> = Default::default();
+    for entry in serde_json::from_slice::<serde_json::Value>(&log.stdout).unwrap().as_array().unwrap() {
+        if entry["kind"] == "memory_commit" {
+            let (record, cursor) = (&entry["record"], &entry["record"]["cursor"]);
+            let range = (cursor["expected"].as_u64().unwrap(), cursor["next"].as_u64().unwrap());
+            ranges.entry(record["session"].as_str().unwrap().to_owned()).or_default().push(range);
+        }
+    }
+    for session in &sessions {
+        let commits = &ranges[*session];
+        assert_eq!(commits[0].0, 0, "{session}: {commits:?}");
+        assert!(commits.windows(2).all(|pair| pair[0].1 == pair[1].0), "{session}: {commits:?}");
+    }
+
+    // The next session in the same project starts with the standing instructions.
+    let next = queue.join("0a0b0c0d-1111-4222-8333-944455556666.jsonl");
+    let start = claude_event(
+        "SessionStart",
+        "0a0b0c0d-1111-4222-8333-944455556666",
+        QUEUE_WORKSPACE,
+        &next,
+        serde_json::json!({"source": "startup", "model": "claude-sonnet-4-5"}),
+    );
+    let context = additional_context(&hook(&store, "claude-code", GENEROUS, &start));
+    for instruction in [
+        "TODO is not acceptable, implementation must be full.",
+        "performance is crucial, the queue sits on the hot path.",
+        "don't commit until the final step, they will review the diff first.",
+        "never push to main without asking them.",
+    ] {
+        assert!(context.contains(instruction), "missing {instruction:?}: {context}");
+    }
+    assert!(tokens(&context) <= 1_500, "{} tokens", tokens(&context));
+
+    // A Codex session starting in the rollout's project gets its instruction.
+    let start = hook(
+        &store,
+        "codex",
+        GENEROUS,
+        &codex_input("SessionStart", None, serde_json::json!({"source": "startup"})),
+    );
+    let context = additional_context(&start);
+    assert!(context.contains("never push to main without asking them first."), "{context}");
+    assert!(!context.contains("the queue sits on the hot path"), "another workspace's item: {context}");
+    assert!(tokens(&context) <= 1_500, "{} tokens", tokens(&context));
+    assert!(log_lines(&store).is_empty(), "{:?}", log_lines(&store));
+    shut_down(&store);
+}

@@ -285,3 +285,34 @@ fn extract_all_runs_every_session_and_says_why_one_is_not_run() {
     assert_eq!(mnemo(&store, &["memory", "extract"]).status.code(), Some(2));
     assert_eq!(mnemo(&store, &["memory", "extract", "a", "--all"]).status.code(), Some(2));
 }
+
+#[test]
+fn memory_status_shows_each_session_extraction_has_yet_to_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("t.jsonl");
+    let incognito = r#"{"kind":"session","session":"s2","workspace":"acme/api","incognito":true}
+{"session":"s2","turn":"t1","role":"user","parts":[{"type":"text","text":"I prefer spaces."}]}
+"#;
+    std::fs::write(&file, format!("{TRANSCRIPT}{incognito}")).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+
+    let text = support::stdout(&mnemo(&store, &["memory", "status"]));
+    assert!(text.starts_with("pending: 1 session(s), 2 event(s) not yet extracted\n"), "{text}");
+    assert!(text.contains("  s1  2 event(s) pending (extracted through 0 of 2)\n"), "{text}");
+    assert!(
+        text.contains("  s2  1 event(s) pending (extracted through 0 of 1); not extracted: incognito\n"),
+        "{text}"
+    );
+    let status = ok_json(&mnemo(&store, &["--json", "memory", "status"]));
+    let pending = status["pending"].as_array().unwrap();
+    assert_eq!(pending.len(), 2, "{status:#}");
+
+    assert!(mnemo(&store, &["memory", "extract", "s1"]).status.success());
+    let status = ok_json(&mnemo(&store, &["--json", "memory", "status"]));
+    let sessions: Vec<&str> =
+        status["pending"].as_array().unwrap().iter().map(|p| p["session"].as_str().unwrap()).collect();
+    assert_eq!(sessions, ["s2"], "{status:#}");
+    // A store opened by this command alone ran no extraction of its own.
+    assert_eq!(status["last"], serde_json::json!([]));
+}

@@ -442,3 +442,48 @@ fn synced_sub_agent_sessions_name_their_parent_and_every_session_its_source() {
         assert_eq!(session["source"], if codex { "codex" } else { "claude-code" }, "{session}");
     }
 }
+
+#[test]
+fn sync_extracts_what_the_captured_sessions_said_and_a_second_sync_extracts_nothing_again() {
+    // Before: sync imported the sessions and extracted nothing: `memory list` stayed empty until
+    // a manual `mnemo memory extract --all`.
+    let home = tempfile::tempdir().unwrap();
+    let store = home.path().join("store");
+    let written_session = support::repo_root()
+        .join("crates/mnemo/tests/fixtures/memory/claude-code-standing-instructions.jsonl");
+    copy(
+        &written_session,
+        &home.path().join(".claude/projects/-home-dev-queue/7d0c4b9e-2f1a-4c55-9d3e-5b8a1f0e6c21.jsonl"),
+    );
+    copy(
+        &real("incremental-simple/turn-2.jsonl"),
+        &home.path().join(PROJECT).join(format!("{SESSION}.jsonl")),
+    );
+    let report = sync(home.path(), &store);
+    assert_eq!(report["summary"]["sessions_extracted"], 2, "{report:#}");
+    assert_eq!(report["summary"]["memories_extracted"], 6, "{report:#}");
+    let listed = json(&run(home.path(), &store, &["--json", "memory", "list"]));
+    assert_eq!(listed.as_array().unwrap().len(), 6, "{listed:#}");
+    let status = json(&run(home.path(), &store, &["--json", "memory", "status"]));
+    assert_eq!(status["pending"], serde_json::json!([]), "{status:#}");
+
+    // Nothing new: nothing read again, nothing extracted again; the human output has no line for it.
+    let again = run(home.path(), &store, &["sync"]);
+    let text = String::from_utf8_lossy(&again.stdout);
+    assert!(!text.contains("extracted"), "{text}");
+    // A grown file: only its new events are extracted, and the line says so.
+    let path =
+        home.path().join(".claude/projects/-home-dev-queue/7d0c4b9e-2f1a-4c55-9d3e-5b8a1f0e6c21.jsonl");
+    let mut grown = std::fs::read_to_string(&path).unwrap();
+    let last: serde_json::Value = serde_json::from_str(grown.lines().last().unwrap()).unwrap();
+    let line = serde_json::json!({"parentUuid": last["uuid"], "isSidechain": false, "userType": "external",
+        "cwd": "/home/dev/queue", "sessionId": "7d0c4b9e-2f1a-4c55-9d3e-5b8a1f0e6c21", "version": "2.1.7",
+        "gitBranch": "retry-queue", "type": "user",
+        "message": {"role": "user", "content": "Always run clippy before you say a change is done."},
+        "uuid": "5eed0000-0000-0000-0000-000000000099", "timestamp": "2026-01-23T12:00:00.000Z"});
+    grown.push_str(&format!("{line}\n"));
+    std::fs::write(&path, grown).unwrap();
+    let grown = run(home.path(), &store, &["sync"]);
+    let text = String::from_utf8_lossy(&grown.stdout);
+    assert!(text.contains("extracted 1 memory item(s) from 1 session(s) with new events"), "{text}");
+}

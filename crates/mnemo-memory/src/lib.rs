@@ -1,5 +1,6 @@
 //! Memory item store (ops, versions, idempotency), extraction (admission, secrets, cursor,
-//! receipts, failures, denials), recall.
+//! receipts, failures, denials, the backlog past each session's cursor, windows that fit one
+//! proposer call), recall.
 //!
 //! It is not:
 //! - a writer of the log: it decides records and hands them to a [`MemoryLedger`] (the facade),
@@ -43,8 +44,8 @@ pub use extract::{
     ExtractionHost, ExtractionOutcome, ExtractionReport, GateReason, HeldItem, LocalizationQuery,
     LocalizationSearch, MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, MemoryProposer, ModelError, Models,
     NotStored, Proposal, ProposalPrompt, RejectedCandidate, Rejection, RememberResult, RememberStatus,
-    ScanLocalization, SessionEvent, Trigger, check_faithful, execute, extraction_boundaries,
-    parse_canonicalization, parse_proposal, turn_start_before,
+    ScanLocalization, SessionBacklog, SessionEvent, Trigger, check_faithful, execute, extraction_backlog,
+    extraction_boundaries, parse_canonicalization, parse_proposal, turn_start_before,
 };
 pub use index::MemoryIndex;
 pub use lane::{LaneGuard, Priority, SessionLanes};

@@ -14,9 +14,10 @@ use mnemo_core::{
 };
 use mnemo_memory::testing::VecLedger;
 use mnemo_memory::{
-    BoxFuture, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost, ExtractionOutcome, ExtractionReport,
-    GateReason, MemoryError, MemoryLedger, MemoryProposer, MemoryView, ModelError, Models, NotStored,
-    ProposalPrompt, Rejection, RememberStatus, ScanLocalization, SessionEvent, Trigger, execute,
+    BoxFuture, EXTRACT_USER_EVENTS_PER_RANGE_MAX, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionHost,
+    ExtractionOutcome, ExtractionReport, GateReason, MemoryError, MemoryLedger, MemoryProposer, MemoryView,
+    ModelError, Models, NotStored, ProposalPrompt, Rejection, RememberStatus, ScanLocalization, SessionEvent,
+    Trigger, execute,
 };
 use mnemo_pipeline::StateStore;
 
@@ -613,30 +614,73 @@ async fn unprocessed_checkpoints_before_the_boundary_are_recovered_first() {
     assert_eq!(host.view_items(), 2, "the denied checkpoint's range stored nothing");
 }
 
-#[tokio::test]
-async fn a_range_too_large_for_the_evidence_budget_is_split_once() {
-    let host = Host::new();
-    for turn in 0..120 {
+fn status_notes(host: &Host, turns: usize) {
+    for turn in 0..turns {
         let text =
             format!("Status note {turn}: {}", "the build is green and the deploy went fine. ".repeat(3));
         host.user(&format!("t{turn}"), &text);
     }
-    let report = run(&host, &EmbeddedProposer, extract()).await;
-    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
-    let commits: Vec<_> = host
-        .records()
+}
+
+/// `(is a window's, cursor before, cursor after)` of every memory commit, in log order.
+fn commits(host: &Host) -> Vec<(bool, u64, u64)> {
+    host.records()
         .iter()
         .filter_map(|r| match r {
             Record::MemoryCommit(c) => {
-                Some((c.operation.as_str().starts_with("memory_segment_"), c.cursor.next))
+                Some((c.operation.as_str().starts_with("memory_segment_"), c.cursor.expected, c.cursor.next))
             }
             _ => None,
         })
-        .collect();
-    assert_eq!(commits.len(), 2, "{commits:?}");
-    assert!(commits[0].0 && !commits[1].0);
-    assert_eq!(commits[1].1, 120);
-    assert!(commits[0].1 > 30 && commits[0].1 < 90, "the cut is near the middle: {commits:?}");
+        .collect()
+}
+
+#[tokio::test]
+async fn a_range_too_large_for_the_evidence_budget_is_split_into_windows_that_fit() {
+    // Before: a range was split at most once in two; one that needed three parts failed
+    // (evidence) whole.
+    let host = Host::new();
+    status_notes(&host, 120);
+    let report = run(&host, &EmbeddedProposer, extract()).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
+    let commits = commits(&host);
+    assert!(commits.len() >= 3, "{commits:?}");
+    let (last, windows) = commits.split_last().unwrap();
+    assert!(windows.iter().all(|c| c.0) && !last.0, "windows first, the trigger's own range last");
+    assert_eq!(windows[0].1, 0);
+    for pair in commits.windows(2) {
+        assert_eq!(pair[0].2, pair[1].1, "windows are consecutive: {commits:?}");
+    }
+    for window in windows {
+        let users = window.2 - window.1;
+        assert!(users <= EXTRACT_USER_EVENTS_PER_RANGE_MAX as u64, "{commits:?}");
+    }
+    assert_eq!(last.2, 120);
+}
+
+#[tokio::test]
+async fn a_split_range_is_processed_only_when_every_window_committed() {
+    let host = Host::new();
+    status_notes(&host, 120);
+    // The first window's proposal is answered; every call for the second fails.
+    let mut answers = vec![resolved(Vec::new(), Vec::new())];
+    answers.extend(vec![Err(ModelError::Provider("down".to_owned())); 3]);
+    let report = run(&host, &Scripted::with(answers), extract()).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::RetryLater { .. }), "{report:?}");
+    let commits = commits(&host);
+    assert_eq!(commits.len(), 1, "only the first window committed: {commits:?}");
+    let state = host.ledger.state().unwrap();
+    let cursor = MemoryView::new(state.as_ref()).cursor(&session()).unwrap().map(|c| c.processed_ordinal);
+    assert_eq!(cursor, Some(commits[0].2), "the cursor stops after the last window that committed");
+    assert!(commits[0].2 < 120);
+    // The next trigger retries the failed window and reads on to the end.
+    let report = run(&host, &EmbeddedProposer, extract()).await;
+    assert!(matches!(report.outcome, ExtractionOutcome::Committed { .. }), "{report:?}");
+    assert_eq!(commits_through(&host), 120);
+}
+
+fn commits_through(host: &Host) -> u64 {
+    commits(host).last().map_or(0, |c| c.2)
 }
 
 #[tokio::test]

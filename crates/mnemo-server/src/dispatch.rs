@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
+use crate::extraction::BackgroundExtraction;
 use crate::methods::{self as m, Method, Route};
 use crate::protocol::{Reason, RpcError};
 use crate::seams::ConnectionSeams;
@@ -29,6 +30,8 @@ pub(crate) struct Call<'a> {
     pub(crate) mnemo: &'a Mnemo,
     pub(crate) runtime: &'a Handle,
     pub(crate) seams: &'a ConnectionSeams,
+    /// Memory extraction after a call appended a session's records; waking it never waits.
+    pub(crate) extraction: &'a BackgroundExtraction,
 }
 
 /// Runs `method` against the store, by the route the methods' table gives it. The methods the
@@ -226,7 +229,15 @@ fn import_format(method: &str, format: Option<&str>) -> Result<ImportFormat, Rpc
 pub(crate) fn capture(call: &Call<'_>, p: m::CaptureParams) -> Result<m::Object, RpcError> {
     let format = import_format(m::Capture::NAME, p.format.as_deref())?;
     absolute_path(m::Capture::NAME, &p.path)?;
-    object(&crate::capture::capture_file(call.mnemo, std::path::Path::new(&p.path), format).map_err(store)?)
+    let captured =
+        crate::capture::capture_file(call.mnemo, std::path::Path::new(&p.path), format).map_err(store)?;
+    // The capture answers now; extraction over what it appended runs behind it.
+    if let crate::capture::Captured::Imported { report, .. } = &captured
+        && report.records > 0
+    {
+        call.extraction.wake();
+    }
+    object(&captured)
 }
 
 pub(crate) fn start_block(call: &Call<'_>, p: m::StartBlockParams) -> Result<m::StartBlockResult, RpcError> {

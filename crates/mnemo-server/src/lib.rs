@@ -18,6 +18,7 @@
 //!   methods), the routing and the inspector's read-only set are derived from it.
 //! - [`server::serve`] runs a server until a signal, a `shutdown` call or the idle period stops it;
 //!   `dispatch` holds the handlers the table routes to, `seams` the calls back to a client's models,
+//!   `extraction` the background memory extraction a capture or an import sets off,
 //!   [`command`] the command lines a `mnemo` client runs in the server when the server holds the store.
 //! - [`protocol`] is the wire: frames, the protocol version, and the typed error whose
 //!   `data.reason` ([`protocol::Reason`]) a client matches on. [`socket`] places the socket;
@@ -39,6 +40,7 @@
 // The core.
 pub mod command;
 mod dispatch;
+mod extraction;
 pub mod limits;
 pub mod methods;
 pub mod protocol;

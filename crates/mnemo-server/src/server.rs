@@ -23,6 +23,8 @@ use std::collections::VecDeque;
 use std::sync::PoisonError;
 
 use mnemo::memory::MemoryModels;
+
+use crate::extraction::BackgroundExtraction;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, watch};
@@ -133,13 +135,22 @@ struct Shared {
     next_connection: AtomicU64,
     /// The connection whose registered `MemoryProposer` the store's memory models use.
     proposer_owner: std::sync::Mutex<Option<u64>>,
+    /// Memory extraction after a capture or an import, on a thread of its own.
+    extraction: BackgroundExtraction,
 }
 
 impl Shared {
-    fn new(mnemo: Mnemo, store: &Path, options: &ServeOptions, idle_exit: Option<Duration>) -> Shared {
+    fn new(
+        mnemo: Mnemo,
+        store: &Path,
+        options: &ServeOptions,
+        idle_exit: Option<Duration>,
+    ) -> std::io::Result<Shared> {
         let (stop, _) = watch::channel(None);
-        Shared {
-            mnemo: Arc::new(mnemo),
+        let mnemo = Arc::new(mnemo);
+        let extraction = BackgroundExtraction::start(Arc::clone(&mnemo))?;
+        Ok(Shared {
+            mnemo,
             commands: options.commands.clone(),
             store: std::path::absolute(store).unwrap_or_else(|_| store.to_path_buf()).display().to_string(),
             idle_exit,
@@ -152,7 +163,8 @@ impl Shared {
             stop,
             next_connection: AtomicU64::new(1),
             proposer_owner: std::sync::Mutex::new(None),
-        }
+            extraction,
+        })
     }
 
     fn request_stop(&self, cause: StopCause) {
@@ -190,7 +202,10 @@ impl Shared {
 
     fn idle_long_enough(&self) -> bool {
         let Some(idle) = self.idle_exit else { return false };
-        self.connections.load(Ordering::Acquire) == 0
+        // A background extraction pass keeps the server up: it would otherwise stop at its next
+        // gate and leave its sessions for the next capture.
+        !self.extraction.busy()
+            && self.connections.load(Ordering::Acquire) == 0
             && self.idle_since.lock().map(|since| since.elapsed() >= idle).unwrap_or(false)
     }
 }
@@ -210,7 +225,7 @@ pub fn serve(store: &Path, options: ServeOptions) -> Result<ServeReport, ServeEr
     // server per store, and a socket at the path is then a dead server's.
     let listener = socket::bind(&socket_path)?;
     tracing::info!(socket = %socket_path.display(), "serving");
-    let shared = Arc::new(Shared::new(mnemo, store, &options, options.idle_exit));
+    let shared = Arc::new(Shared::new(mnemo, store, &options, options.idle_exit)?);
     let result = runtime.block_on(run(Arc::clone(&shared), listener, &socket_path));
     socket::remove(&socket_path);
     let cause = result?;
@@ -236,6 +251,10 @@ fn close(shared: Arc<Shared>, runtime: tokio::runtime::Runtime) -> Result<(), Se
     // NOTE: a bounded wait: a read of standard input blocks a thread of the runtime's pool that
     // only the client's next line or its end would free.
     runtime.shutdown_timeout(RUNTIME_SHUTDOWN_WAIT);
+    // NOTE: the drain comes first: it closes every session's extraction gate, so a pass that is
+    // running ends at its next check, and the thread lets go of the store.
+    shared.mnemo.memory().begin_drain();
+    shared.extraction.stop();
     let mnemo = Arc::try_unwrap(shared.mnemo).map_err(|_| {
         std::io::Error::other("a command still holds the store after every call was answered")
     })?;
@@ -257,7 +276,7 @@ pub fn serve_stdio(store: &Path, options: ServeOptions) -> Result<ServeReport, S
         .build()?;
     let mnemo = Mnemo::open(store, options.config.clone())?;
     tracing::info!("serving on standard input and output");
-    let shared = Arc::new(Shared::new(mnemo, store, &options, None));
+    let shared = Arc::new(Shared::new(mnemo, store, &options, None)?);
     let cause = runtime.block_on(run_stdio(Arc::clone(&shared)))?;
     let report = ServeReport {
         socket: PathBuf::new(),
@@ -781,7 +800,12 @@ async fn run_call(
     let conn = Arc::clone(conn);
     let runtime = tokio::runtime::Handle::current();
     tokio::task::spawn_blocking(move || {
-        let call = dispatch::Call { mnemo: &shared.mnemo, runtime: &runtime, seams: &conn.seams };
+        let call = dispatch::Call {
+            mnemo: &shared.mnemo,
+            runtime: &runtime,
+            seams: &conn.seams,
+            extraction: &shared.extraction,
+        };
         dispatch::call(&call, &method, params)
     })
     .await

@@ -12,7 +12,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The core's modules, and the rooms of theirs they may use.
-const CORE: &[&str] = &["command", "dispatch", "limits", "methods", "protocol", "seams", "server", "socket"];
+const CORE: &[&str] =
+    &["command", "dispatch", "extraction", "limits", "methods", "protocol", "seams", "server", "socket"];
 const CORE_MAY_USE_ROOMS: &[&str] = &["capture"];
 
 /// Each room and the modules of this crate it may use.

@@ -482,3 +482,34 @@ fn log_head_is_the_last_position_and_moves_with_each_append() {
     drop(client);
     stop(&store, server);
 }
+
+/// Before: a `capture` imported the transcript and nothing extracted it, so a session start in
+/// the same project got no memory until someone ran `mnemo memory extract`.
+#[test]
+fn a_capture_alone_sets_off_extraction_and_the_next_start_block_carries_what_was_said() {
+    use mnemo_server::methods::{Capture, CaptureParams, StartBlock, StartBlockParams};
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let server = start(&store);
+    let transcript = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../mnemo/tests/fixtures/memory/claude-code-standing-instructions.jsonl");
+    let captured = client(&store)
+        .call::<Capture>(&CaptureParams { path: transcript.display().to_string(), format: None })
+        .unwrap();
+    assert_eq!(captured["outcome"], "imported", "{captured:?}");
+    // Extraction runs behind the answer: wait for it, however long it takes.
+    let params =
+        StartBlockParams { workspace: Some("/home/dev/queue".to_owned()), ..StartBlockParams::default() };
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let block = loop {
+        let block = client(&store).call::<StartBlock>(&params).unwrap();
+        if block.text.contains("never push to main without asking them") {
+            break block;
+        }
+        assert!(Instant::now() < deadline, "no extraction followed the capture: {block:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(block.standing >= 1, "{block:?}");
+    assert!(block.tokens <= 1_500, "{block:?}");
+    stop(&store, server);
+}

@@ -29,13 +29,14 @@
 //! |---|---|---|
 //! | `Mnemo::open` | opening the database, checking the log's newest envelopes, starting the stages (for a NATS log, connecting and reading the stream) | I/O; the NATS client's timeouts |
 //! | `append`, `memory().create/update/archive/restore/apply`, `compaction().copy` | one durable group commit (a write and, at the default durability, one fsync); the writes then wait for their stage as reads do | I/O |
-//! | reads: `history().*`, `memory().get/search/recall/recall_block/cursor/request_extraction`, `compaction().context/policy`, `stats`, `catch_up` | the stages they read folding the log as it is at the call | [`stages::CATCH_UP_TIMEOUT`] (600 s); a stopped stage fails at once |
+//! | reads: `history().*`, `memory().get/search/recall/recall_block/cursor/backlog/request_extraction`, `compaction().context/policy`, `stats`, `catch_up` | the stages they read folding the log as it is at the call | [`stages::CATCH_UP_TIMEOUT`] (600 s); a stopped stage fails at once |
 //! | an `as_of` read, `import`, `export_transcript`, `rebuild`, `verify`, `log_entries` | reading (and for `as_of`, `rebuild` and `verify`, folding) the log | linear in the log read |
 //! | `close` | the stages folding everything appended, then their threads | `CATCH_UP_TIMEOUT` |
-//! | `compaction().compact/prepare_history/compact_mid_turn/recover_from_overflow`, `memory().remember/remember_report/extract/complete_turn/on_checkpoint_recorded` (async) | the host's model seams and the session's lane (awaited); the waits above for the ledger they read and the records they append; `compact_mid_turn` also `durable_through` | `MidTurnOptions::ledger_wait` for `durable_through`; otherwise as above |
+//! | `compaction().compact/prepare_history/compact_mid_turn/recover_from_overflow`, `memory().remember/remember_report/extract/extract_backlog/complete_turn/on_checkpoint_recorded` (async) | the host's model seams and the session's lane (awaited); the waits above for the ledger they read and the records they append; `compact_mid_turn` also `durable_through` | `MidTurnOptions::ledger_wait` for `durable_through`; otherwise as above |
 //!
 //! `history()`, `memory()`, `compaction()`, `log_location`, `stage_status`,
-//! `compaction().begin_turn`, `memory().set_models` and `memory().begin_drain` never wait.
+//! `compaction().begin_turn`, `memory().set_models`, `memory().last_extractions` and
+//! `memory().begin_drain` never wait.
 //!
 //! Async calls do not hold up a runtime's other tasks: every wait of the facade, in async calls and
 //! sync ones alike, runs through `tokio::task::block_in_place` when it is made on a worker of a

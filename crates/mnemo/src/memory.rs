@@ -21,7 +21,7 @@ pub use mnemo_memory::{
     OperationResult, OperationType, Proposal, ProposalPrompt, RECALL_BUDGET_TOKENS_DEFAULT,
     RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RecallBlock, RecallMemory, RecalledItem, Receipt,
     RejectedCandidate, Rejection, RememberResult, RememberStatus, SEARCH_RESULTS_DEFAULT, SEARCH_RESULTS_MAX,
-    START_BLOCK_TOKENS_MAX, ScanLocalization, SearchRequest, SessionEvent, StoredItem,
+    START_BLOCK_TOKENS_MAX, ScanLocalization, SearchRequest, SessionBacklog, SessionEvent, StoredItem,
 };
 
 use mnemo_core::{
@@ -33,7 +33,7 @@ use mnemo_memory::{Decide, ExtractionHost, GateReason, MemoryLedger, MemoryView,
 use mnemo_pipeline::StateStore;
 
 use crate::error::Error;
-pub use crate::memory_runtime::MemoryModels;
+pub use crate::memory_runtime::{LastExtraction, MemoryModels};
 use crate::mnemo::Mnemo;
 
 /// What [`Memory::start_block`] recalls for: a session that is starting, which the store may not
@@ -256,6 +256,68 @@ impl Memory<'_> {
         self.mnemo.run_extraction(session, trigger, Priority::Foreground).await
     }
 
+    /// The extraction backlog: every session, most recently active first, with events no
+    /// extraction has read yet (past its extraction cursor) or a failed range awaiting its retry,
+    /// and what keeps a session from extraction, if anything does.
+    pub fn backlog(&self) -> crate::Result<Vec<SessionBacklog>> {
+        let sessions = self.mnemo.history().sessions()?;
+        let store = MemoryLedger::state(self.mnemo)?;
+        let draining = self.mnemo.memory.draining.load(Ordering::SeqCst);
+        Ok(mnemo_memory::extraction_backlog(store.as_ref(), &sessions, draining)?)
+    }
+
+    /// Extracts the backlog: every session of [`Memory::backlog`] that extraction may read, one
+    /// after another, each from its cursor to its last event (in ranges that fit, as
+    /// [`Memory::extract`]); never a range twice, since each commit moves the cursor past what it
+    /// read. Each run is kept as the session's last extraction ([`Memory::last_extractions`]).
+    /// Returns each session with what its extraction did; a session whose extraction failed is
+    /// logged and left in the backlog. A store handle's hosts run this after an
+    /// import or capture appended records: inline, or on a thread of their own when a caller must
+    /// not wait.
+    pub async fn extract_backlog(self) -> crate::Result<Vec<(SessionId, ExtractionReport)>> {
+        let mut runs = Vec::new();
+        for pending in self.backlog()?.into_iter().filter(SessionBacklog::extractable) {
+            // One session's failure does not keep the others from extraction; it stays in the
+            // backlog for the next pass.
+            match self.extract(&pending.session, None).await {
+                Ok(report) => {
+                    self.keep_last(&pending.session, &report);
+                    runs.push((pending.session, report));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, session = %pending.session, "backlog extraction failed");
+                }
+            }
+        }
+        Ok(runs)
+    }
+
+    fn keep_last(&self, session: &SessionId, report: &ExtractionReport) {
+        let last = LastExtraction {
+            session: session.clone(),
+            at: self.mnemo.memory.clock.now(),
+            outcome: report.outcome.clone(),
+            stored: report.stored,
+            model_calls: report.model_calls,
+        };
+        let mut kept = self.mnemo.memory.last_extractions.lock().unwrap_or_else(PoisonError::into_inner);
+        kept.insert(session.clone(), last);
+        if kept.len() > crate::memory_runtime::LAST_EXTRACTIONS_MAX
+            && let Some(oldest) = kept.values().min_by_key(|l| l.at).map(|l| l.session.clone())
+        {
+            kept.remove(&oldest);
+        }
+    }
+
+    /// What the last backlog extraction of each session did, most recent first, as this store
+    /// handle ran them (none after a fresh open).
+    pub fn last_extractions(&self) -> Vec<LastExtraction> {
+        let kept = self.mnemo.memory.last_extractions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut last: Vec<LastExtraction> = kept.values().cloned().collect();
+        last.sort_by(|a, b| b.at.cmp(&a.at).then_with(|| a.session.cmp(&b.session)));
+        last
+    }
+
     /// Agent-requested extraction of incidental facts through `terminal_event` (or the session's
     /// last event), in the session's background lane.
     pub async fn extract(
@@ -283,6 +345,7 @@ impl Memory<'_> {
                     ExtractionReport {
                         model_calls: before.model_calls,
                         rejections: before.rejections,
+                        stored: before.stored + next.stored,
                         ..next
                     }
                 }

@@ -1,16 +1,36 @@
 //! Memory's process-local state in a store handle: the single memory writer, the session lanes, the
 //! model seams and whether the store is draining. Nothing of it is written to the log.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 
-use mnemo_core::{SessionId, TurnId};
+use mnemo_core::{SessionId, TimestampMs, TurnId};
 use mnemo_log::Clock;
 use mnemo_memory::{
-    Canonicalizer, EmbeddedCanonicalizer, EmbeddedProposer, LocalizationSearch, MemoryProposer,
-    ScanLocalization, SessionLanes,
+    Canonicalizer, EmbeddedCanonicalizer, EmbeddedProposer, ExtractionOutcome, LocalizationSearch,
+    MemoryProposer, ScanLocalization, SessionLanes,
 };
+use serde::Serialize;
+
+/// Most sessions whose last backlog extraction a store handle keeps (the oldest is forgotten).
+pub(crate) const LAST_EXTRACTIONS_MAX: usize = 256;
+
+/// What the last backlog extraction of a session did, as this store handle ran it (kept in
+/// memory only: a store opened afresh has none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LastExtraction {
+    /// The session.
+    pub session: SessionId,
+    /// When it ended, by the store's clock.
+    pub at: TimestampMs,
+    /// How its last range ended.
+    pub outcome: ExtractionOutcome,
+    /// Items it stored.
+    pub stored: u64,
+    /// Model calls it made.
+    pub model_calls: u32,
+}
 
 /// The model seams memory extraction uses.
 #[derive(Debug, Clone)]
@@ -46,6 +66,8 @@ pub(crate) struct MemoryRuntime {
     /// Process-local like the reference's flag; a turn flagged before a crash is not extracted
     /// on its account (the next compaction or request covers it).
     pub(crate) flagged_turns: Mutex<BTreeSet<(SessionId, TurnId)>>,
+    /// The last backlog extraction of each session, at most [`LAST_EXTRACTIONS_MAX`].
+    pub(crate) last_extractions: Mutex<BTreeMap<SessionId, LastExtraction>>,
 }
 
 impl MemoryRuntime {
@@ -57,6 +79,7 @@ impl MemoryRuntime {
             draining: AtomicBool::new(false),
             clock,
             flagged_turns: Mutex::new(BTreeSet::new()),
+            last_extractions: Mutex::new(BTreeMap::new()),
         }
     }
 }

@@ -83,3 +83,42 @@ fn standing_instructions_corrections_and_project_facts_are_extracted_and_nothing
     sorted_expected.sort();
     assert_eq!(sorted_items, sorted_expected, "extracted: {items:#?}");
 }
+
+/// A store holding `files`, each session compacted first when `compact`, then extracted: its
+/// items' contents, sorted, and each session's extraction cursor with its event count.
+fn extracted_after(dir: &Path, files: &[PathBuf], compact: bool) -> (Vec<String>, Vec<(String, u64, u64)>) {
+    let mnemo = Mnemo::open(dir, Config::default()).unwrap();
+    for file in files {
+        let bytes = std::fs::read(file).unwrap();
+        mnemo.import(&bytes, &file.display().to_string(), ImportFormat::ClaudeCode).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut cursors = Vec::new();
+    for summary in mnemo.history().sessions().unwrap() {
+        if compact {
+            let options = mnemo::compaction::CompactOptions::default();
+            rt.block_on(mnemo.compaction().compact(&summary.session, &options)).unwrap();
+        }
+        rt.block_on(mnemo.memory().extract(&summary.session, None)).unwrap();
+        let events = mnemo.memory().cursor(&summary.session).unwrap();
+        cursors.push((summary.session.to_string(), events, summary.event_count));
+    }
+    cursors.sort();
+    let mut items: Vec<String> =
+        mnemo.memory().list(&ListRequest::default()).unwrap().into_iter().map(|i| i.fields.content).collect();
+    items.sort();
+    (items, cursors)
+}
+
+#[test]
+fn compact_then_extract_finds_what_extract_alone_finds_on_real_sessions() {
+    let mut files = real_session_files();
+    files
+        .push(repo_root().join("crates/mnemo/tests/fixtures/memory/claude-code-standing-instructions.jsonl"));
+    let (alone_dir, compacted_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (expected, alone_cursors) = extracted_after(alone_dir.path(), &files, false);
+    let (found, cursors) = extracted_after(compacted_dir.path(), &files, true);
+    assert_eq!(expected.len(), 6, "the standing instructions are extracted: {expected:#?}");
+    assert_eq!(found, expected);
+    assert_eq!(cursors, alone_cursors);
+}

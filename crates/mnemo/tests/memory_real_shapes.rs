@@ -176,3 +176,38 @@ fn a_request_to_remember_at_the_end_of_a_long_session_is_remembered() {
     assert_eq!(items, ["The team deploys on Fridays only."]);
     assert_eq!(mnemo.memory().cursor(&id).unwrap(), 300);
 }
+
+/// The active items' contents, sorted.
+fn contents(mnemo: &Mnemo) -> Vec<String> {
+    let mut items: Vec<String> =
+        mnemo.memory().list(&ListRequest::default()).unwrap().into_iter().map(|i| i.fields.content).collect();
+    items.sort();
+    items
+}
+
+#[test]
+fn compact_then_extract_on_a_long_session_finds_what_extract_alone_finds() {
+    // Before: the fold's extraction took all the folded prompts as one range, split it at most
+    // once, failed (evidence) and then marked the range processed: "nothing new to process", no
+    // item, where extract alone found the preference.
+    let session = "e1b2c3d4-1111-4222-8333-944455556666";
+    let file = long_session(session, 150, (20, "I prefer small commits with one change each"));
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let alone_dir = tempfile::tempdir().unwrap();
+    let alone = Mnemo::open(alone_dir.path(), Config::default()).unwrap();
+    alone.import(file.as_bytes(), "long.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let id = alone.history().sessions().unwrap().into_iter().next().unwrap().session;
+    rt.block_on(alone.memory().extract(&id, None)).unwrap();
+    let expected = contents(&alone);
+    assert_eq!(expected, ["The user prefers small commits with one change each."]);
+
+    let compacted_dir = tempfile::tempdir().unwrap();
+    let compacted = Mnemo::open(compacted_dir.path(), Config::default()).unwrap();
+    compacted.import(file.as_bytes(), "long.jsonl", ImportFormat::ClaudeCode).unwrap();
+    let options = mnemo::compaction::CompactOptions::default();
+    let outcome = rt.block_on(compacted.compaction().compact(&id, &options)).unwrap();
+    assert!(outcome.recorded.is_some(), "the session was folded: {:?}", outcome.history.diagnostics);
+    rt.block_on(compacted.memory().extract(&id, None)).unwrap();
+    assert_eq!(contents(&compacted), expected);
+    assert_eq!(compacted.memory().cursor(&id).unwrap(), 300, "every prompt and reply is covered");
+}

@@ -97,6 +97,10 @@ struct Summary {
     without_conversation: usize,
     failed: usize,
     unreadable_folders: usize,
+    /// Sessions memory extraction read after the capture (those with events past their cursor).
+    sessions_extracted: usize,
+    /// Memory items that extraction stored.
+    memories_extracted: u64,
 }
 
 pub(crate) fn run(cli: &Cli, args: &SyncArgs) -> anyhow::Result<ExitCode> {
@@ -150,7 +154,26 @@ fn capture_files(
         // The state is a cache: without it the next run reads every file again, appending nothing twice.
         say_err!("warning: {error:#}; the next sync reads every file again");
     }
+    extract_after_capture(mnemo, report);
     Ok(())
+}
+
+/// Memory extraction over every session the store holds events of that no extraction has read
+/// (what this capture appended, and anything an earlier one left), inline: a sync waits for it.
+/// A failure is a warning: what was captured stays, and the next sync extracts it.
+fn extract_after_capture(mnemo: &Mnemo, report: &mut SyncReport) {
+    let runs = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(anyhow::Error::from)
+        .and_then(|runtime| Ok(runtime.block_on(mnemo.memory().extract_backlog())?));
+    match runs {
+        Ok(runs) => {
+            report.summary.sessions_extracted += runs.len();
+            report.summary.memories_extracted += runs.iter().map(|(_, r)| r.stored).sum::<u64>();
+        }
+        Err(error) => say_err!("warning: memory extraction after the sync failed: {error:#}"),
+    }
 }
 
 fn capture_one(mnemo: &Mnemo, state: &mut SyncState, path: &Path, format: ImportFormat) -> Outcome {
@@ -285,6 +308,13 @@ pub(crate) fn print_report(report: &SyncReport, with_roots: bool) {
         s.without_conversation,
         s.failed
     );
+    if s.sessions_extracted > 0 {
+        say!(
+            "extracted {} memory item(s) from {} session(s) with new events",
+            s.memories_extracted,
+            s.sessions_extracted
+        );
+    }
 }
 
 fn describe(outcome: &Outcome) -> Option<String> {

@@ -13,12 +13,14 @@ use serde_json::json;
 
 use crate::consolidate::{Link, Probe, held_items};
 use crate::error::MemoryError;
+use crate::extract::EXTRACT_USER_EVENTS_PER_RANGE_MAX;
 use crate::extract::admission::{Admitted, Rejection, admit, carries_secret, to_fields};
 use crate::extract::evidence::{self, Evidence, LocalizationQuery, SessionEvent};
 use crate::extract::proposal::{
     CanonicalStatus, Proposal, ProposalStatus, ProposedItem, ProposedScope, RequestedStatus, SearchRole,
     parse_canonicalization, parse_proposal,
 };
+use crate::extract::ranges::is_user;
 use crate::extract::seams::{
     CanonicalCandidate, CanonicalizePrompt, CitationView, HeldItem, ModelError, ProposalPrompt,
 };
@@ -74,6 +76,8 @@ struct Run<'a> {
     events: Vec<SessionEvent>,
     calls: u32,
     rejections: Vec<RejectedCandidate>,
+    /// Items stored by the commits of windows and checkpoint ranges that precede the outcome's.
+    stored: u64,
 }
 
 fn is_memory_tool(event: &mnemo_core::RuntimeEvent) -> bool {
@@ -176,10 +180,19 @@ pub async fn execute(
     session: &SessionId,
     trigger: &Trigger,
 ) -> Result<ExtractionReport, MemoryError> {
-    let mut run =
-        Run { host, models, session: session.clone(), events: Vec::new(), calls: 0, rejections: Vec::new() };
+    let mut run = Run {
+        host,
+        models,
+        session: session.clone(),
+        events: Vec::new(),
+        calls: 0,
+        rejections: Vec::new(),
+        stored: 0,
+    };
     let (operation, retried, outcome) = run.top(trigger).await?;
+    let stored = run.stored + retried.as_ref().map_or(0, ExtractionOutcome::stored) + outcome.stored();
     Ok(ExtractionReport {
+        stored,
         operation: operation.map(|o| o.as_str().to_owned()),
         retried,
         outcome,
@@ -315,6 +328,7 @@ impl Run<'_> {
                 if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
                     return Ok(Err(outcome));
                 }
+                self.stored += outcome.stored();
             }
             let store = self.host.state()?;
             expected =
@@ -475,42 +489,49 @@ impl Run<'_> {
         self.events.iter().filter(|e| e.ordinal > after && e.ordinal <= through).collect()
     }
 
-    /// Processes a range, split once in two when its evidence cannot be represented whole
-    /// (memory.md §3.5): the first segment as an `extract` under a segment operation id, then,
-    /// if it committed, the rest with the range's own trigger and operation id.
+    /// Processes a range, split into windows when its evidence cannot be represented whole in one
+    /// proposer call (memory.md §3.5): every window but the last as an `extract` under a segment
+    /// operation id, each committing its own stretch, then, once all of them committed, the rest
+    /// with the range's own trigger and operation id. The range is processed only when its last
+    /// part commits; a window that does not commit ends the run with the cursor after the last one
+    /// that did, so the next trigger reads on from there.
     async fn settled(&mut self, range: &Range) -> Result<ExtractionOutcome, MemoryError> {
+        // NOTE: a retry is never split: the ledger accepts only a commit of the whole pending
+        // range while it is pending. Windows are cut to fit, so a failed window retries whole.
         if range.expected_coverage.is_some() || self.fits(range, range.expected, range.through) {
             return self.settled_one(range).await;
         }
-        let Some(cut) = self
-            .cut_points(range)
-            .into_iter()
-            .find(|cut| self.fits(range, range.expected, *cut) && self.fits(range, *cut, range.through))
-        else {
+        let cuts = self.window_cuts(range);
+        if cuts.is_empty() {
             return self.settled_one(range).await;
-        };
+        }
         let prefix = if range.trigger == ExtractionTrigger::Compaction {
             "memory_compaction_segment_"
         } else {
             "memory_segment_"
         };
-        let first = Range {
-            operation: hashed_id(
-                prefix,
-                &json!({"operationId": range.operation, "afterOrdinal": range.expected, "throughOrdinal": cut}),
-            )?,
-            trigger: ExtractionTrigger::Extract,
-            checkpoint: None,
-            expected: range.expected,
-            through: cut,
-            requested_turn: None,
-            expected_coverage: None,
-        };
-        let outcome = self.settled_one(&first).await?;
-        if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
-            return Ok(outcome);
+        let mut after = range.expected;
+        for cut in cuts {
+            let window = Range {
+                operation: hashed_id(
+                    prefix,
+                    &json!({"operationId": range.operation, "afterOrdinal": after, "throughOrdinal": cut}),
+                )?,
+                trigger: ExtractionTrigger::Extract,
+                checkpoint: None,
+                expected: after,
+                through: cut,
+                requested_turn: None,
+                expected_coverage: None,
+            };
+            let outcome = self.settled_one(&window).await?;
+            if !matches!(outcome, ExtractionOutcome::Committed { .. }) {
+                return Ok(outcome);
+            }
+            self.stored += outcome.stored();
+            after = cut;
         }
-        self.settled_one(&Range { expected: cut, ..range.clone() }).await
+        self.settled_one(&Range { expected: after, ..range.clone() }).await
     }
 
     /// Whether the evidence of `(after, through]` can be represented within the budget.
@@ -520,31 +541,56 @@ impl Run<'_> {
         evidence::fit(&mut evidence)
     }
 
-    /// Candidate cut ordinals (the first segment's last event), best first: at a turn change,
-    /// then closest to half the weight (user text counts double), then earliest. A remember
-    /// range keeps its requested turn whole in the second segment.
-    fn cut_points(&self, range: &Range) -> Vec<u64> {
+    /// The last event of each window but the last of a range that does not fit whole: windows of
+    /// at most [`EXTRACT_USER_EVENTS_PER_RANGE_MAX`] user events, as a manual extraction cuts a
+    /// long stretch (so both read the same windows and find the same items), each shortened to
+    /// the longest prefix that fits, ending at a turn change when one is in it. A remember range
+    /// keeps its requested turn whole in the last window. Empty when no first window fits.
+    fn window_cuts(&self, range: &Range) -> Vec<u64> {
         let entries = self.entries(range.expected, range.through);
-        let weight = |e: &SessionEvent| match evidence::context_text(&e.event) {
-            Some(("user", text)) => (text.chars().count() as u64 * 2).max(1),
-            Some((_, text)) => (text.chars().count() as u64).max(1),
-            None => 1,
-        };
-        let mut prefix = vec![0u64];
-        for entry in &entries {
-            prefix.push(prefix[prefix.len() - 1] + weight(entry));
-        }
-        let total = prefix[entries.len()];
+        // Cuts fall before the requested turn, and before the range's last event.
         let limit = match &range.requested_turn {
             Some(turn) => entries.iter().position(|e| &e.event.turn_id == turn).unwrap_or(entries.len()),
             None => entries.len().saturating_sub(1),
-        };
-        let mut cuts: Vec<usize> = (1..=limit.min(entries.len().saturating_sub(1))).collect();
-        cuts.sort_by_key(|i| {
-            let same_turn = entries[i - 1].event.turn_id == entries[*i].event.turn_id;
-            (same_turn, (2 * prefix[*i]).abs_diff(total), *i)
-        });
-        cuts.into_iter().map(|i| entries[i - 1].ordinal).collect()
+        }
+        .min(entries.len().saturating_sub(1));
+        let mut cuts = Vec::new();
+        let mut start = 0;
+        while start < limit {
+            let after = if start == 0 { range.expected } else { entries[start - 1].ordinal };
+            if !cuts.is_empty() && self.fits(range, after, range.through) {
+                break;
+            }
+            let mut end = start;
+            let mut users = 0;
+            while end < limit {
+                if is_user(&entries[end].event) {
+                    if users == EXTRACT_USER_EVENTS_PER_RANGE_MAX {
+                        break;
+                    }
+                    users += 1;
+                }
+                end += 1;
+            }
+            // `end` entries from `start` hold at most the window's user events; the longest
+            // prefix of them that fits, found by halving (a shorter prefix fits if a longer does).
+            let fits_through = |count: usize| self.fits(range, after, entries[start + count - 1].ordinal);
+            let (mut low, mut high) = (0, end - start);
+            while low < high {
+                let mid = (low + high).div_ceil(2);
+                if fits_through(mid) { low = mid } else { high = mid - 1 }
+            }
+            if low == 0 {
+                break;
+            }
+            let turn_change = (1..=low).rev().find(|count| {
+                entries[start + count - 1].event.turn_id != entries[start + count].event.turn_id
+            });
+            let count = turn_change.unwrap_or(low);
+            cuts.push(entries[start + count - 1].ordinal);
+            start += count;
+        }
+        cuts
     }
 
     /// Processes one range and settles a counted failure.

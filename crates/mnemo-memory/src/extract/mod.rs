@@ -2,6 +2,7 @@
 //! and the model seams with their embedded defaults.
 
 pub(crate) mod admission;
+mod backlog;
 pub(crate) mod embedded;
 mod engine;
 pub(crate) mod evidence;
@@ -18,6 +19,7 @@ use crate::ops::MemoryLedger;
 use crate::state::{PendingFailure, Receipt};
 
 pub use admission::{Rejection, check_faithful};
+pub use backlog::{SessionBacklog, extraction_backlog};
 pub use embedded::{EmbeddedCanonicalizer, EmbeddedProposer};
 pub use engine::{MODEL_CALL_TIMEOUT, MODEL_CALLS_PER_RANGE_MAX, execute};
 pub use evidence::{LocalizationQuery, LocalizationSearch, ScanLocalization, SessionEvent};
@@ -170,4 +172,17 @@ pub struct ExtractionReport {
     pub model_calls: u32,
     /// Candidates turned down.
     pub rejections: Vec<RejectedCandidate>,
+    /// Items the committed ranges of this report stored (created, updated or archived); a replayed
+    /// commit stores nothing again.
+    pub stored: u64,
+}
+
+impl ExtractionOutcome {
+    /// Items this outcome's commit stored: none unless it committed now.
+    pub fn stored(&self) -> u64 {
+        match self {
+            ExtractionOutcome::Committed { receipt, replayed: false } => receipt.items.len() as u64,
+            _ => 0,
+        }
+    }
 }

@@ -50,8 +50,7 @@ pub fn extraction_boundaries<H: ExtractionHost + ?Sized>(
         if entry.ordinal <= cursor || checkpoint_end.is_some_and(|at| index <= at) {
             continue;
         }
-        let user = entry.event.role == Role::User && entry.event.author == Author::User;
-        if user {
+        if is_user(&entry.event) {
             if users == EXTRACT_USER_EVENTS_PER_RANGE_MAX && index > 0 {
                 boundaries.push(events[index - 1].event.id.clone());
                 users = 0;
@@ -63,6 +62,11 @@ pub fn extraction_boundaries<H: ExtractionHost + ?Sized>(
         boundaries.push(events[end].event.id.clone());
     }
     Ok(boundaries)
+}
+
+/// Whether `event` is one the user wrote (what a window's size is counted in).
+pub(crate) fn is_user(event: &mnemo_core::RuntimeEvent) -> bool {
+    event.role == Role::User && event.author == Author::User
 }
 
 /// The event just before the turn a remember request is in (the turn of `tool_call`, else the

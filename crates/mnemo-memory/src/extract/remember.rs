@@ -241,7 +241,14 @@ mod tests {
     use mnemo_core::{ItemId, WorkspaceId};
 
     fn report(outcome: ExtractionOutcome) -> ExtractionReport {
-        ExtractionReport { operation: None, retried: None, outcome, model_calls: 0, rejections: Vec::new() }
+        ExtractionReport {
+            operation: None,
+            retried: None,
+            outcome,
+            model_calls: 0,
+            rejections: Vec::new(),
+            stored: 0,
+        }
     }
 
     fn stored(content: &str, scope: MemoryScope, requested: bool, outcome: MutationOutcome) -> StoredItem {
