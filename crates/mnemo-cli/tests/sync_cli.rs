@@ -114,16 +114,17 @@ fn grow(home: &Path) {
 
 /// The store's export, each session's lines in order, sessions by id (the order in which sessions
 /// were first captured differs between a store synced in steps and one synced once). Session and
-/// turn-end lines carry their envelope's time, and the log's times never go backwards, so those of
-/// a file dated before files captured ahead of it depend on what was captured first: their `ts`
-/// is left out of the comparison.
+/// turn-end lines (and flags lines, such as a Codex thread's title) carry their envelope's time,
+/// and the log's times never go backwards, so those of a file dated before what was appended ahead
+/// of it (files captured first, the memory commits of a sync's extraction, stamped with the clock)
+/// depend on what came first: their `ts` is left out of the comparison.
 fn export(home: &Path, store: &Path) -> std::collections::BTreeMap<String, Vec<String>> {
     let output = run(home, store, &["export"]);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let mut sessions = std::collections::BTreeMap::<String, Vec<String>>::new();
     for line in String::from_utf8(output.stdout).unwrap().lines() {
         let mut value: serde_json::Value = serde_json::from_str(line).unwrap();
-        if matches!(value["kind"].as_str(), Some("session" | "turn_end")) {
+        if matches!(value["kind"].as_str(), Some("session" | "turn_end" | "flags")) {
             value.as_object_mut().unwrap().remove("ts");
         }
         sessions.entry(value["session"].as_str().unwrap().to_owned()).or_default().push(value.to_string());
