@@ -144,7 +144,8 @@ pub fn parse(text: &str) -> Result<Vec<Session>, MemoryEvalError> {
             sessions.push(Session { name: name.to_owned(), tool, cwd: cwd.to_owned(), lines: Vec::new() });
             continue;
         }
-        let session = sessions.last_mut().ok_or_else(|| parse_error(number, "a message before any session"))?;
+        let session =
+            sessions.last_mut().ok_or_else(|| parse_error(number, "a message before any session"))?;
         let (tag, rest) = raw.split_once(' ').ok_or_else(|| parse_error(number, "a message without text"))?;
         let text = |t: &str| t.trim().replace("\\n", "\n");
         let line = match tag {
@@ -231,8 +232,10 @@ pub fn codex_lines(session: &Session, n: usize) -> String {
             Line::Agent(t) => ("assistant", t, true),
         };
         let block = if role == "user" { "input_text" } else { "output_text" };
-        lines.push(json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role,
-            "content": [{"type": block, "text": text}]}}));
+        lines.push(
+            json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role,
+            "content": [{"type": block, "text": text}]}}),
+        );
         if echo {
             let payload = if role == "user" {
                 json!({"type": "user_message", "message": text, "images": [], "local_images": [], "text_elements": []})
@@ -388,7 +391,8 @@ mod tests {
 
     #[test]
     fn each_fact_counts_once_and_an_item_in_the_first_person_is_wrong() {
-        let sessions = parse("## s claude /x\nU+ {tabs}{final step} tabs. don't commit until the final step\n").unwrap();
+        let sessions =
+            parse("## s claude /x\nU+ {tabs}{final step} tabs. don't commit until the final step\n").unwrap();
         let mut report = HalfReport {
             name: "t".to_owned(),
             sessions: 1,
