@@ -15,6 +15,7 @@ use crate::extract::seams::{
     ProposalPrompt,
 };
 use crate::scope::holds_everywhere;
+use crate::terms::is_stop_word;
 
 /// Most items the embedded proposer proposes in each list.
 const EMBEDDED_ITEMS_MAX: usize = 10;
@@ -442,7 +443,10 @@ fn keys(clause: &str) -> Vec<Value> {
     let significant: Vec<String> = clause
         .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.' || c == '\''))
         .map(|w| w.trim_matches(['.', '\'']).to_owned())
-        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(&w.to_lowercase().as_str()))
+        .filter(|w| {
+            let lower = w.to_lowercase();
+            w.chars().count() >= 3 && !STOPWORDS.contains(&lower.as_str()) && !is_stop_word(&lower)
+        })
         .filter(|w| !matches!(w.to_lowercase().as_str(), "i'm" | "am" | "use" | "don't"))
         .collect();
     if let Some(phrase) = significant.get(..significant.len().min(3)).filter(|p| !p.is_empty()) {
@@ -990,6 +994,22 @@ mod tests {
         assert_eq!(
             clauses("fyi our staging database is stage-db-02"),
             ["our staging database is stage-db-02"]
+        );
+    }
+
+    #[test]
+    fn keys_are_the_words_that_say_what_an_item_is_about() {
+        // Before: "don't commit until the final step" had the keys "don't commit until", "don't".
+        let key_texts = |clause: &str| -> Vec<String> {
+            keys(clause).iter().map(|k| k["key"].as_str().unwrap_or_default().to_owned()).collect()
+        };
+        assert_eq!(
+            key_texts("don't commit anything until the final step"),
+            ["commit final step", "commit", "final", "step"]
+        );
+        assert_eq!(
+            key_texts("Please make sure you never add new dependencies"),
+            ["add new dependencies", "add", "new", "dependencies"]
         );
     }
 
