@@ -51,8 +51,11 @@ pub enum MemoryEvalError {
 pub enum Tool {
     /// Claude Code session JSON Lines.
     Claude,
-    /// Codex rollout JSON Lines.
+    /// Codex rollout JSON Lines, each message a `response_item` with its `event_msg` echo.
     Codex,
+    /// Codex rollout JSON Lines as 0.148 writes them: no `event_msg` echoes, and Codex's blocks
+    /// (environment, `AGENTS.md`) content parts of the message that carries the user's prompt.
+    CodexItems,
 }
 
 /// Who wrote a message, and its label.
@@ -131,12 +134,13 @@ pub fn parse(text: &str) -> Result<Vec<Session>, MemoryEvalError> {
         if let Some(header) = raw.strip_prefix("## ") {
             let fields: Vec<&str> = header.split_whitespace().collect();
             let [name, tool, cwd] = fields[..] else {
-                return Err(parse_error(number, "a session header is `## name claude|codex cwd`"));
+                return Err(parse_error(number, "a session header is `## name tool cwd`"));
             };
             let tool = match tool {
                 "claude" => Tool::Claude,
                 "codex" => Tool::Codex,
-                _ => return Err(parse_error(number, "the tool is `claude` or `codex`")),
+                "codex-0.148" => Tool::CodexItems,
+                _ => return Err(parse_error(number, "the tool is `claude`, `codex` or `codex-0.148`")),
             };
             if sessions.len() == SESSIONS_MAX {
                 return Err(parse_error(number, "too many sessions"));
@@ -209,7 +213,9 @@ pub fn claude_code_lines(session: &Session, n: usize) -> String {
 }
 
 /// The session as Codex 0.128 writes its rollout: the meta and turn context, then each message
-/// as a `response_item` and, for what the user typed and the agent said, its `event_msg` echo.
+/// as a `response_item` and, for what the user typed and the agent said, its `event_msg` echo; or
+/// as 0.148 writes it ([`Tool::CodexItems`]): without the echoes, Codex's blocks in the prompt's
+/// message.
 pub fn codex_lines(session: &Session, n: usize) -> String {
     let id = format!("019e1b7a-{n:04}-7f10-8a2d-5b9e0c7d4e21");
     let turn = format!("019e1b7a-{n:04}-7c31-9f1e-0a6b2d8c5e13");
@@ -224,17 +230,25 @@ pub fn codex_lines(session: &Session, n: usize) -> String {
             "approval_policy": "on-request", "sandbox_policy": {"type": "workspace-write"}, "model": "gpt-5.5",
             "effort": "medium", "summary": "auto"}}),
     ];
+    let items_only = session.tool == Tool::CodexItems;
+    let mut blocks: Vec<Value> = Vec::new();
     for (i, line) in session.lines.iter().enumerate() {
         let at = timestamp(1 + i * 5);
         let (role, text, echo) = match line {
-            Line::Facts(_, t) | Line::Not(t) | Line::Task(t) => ("user", t, true),
+            Line::Facts(_, t) | Line::Not(t) | Line::Task(t) => ("user", t, !items_only),
+            Line::Harness(t) if items_only => {
+                blocks.push(json!({"type": "input_text", "text": t}));
+                continue;
+            }
             Line::Harness(t) => ("user", t, false),
-            Line::Agent(t) => ("assistant", t, true),
+            Line::Agent(t) => ("assistant", t, !items_only),
         };
         let block = if role == "user" { "input_text" } else { "output_text" };
+        let mut content = if role == "user" { std::mem::take(&mut blocks) } else { Vec::new() };
+        content.push(json!({"type": block, "text": text}));
         lines.push(
             json!({"timestamp": at, "type": "response_item", "payload": {"type": "message", "role": role,
-            "content": [{"type": block, "text": text}]}}),
+            "content": content}}),
         );
         if echo {
             let payload = if role == "user" {
@@ -297,7 +311,7 @@ pub fn extracted(dir: &Path, session: &Session, n: usize) -> Result<Vec<String>,
     let mnemo = Mnemo::open(dir, Config::default())?;
     let (bytes, format) = match session.tool {
         Tool::Claude => (claude_code_lines(session, n), ImportFormat::ClaudeCode),
-        Tool::Codex => (codex_lines(session, n), ImportFormat::Codex),
+        Tool::Codex | Tool::CodexItems => (codex_lines(session, n), ImportFormat::Codex),
     };
     mnemo.import(bytes.as_bytes(), &format!("{}.jsonl", session.name), format)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -372,7 +386,7 @@ mod tests {
         for (name, text) in [("dev", DEV), ("heldout", HELDOUT)] {
             let sessions = parse(text).unwrap();
             assert!(sessions.len() >= 15, "{name}: {} sessions", sessions.len());
-            let codex = sessions.iter().filter(|s| s.tool == Tool::Codex).count();
+            let codex = sessions.iter().filter(|s| s.tool != Tool::Claude).count();
             assert!(codex * 3 >= sessions.len(), "{name}: {codex} Codex sessions");
             assert!(sessions.iter().all(|s| !s.facts().is_empty()), "{name}: a session without facts");
         }

@@ -94,5 +94,5 @@ fn eval_memory_reports_recall_and_precision_for_both_halves() {
         assert_eq!(half["wrong"].as_array().unwrap().len() as u64, items - correct, "{half}");
     }
     // Each session ran in a store of its own under --dir.
-    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 32);
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 33);
 }
