@@ -6,6 +6,9 @@
 //! the dev and held-out splits apart: `mnemo` (the current pipeline's ranking), `before` (the same
 //! index with the ranking features of decision 0150 off, `pipelines/search-baseline.toml`) and
 //! `bm25` (textbook BM25 computed by the harness), all from one run.
+//!
+//! `mnemo eval memory` runs the memory-quality evaluation (`mnemo_benches::memory_eval`): labelled
+//! sessions extracted in fresh stores, recall and precision for its development and held-out halves.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -13,6 +16,7 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use mnemo::{Config, Mnemo};
 use mnemo_benches::devset::{self, DEVSET_SEED_DEFAULT, Split};
+use mnemo_benches::memory_eval::{self, MemoryEvalError};
 use mnemo_benches::search_eval::{self, Bm25Ranker, EvalError, MnemoRanker, QaItem, Ranker, RankerReport};
 use serde::Serialize;
 
@@ -28,6 +32,19 @@ pub(crate) enum EvalCommand {
     Search(SearchEvalArgs),
     /// Recall for sessions: hit@k, recall-all@k and MRR of the items each should get.
     Recall(crate::recall_eval_cmd::RecallEvalArgs),
+    /// Memory extraction on labelled sessions: recall and precision of the standing facts, for the
+    /// development and held-out halves.
+    Memory(MemoryEvalArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct MemoryEvalArgs {
+    /// Where the sessions' stores go (default: a new temporary directory, removed after).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// List the labelled facts no item states and the items that state none.
+    #[arg(long)]
+    missed: bool,
 }
 
 #[derive(Debug, Args)]
@@ -62,6 +79,7 @@ pub(crate) fn uses_the_store(command: &EvalCommand) -> bool {
     match command {
         EvalCommand::Search(args) => !args.devset,
         EvalCommand::Recall(_) => true,
+        EvalCommand::Memory(_) => false,
     }
 }
 
@@ -70,6 +88,7 @@ pub(crate) fn paths_mut(command: &mut EvalCommand) -> Vec<&mut PathBuf> {
     match command {
         EvalCommand::Search(args) => args.qa.iter_mut().chain(args.dir.iter_mut()).collect(),
         EvalCommand::Recall(args) => vec![args.qa_mut()],
+        EvalCommand::Memory(args) => args.dir.iter_mut().collect(),
     }
 }
 
@@ -86,6 +105,60 @@ pub(crate) fn run(cli: &Cli, command: &EvalCommand) -> anyhow::Result<ExitCode> 
     match command {
         EvalCommand::Search(args) => search(cli, args),
         EvalCommand::Recall(args) => crate::recall_eval_cmd::run(cli, args),
+        EvalCommand::Memory(args) => memory(cli, args),
+    }
+}
+
+/// Runs both halves of the memory-quality evaluation, each session in a fresh store.
+fn memory(cli: &Cli, args: &MemoryEvalArgs) -> anyhow::Result<ExitCode> {
+    let temporary;
+    let root = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => {
+            temporary = tempfile::Builder::new().prefix("mnemo-eval-").tempdir()?;
+            temporary.path().to_path_buf()
+        }
+    };
+    let mut reports = Vec::new();
+    for (name, text) in [("dev", memory_eval::DEV), ("heldout", memory_eval::HELDOUT)] {
+        let sessions = memory_eval::parse(text).map_err(memory_input)?;
+        reports.push(memory_eval::evaluate(name, &sessions, &root).map_err(memory_input)?);
+    }
+    output(cli, &reports, || {
+        say!(
+            "  {:<8} {:>8} {:>6} {:>6} {:>8} {:>10}",
+            "half",
+            "sessions",
+            "facts",
+            "items",
+            "recall",
+            "precision"
+        );
+        for r in &reports {
+            say!(
+                "  {:<8} {:>8} {:>6} {:>6} {:>7.1}% {:>9.1}%",
+                r.name,
+                r.sessions,
+                r.facts,
+                r.items,
+                100.0 * r.recall,
+                100.0 * r.precision
+            );
+        }
+        if args.missed {
+            for r in &reports {
+                r.missed.iter().for_each(|m| say!("  {} missed: {m}", r.name));
+                r.wrong.iter().for_each(|w| say!("  {} wrong: {w}", r.name));
+            }
+        }
+    });
+    Ok(ExitCode::SUCCESS)
+}
+
+fn memory_input(error: MemoryEvalError) -> anyhow::Error {
+    match error {
+        MemoryEvalError::Store(error) => error.into(),
+        other => anyhow::Error::new(other),
     }
 }
 

@@ -1,5 +1,5 @@
 //! `mnemo eval search` as a process: metrics over a store and a QA file, workspace scoping, bad QA
-//! files named with their line, and the development set's run.
+//! files named with their line, and the development set's run; `mnemo eval memory`'s two halves.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 mod support;
@@ -74,4 +74,25 @@ fn the_development_set_reports_both_splits_and_three_rankers() {
         assert_eq!(rankers, ["mnemo", "before", "bm25"]);
         assert!(split["questions"].as_u64().unwrap() > 100);
     }
+}
+
+#[test]
+fn eval_memory_reports_recall_and_precision_for_both_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let out =
+        mnemo(&dir.path().join("store"), &["eval", "memory", "--dir", runs.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = json(&out);
+    let halves: Vec<&str> = report.as_array().unwrap().iter().map(|h| h["name"].as_str().unwrap()).collect();
+    assert_eq!(halves, ["dev", "heldout"]);
+    for half in report.as_array().unwrap() {
+        let (facts, found) = (half["facts"].as_u64().unwrap(), half["found"].as_u64().unwrap());
+        let (items, correct) = (half["items"].as_u64().unwrap(), half["correct"].as_u64().unwrap());
+        assert!(facts >= 30 && found <= facts && correct <= items, "{half}");
+        assert_eq!(half["missed"].as_array().unwrap().len() as u64, facts - found, "{half}");
+        assert_eq!(half["wrong"].as_array().unwrap().len() as u64, items - correct, "{half}");
+    }
+    // Each session ran in a store of its own under --dir.
+    assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 33);
 }

@@ -31,6 +31,7 @@ mod recall;
 mod scope;
 mod secrets;
 mod state;
+mod terms;
 pub mod testing;
 mod text;
 mod write;

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{MemoryError, invalid};
 use crate::extract::SessionEvent;
 use crate::state::{self, KEY_TAG, KeyEntry, SCOPE_TAG, STANDING_TAG};
+use crate::terms::{is_stop_word, terms};
 
 /// Results of a recall when no limit is given.
 pub const RECALL_RESULTS_DEFAULT: u64 = 10;
@@ -63,12 +64,6 @@ pub const RECALL_STANDING_BUDGET_PERCENT: u64 = 60;
 pub(crate) fn is_standing(kind: MemoryKind) -> bool {
     matches!(kind, MemoryKind::Identity | MemoryKind::Preference)
 }
-
-const STOPWORDS: &[&str] = &[
-    "the", "and", "for", "that", "this", "with", "from", "what", "which", "when", "where", "how", "you",
-    "your", "are", "was", "were", "have", "has", "had", "but", "not", "can", "use", "user", "about", "into",
-    "our", "out",
-];
 
 /// The pull tool's arguments: `RecallMemory {query, limit}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,10 +114,12 @@ pub struct RecallBlock {
     pub left_out: u64,
 }
 
-fn tokens(text: &str) -> BTreeSet<String> {
+/// The words of a query as the key index holds them (lowercased, whole): where key matches are
+/// looked up.
+fn words(text: &str) -> BTreeSet<String> {
     text.to_lowercase()
         .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_'))
-        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(w))
+        .filter(|w| w.chars().count() >= 3 && !is_stop_word(w))
         .map(str::to_owned)
         .collect()
 }
@@ -131,18 +128,19 @@ fn visible(scope: &str, workspace: Option<&str>) -> bool {
     scope == "global" || workspace.is_some_and(|w| w == scope)
 }
 
-fn score(item: &MemoryItem, query: &BTreeSet<String>, query_text: &str) -> u64 {
-    let lowered = query_text.to_lowercase();
+/// Key matches weigh 3, content terms 1. Both compare terms ([`terms`]): stemmed, with one name
+/// for the coding terms that have several, so a paraphrase of the item's words finds it.
+fn score(item: &MemoryItem, query: &BTreeSet<String>) -> u64 {
     let keys = item
         .fields
         .keys
         .iter()
         .filter(|k| {
-            query.contains(&k.normalized_key)
-                || (k.normalized_key.contains(' ') && lowered.contains(&k.normalized_key))
+            let key = terms(&k.normalized_key);
+            !key.is_empty() && key.is_subset(query)
         })
         .count() as u64;
-    let content = tokens(&item.fields.content).intersection(query).count() as u64;
+    let content = terms(&item.fields.content).intersection(query).count() as u64;
     keys * 3 + content
 }
 
@@ -195,9 +193,9 @@ fn ranked(
     query_text: &str,
 ) -> Result<Vec<(u64, TimestampMs, MemoryItem)>, MemoryError> {
     let workspace_scope = workspace.map(|w| MemoryScope::Workspace(w.clone()).as_text());
-    let query = tokens(query_text);
+    let query = terms(query_text);
     let mut out = Vec::new();
-    for id in candidates(store, workspace_scope.as_deref(), &query)? {
+    for id in candidates(store, workspace_scope.as_deref(), &words(query_text))? {
         let id = ItemId::new(id).map_err(|e| MemoryError::State(state::damaged(e.to_string())))?;
         let Some(item) = state::item(store, &id)? else { continue };
         // NOTE: the indexes already filter by scope; the item itself is checked again so that a
@@ -207,7 +205,7 @@ fn ranked(
         {
             continue;
         }
-        let score = score(&item, &query, query_text);
+        let score = score(&item, &query);
         if score > 0 {
             out.push((score, item.updated_at, item));
         }
@@ -330,11 +328,11 @@ pub fn recall_block(
     recent_text: &str,
     budget_tokens: u64,
 ) -> Result<RecallBlock, MemoryError> {
-    let query = tokens(recent_text);
+    let query = terms(recent_text);
     let standing_budget = budget_tokens * RECALL_STANDING_BUDGET_PERCENT / 100;
     let mut block = BlockLines::new();
     for item in standing(store, workspace)? {
-        let score = score(&item, &query, recent_text);
+        let score = score(&item, &query);
         block.add(item, score, true, standing_budget);
     }
     for (score, _, item) in ranked(store, workspace, recent_text)? {

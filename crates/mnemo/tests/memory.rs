@@ -367,3 +367,32 @@ fn a_compaction_before_the_first_extraction_loses_no_facts() {
     assert!(found(&mnemo, "fjall") && found(&mnemo, "tabs"), "compacted history is not lost");
     assert_eq!(found(&mnemo, "debian"), found(&control, "debian"), "the last turn is read as before");
 }
+
+#[test]
+fn recall_finds_an_instruction_by_a_paraphrase_of_its_words() {
+    // Before: recall compared whole words, so "commit tests" missed "don't commit test files"
+    // (tests / test) and "staging db" missed "staging database".
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    open_session(
+        &mnemo,
+        "s1",
+        "w1",
+        &[
+            "don't commit test files until the final step",
+            "our staging database is stage-db-02",
+            "I prefer tabs over spaces",
+        ],
+    );
+    runtime().block_on(mnemo.memory().extract(&session("s1"), None)).unwrap();
+    let recall = |query: &str| {
+        let request = RecallMemory { query: query.to_owned(), limit: Some(1) };
+        let found = mnemo.memory().recall(&session("s1"), &request).unwrap();
+        found.first().map(|r| r.content.clone()).unwrap_or_default()
+    };
+    assert!(recall("commit tests").contains("commit test files"), "{}", recall("commit tests"));
+    assert!(recall("committing the specs").contains("commit test files"));
+    assert!(recall("which staging db?").contains("stage-db-02"));
+    assert!(recall("indentation: tabs or spaces").contains("tabs"));
+    assert_eq!(recall("kubernetes cluster"), "", "nothing shares a term with it");
+}

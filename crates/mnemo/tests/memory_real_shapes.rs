@@ -210,4 +210,48 @@ fn compact_then_extract_on_a_long_session_finds_what_extract_alone_finds() {
     rt.block_on(compacted.memory().extract(&id, None)).unwrap();
     assert_eq!(contents(&compacted), expected);
     assert_eq!(compacted.memory().cursor(&id).unwrap(), 300, "every prompt and reply is covered");
+
+#[test]
+fn a_codex_prompt_in_the_message_of_its_environment_block_is_the_users() {
+    // Before: a user message opening with Codex's `<environment_context>` (and the instructions
+    // block) was taken whole as the host's, so what the user typed after it was never evidence and
+    // a Codex session gave no item. Codex writes the prompt as a content part of that message, with
+    // no `user_message` event when it writes none at all.
+    let env = "<environment_context>\n  <cwd>/home/raj/work/ledger</cwd>\n  <shell>zsh</shell>\n</environment_context>";
+    let agents = "# AGENTS.md instructions for /home/raj/work/ledger\n\n<INSTRUCTIONS>\nAlways run `make check`.\n</INSTRUCTIONS>";
+    let lines = [
+        serde_json::json!({"timestamp": "2026-08-19T10:00:00.000Z", "type": "session_meta", "payload": {
+            "id": "019f0a11-2b3c-7d4e-8f50-6a7b8c9d0e1f", "timestamp": "2026-08-19T10:00:00.000Z",
+            "cwd": "/home/raj/work/ledger", "originator": "codex_cli_rs", "cli_version": "0.148.0",
+            "source": "cli", "model_provider": "openai"}}),
+        serde_json::json!({"timestamp": "2026-08-19T10:00:01.000Z", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": agents},
+                {"type": "input_text", "text": env},
+                {"type": "input_text", "text": "Design first, no code yet. Never touch the vendor directory."}]}}),
+        serde_json::json!({"timestamp": "2026-08-19T10:00:05.000Z", "type": "response_item", "payload": {
+            "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Here is a design."}]}}),
+        serde_json::json!({"timestamp": "2026-08-19T10:01:00.000Z", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": format!("{env}\nfyi our staging database is stage-db-02")}]}}),
+    ];
+    let bytes: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = Mnemo::open(dir.path(), Config::default()).unwrap();
+    mnemo.import(bytes.as_bytes(), "rollout.jsonl", ImportFormat::Codex).unwrap();
+    let session = mnemo.history().sessions().unwrap().into_iter().next().unwrap().session;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(mnemo.memory().extract(&session, None)).unwrap();
+    let mut items: Vec<String> =
+        mnemo.memory().list(&ListRequest::default()).unwrap().into_iter().map(|i| i.fields.content).collect();
+    items.sort();
+    assert_eq!(
+        items,
+        [
+            "The team's staging database is stage-db-02.",
+            "The user's instruction: design first, no code yet.",
+            "The user's instruction: never touch the vendor directory.",
+        ],
+        "the instructions block is Codex's, not the user's"
+    );
 }

@@ -15,6 +15,7 @@ use crate::extract::seams::{
     ProposalPrompt,
 };
 use crate::scope::holds_everywhere;
+use crate::terms::is_stop_word;
 
 /// Most items the embedded proposer proposes in each list.
 const EMBEDDED_ITEMS_MAX: usize = 10;
@@ -26,6 +27,7 @@ struct Patterns {
     instruction: Regex,
     project: Regex,
     correction: Regex,
+    one_off: Regex,
 }
 
 fn patterns() -> Option<&'static Patterns> {
@@ -42,7 +44,7 @@ fn patterns() -> Option<&'static Patterns> {
                 )
                 .ok()?,
                 statement: Regex::new(
-                    r"(?i)^(?:I\s+(?:prefer|like|love|hate|dislike|always|never|usually|use|want|work|live|maintain|own|lead|do\s+not|don't)\b|I'm\s+(?:using|an?)\s|I\s+am\s+(?:using|an?)\s|my\s+name\s+is\s|call\s+me\s|we\s+(?:use|always|never|prefer|deploy|target|run)\b|our\s+(?:project|team|repo|codebase|stack|product)\s)",
+                    r"(?i)^(?:I\s+(?:prefer|like|love|hate|dislike|always|never|usually|use|want|work|live|maintain|own|lead|do\s+not|don't)\b|I'm\s+(?:using|an?)\s|I\s+am\s+(?:using|an?)\s|my\s+name\s+is\s|call\s+me\s|we\s+(?:use|always|never|prefer|deploy|target|run|deny|follow|require|avoid|ship|release|store|keep|build|test|write|host|pin|squash|rebase|don't|do\s+not)\b|our\s+(?:project|team|repo|codebase|stack|product)\s)",
                 )
                 .ok()?,
                 // Standing instructions: imperatives that hold beyond the turn (`never`, `always`,
@@ -53,11 +55,35 @@ fn patterns() -> Option<&'static Patterns> {
                     r"|(?:from\s+now\s+on|going\s+forward|in\s+this\s+(?:project|repo|codebase))\b)",
                     r"|\b(?:must(?:\s+not)?|mustn't|is\s+(?:crucial|critical|essential|mandatory|a\s+must)|are\s+(?:crucial|critical|essential|mandatory)",
                     r"|(?:is|are)\s+not\s+(?:acceptable|allowed|ok|okay)|(?:isn't|aren't)\s+(?:acceptable|allowed))\b",
+                    // "Design first, no code yet", "no unsafe code, only safe Rust".
+                    r"|\bno\s+\w+(?:\s+\w+)?\s+yet\b|^no\s+[\w\s'-]+,\s+only\s+\w",
+                    // "before you push, run clippy": an order of steps that holds every time.
+                    r"|^(?:please\s+)?(?:before|after|whenever)\s+(?:you|we)\s+\w+",
+                    // "keep explanations short", "keep it simple".
+                    r"|^(?:please\s+)?keep\s+\S+(?:\s+\S+){0,3}\s+(?:short|simple|small|minimal|brief|concise|lean|focused)\b",
+                    // "Every new component needs a story", "every table gets soft delete".
+                    r"|^(?:every|each|all)\s+(?:\S+\s+){0,4}(?:needs?|gets?|has\s+to|have\s+to|should|requires?)\s",
+                    // "Coordinates are always stored as WGS84", "the endpoint is internal only, never expose it".
+                    r"|\b(?:is|are|gets?|stays?)\s+(?:always|never)\s+\w|,\s+(?:never|always|don't|do\s+not)\s+\w",
+                    r"|\b(?:only|always|never)\b.*\bin\s+this\s+(?:project|repo|repository|codebase)\b",
                 ))
                 .ok()?,
                 project: Regex::new(
-                    r"(?i)^(?:the|this|our)\s+(?:project|repo|repository|codebase|app|service|api|cli|backend|frontend)\s+(?:uses|is\s+(?:written|built|deployed)|runs\s+on|targets|depends\s+on|lives\s+in)\s",
+                    concat!(
+                        r"(?i)^(?:the|this|our)\s+(?:[\w-]+\s+)?(?:project|repo|repository|codebase|app|service|api|cli|backend|frontend)\s+(?:uses|is\s+(?:written|built|deployed)|runs\s+on|targets|depends\s+on|lives\s+in)\s",
+                        // "our staging database is stage-db-02", "our MSRV is 1.75".
+                        r"|^our\s+(?:[\w-]+\s+){0,3}(?:is|are)\s+\S",
+                    ),
                 )
+                .ok()?,
+                // A reply about the step at hand: choosing or rejecting one of the agent's options,
+                // a fragment that goes on about "the issue". It holds for this turn, not after.
+                one_off: Regex::new(concat!(
+                    r"(?i)\b(?:option|approach|idea|proposal|plan|suggestion|solution|split|version|variant)\s*(?:\d+|[a-d]\b)?\s*(?:is|are|isn't|aren't|was)\s+(?:not\s+)?(?:acceptable|accepable|allowed|ok|okay|fine|good|wrong|bad)",
+                    r"|\b(?:option|choice)\s+(?:\d+|[a-d])\b|\b(?:the\s+)?(?:first|second|third|last|other|previous)\s+(?:one|option|approach|idea|file)\b",
+                    r"|^(?:that|this|it)(?:'s|\s+is)?\s+(?:not\s+)?(?:acceptable|ok|okay|fine|what)\b|^not\s+(?:acceptable|that|like\s+that)\b",
+                    r"|^(?:more\s+)?context\s*:",
+                ))
                 .ok()?,
                 correction: Regex::new(
                     r"(?i)^(?:(?:no|actually|wrong)[,:;]?\s+)?(?:use|prefer|it's|it\s+is|that's|that\s+is)\s+\S+(?:\s+\S+){0,5}\s+(?:instead\s+of|rather\s+than|not)\s+\S",
@@ -206,6 +232,8 @@ fn clauses(sentence: &str) -> Vec<&str> {
         "; ",
         ", never ",
         ", always ",
+        ", don't ",
+        ", do not ",
     ];
     loop {
         let next = joins
@@ -226,7 +254,7 @@ fn clauses(sentence: &str) -> Vec<&str> {
             }
             None => {
                 out.push(rest.trim());
-                return out.into_iter().filter(|c| c.chars().count() >= 4).collect();
+                return out.into_iter().map(without_lead).filter(|c| c.chars().count() >= 4).collect();
             }
         }
     }
@@ -237,14 +265,36 @@ fn clauses(sentence: &str) -> Vec<&str> {
 const CONTRAST_CLAUSE_WORDS_MIN: usize = 2;
 
 fn is_contrast(join: &str) -> bool {
-    matches!(join, ", never " | ", always ")
+    matches!(join, ", never " | ", always " | ", don't " | ", do not ")
 }
 
 /// Whether what follows a contrast join, up to the next comma or semicolon, says enough to stand as
-/// a rule of its own.
+/// a rule of its own: a verb and more ("never run migrations by hand"), not a noun phrase that
+/// contrasts with the clause before ("never the builder"), nor a rule about what the clause before
+/// names ("never expose it publicly"), which says nothing without it.
 fn contrast_stands_alone(after: &str) -> bool {
     let clause = after.split([',', ';']).next().unwrap_or_default();
-    clause.split_whitespace().count() >= CONTRAST_CLAUSE_WORDS_MIN
+    let words: Vec<String> = clause.split_whitespace().map(str::to_lowercase).collect();
+    let determiner =
+        words.first().is_some_and(|w| matches!(w.as_str(), "the" | "a" | "an" | "any" | "this" | "that"));
+    let refers_back =
+        words.iter().any(|w| matches!(w.trim_end_matches(['.', '!']), "it" | "them" | "there" | "that"));
+    words.len() >= CONTRAST_CLAUSE_WORDS_MIN && !determiner && !refers_back
+}
+
+/// A clause without the filler that opens it ("fyi", "also", "and"): the rest is what holds.
+fn without_lead(clause: &str) -> &str {
+    let mut rest = clause;
+    loop {
+        let lower = rest.to_lowercase();
+        let lead = ["fyi", "btw", "also", "and", "ps", "oh", "note"]
+            .iter()
+            .find(|l| lower.starts_with(**l) && lower[l.len()..].starts_with([',', ':', ' ']));
+        match lead {
+            Some(l) => rest = rest[l.len()..].trim_start_matches([',', ':', ' ']),
+            None => return rest,
+        }
+    }
 }
 
 fn conjugate(verb: &str) -> String {
@@ -393,7 +443,10 @@ fn keys(clause: &str) -> Vec<Value> {
     let significant: Vec<String> = clause
         .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_' || c == '.' || c == '\''))
         .map(|w| w.trim_matches(['.', '\'']).to_owned())
-        .filter(|w| w.chars().count() >= 3 && !STOPWORDS.contains(&w.to_lowercase().as_str()))
+        .filter(|w| {
+            let lower = w.to_lowercase();
+            w.chars().count() >= 3 && !STOPWORDS.contains(&lower.as_str()) && !is_stop_word(&lower)
+        })
         .filter(|w| !matches!(w.to_lowercase().as_str(), "i'm" | "am" | "use" | "don't"))
         .collect();
     if let Some(phrase) = significant.get(..significant.len().min(3)).filter(|p| !p.is_empty()) {
@@ -426,7 +479,7 @@ enum Reading {
 }
 
 fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
-    if !is_prose(clause) {
+    if !is_prose(clause) || patterns.one_off.is_match(clause) || is_task(clause) {
         return None;
     }
     if patterns.statement.is_match(clause) {
@@ -442,7 +495,43 @@ fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
     // state, not an instruction.
     let lower = clause.to_lowercase();
     let guess = ["it ", "this ", "that ", "there ", "which "].iter().any(|p| lower.starts_with(p));
-    (patterns.instruction.is_match(clause) && !guess).then_some(Reading::Instruction)
+    let standing = patterns.instruction.is_match(clause) || is_prohibition(clause);
+    (standing && !guess).then_some(Reading::Instruction)
+}
+
+/// Verbs that, before a bare pronoun, make a prohibition about the thing at hand ("don't do
+/// that", "don't touch it"): a reply to this turn, not a rule.
+const AT_HAND_VERBS: &[&str] = &[
+    "do", "change", "touch", "use", "remove", "delete", "revert", "add", "run", "move", "rename", "worry",
+    "mind", "bother", "forget", "push", "commit", "merge", "break", "fix",
+];
+
+/// A prohibition that holds beyond the turn: "don't create separate documents", "Don't release on
+/// Fridays", "do not overcomplicate the API" — `don't` or `do not`, a verb and what it is about,
+/// other than a bare pronoun after a verb of the moment ("don't do that").
+fn is_prohibition(clause: &str) -> bool {
+    let lower = clause.to_lowercase().replace('’', "'");
+    let lower = lower.strip_prefix("please ").unwrap_or(&lower);
+    let rest = lower.strip_prefix("don't ").or_else(|| lower.strip_prefix("do not "));
+    let Some(rest) = rest else { return false };
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let pronoun = |w: &str| {
+        matches!(w.trim_end_matches([',', '.']), "it" | "that" | "this" | "them" | "those" | "these")
+    };
+    match words.as_slice() {
+        [] | [_] => false,
+        [verb, object, ..] if pronoun(object) => !AT_HAND_VERBS.contains(verb),
+        _ => true,
+    }
+}
+
+/// A request for the task at hand in the first person ("I want to add pagination", "I need you
+/// to fix the build", "let's refactor the parser"): what the user wants done now, not what holds.
+fn is_task(clause: &str) -> bool {
+    let lower = clause.to_lowercase().replace('’', "'");
+    ["i want to ", "i'd like to ", "i would like to ", "i need to ", "i need you to ", "i want you to fix"]
+        .iter()
+        .any(|p| lower.starts_with(p))
 }
 
 /// What a clause is about, and where it holds by the one rule of [`holds_everywhere`].
@@ -852,6 +941,75 @@ mod tests {
                 row(false, "The user's instruction: always run the linter.", "preference", "workspace"),
             ],
             "a rule after a task is not part of the request"
+        );
+    }
+
+    #[test]
+    fn imperatives_that_hold_are_read_and_replies_to_the_step_are_not() {
+        // Before: the first four were missed on real sessions, and the rejections of an option
+        // were stored and pushed into every later session start.
+        let patterns = patterns().unwrap();
+        for kept in [
+            "don't create separate documents",
+            "Design first, no code yet",
+            "don't overcomplicate the API",
+            "Don't release on Fridays",
+            "no unsafe code, only safe Rust",
+            "before you optimize anything, run the benchmarks",
+            "keep explanations short",
+            "Every new component needs a Storybook story",
+            "Coordinates are always stored as WGS84",
+            "our staging redis is stage-redis-1",
+            "we deny clippy warnings in this repo",
+        ] {
+            assert!(reading(kept, patterns).is_some(), "{kept:?} holds beyond the turn");
+        }
+        for once in [
+            "Option 1 is not acceptable",
+            "the second approach is not acceptable",
+            "more context: the issue must be address, option 2 is not accepable",
+            "not acceptable, try a different name",
+            "don't do that",
+            "I want to add pagination to the endpoint",
+            "let's go with the first one",
+        ] {
+            assert_eq!(reading(once, patterns), None, "{once:?} is a reply about the step at hand");
+        }
+    }
+
+    #[test]
+    fn a_rule_that_refers_back_or_a_contrast_of_a_noun_stays_with_its_clause() {
+        assert_eq!(
+            clauses("the metrics endpoint is internal only, never expose it publicly"),
+            ["the metrics endpoint is internal only, never expose it publicly"]
+        );
+        assert_eq!(
+            clauses("We always use clap's derive API, never the builder"),
+            ["We always use clap's derive API, never the builder"]
+        );
+        assert_eq!(
+            clauses("Keep it simple, don't overcomplicate the API"),
+            ["Keep it simple", "don't overcomplicate the API"]
+        );
+        assert_eq!(
+            clauses("fyi our staging database is stage-db-02"),
+            ["our staging database is stage-db-02"]
+        );
+    }
+
+    #[test]
+    fn keys_are_the_words_that_say_what_an_item_is_about() {
+        // Before: "don't commit until the final step" had the keys "don't commit until", "don't".
+        let key_texts = |clause: &str| -> Vec<String> {
+            keys(clause).iter().map(|k| k["key"].as_str().unwrap_or_default().to_owned()).collect()
+        };
+        assert_eq!(
+            key_texts("don't commit anything until the final step"),
+            ["commit final step", "commit", "final", "step"]
+        );
+        assert_eq!(
+            key_texts("Please make sure you never add new dependencies"),
+            ["add new dependencies", "add", "new", "dependencies"]
         );
     }
 

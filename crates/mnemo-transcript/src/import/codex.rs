@@ -101,6 +101,25 @@ const INJECTED_PREFIXES: [&str; 8] = [
     "<skill>",
 ];
 
+/// The blocks Codex put at the start of a user message (each opened by one of
+/// [`INJECTED_PREFIXES`] and running to its closing tag, or to the end when it has none), joined,
+/// and what follows them: what the user typed.
+fn split_injected(text: &str) -> (String, &str) {
+    let mut blocks = Vec::new();
+    let mut rest = text.trim();
+    while let Some(prefix) = INJECTED_PREFIXES.iter().find(|p| rest.starts_with(**p)) {
+        let close = if prefix.starts_with("# AGENTS.md") {
+            "</INSTRUCTIONS>".to_owned()
+        } else {
+            format!("</{}", &prefix[1..])
+        };
+        let end = rest.find(&close).map_or(rest.len(), |at| at + close.len());
+        blocks.push(&rest[..end]);
+        rest = rest[end..].trim();
+    }
+    (blocks.join("\n"), rest)
+}
+
 /// How an output whose call is not in the rollout is counted. Codex has written such rollouts (its
 /// own requests then fail with "No tool call found for function call output"); the output cannot
 /// be a result (no call made it), so its content is kept as a system event by the host.
@@ -414,11 +433,32 @@ impl Rollout<'_> {
             });
             return;
         }
-        let parts = vec![text_part(text)];
-        if INJECTED_PREFIXES.iter().any(|p| text.trim_start().starts_with(p)) {
-            self.turns.event_by(out, line, session, "system", "host", ts, id, parts);
+        // A message can carry Codex's blocks and what the user typed after them (its content parts
+        // joined): the blocks are the host's, the rest is the user's. Taken whole as the host's,
+        // the user's words were lost, and nothing they said could be remembered.
+        let (injected, typed) = split_injected(text);
+        if injected.is_empty() {
+            self.turns.user(out, line, session, None, ts, id, vec![text_part(text)]);
+        } else if typed.is_empty() {
+            self.turns.event_by(out, line, session, "system", "host", ts, id, vec![text_part(text)]);
         } else {
-            self.turns.user(out, line, session, None, ts, id, parts);
+            let context = format!("{id}#context");
+            self.turns.event_by(
+                out,
+                line,
+                session,
+                "system",
+                "host",
+                ts,
+                &context,
+                vec![text_part(&injected)],
+            );
+            if self.is_echo(Said::User, from, typed) {
+                return;
+            }
+            self.turns.user(out, line, session, None, ts, id, vec![text_part(typed)]);
+            self.kept(Said::User, from, typed);
+            return;
         }
         self.kept(Said::User, from, text);
     }
