@@ -210,6 +210,7 @@ fn compact_then_extract_on_a_long_session_finds_what_extract_alone_finds() {
     rt.block_on(compacted.memory().extract(&id, None)).unwrap();
     assert_eq!(contents(&compacted), expected);
     assert_eq!(compacted.memory().cursor(&id).unwrap(), 300, "every prompt and reply is covered");
+}
 
 #[test]
 fn a_codex_prompt_in_the_message_of_its_environment_block_is_the_users() {
