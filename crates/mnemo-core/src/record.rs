@@ -241,6 +241,8 @@ impl RecordKind {
         match self {
             // Version 2 added `source` and `parent` (decision 0166).
             RecordKind::SessionOpened => 2,
+            // Version 2 added `unmerge` (decision 0232).
+            RecordKind::MemoryMutation => 2,
             _ => 1,
         }
     }
@@ -387,6 +389,7 @@ impl Record {
     pub fn schema_version(&self) -> u16 {
         match self {
             Record::SessionOpened(r) => r.schema_version(),
+            Record::MemoryMutation(r) => r.schema_version(),
             other => other.kind().schema_version(),
         }
     }
@@ -486,7 +489,7 @@ impl Record {
             return Err(DecodeError::Malformed {
                 kind: kind.name(),
                 message: format!(
-                    "schema version {schema_version} has no source or parent; version {} has",
+                    "schema version {schema_version} lacks a field this record carries; version {} has it",
                     record.schema_version()
                 ),
             });
@@ -725,6 +728,7 @@ mod tests {
                     Mutation::Restore { item: id("m2"), expected_version: 3 },
                 ],
                 committed_at: TimestampMs(1_767_225_800_000),
+                unmerge: None,
             }),
             Record::ExtractionFailure(failure()),
             Record::PolicyDenial(PolicyDenial {
@@ -1033,6 +1037,7 @@ mod tests {
                 scope: MemoryScope::Global,
                 mutations,
                 committed_at: TimestampMs(1_767_225_800_000),
+                unmerge: None,
             }))
         };
         assert_eq!(mutation(vec![]), "mutations");

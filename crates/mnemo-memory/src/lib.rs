@@ -23,6 +23,7 @@ mod consolidate;
 mod eligibility;
 mod error;
 mod extract;
+mod facts;
 mod index;
 mod lane;
 mod ops;
@@ -63,8 +64,8 @@ pub use recall::{
 pub use scope::{holds_everywhere, item_scope};
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{
-    Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType,
-    OperationResult, OperationType, PendingFailure, Receipt, STAGE_NAME, StoredItem,
+    Cursor, Denial, DiscardedRange, ItemAction, ItemEvent, MemoryView, MutationOutcome, MutationResult,
+    MutationType, OperationResult, OperationType, PendingFailure, Receipt, STAGE_NAME, StoredItem,
 };
 pub use text::{
     IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,

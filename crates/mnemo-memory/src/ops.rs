@@ -183,6 +183,15 @@ pub fn apply_mutations(
     ledger: &dyn MemoryLedger,
     request: &MutationRequest,
 ) -> Result<OperationResult, MemoryError> {
+    apply_batch(ledger, request, None)
+}
+
+/// [`apply_mutations`], with the consolidation the batch undoes when it is an unmerge.
+pub(crate) fn apply_batch(
+    ledger: &dyn MemoryLedger,
+    request: &MutationRequest,
+    unmerge: Option<mnemo_core::Unmerge>,
+) -> Result<OperationResult, MemoryError> {
     refuse_secrets(request)?;
     let mutations = normalize_mutations(request)?;
     let mut replay = None;
@@ -193,6 +202,7 @@ pub fn apply_mutations(
             scope,
             mutations: mutations.clone(),
             committed_at: now,
+            unmerge: unmerge.clone(),
         };
         let hash = mutation_request_hash(&record)?;
         if let Some(entry) = state::operation(store, &request.operation)? {
