@@ -89,7 +89,7 @@ struct Patterns {
 
 fn patterns() -> Option<&'static Patterns> {
     static PATTERNS: OnceLock<Option<Patterns>> = OnceLock::new();
-    const OPENER: &str = r"(?:(?:update|fyi|heads[- ]up|correction|note|btw|ok|okay|so)[:,]?\s+)?(?:(?:from\s+now\s+on|going\s+forward|as\s+of\s+today)[:,]?\s+)?";
+    const OPENER: &str = r"(?:(?:update|fyi|heads[- ]up|correction|note|btw|ok|okay|so|for\s+the\s+record)[:,]?\s+)?(?:(?:from\s+now\s+on|going\s+forward|as\s+of\s+today)[:,]?\s+)?";
     const ATTRIBUTE: &str = r"(?P<attribute>[a-z][\w-]*(?:\s+[a-z][\w-]*){0,3}?)";
     const VALUE: &str = r"(?:now\s+|back\s+to\s+|still\s+)?(?P<value>\S.*)";
     PATTERNS
@@ -169,8 +169,12 @@ const NOT_ATTRIBUTES: &[&str] = &[
 
 /// The value of a spoken fact, without what only places it in time ("now", "again").
 fn value_of(raw: &str) -> Option<String> {
+    // What follows a comma is an aside ("stage-db-02, in case you need it").
+    let raw = raw.split(", ").next().unwrap_or(raw);
     let mut value = raw.trim().trim_end_matches(['.', '!', ';', ',']).trim().to_owned();
-    for tail in [" from now on", " these days", " for now", " now", " again", " instead", " going forward"] {
+    for tail in
+        [" from now on", " these days", " for now", " today", " now", " again", " instead", " going forward"]
+    {
         if value.to_lowercase().ends_with(tail) {
             value.truncate(value.len() - tail.len());
         }
@@ -178,10 +182,12 @@ fn value_of(raw: &str) -> Option<String> {
     let value = value.trim().trim_end_matches([',', ';']).trim().to_owned();
     let words: Vec<&str> = value.split_whitespace().collect();
     let first = words.first()?.to_lowercase();
-    let single_state = words.len() == 1
-        && (STATES.contains(&first.as_str())
-            || (first.chars().all(char::is_alphabetic)
-                && (first.ends_with("ing") || first.ends_with("ed") || first.ends_with("ly"))));
+    // A lowercase participle or adverb ("deprecated", "migrating", "temporarily") says how the
+    // thing is; a name ("Zed") or a short word ("bed") is no such form.
+    let participle = words[0].chars().all(|c| c.is_lowercase())
+        && first.chars().count() >= 5
+        && (first.ends_with("ing") || first.ends_with("ed") || first.ends_with("ly"));
+    let single_state = words.len() == 1 && (STATES.contains(&first.as_str()) || participle);
     let clause = words.iter().any(|w| {
         matches!(w.to_lowercase().as_str(), "was" | "were" | "but" | "because" | "if" | "when" | "which")
     });
@@ -202,7 +208,9 @@ pub(crate) fn spoken(sentence: &str) -> Option<String> {
     let who = captures.name("who").map_or("", |m| m.as_str()).to_lowercase();
     let owner = if owner_word == "my" || (owner_word.is_empty() && who == "i") { "user" } else { "team" };
     let attribute = captures.name("attribute")?.as_str().to_lowercase();
+    // "we moved the staging database back, it is stage-db-02 again"
     let attribute = attribute.split_whitespace().collect::<Vec<_>>().join(" ");
+    let attribute = attribute.strip_suffix(" back").unwrap_or(&attribute).to_owned();
     let last = attribute.split_whitespace().last()?;
     if NOT_ATTRIBUTES.contains(&last)
         || attribute.split_whitespace().any(|w| matches!(w, "is" | "was" | "are"))
@@ -236,6 +244,8 @@ mod tests {
         check("back when the staging database was stage-db-01 deploys were slow", None);
         check("someone suggested stage-db-05 for the staging database", None);
         check("the test is failing", None);
+        check("the staging database is deprecated", None);
+        check("FYI, my editor is Zed.", Some("The user's editor is Zed."));
         check("our staging database is stage-db-02 but it was stage-db-01 before", None);
     }
 

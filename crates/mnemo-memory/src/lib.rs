@@ -27,6 +27,7 @@ mod facts;
 mod index;
 mod lane;
 mod ops;
+mod provenance;
 mod recall;
 mod scope;
 mod secrets;
@@ -55,6 +56,7 @@ pub use ops::{
     SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult, apply_mutations, commit_extraction,
     item_id_for, list, record_denial, search, settle_failure,
 };
+pub use provenance::{HISTORY_ITEMS_MAX, ItemHistory, history, unmerge};
 pub use recall::{
     RECALL_BUDGET_CONFIG_KEY, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX,
     RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX,

@@ -144,7 +144,10 @@ fn normalize_mutations(request: &MutationRequest) -> Result<Vec<Mutation>, Memor
 }
 
 /// The stream a batch goes to: the one workspace it writes or touches, else global.
-fn batch_scope(store: &dyn StateStore, mutations: &[Mutation]) -> Result<MemoryScope, MemoryError> {
+pub(crate) fn batch_scope(
+    store: &dyn StateStore,
+    mutations: &[Mutation],
+) -> Result<MemoryScope, MemoryError> {
     let mut workspaces = BTreeMap::new();
     let mut note = |scope: &MemoryScope| {
         if let MemoryScope::Workspace(w) = scope {
