@@ -1070,6 +1070,41 @@ mod tests {
         assert_eq!(failure().range(), (5, 9));
     }
 
+    #[test]
+    fn an_unmerge_rides_on_the_changes_that_undo_it_and_is_version_2() {
+        let undo = |mutations: Vec<Mutation>, item: &str, position: u64| MemoryMutation {
+            operation: id("op-u"),
+            scope: MemoryScope::Global,
+            mutations,
+            committed_at: TimestampMs(1_767_225_800_000),
+            unmerge: Some(crate::memory::Unmerge { position, item: id(item), statement: 0 }),
+        };
+        let split = || {
+            vec![
+                Mutation::Update { item: id("m1"), expected_version: 2, fields: fields() },
+                Mutation::Create { item: id("m2"), fields: fields() },
+            ]
+        };
+        let merge = undo(split(), "m1", 7);
+        assert_eq!(merge.validate(), Ok(()));
+        assert_eq!(Record::MemoryMutation(merge.clone()).schema_version(), 2);
+        let restore = undo(vec![Mutation::Restore { item: id("m1"), expected_version: 2 }], "m1", 7);
+        assert_eq!(restore.validate(), Ok(()));
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(split(), "m9", 7))), "unmerge");
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(split(), "m1", 0))), "unmerge.position");
+        let archive = vec![Mutation::Archive { item: id("m1"), expected_version: 2 }];
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(archive, "m1", 7))), "unmerge");
+        // Version 1 has no unmerge: a record claiming version 1 while carrying one is refused, and
+        // a mutation without one stays version 1, the bytes earlier builds wrote.
+        let bytes = Record::MemoryMutation(merge).encode().unwrap();
+        let code = RecordKind::MemoryMutation.code();
+        assert!(matches!(Record::decode(code, 1, &bytes), Err(DecodeError::Malformed { .. })));
+        assert!(Record::decode(code, 2, &bytes).is_ok());
+        let mut plain = undo(split(), "m1", 7);
+        plain.unmerge = None;
+        assert_eq!(Record::MemoryMutation(plain).schema_version(), 1);
+    }
+
     fn ident() -> impl Strategy<Value = String> {
         "[a-zA-Z0-9:/#_-]{1,40}"
     }
