@@ -60,7 +60,8 @@ pub fn history(store: &dyn mnemo_pipeline::StateStore, id: &ItemId) -> Result<Ve
         let current = item.lifecycle == LifecycleState::Active && item.superseded_by.is_none();
         out.push(ItemHistory { item, events, current });
     }
-    out.sort_by_key(|h| (h.said_at(), h.item.item.clone()));
+    // One commit may state several values: its statements are in the order they were said.
+    out.sort_by_key(|h| (h.said_at(), h.events.first().and_then(|e| e.statement), h.item.item.clone()));
     Ok(out)
 }
 

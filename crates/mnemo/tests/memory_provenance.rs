@@ -184,3 +184,38 @@ fn a_fact_asked_to_be_remembered_is_remembered_and_superseded_by_a_newer_value()
     assert_eq!(values, ["The team's staging database is stage-db-02.", "The team's staging is stage-db-03."]);
     assert_eq!(history.iter().map(|h| h.current).collect::<Vec<_>>(), [false, true]);
 }
+
+#[test]
+fn values_changed_within_one_extraction_are_decided_by_their_order_in_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnemo = open(dir.path());
+    session_with(
+        &mnemo,
+        "s1",
+        &[
+            "Our staging database is stage-db-02.",
+            "We moved the staging database, it is now stage-db-03.",
+            "The staging database is back to stage-db-02.",
+        ],
+    );
+    extract(&mnemo, "s1");
+    let active = items(&mnemo, false);
+    let contents: Vec<&str> = active.iter().map(|i| i.fields.content.as_str()).collect();
+    assert_eq!(contents, ["The team's staging database is stage-db-02."]);
+    let history = mnemo.memory().history(&active[0].item).unwrap();
+    let values: Vec<(&str, bool)> =
+        history.iter().map(|h| (h.item.fields.content.as_str(), h.current)).collect();
+    assert_eq!(
+        values,
+        [
+            ("The team's staging database is stage-db-02.", false),
+            ("The team's staging database is stage-db-03.", false),
+            ("The team's staging database is stage-db-02.", true),
+        ]
+    );
+    // One commit made all three: the same position, in statement order.
+    let statements: Vec<Option<u32>> = history.iter().map(|h| h.events[0].statement).collect();
+    assert_eq!(statements, [Some(0), Some(1), Some(2)]);
+    let (live, rebuilt) = digest(&mnemo);
+    assert_eq!(live, rebuilt);
+}
