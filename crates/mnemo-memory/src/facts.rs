@@ -72,6 +72,11 @@ pub(crate) fn fact(content: &str) -> Option<Fact> {
         _ => return None,
     };
     let (attribute, value) = rest.split_once(" is ").or_else(|| rest.split_once(" are "))?;
+    // An attribute is a plain noun phrase; "The user's instruction: TODO is not acceptable" is a
+    // rule, not a setting with a value.
+    if !attribute.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_')) {
+        return None;
+    }
     let attribute = attribute_words(attribute);
     let value = signature(value.trim_end_matches('.'));
     if attribute.is_empty() || attribute.len() > FACT_ATTRIBUTE_WORDS_MAX || value.is_empty() {
@@ -260,5 +265,6 @@ mod tests {
         assert!(a.subject.same_as(&c.subject) && c.subject.same_as(&a.subject));
         assert!(!a.subject.same_as(&d.subject) && !a.subject.same_as(&e.subject));
         assert_eq!(fact("The user prefers tabs over spaces."), None);
+        assert_eq!(fact("The user's instruction: TODO is not acceptable."), None);
     }
 }
