@@ -9,6 +9,7 @@
 //! - a pass/fail gate: targets are reported, never asserted in tests.
 
 pub mod devset;
+pub mod fact_eval;
 pub mod probe;
 pub mod search_eval;
 pub mod workload;

@@ -1,5 +1,6 @@
 //! `mnemo eval search` as a process: metrics over a store and a QA file, workspace scoping, bad QA
-//! files named with their line, and the development set's run.
+//! files named with their line, and the development set's run; `mnemo eval facts` over its
+//! generated fact-update sequences.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 mod support;
@@ -74,4 +75,21 @@ fn the_development_set_reports_both_splits_and_three_rankers() {
         assert_eq!(rankers, ["mnemo", "before", "bm25"]);
         assert!(split["questions"].as_u64().unwrap() > 100);
     }
+}
+
+#[test]
+fn eval_facts_returns_the_current_value_of_generated_sequences_and_complete_histories() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = mnemo(&store, &["--json", "eval", "facts"]);
+    let report = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let sequences = report["sequences"].as_u64().unwrap();
+    assert!(sequences >= 200, "{report:#}");
+    assert!(report["passing_mentions"].as_u64().unwrap() > 0 && report["changes_back"].as_u64().unwrap() > 0);
+    assert!(report["current_value"].as_u64().unwrap() * 100 >= sequences * 95, "{report:#}");
+    assert_eq!(report["history_complete"].as_u64(), Some(sequences), "{report:#}");
+    assert!(!store.exists(), "the evaluation runs in a store of its own");
+    let bad = mnemo(&store, &["eval", "facts", "--sequences", "0"]);
+    assert_eq!(bad.status.code(), Some(2), "an input error");
 }
