@@ -10,6 +10,7 @@
 //!   memory-quality evaluation's held-out recall and precision, which no machine changes, are).
 
 pub mod devset;
+pub mod fact_eval;
 pub mod memory_eval;
 pub mod probe;
 pub mod search_eval;

@@ -98,6 +98,7 @@ pub fn create_record(scope: &MemoryScope, batch: u64, items: &[u64]) -> Record {
         scope: scope.clone(),
         mutations,
         committed_at: TimestampMs(1_767_225_600_000 + batch),
+        unmerge: None,
     })
 }
 

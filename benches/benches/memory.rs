@@ -47,6 +47,7 @@ fn store(items: u64) -> (tempfile::TempDir, Mnemo) {
                     scope: scope.clone(),
                     mutations,
                     committed_at: TimestampMs(1_767_225_600_000 + b),
+                    unmerge: None,
                 })
             })
             .collect();

@@ -30,7 +30,15 @@ assert.ok(mnemo && existsSync(mnemo), 'MNEMO_BIN must name the built mnemo binar
 
 // The workspace the codemie-code sessions were recorded in (their `cwd`).
 const CODEMIE = '/Users/User/repo/codemie-ai/codemie-code';
-const TOOLS = ['list_sessions', 'read_history', 'recall_memory', 'remember', 'search_history', 'session_context'];
+const TOOLS = [
+  'list_sessions',
+  'read_history',
+  'recall_memory',
+  'remember',
+  'search_history',
+  'session_context',
+  'why_memory',
+];
 
 const dir = mkdtempSync(join(tmpdir(), 'mnemo-mcp-'));
 const store = join(dir, 'store');
@@ -210,6 +218,10 @@ test('search inside the workspace, read around a hit, remember and recall', asyn
 
   const recalled = await call(client, 'recall_memory', { query: 'release branch' });
   assert.ok(recalled.structuredContent.items.some((i) => i.content.includes('trunk-stable')), text(recalled));
+  const kept = recalled.structuredContent.items.find((i) => i.content.includes('trunk-stable'));
+  const why = await call(client, 'why_memory', { item: kept.item });
+  assert.ok(why.structuredContent.evidence.some((e) => e.text.includes('trunk-stable')), text(why));
+  assert.match(text(why), /log position \d+, hash [0-9a-f]{64}/);
   // The session that holds the remember requests' evidence relays them; it is no conversation.
   const after = await call(client, 'list_sessions', { all_workspaces: true });
   assert.ok(after.structuredContent.sessions.every((s) => !s.session.startsWith('mcp-')), text(after));

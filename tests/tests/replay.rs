@@ -32,8 +32,8 @@ use std::sync::Arc;
 use mnemo::compaction::{CompactOptions, ContextOptions};
 use mnemo::log::{ExpectedRevision, ManualClock};
 use mnemo::memory::{
-    BoxFuture, ItemInput, KeyInput, MemoryModels, MemoryProposer, ModelError, MutationInput, MutationRequest,
-    ProposalPrompt,
+    BoxFuture, ItemInput, KeyInput, ListRequest, MemoryModels, MemoryProposer, ModelError, MutationInput,
+    MutationRequest, ProposalPrompt,
 };
 use mnemo::records::{ItemId, Position, Record, StreamId};
 use mnemo::records::{
@@ -59,6 +59,9 @@ const MEMORABLE: &[&str] = &[
     "Remember that cargo test runs with --release on CI.",
     "We use squash merges only.",
     "I always run the parser tests before pushing.",
+    "Our staging database is stage-db-02.",
+    "We moved the staging database, it is now stage-db-03.",
+    "I prefer tabs over spaces in this repo!",
 ];
 const WORDS: &[&str] = &["parser", "deploy", "staging", "tabs", "cache", "retry", "timeout", "token", "über"];
 
@@ -458,6 +461,25 @@ impl Run {
         };
         if let Err(error) = result {
             self.refused("extraction", before, &error);
+        }
+        if self.rng.chance(25) {
+            self.unmerge();
+        }
+    }
+
+    /// Undoes the newest merge or supersession of a random item: a mutation record naming what it
+    /// undoes, or a conflict that appends nothing when there is none.
+    fn unmerge(&mut self) {
+        let request = ListRequest { include_archived: true, ..ListRequest::default() };
+        let all = self.mnemo().memory().list(&request).unwrap();
+        if all.is_empty() {
+            return;
+        }
+        let item = all[self.rng.below(all.len() as u64) as usize].item.clone();
+        let before = self.head();
+        let operation = self.next_operation();
+        if let Err(error) = self.mnemo().memory().unmerge(&item, operation) {
+            self.refused("unmerge", before, &error);
         }
     }
 

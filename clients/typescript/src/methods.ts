@@ -154,6 +154,14 @@ export abstract class ProtocolMethods {
     return this.call("memory/get", { item });
   }
 
+  /**
+   * `memory().history`: every value of the fact an item states, oldest first by log position,
+   * with what each record did to it; the current one is marked.
+   */
+  async memoryHistory(item: Methods["memory/history"]["params"]["item"]): Promise<Methods["memory/history"]["result"]> {
+    return this.call("memory/history", { item });
+  }
+
   /** `memory().list`: items by scope. */
   async memoryList(options: Methods["memory/list"]["params"] = {}): Promise<Methods["memory/list"]["result"]> {
     return this.call("memory/list", present(options));
@@ -185,6 +193,24 @@ export abstract class ProtocolMethods {
    */
   async startBlock(options: Methods["memory/start_block"]["params"] = {}): Promise<Methods["memory/start_block"]["result"]> {
     return this.call("memory/start_block", present(options));
+  }
+
+  /**
+   * `memory().unmerge`: undoes the newest merge into an item (the merged statement becomes its
+   * own item again) or the newest supersession of or by it (the replaced item is restored),
+   * under one operation id; a replay of the same operation returns its first result.
+   */
+  async memoryUnmerge(item: Methods["memory/unmerge"]["params"]["item"], operation: Methods["memory/unmerge"]["params"]["operation"]): Promise<Methods["memory/unmerge"]["result"]> {
+    return this.call("memory/unmerge", { item, operation });
+  }
+
+  /**
+   * `memory().why`: why an item exists: the text, log position and hash of each event it was
+   * learned from, and each record that created, merged, superseded or split it; `null` if
+   * unknown.
+   */
+  async memoryWhy(item: Methods["memory/why"]["params"]["item"]): Promise<Methods["memory/why"]["result"]> {
+    return this.call("memory/why", { item });
   }
 
   /** Answers at once; checks that the server is alive. */

@@ -364,6 +364,14 @@ export interface MemorySearchParams {
   workspace?: string | null;
 }
 
+/** `memory/unmerge` parameters. */
+export interface MemoryUnmergeParams {
+  /** The item whose newest merge or supersession is undone. */
+  item: string;
+  /** The idempotency key; reuse it to retry safely. */
+  operation: string;
+}
+
 /** Which of the command's streams a `command/output` chunk was written to. */
 export type OutputStream = "stdout" | "stderr";
 
@@ -1083,6 +1091,10 @@ export interface Methods {
     params: MemoryGetParams;
     result: JsonObject | null;
   };
+  "memory/history": {
+    params: MemoryGetParams;
+    result: JsonObject[];
+  };
   "memory/list": {
     params: MemoryListParams;
     result: JsonObject[];
@@ -1106,6 +1118,14 @@ export interface Methods {
   "memory/start_block": {
     params: StartBlockParams;
     result: StartBlockResult;
+  };
+  "memory/unmerge": {
+    params: MemoryUnmergeParams;
+    result: JsonObject;
+  };
+  "memory/why": {
+    params: MemoryGetParams;
+    result: JsonObject | null;
   };
   "ping": {
     params: Record<string, never>;
@@ -1164,12 +1184,15 @@ export const REPEATABLE: { readonly [M in MethodName]: boolean } = {
   "memory/cursor": true,
   "memory/extract": true,
   "memory/get": true,
+  "memory/history": true,
   "memory/list": true,
   "memory/recall": true,
   "memory/recall_block": true,
   "memory/remember": true,
   "memory/search": true,
   "memory/start_block": true,
+  "memory/unmerge": true,
+  "memory/why": true,
   "ping": true,
   "rebuild": true,
   "seams/register": true,
@@ -1231,12 +1254,15 @@ export const RESULT_SCHEMAS: { readonly [M in MethodName]: Json } = {
   "memory/cursor": {"properties":{"cursor":{"format":"uint64","minimum":0,"type":"integer"}},"required":["cursor"],"type":"object"},
   "memory/extract": {"additionalProperties":true,"type":"object"},
   "memory/get": {"additionalProperties":true,"type":["object","null"]},
+  "memory/history": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/list": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/recall": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},
   "memory/recall_block": {"additionalProperties":true,"type":"object"},
   "memory/remember": {"$defs":{"RememberedItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"kind":{"type":"string"},"outcome":{"type":"string"},"requested":{"type":"boolean"},"scope":{"type":"string"}},"required":["item","content","kind","scope","requested","outcome"],"type":"object"}},"properties":{"detail":{"type":["string","null"]},"items":{"items":{"$ref":"#/$defs/RememberedItem"},"type":"array"},"reason":{"type":["string","null"]},"status":{"type":"string"},"text":{"type":"string"}},"required":["status","items","text"],"type":"object"},
   "memory/search": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "memory/start_block": {"$defs":{"RecalledItem":{"properties":{"content":{"type":"string"},"item":{"type":"string"},"keys":{"items":{"type":"string"},"type":"array"},"kind":{"type":"string"},"scope":{"type":"string"},"score":{"format":"uint64","minimum":0,"type":"integer"},"sources":{"items":{"$ref":"#/$defs/SourceRef"},"type":"array"},"version":{"format":"uint64","minimum":0,"type":"integer"}},"required":["item","version","content","kind","scope","keys","sources","score"],"type":"object"},"SourceRef":{"properties":{"event":{"type":"string"},"run":{"type":"string"},"session":{"type":"string"},"turn":{"type":"string"}},"required":["session","run","turn","event"],"type":"object"}},"properties":{"items":{"items":{"$ref":"#/$defs/RecalledItem"},"type":"array"},"standing":{"format":"uint64","minimum":0,"type":"integer"},"text":{"type":"string"},"tokens":{"format":"uint64","minimum":0,"type":"integer"}},"required":["text","tokens","items","standing"],"type":"object"},
+  "memory/unmerge": {"additionalProperties":true,"type":"object"},
+  "memory/why": {"additionalProperties":true,"type":["object","null"]},
   "ping": {"additionalProperties":false,"type":"object"},
   "rebuild": {"items":{"additionalProperties":true,"type":"object"},"type":"array"},
   "seams/register": {"properties":{"registered":{"items":{"type":"string"},"type":"array"},"timeout_ms":{"format":"uint64","minimum":0,"type":"integer"}},"required":["registered","timeout_ms"],"type":"object"},

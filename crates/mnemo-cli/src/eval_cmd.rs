@@ -1,4 +1,4 @@
-//! `mnemo eval search`: how well history search puts the evidence of questions near the top, beside
+//! `mnemo eval search`, and `mnemo eval facts` (a fact's current value, decision 0232): how well history search puts the evidence of questions near the top, beside
 //! textbook BM25 over the same messages.
 //!
 //! `--qa FILE` asks the questions of a QA file against the store. `--devset` builds the project's
@@ -16,6 +16,9 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use mnemo::{Config, Mnemo};
 use mnemo_benches::devset::{self, DEVSET_SEED_DEFAULT, Split};
+use mnemo_benches::fact_eval::{
+    self, CURRENT_VALUE_PERCENT_MIN, FACT_SEED_DEFAULT, FACT_SEQUENCES_DEFAULT, FactReport,
+};
 use mnemo_benches::memory_eval::{self, MemoryEvalError};
 use mnemo_benches::search_eval::{self, Bm25Ranker, EvalError, MnemoRanker, QaItem, Ranker, RankerReport};
 use serde::Serialize;
@@ -35,6 +38,10 @@ pub(crate) enum EvalCommand {
     /// Memory extraction on labelled sessions: recall and precision of the standing facts, for the
     /// development and held-out halves.
     Memory(MemoryEvalArgs),
+    /// A fact's current value: generated sequences (a value set, changed, changed back, mentioned in
+    /// passing) extracted with the embedded models in a fresh store; how often recall returns the
+    /// newest value, and how often the history holds every value (decision 0232).
+    Facts(FactEvalArgs),
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +52,16 @@ pub(crate) struct MemoryEvalArgs {
     /// List the labelled facts no item states and the items that state none.
     #[arg(long)]
     missed: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FactEvalArgs {
+    /// The sequences' seed.
+    #[arg(long, default_value_t = FACT_SEED_DEFAULT)]
+    seed: u64,
+    /// How many sequences (1..=10000).
+    #[arg(long, default_value_t = FACT_SEQUENCES_DEFAULT)]
+    sequences: usize,
 }
 
 #[derive(Debug, Args)]
@@ -80,6 +97,7 @@ pub(crate) fn uses_the_store(command: &EvalCommand) -> bool {
         EvalCommand::Search(args) => !args.devset,
         EvalCommand::Recall(_) => true,
         EvalCommand::Memory(_) => false,
+        EvalCommand::Facts(_) => false,
     }
 }
 
@@ -89,6 +107,7 @@ pub(crate) fn paths_mut(command: &mut EvalCommand) -> Vec<&mut PathBuf> {
         EvalCommand::Search(args) => args.qa.iter_mut().chain(args.dir.iter_mut()).collect(),
         EvalCommand::Recall(args) => vec![args.qa_mut()],
         EvalCommand::Memory(args) => args.dir.iter_mut().collect(),
+        EvalCommand::Facts(_) => Vec::new(),
     }
 }
 
@@ -106,6 +125,7 @@ pub(crate) fn run(cli: &Cli, command: &EvalCommand) -> anyhow::Result<ExitCode> 
         EvalCommand::Search(args) => search(cli, args),
         EvalCommand::Recall(args) => crate::recall_eval_cmd::run(cli, args),
         EvalCommand::Memory(args) => memory(cli, args),
+        EvalCommand::Facts(args) => facts(cli, args),
     }
 }
 
@@ -159,6 +179,37 @@ fn memory_input(error: MemoryEvalError) -> anyhow::Error {
     match error {
         MemoryEvalError::Store(error) => error.into(),
         other => anyhow::Error::new(other),
+    }
+}
+
+/// `eval facts`: the current-value sequences in a fresh store, removed after. Exit 0 when the run
+/// meets the bar ([`FactReport::passes`]), 1 when it does not.
+fn facts(cli: &Cli, args: &FactEvalArgs) -> anyhow::Result<ExitCode> {
+    let dir = tempfile::tempdir()?;
+    let mnemo = Mnemo::open(&dir.path().join("store"), Config::default())?;
+    let report = fact_eval::evaluate(&mnemo, args.seed, args.sequences)?;
+    mnemo.close()?;
+    output(cli, &report, || print_facts(&report));
+    Ok(if report.passes() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+fn print_facts(report: &FactReport) {
+    let percent = |n: usize| n as f64 * 100.0 / report.sequences.max(1) as f64;
+    say!(
+        "seed {}: {} sequences ({} passing mentions, {} changes back)\n\
+         current value returned  {:>5}  {:5.1}%  (bar {CURRENT_VALUE_PERCENT_MIN}%)\n\
+         history complete        {:>5}  {:5.1}%",
+        report.seed,
+        report.sequences,
+        report.passing_mentions,
+        report.changes_back,
+        report.current_value,
+        percent(report.current_value),
+        report.history_complete,
+        percent(report.history_complete)
+    );
+    for failure in &report.failures {
+        say!("  {failure}");
     }
 }
 

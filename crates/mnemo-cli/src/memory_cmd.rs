@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use mnemo::Mnemo;
 use mnemo::memory::{
-    ExtractionOutcome, ExtractionReport, ItemInput, KeyInput, ListRequest, MatchMode, OperationResult,
-    RecallMemory, RememberStatus, SearchRequest,
+    ExtractionOutcome, ExtractionReport, ItemAction, ItemEvent, ItemHistory, ItemInput, ItemWhy, KeyInput,
+    ListRequest, MatchMode, OperationResult, RecallMemory, RememberStatus, SearchRequest,
 };
 use mnemo::records::{
     EventId, ItemId, KeyOrigin, KeyType, MemoryItem, MemoryKind, OperationId, SessionId, ToolCallId,
@@ -106,6 +106,20 @@ pub(crate) enum MemoryCommand {
         id: String,
         #[arg(long)]
         expected_version: u64,
+        #[arg(long)]
+        op: Option<String>,
+    },
+    /// Every value of the fact an item states, oldest first: when and where each was said (log
+    /// position, session, time); the current one is marked.
+    History { id: String },
+    /// Why an item exists: the text, log position and hash of each event it was learned from, and
+    /// each record that created, merged, superseded or split it.
+    Why { id: String },
+    /// Undo the newest merge into an item (the merged statement becomes its own item again, with
+    /// its sources) or the newest supersession of or by it (the replaced item is restored).
+    Unmerge {
+        id: String,
+        /// Operation id (generated if absent); reuse it to retry safely.
         #[arg(long)]
         op: Option<String>,
     },
@@ -271,6 +285,77 @@ pub(crate) fn run(cli: &Cli, command: &MemoryCommand) -> anyhow::Result<ExitCode
             output(cli, &result, || print_operation(&result));
             Ok(ExitCode::SUCCESS)
         }
+        MemoryCommand::History { id } => {
+            let history = mnemo.memory().history(&item_id(id)?)?;
+            output(cli, &history, || history.iter().for_each(print_version));
+            Ok(found(!history.is_empty()))
+        }
+        MemoryCommand::Why { id } => {
+            let why = mnemo.memory().why(&item_id(id)?)?;
+            output(cli, &why, || why.iter().for_each(print_why));
+            Ok(found(why.is_some()))
+        }
+        MemoryCommand::Unmerge { id, op } => {
+            let result = mnemo.memory().unmerge(&item_id(id)?, operation(op.as_ref())?)?;
+            output(cli, &result, || print_operation(&result));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// One value of a fact: the item, then each record that touched it.
+fn print_version(version: &ItemHistory) {
+    let item = &version.item;
+    let sessions: std::collections::BTreeSet<&str> =
+        item.fields.sources.iter().map(|s| s.session.as_str()).collect();
+    say!(
+        "{} {}  {}\n    said at position {} ({}) in {}",
+        if version.current { "*" } else { " " },
+        item.item,
+        item.fields.content,
+        version.said_at(),
+        crate::date_time(version.events.first().map_or(item.created_at, |e| e.at)),
+        sessions.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    version.events.iter().skip(1).for_each(print_event);
+}
+
+fn print_event(event: &ItemEvent) {
+    let other = event.other.as_ref().map(|o| format!(" {o}")).unwrap_or_default();
+    let undone = event.undone_at.map(|p| format!(" (undone at position {p})")).unwrap_or_default();
+    say!(
+        "    {} {}{other} at position {} ({}), v{}{undone}",
+        name(&event.action),
+        match event.action {
+            ItemAction::Superseded => "by",
+            ItemAction::Supersedes | ItemAction::Split => "from",
+            _ => "",
+        },
+        event.position,
+        crate::date_time(event.at),
+        event.version
+    );
+}
+
+fn print_why(why: &ItemWhy) {
+    print_item(&why.item);
+    say!("  evidence:");
+    for evidence in &why.evidence {
+        let position =
+            evidence.position.map_or_else(|| "not in the log".to_owned(), |p| format!("position {p}"));
+        say!(
+            "    {} in {} ({position}, hash {}, {}):",
+            evidence.event,
+            evidence.session,
+            evidence.hash.as_deref().unwrap_or("-"),
+            evidence.role.as_deref().unwrap_or("-")
+        );
+        say!("      {}", evidence.text.as_deref().unwrap_or("(no text)"));
+    }
+    say!("  records:");
+    for record in &why.records {
+        print_event(&record.event);
+        say!("      hash {}", record.hash.as_deref().unwrap_or("-"));
     }
 }
 

@@ -1,5 +1,6 @@
 //! `mnemo eval search` as a process: metrics over a store and a QA file, workspace scoping, bad QA
-//! files named with their line, and the development set's run; `mnemo eval memory`'s two halves.
+//! files named with their line, and the development set's run; `mnemo eval memory`'s two halves;
+//! `mnemo eval facts` over its generated fact-update sequences.
 #![allow(clippy::unwrap_used, reason = "a test fails loudly on the first unexpected error")]
 
 mod support;
@@ -95,4 +96,21 @@ fn eval_memory_reports_recall_and_precision_for_both_halves() {
     }
     // Each session ran in a store of its own under --dir.
     assert_eq!(std::fs::read_dir(&runs).unwrap().count(), 33);
+}
+
+#[test]
+fn eval_facts_returns_the_current_value_of_generated_sequences_and_complete_histories() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = mnemo(&store, &["--json", "eval", "facts"]);
+    let report = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let sequences = report["sequences"].as_u64().unwrap();
+    assert!(sequences >= 200, "{report:#}");
+    assert!(report["passing_mentions"].as_u64().unwrap() > 0 && report["changes_back"].as_u64().unwrap() > 0);
+    assert!(report["current_value"].as_u64().unwrap() * 100 >= sequences * 95, "{report:#}");
+    assert_eq!(report["history_complete"].as_u64(), Some(sequences), "{report:#}");
+    assert!(!store.exists(), "the evaluation runs in a store of its own");
+    let bad = mnemo(&store, &["eval", "facts", "--sequences", "0"]);
+    assert_eq!(bad.status.code(), Some(2), "an input error");
 }

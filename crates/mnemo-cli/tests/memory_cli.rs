@@ -315,4 +315,70 @@ fn memory_status_shows_each_session_extraction_has_yet_to_read() {
     assert_eq!(sessions, ["s2"], "{status:#}");
     // A store opened by this command alone ran no extraction of its own.
     assert_eq!(status["last"], serde_json::json!([]));
+const FACTS: &str = r#"{"kind":"session","session":"f1","workspace":"acme/api","title":"t"}
+{"session":"f1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our staging database is stage-db-02."}]}
+{"session":"f1","turn":"t2","role":"user","parts":[{"type":"text","text":"I prefer tabs over spaces."}]}
+{"kind":"session","session":"f2","workspace":"acme/api","title":"t"}
+{"session":"f2","turn":"t1","role":"user","parts":[{"type":"text","text":"We moved the staging database, it is now stage-db-03."}]}
+{"session":"f2","turn":"t2","role":"user","parts":[{"type":"text","text":"I prefer tabs over spaces!"}]}
+"#;
+
+#[test]
+fn history_why_and_unmerge_of_facts_said_in_two_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let file = dir.path().join("f.jsonl");
+    std::fs::write(&file, FACTS).unwrap();
+    assert!(mnemo(&store, &["import", file.to_str().unwrap()]).status.success());
+    assert!(mnemo(&store, &["memory", "extract", "f1"]).status.success());
+    assert!(mnemo(&store, &["memory", "extract", "f2"]).status.success());
+
+    let active = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
+    let current = contents_id(&active, "stage-db-03");
+    let history = ok_json(&mnemo(&store, &["--json", "memory", "history", &current]));
+    let values: Vec<(&str, bool)> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| (h["item"]["fields"]["content"].as_str().unwrap(), h["current"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(
+        values,
+        [
+            ("The team's staging database is stage-db-02.", false),
+            ("The team's staging database is stage-db-03.", true)
+        ]
+    );
+    let text = mnemo(&store, &["memory", "history", &current]);
+    let shown = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        shown.contains("said at position") && shown.contains("in f1") && shown.contains("in f2"),
+        "{shown}"
+    );
+
+    let tabs = contents_id(&active, "tabs");
+    let why = mnemo(&store, &["memory", "why", &tabs]);
+    let shown = String::from_utf8_lossy(&why.stdout);
+    assert!(
+        shown.contains("I prefer tabs over spaces.") && shown.contains("I prefer tabs over spaces!"),
+        "{shown}"
+    );
+    assert!(shown.contains("merged"), "{shown}");
+
+    let unmerged = ok_json(&mnemo(&store, &["--json", "memory", "unmerge", &tabs, "--op", "u1"]));
+    assert_eq!(unmerged["results"].as_array().unwrap().len(), 2);
+    let after = ok_json(&mnemo(&store, &["--json", "memory", "list"]));
+    let tabs_items = after
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["fields"]["content"].as_str().unwrap().contains("tabs"));
+    assert_eq!(tabs_items.count(), 2, "both items are back");
+    assert_eq!(
+        mnemo(&store, &["memory", "unmerge", &tabs, "--op", "u2"]).status.code(),
+        Some(3),
+        "nothing left to undo"
+    );
+    assert_eq!(mnemo(&store, &["memory", "why", "mem_missing"]).status.code(), Some(1));
+    assert!(mnemo(&store, &["verify"]).status.success());
 }

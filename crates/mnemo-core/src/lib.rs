@@ -45,7 +45,7 @@ pub use memory::{
     ExtractionTrigger, FailureOutcome, ItemMerge, KeyOrigin, KeyType, LifecycleState, MemoryCommit,
     MemoryItem, MemoryItemFields, MemoryKey, MemoryKind, MemoryMutation, MemoryOrigin, MemoryScope, Mutation,
     NewMemoryItem, NoOpReason, PolicyDenial, ReceiptStatus, ScopeParseError, SkipReason, SourcePointer,
-    StatementType, Supersession, TemporalType,
+    StatementType, Supersession, TemporalType, Unmerge,
 };
 pub use record::{
     ConversationCopied, CopyBoundary, DecodeError, MemoryMode, Record, RecordKind, SessionArchived,

@@ -505,6 +505,10 @@ pub struct MemoryItem {
     /// archived by a [`Supersession`], cleared when it is restored).
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub superseded_by: Option<ItemId>,
+    /// The items this one replaced (the other side of their `superseded_by`), in the order they
+    /// were superseded; kept when they are restored, as history.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub supersedes: Vec<ItemId>,
 }
 
 impl MemoryItem {
@@ -519,6 +523,7 @@ impl MemoryItem {
             updated_at: committed_at,
             fields,
             superseded_by: None,
+            supersedes: Vec::new(),
         }
     }
 
@@ -837,6 +842,51 @@ pub struct MemoryMutation {
     pub mutations: Vec<Mutation>,
     /// Commit time (from the writer's injected clock).
     pub committed_at: TimestampMs,
+    /// Set when the batch undoes a merge or a supersession (schema version 2).
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub unmerge: Option<Unmerge>,
+}
+
+/// What an unmerge undoes: the consolidation that an extraction commit at `position` decided
+/// about `item`. The batch it rides on holds exactly the changes that undo it: for a merge, the
+/// update that takes the statement's sources and keys back out of `item` and the create of the
+/// statement as an item of its own; for a supersession, the restore of the superseded `item`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unmerge {
+    /// The log position of the extraction commit that merged or superseded.
+    pub position: u64,
+    /// The item the statement was merged into, or the item it superseded.
+    pub item: ItemId,
+    /// The index into that commit's `items` of the statement.
+    pub statement: u32,
+}
+
+impl MemoryMutation {
+    /// The payload's schema version: 2 when it carries an [`Unmerge`], else 1.
+    pub fn schema_version(&self) -> u16 {
+        if self.unmerge.is_some() { 2 } else { 1 }
+    }
+
+    fn validate_unmerge(&self) -> Result<(), ValidationError> {
+        let Some(unmerge) = &self.unmerge else { return Ok(()) };
+        if unmerge.position == 0 {
+            return fail("unmerge.position", "must be a log position (from 1)");
+        }
+        safe_integer("unmerge.position", unmerge.position)?;
+        let undoes = match self.mutations.as_slice() {
+            [Mutation::Update { item, .. }, Mutation::Create { .. }] => item == &unmerge.item,
+            [Mutation::Restore { item, .. }] => item == &unmerge.item,
+            _ => false,
+        };
+        if !undoes {
+            return fail(
+                "unmerge",
+                "must ride on an update of its item and a create, or on a restore of its item",
+            );
+        }
+        Ok(())
+    }
 }
 
 impl MemoryMutation {
@@ -866,7 +916,7 @@ impl MemoryMutation {
                 }
             }
         }
-        Ok(())
+        self.validate_unmerge()
     }
 }
 

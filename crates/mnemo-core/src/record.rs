@@ -241,6 +241,8 @@ impl RecordKind {
         match self {
             // Version 2 added `source` and `parent` (decision 0166).
             RecordKind::SessionOpened => 2,
+            // Version 2 added `unmerge` (decision 0232).
+            RecordKind::MemoryMutation => 2,
             _ => 1,
         }
     }
@@ -387,6 +389,7 @@ impl Record {
     pub fn schema_version(&self) -> u16 {
         match self {
             Record::SessionOpened(r) => r.schema_version(),
+            Record::MemoryMutation(r) => r.schema_version(),
             other => other.kind().schema_version(),
         }
     }
@@ -486,7 +489,7 @@ impl Record {
             return Err(DecodeError::Malformed {
                 kind: kind.name(),
                 message: format!(
-                    "schema version {schema_version} has no source or parent; version {} has",
+                    "schema version {schema_version} lacks a field this record carries; version {} has it",
                     record.schema_version()
                 ),
             });
@@ -725,6 +728,7 @@ mod tests {
                     Mutation::Restore { item: id("m2"), expected_version: 3 },
                 ],
                 committed_at: TimestampMs(1_767_225_800_000),
+                unmerge: None,
             }),
             Record::ExtractionFailure(failure()),
             Record::PolicyDenial(PolicyDenial {
@@ -792,7 +796,8 @@ mod tests {
         );
         for kind in RecordKind::ALL {
             assert_eq!(RecordKind::from_code(kind.code()), Some(kind));
-            let newest = if kind == RecordKind::SessionOpened { 2 } else { 1 };
+            let newest =
+                if matches!(kind, RecordKind::SessionOpened | RecordKind::MemoryMutation) { 2 } else { 1 };
             assert_eq!(kind.schema_version(), newest, "{}", kind.name());
         }
         assert_eq!(RecordKind::from_code(0), None);
@@ -1033,6 +1038,7 @@ mod tests {
                 scope: MemoryScope::Global,
                 mutations,
                 committed_at: TimestampMs(1_767_225_800_000),
+                unmerge: None,
             }))
         };
         assert_eq!(mutation(vec![]), "mutations");
@@ -1063,6 +1069,41 @@ mod tests {
         f.checkpoint = None;
         assert_eq!(invalid_field(Record::ExtractionFailure(f)), "checkpoint");
         assert_eq!(failure().range(), (5, 9));
+    }
+
+    #[test]
+    fn an_unmerge_rides_on_the_changes_that_undo_it_and_is_version_2() {
+        let undo = |mutations: Vec<Mutation>, item: &str, position: u64| MemoryMutation {
+            operation: id("op-u"),
+            scope: MemoryScope::Global,
+            mutations,
+            committed_at: TimestampMs(1_767_225_800_000),
+            unmerge: Some(crate::memory::Unmerge { position, item: id(item), statement: 0 }),
+        };
+        let split = || {
+            vec![
+                Mutation::Update { item: id("m1"), expected_version: 2, fields: fields() },
+                Mutation::Create { item: id("m2"), fields: fields() },
+            ]
+        };
+        let merge = undo(split(), "m1", 7);
+        assert_eq!(merge.validate(), Ok(()));
+        assert_eq!(Record::MemoryMutation(merge.clone()).schema_version(), 2);
+        let restore = undo(vec![Mutation::Restore { item: id("m1"), expected_version: 2 }], "m1", 7);
+        assert_eq!(restore.validate(), Ok(()));
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(split(), "m9", 7))), "unmerge");
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(split(), "m1", 0))), "unmerge.position");
+        let archive = vec![Mutation::Archive { item: id("m1"), expected_version: 2 }];
+        assert_eq!(invalid_field(Record::MemoryMutation(undo(archive, "m1", 7))), "unmerge");
+        // Version 1 has no unmerge: a record claiming version 1 while carrying one is refused, and
+        // a mutation without one stays version 1, the bytes earlier builds wrote.
+        let bytes = Record::MemoryMutation(merge).encode().unwrap();
+        let code = RecordKind::MemoryMutation.code();
+        assert!(matches!(Record::decode(code, 1, &bytes), Err(DecodeError::Malformed { .. })));
+        assert!(Record::decode(code, 2, &bytes).is_ok());
+        let mut plain = undo(split(), "m1", 7);
+        plain.unmerge = None;
+        assert_eq!(Record::MemoryMutation(plain).schema_version(), 1);
     }
 
     fn ident() -> impl Strategy<Value = String> {

@@ -21,7 +21,8 @@ use mnemo_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::state::{self, KEY_TAG, KeyEntry, Kv, SCOPE_TAG, SIGNATURE_TAG, key};
+use crate::facts::{self, Fact};
+use crate::state::{self, FACT_TAG, KEY_TAG, KeyEntry, Kv, SCOPE_TAG, SIGNATURE_TAG, key};
 use crate::write::key_priority;
 
 /// What the canonicalizer says of a statement and a held item.
@@ -211,10 +212,50 @@ fn held_with_signature(
     Ok(found)
 }
 
+/// The active items of `scope` that state a fact about the same subject as `fact`: those the
+/// fact index holds and those an earlier statement of the plan created, each once, oldest first.
+fn fact_holders(
+    kv: &(impl Kv + ?Sized),
+    planned: &mut BTreeMap<ItemId, Planned>,
+    created: &[(String, String, ItemId)],
+    scope: &MemoryScope,
+    fact: &Fact,
+) -> Result<Vec<(ItemId, String)>, mnemo_pipeline::PipelineError> {
+    let scope_text = scope.as_text();
+    let mut ids: Vec<ItemId> = Vec::new();
+    let Some(first) = fact.subject.attribute.first() else { return Ok(Vec::new()) };
+    let prefix = [key(FACT_TAG, &[&scope_text, fact.subject.owner, first]), vec![0]].concat();
+    kv.scan_bytes(&prefix, &mut |k, _| {
+        if let Some(id) = std::str::from_utf8(&k[prefix.len()..]).ok().and_then(|id| ItemId::new(id).ok()) {
+            ids.push(id);
+        }
+        ids.len() < HELD_ITEMS_MAX
+    })?;
+    ids.extend(created.iter().filter(|(s, _, _)| *s == scope_text).map(|c| c.2.clone()));
+    let mut out: Vec<(ItemId, String)> = Vec::new();
+    for id in ids {
+        if out.iter().any(|(held, _)| *held == id) {
+            continue;
+        }
+        let Some(current) = load(kv, planned, &id)? else { continue };
+        if !current.active || current.fields.scope != *scope {
+            continue;
+        }
+        if let Some(held) = facts::fact(&current.fields.content)
+            && held.subject.same_as(&fact.subject)
+        {
+            out.push((id, held.value));
+        }
+    }
+    Ok(out)
+}
+
 /// Decides, against the caught-up state, which statements of a commit restate an item (merges)
-/// and which items they contradict (supersessions). `links` holds the canonicalizer's verdict
-/// per statement (empty when there is none); a link to an item that is not active in the
-/// statement's scope is ignored.
+/// and which items they replace (supersessions). A statement of a fact ([`facts::fact`]) is
+/// decided by the ledger's order alone: it restates the active item of its subject holding the
+/// same value, and supersedes every one holding another, whatever the canonicalizer said.
+/// Otherwise `links` holds the canonicalizer's verdict per statement (empty when there is none);
+/// a link to an item that is not active in the statement's scope is ignored.
 pub(crate) fn plan(
     kv: &(impl Kv + ?Sized),
     items: &[NewMemoryItem],
@@ -226,8 +267,19 @@ pub(crate) fn plan(
     for (index, new) in items.iter().enumerate() {
         let scope = new.fields.scope.as_text();
         let digest = signature_digest(&new.fields.content);
-        let link = links.get(index).cloned().flatten();
+        let fact = facts::fact(&new.fields.content);
+        let holders = match &fact {
+            Some(fact) => fact_holders(kv, &mut planned, &created, &new.fields.scope, fact)?,
+            None => Vec::new(),
+        };
+        let link =
+            if fact.is_some() && !holders.is_empty() { None } else { links.get(index).cloned().flatten() };
         let mut target = created.iter().find(|(s, d, _)| *s == scope && *d == digest).map(|c| c.2.clone());
+        if target.is_none()
+            && let Some(fact) = &fact
+        {
+            target = holders.iter().find(|(_, value)| *value == fact.value).map(|h| h.0.clone());
+        }
         if target.is_none()
             && let Some(Link::SameAs(id)) = &link
         {
@@ -255,18 +307,23 @@ pub(crate) fn plan(
         }
         planned.insert(new.item.clone(), Planned { fields: new.fields.clone(), version: 1, active: true });
         created.push((scope, digest, new.item.clone()));
-        if let Some(Link::Supersedes(id)) = link
-            && let Some(current) = load(kv, &mut planned, &id)?
-            && current.active
-            && current.fields.scope == new.fields.scope
-        {
-            supersessions.push(Supersession {
-                item: id,
-                expected_version: current.version,
-                by: index as u32,
-            });
-            current.active = false;
-            current.version += 1;
+        let mut replaced: Vec<ItemId> = holders.into_iter().map(|(id, _)| id).collect();
+        if let Some(Link::Supersedes(id)) = link {
+            replaced.push(id);
+        }
+        for id in replaced {
+            if let Some(current) = load(kv, &mut planned, &id)?
+                && current.active
+                && current.fields.scope == new.fields.scope
+            {
+                supersessions.push(Supersession {
+                    item: id,
+                    expected_version: current.version,
+                    by: index as u32,
+                });
+                current.active = false;
+                current.version += 1;
+            }
         }
     }
     Ok((merges, supersessions))

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use mnemo_core::{
     Digest, ExtractionFailure, ExtractionTrigger, FailureOutcome, ItemId, LifecycleState, MemoryCommit,
-    MemoryItem, MemoryMutation, Mutation, PolicyDenial, ReceiptStatus, Record,
+    MemoryItem, MemoryMutation, Mutation, PolicyDenial, ReceiptStatus, Record, Unmerge,
 };
 use mnemo_pipeline::{LoggedRecord, PipelineError, Projector, StateTxn};
 use serde_json::json;
@@ -19,17 +19,19 @@ use crate::error::{Conflict, ConflictReason};
 use crate::recall::RECALL_BUDGET_CONFIG_KEY;
 use crate::recall::is_standing;
 use crate::state::{
-    self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, ITEM_TAG, KEY_TAG, KeyEntry, Kv,
-    MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry, OperationKind,
-    OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, SCOPE_TAG, SIGNATURE_TAG,
-    STAGE_NAME, STANDING_TAG, StoredItem, encode, key,
+    self, CURSOR_TAG, Cursor, DENIAL_TAG, Denial, DiscardedRange, FACT_TAG, ITEM_TAG, ItemAction, ItemEvent,
+    KEY_TAG, KeyEntry, Kv, MutationOutcome, MutationResult, MutationType, OPERATION_TAG, OperationEntry,
+    OperationKind, OperationType, PENDING_TAG, PendingFailure, RECEIPT_TAG, REJECTED_TAG, Receipt, SCOPE_TAG,
+    SIGNATURE_TAG, STAGE_NAME, STANDING_TAG, StoredItem, encode, item_event_key, key,
 };
 
 /// Bumped whenever what the stage writes changes; a new version rebuilds the stage.
 /// 2: the signature index (`n`), merges and supersessions of extraction commits (decision 0155),
 /// the standing-facts index (`t`, decision 0156).
 /// 3: a receipt lists every item its commit created, updated or archived, with kind and scope.
-const VERSION: u32 = 3;
+/// 4: items point at the items they supersede, the fact index (`v`) and item events (`e`;
+/// decision 0232).
+const VERSION: u32 = 4;
 
 /// Builds the stage.
 ///
@@ -63,8 +65,8 @@ impl Projector for MemoryIndex {
 
     fn apply(&mut self, state: &mut StateTxn<'_>, logged: &LoggedRecord) -> Result<(), PipelineError> {
         let outcome = match &logged.record {
-            Record::MemoryMutation(record) => apply_mutation(state, record)?,
-            Record::MemoryCommit(record) => apply_commit(state, record)?,
+            Record::MemoryMutation(record) => apply_mutation(state, record, logged.position.0)?,
+            Record::MemoryCommit(record) => apply_commit(state, record, logged.position.0)?,
             Record::ExtractionFailure(record) => apply_failure(state, record)?,
             Record::PolicyDenial(record) => {
                 apply_denial(state, record)?;
@@ -112,6 +114,9 @@ impl ItemChanges {
                 txn.delete(key(SCOPE_TAG, &[&before.fields.scope.as_text(), id.as_str()]));
                 txn.delete(signature_key(before));
                 txn.delete(key(STANDING_TAG, &[&before.fields.scope.as_text(), id.as_str()]));
+                if let Some(k) = fact_key(before) {
+                    txn.delete(k);
+                }
             }
             let entry = KeyEntry {
                 scope: after.fields.scope.as_text(),
@@ -128,11 +133,21 @@ impl ItemChanges {
                 if is_standing(after.fields.kind) {
                     txn.put(key(STANDING_TAG, &[&entry.scope, id.as_str()]), Vec::new());
                 }
+                if let Some(k) = fact_key(after) {
+                    txn.put(k, Vec::new());
+                }
             }
             txn.put(key(ITEM_TAG, &[id.as_str()]), encode(after)?);
         }
         Ok(())
     }
+}
+
+/// The fact index entry of an item whose content states a fact (decision 0232).
+fn fact_key(item: &MemoryItem) -> Option<Vec<u8>> {
+    let fact = crate::facts::fact(&item.fields.content)?;
+    let first = fact.subject.attribute.first()?;
+    Some(key(FACT_TAG, &[&item.fields.scope.as_text(), fact.subject.owner, first, item.item.as_str()]))
 }
 
 /// The signature index entry of an item (decision 0155).
@@ -329,7 +344,14 @@ pub(crate) fn run_commit(
         }
         item.superseded_by = Some(by.item.clone());
         results.push(result(results.len(), MutationType::Archive, &item, MutationOutcome::Archived));
+        let old = item.item.clone();
         changes.set(item);
+        // The other side of the pointer: the replacing item, created by this commit, names the
+        // items it replaced. Its version stays 1: it was created so.
+        if let Some(mut newer) = changes.current(kv, &by.item)? {
+            newer.supersedes.push(old);
+            changes.set(newer);
+        }
     }
     Ok(Ok((changes, results)))
 }
@@ -382,7 +404,11 @@ pub(crate) fn mutation_request_hash(record: &MemoryMutation) -> Result<Digest, P
             }
         }
     }
-    hash_json(&json!({"kind": "memory_mutation", "mutations": mutations}))
+    let mut request = json!({"kind": "memory_mutation", "mutations": mutations});
+    if let (Some(unmerge), Some(map)) = (&record.unmerge, request.as_object_mut()) {
+        map.insert("unmerge".to_owned(), to_value(unmerge)?);
+    }
+    hash_json(&request)
 }
 
 /// The request hash of an extraction commit (memory.md §1.8); the operation id is the key, not
@@ -421,15 +447,26 @@ pub(crate) fn discard_request_hash(record: &ExtractionFailure) -> Result<Digest,
 fn apply_mutation(
     txn: &mut StateTxn<'_>,
     record: &MemoryMutation,
+    position: u64,
 ) -> Result<Result<(), String>, PipelineError> {
     if state::operation(&*txn, &record.operation)?.is_some() {
         return Ok(Err(format!("operation {} was already used", record.operation)));
+    }
+    if let Some(unmerge) = &record.unmerge
+        && let Err(conflict) = check_unmerge(&*txn, unmerge)?
+    {
+        return Ok(Err(conflict.to_string()));
     }
     let (changes, results) = match run_batch(&*txn, &record.mutations, record.committed_at)? {
         Ok(done) => done,
         Err(conflict) => return Ok(Err(conflict.to_string())),
     };
     changes.write(txn)?;
+    let events = mutation_events(record, &results, position);
+    write_events(txn, position, events)?;
+    if let Some(unmerge) = &record.unmerge {
+        mark_undone(txn, unmerge, position)?;
+    }
     let entry = OperationEntry {
         operation: record.operation.clone(),
         kind: OperationKind::Mutation,
@@ -478,7 +515,11 @@ pub(crate) fn check_commit(
     Ok(Ok(()))
 }
 
-fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<(), String>, PipelineError> {
+fn apply_commit(
+    txn: &mut StateTxn<'_>,
+    record: &MemoryCommit,
+    position: u64,
+) -> Result<Result<(), String>, PipelineError> {
     if state::operation(&*txn, &record.operation)?.is_some() {
         return Ok(Err(format!("operation {} was already used", record.operation)));
     }
@@ -489,7 +530,9 @@ fn apply_commit(txn: &mut StateTxn<'_>, record: &MemoryCommit) -> Result<Result<
         Ok(done) => done,
         Err(conflict) => return Ok(Err(conflict.to_string())),
     };
+    let events = commit_events(&*txn, record, &results, position)?;
     changes.write(txn)?;
+    write_events(txn, position, events)?;
     let items = stored_items(&*txn, record, &results)?;
     let receipt = Receipt {
         operation: record.operation.clone(),
@@ -697,4 +740,176 @@ pub(crate) fn apply_denial(txn: &mut StateTxn<'_>, record: &PolicyDenial) -> Res
     };
     txn.put(key(DENIAL_TAG, &[record.session.as_str(), record.checkpoint.as_str()]), encode(&denial)?);
     Ok(denial)
+}
+
+fn event(
+    record_operation: &mnemo_core::OperationId,
+    position: u64,
+    at: mnemo_core::TimestampMs,
+    action: ItemAction,
+    version: u64,
+) -> ItemEvent {
+    ItemEvent {
+        position,
+        operation: record_operation.clone(),
+        action,
+        version,
+        at,
+        statement: None,
+        other: None,
+        added_sources: Vec::new(),
+        added_keys: Vec::new(),
+        undone_at: None,
+    }
+}
+
+/// What an extraction commit did to each item it touched, in the order of its results: the
+/// creates, the merges (with what each added), the supersessions (both sides).
+fn commit_events(
+    kv: &(impl Kv + ?Sized),
+    record: &MemoryCommit,
+    results: &[MutationResult],
+    position: u64,
+) -> Result<Vec<(ItemId, ItemEvent)>, PipelineError> {
+    let at = record.committed_at;
+    let mut fields_now: BTreeMap<ItemId, mnemo_core::MemoryItemFields> = BTreeMap::new();
+    let mut out = Vec::new();
+    for (index, new) in record.items.iter().enumerate().filter(|(index, _)| !record.is_merged(*index)) {
+        fields_now.insert(new.item.clone(), new.fields.clone());
+        let mut created = event(&record.operation, position, at, ItemAction::Created, 1);
+        created.statement = Some(index as u32);
+        out.push((new.item.clone(), created));
+    }
+    let creates = out.len();
+    for (offset, merge) in record.merges.iter().enumerate() {
+        let Some(statement) = record.items.get(merge.statement as usize) else {
+            return Err(state::damaged("a merge names no statement"));
+        };
+        let before = match fields_now.get(&merge.item) {
+            Some(fields) => fields.clone(),
+            None => match state::item(kv, &merge.item)? {
+                Some(item) => item.fields,
+                None => return Err(state::damaged("a merge names an item the state does not hold")),
+            },
+        };
+        let after = merge_fields(&before, &statement.fields);
+        let version = results.get(creates + offset).map_or(merge.expected_version, |r| r.version);
+        let mut merged = event(&record.operation, position, at, ItemAction::Merged, version);
+        merged.statement = Some(merge.statement);
+        merged.added_sources = after
+            .sources
+            .iter()
+            .filter(|s| !before.sources.iter().any(|b| b.event == s.event))
+            .cloned()
+            .collect();
+        merged.added_keys = after
+            .keys
+            .iter()
+            .filter(|k| !before.keys.iter().any(|b| b.normalized_key == k.normalized_key))
+            .map(|k| k.normalized_key.clone())
+            .collect();
+        fields_now.insert(merge.item.clone(), after);
+        out.push((merge.item.clone(), merged));
+    }
+    let merged_count = record.merges.len();
+    for (offset, supersession) in record.supersessions.iter().enumerate() {
+        let Some(by) = record.items.get(supersession.by as usize) else {
+            return Err(state::damaged("a supersession names no statement"));
+        };
+        let version = results
+            .get(creates + merged_count + offset)
+            .map_or(supersession.expected_version + 1, |r| r.version);
+        let mut old = event(&record.operation, position, at, ItemAction::Superseded, version);
+        old.other = Some(by.item.clone());
+        old.statement = Some(supersession.by);
+        out.push((supersession.item.clone(), old));
+        let mut newer = event(&record.operation, position, at, ItemAction::Supersedes, 1);
+        newer.other = Some(supersession.item.clone());
+        newer.statement = Some(supersession.by);
+        out.push((by.item.clone(), newer));
+    }
+    Ok(out)
+}
+
+/// What a mutation batch did to each item it changed; an unmerge's update and create are the
+/// unmerge's two sides.
+fn mutation_events(
+    record: &MemoryMutation,
+    results: &[MutationResult],
+    position: u64,
+) -> Vec<(ItemId, ItemEvent)> {
+    let mut out = Vec::new();
+    for result in results {
+        let action = match (result.outcome, &record.unmerge) {
+            (MutationOutcome::Noop, _) => continue,
+            (MutationOutcome::Created, Some(_)) => ItemAction::Split,
+            (MutationOutcome::Created, None) => ItemAction::Created,
+            (MutationOutcome::Updated, Some(_)) => ItemAction::Unmerged,
+            (MutationOutcome::Updated, None) => ItemAction::Updated,
+            (MutationOutcome::Archived, _) => ItemAction::Archived,
+            (MutationOutcome::Restored, _) => ItemAction::Restored,
+        };
+        let mut done = event(&record.operation, position, record.committed_at, action, result.version);
+        if let Some(unmerge) = &record.unmerge {
+            done.position = position;
+            done.other = (result.item != unmerge.item).then(|| unmerge.item.clone());
+            done.statement = Some(unmerge.statement);
+        }
+        out.push((result.item.clone(), done));
+    }
+    out
+}
+
+fn write_events(
+    txn: &mut StateTxn<'_>,
+    position: u64,
+    events: Vec<(ItemId, ItemEvent)>,
+) -> Result<(), PipelineError> {
+    let mut seq: BTreeMap<ItemId, usize> = BTreeMap::new();
+    for (item, event) in events {
+        let n = seq.entry(item.clone()).or_insert(0);
+        txn.put(item_event_key(&item, position, *n), encode(&event)?);
+        *n += 1;
+    }
+    Ok(())
+}
+
+/// The event an unmerge undoes: the merge of its statement into its item, or the supersession
+/// of its item, by the commit at its position; found only while not undone yet.
+fn undoable(kv: &(impl Kv + ?Sized), unmerge: &Unmerge) -> Result<Option<(usize, ItemEvent)>, PipelineError> {
+    for seq in 0.. {
+        let Some(found) = state::get::<ItemEvent>(kv, &item_event_key(&unmerge.item, unmerge.position, seq))?
+        else {
+            return Ok(None);
+        };
+        let kind = matches!(found.action, ItemAction::Merged | ItemAction::Superseded);
+        if kind && found.statement == Some(unmerge.statement) && found.undone_at.is_none() {
+            return Ok(Some((seq, found)));
+        }
+    }
+    Ok(None)
+}
+
+/// Checks that an unmerge names a merge or supersession that happened and was not undone yet.
+pub(crate) fn check_unmerge(
+    kv: &(impl Kv + ?Sized),
+    unmerge: &Unmerge,
+) -> Result<Result<ItemEvent, Conflict>, PipelineError> {
+    Ok(match undoable(kv, unmerge)? {
+        Some((_, found)) => Ok(found),
+        None => Err(Conflict::new(
+            ConflictReason::ItemNotFound,
+            format!("a merge or supersession at position {} not undone yet", unmerge.position),
+            "none",
+        )
+        .on(&unmerge.item)),
+    })
+}
+
+fn mark_undone(txn: &mut StateTxn<'_>, unmerge: &Unmerge, position: u64) -> Result<(), PipelineError> {
+    if let Some((seq, mut found)) = undoable(&*txn, unmerge)? {
+        found.undone_at = Some(position);
+        txn.put(item_event_key(&unmerge.item, unmerge.position, seq), encode(&found)?);
+    }
+    Ok(())
 }

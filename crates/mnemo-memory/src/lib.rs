@@ -24,9 +24,11 @@ mod consolidate;
 mod eligibility;
 mod error;
 mod extract;
+mod facts;
 mod index;
 mod lane;
 mod ops;
+mod provenance;
 mod recall;
 mod scope;
 mod secrets;
@@ -56,6 +58,7 @@ pub use ops::{
     SEARCH_TERMS_MAX, SearchRequest, SettleRequest, SettleResult, apply_mutations, commit_extraction,
     item_id_for, list, record_denial, search, settle_failure,
 };
+pub use provenance::{HISTORY_ITEMS_MAX, ItemHistory, history, unmerge};
 pub use recall::{
     RECALL_BUDGET_CONFIG_KEY, RECALL_BUDGET_TOKENS_DEFAULT, RECALL_QUERY_CODE_POINTS_MAX,
     RECALL_RECENT_EVENTS_MAX, RECALL_RESULTS_DEFAULT, RECALL_RESULTS_MAX, RECALL_SCAN_ITEMS_MAX,
@@ -65,8 +68,8 @@ pub use recall::{
 pub use scope::{holds_everywhere, item_scope};
 pub use secrets::{is_sensitive, is_sensitive_key};
 pub use state::{
-    Cursor, Denial, DiscardedRange, MemoryView, MutationOutcome, MutationResult, MutationType,
-    OperationResult, OperationType, PendingFailure, Receipt, STAGE_NAME, StoredItem,
+    Cursor, Denial, DiscardedRange, ItemAction, ItemEvent, MemoryView, MutationOutcome, MutationResult,
+    MutationType, OperationResult, OperationType, PendingFailure, Receipt, STAGE_NAME, StoredItem,
 };
 pub use text::{
     IDENTIFIER_CODE_POINTS_MAX, check_identifier, normalize_content, normalize_evidence, visible_key,

@@ -144,7 +144,10 @@ fn normalize_mutations(request: &MutationRequest) -> Result<Vec<Mutation>, Memor
 }
 
 /// The stream a batch goes to: the one workspace it writes or touches, else global.
-fn batch_scope(store: &dyn StateStore, mutations: &[Mutation]) -> Result<MemoryScope, MemoryError> {
+pub(crate) fn batch_scope(
+    store: &dyn StateStore,
+    mutations: &[Mutation],
+) -> Result<MemoryScope, MemoryError> {
     let mut workspaces = BTreeMap::new();
     let mut note = |scope: &MemoryScope| {
         if let MemoryScope::Workspace(w) = scope {
@@ -183,6 +186,15 @@ pub fn apply_mutations(
     ledger: &dyn MemoryLedger,
     request: &MutationRequest,
 ) -> Result<OperationResult, MemoryError> {
+    apply_batch(ledger, request, None)
+}
+
+/// [`apply_mutations`], with the consolidation the batch undoes when it is an unmerge.
+pub(crate) fn apply_batch(
+    ledger: &dyn MemoryLedger,
+    request: &MutationRequest,
+    unmerge: Option<mnemo_core::Unmerge>,
+) -> Result<OperationResult, MemoryError> {
     refuse_secrets(request)?;
     let mutations = normalize_mutations(request)?;
     let mut replay = None;
@@ -193,6 +205,7 @@ pub fn apply_mutations(
             scope,
             mutations: mutations.clone(),
             committed_at: now,
+            unmerge: unmerge.clone(),
         };
         let hash = mutation_request_hash(&record)?;
         if let Some(entry) = state::operation(store, &request.operation)? {

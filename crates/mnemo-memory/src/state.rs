@@ -13,6 +13,10 @@
 //!   form of their content, so a restatement finds the item it restates; decision 0155)
 //! - `t` scope, item -> empty (the active identity and preference items of a scope: the standing
 //!   facts push recall brings first; decision 0156)
+//! - `v` scope, owner, first attribute word, item -> empty (the active items stating a fact, by
+//!   its subject, so a newer statement finds the value it replaces; decision 0232)
+//! - `e` item, position -> [`ItemEvent`] (what each record did to the item: its history and
+//!   provenance; decision 0232)
 //! - `x` position -> why a record was not applied (it conflicted with the state when replayed;
 //!   the single memory writer never appends such a record, so this stays empty in practice)
 
@@ -39,6 +43,8 @@ pub(crate) const DENIAL_TAG: &[u8] = b"d\0";
 pub(crate) const REJECTED_TAG: &[u8] = b"x\0";
 pub(crate) const SIGNATURE_TAG: &[u8] = b"n\0";
 pub(crate) const STANDING_TAG: &[u8] = b"t\0";
+pub(crate) const FACT_TAG: &[u8] = b"v\0";
+pub(crate) const ITEM_EVENT_TAG: &[u8] = b"e\0";
 
 pub(crate) fn key(tag: &[u8], parts: &[&str]) -> Vec<u8> {
     let mut out = tag.to_vec();
@@ -275,6 +281,78 @@ pub struct Denial {
     pub denied_at: TimestampMs,
 }
 
+/// What a record did to an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ItemAction {
+    /// Created by an extraction commit's statement or a mutation.
+    Created,
+    /// A statement restating it was merged into it (its sources and keys added).
+    Merged,
+    /// A newer statement replaced it; `other` is the newer item.
+    Superseded,
+    /// It replaced an older item; `other` is the older one.
+    Supersedes,
+    /// Its fields were replaced by a mutation.
+    Updated,
+    /// Archived by a mutation.
+    Archived,
+    /// Restored by a mutation (an unmerge of a supersession restores too).
+    Restored,
+    /// Created by an unmerge, from the statement that had been merged into `other`.
+    Split,
+    /// An unmerge took a merged statement's sources and keys back out of it.
+    Unmerged,
+}
+
+/// One record's effect on an item: its history and provenance, in log order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemEvent {
+    /// The log position of the record.
+    pub position: u64,
+    /// The record's operation id.
+    pub operation: OperationId,
+    /// What it did.
+    pub action: ItemAction,
+    /// The item's version after it.
+    pub version: u64,
+    /// The record's commit time.
+    pub at: TimestampMs,
+    /// For an extraction commit, the index of the statement that created or merged into the item.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statement: Option<u32>,
+    /// The other item of a supersession or a split.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other: Option<ItemId>,
+    /// For a merge: the sources it added (what an unmerge takes back out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_sources: Vec<mnemo_core::SourcePointer>,
+    /// For a merge: the normalized keys it added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added_keys: Vec<String>,
+    /// For a merge or a supersession: the position of the unmerge that undid it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_at: Option<u64>,
+}
+
+/// The key of the `seq`-th event a record at `position` wrote for `item` (a record may do two
+/// things to one item: create it, and have it supersede another).
+pub(crate) fn item_event_key(item: &ItemId, position: u64, seq: usize) -> Vec<u8> {
+    key(ITEM_EVENT_TAG, &[item.as_str(), &format!("{position:020}"), &format!("{seq:04}")])
+}
+
+/// An item's events in log order.
+pub(crate) fn item_events(kv: &(impl Kv + ?Sized), item: &ItemId) -> Result<Vec<ItemEvent>, PipelineError> {
+    let prefix = [key(ITEM_EVENT_TAG, &[item.as_str()]), vec![0]].concat();
+    let mut raw = Vec::new();
+    kv.scan_bytes(&prefix, &mut |_, value| {
+        raw.push(value.to_vec());
+        true
+    })?;
+    raw.iter().map(|bytes| decode(bytes)).collect()
+}
+
 /// The key index's entry for one (key, item).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct KeyEntry {
@@ -418,6 +496,11 @@ impl<'a> MemoryView<'a> {
     /// A session's cursor.
     pub fn cursor(&self, session: &SessionId) -> Result<Option<Cursor>, PipelineError> {
         cursor(self.store, session)
+    }
+
+    /// What each record did to an item, in log order.
+    pub fn item_events(&self, id: &ItemId) -> Result<Vec<ItemEvent>, PipelineError> {
+        item_events(self.store, id)
     }
 
     /// A session's pending failed range.

@@ -43,8 +43,8 @@ use mnemo::records::redaction::redact_secrets;
 
 use crate::client::{Client, ClientError, ConnectOptions};
 use crate::methods::{
-    self as m, Import, ImportParams, Method, ReadHistory, ReadHistoryParams, Recall, RecallParams, Remember,
-    RememberParams, SearchHistory, SearchHistoryParams, Sessions, ToolContext,
+    self as m, Import, ImportParams, MemoryWhy, Method, ReadHistory, ReadHistoryParams, Recall, RecallParams,
+    Remember, RememberParams, SearchHistory, SearchHistoryParams, Sessions, ToolContext,
 };
 
 /// The MCP protocol versions `mnemo mcp` speaks: the newest with an `initialize` handshake, the one
@@ -162,6 +162,14 @@ struct RecallArgs {
     limit: Option<u64>,
 }
 
+/// `why_memory` arguments.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct WhyArgs {
+    /// The remembered fact's item id, as recall_memory returned it (`item`).
+    item: String,
+}
+
 /// `remember` arguments.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -249,6 +257,15 @@ fn tools() -> Vec<Tool> {
             "Recall facts and preferences remembered from earlier sessions (what the user asked to be \
              remembered, stated preferences, facts about the user and the project) that match a query, \
              for this workspace and globally, best match first, each with where it was learned.",
+            true,
+        ),
+        tool::<WhyArgs>(
+            "why_memory",
+            "Why a fact is remembered",
+            "Show why a remembered fact exists: the user's own words it was learned from (with the \
+             session, the store's log position and hash of each), the values it replaced and what \
+             replaced it, and the merges that made it. Pass an item id from recall_memory. Secrets \
+             are redacted.",
             true,
         ),
         tool::<RememberArgs>(
@@ -533,6 +550,46 @@ impl MnemoMcp {
         Ok((text, json!({ "items": items })))
     }
 
+    async fn why_memory(&self, args: WhyArgs, peer: &Peer<RoleServer>) -> ToolResult {
+        let workspace = self.workspace(peer).await;
+        let why = self.call::<MemoryWhy>(m::MemoryGetParams { item: args.item.clone() }).await?;
+        let scope = why.as_ref().and_then(|w| w.get("item")?.get("fields")?.get("scope")?.as_str());
+        // Another workspace's item is no more visible here than recall would make it.
+        let visible = scope.is_some_and(|scope| {
+            scope == "global" || workspace.as_deref().is_some_and(|w| scope == format!("workspace:{w}"))
+        });
+        let Some(why) = why.filter(|_| visible) else {
+            return Err(ToolError(format!("no remembered fact {} in this workspace", args.item)));
+        };
+        let content =
+            why.get("item").and_then(|i| i.get("fields")?.get("content")?.as_str()).unwrap_or_default();
+        let mut text = format!("{}\nLearned from:", redact(content));
+        for evidence in why.get("evidence").and_then(Value::as_array).into_iter().flatten() {
+            let field = |name: &str| {
+                evidence.get(name).map_or(String::new(), |v| match v {
+                    Value::String(s) => s.clone(),
+                    Value::Null => "-".to_owned(),
+                    other => other.to_string(),
+                })
+            };
+            text.push_str(&format!(
+                "\n- session {}, log position {}, hash {}: {}",
+                field("session"),
+                field("position"),
+                field("hash"),
+                cut(&redact(&field("text")), CONTEXT_EVENT_CHARS_MAX)
+            ));
+        }
+        for record in why.get("records").and_then(Value::as_array).into_iter().flatten() {
+            let action = record.get("action").and_then(Value::as_str).unwrap_or_default();
+            let other =
+                record.get("other").and_then(Value::as_str).map(|o| format!(" {o}")).unwrap_or_default();
+            let position = record.get("position").and_then(Value::as_u64).unwrap_or_default();
+            text.push_str(&format!("\n{action}{other} at log position {position}"));
+        }
+        Ok((text, Value::Object(why)))
+    }
+
     async fn remember(&self, args: RememberArgs, peer: &Peer<RoleServer>) -> ToolResult {
         let request = args.request.trim();
         if request.is_empty() {
@@ -765,6 +822,7 @@ impl MnemoMcp {
             "read_history" => self.read_history(parse_args(name, arguments)?, peer).await,
             "recall_memory" => self.recall_memory(parse_args(name, arguments)?, peer).await,
             "remember" => self.remember(parse_args(name, arguments)?, peer).await,
+            "why_memory" => self.why_memory(parse_args(name, arguments)?, peer).await,
             "list_sessions" => self.list_sessions(parse_args(name, arguments)?, peer).await,
             "session_context" => self.session_context(parse_args(name, arguments)?).await,
             other => Err(ToolError(format!("no tool {other:?}"))),
@@ -779,8 +837,8 @@ impl ServerHandler for MnemoMcp {
             .with_instructions(
                 "Mnemo keeps the history of past conversations and remembered facts for this workspace. \
                  Search it (search_history, then read_history around a match) when the user refers to \
-                 earlier work; recall_memory for remembered facts and preferences; remember when the \
-                 user asks you to remember something.",
+                 earlier work; recall_memory for remembered facts and preferences (why_memory shows the \
+                 words one was learned from); remember when the user asks you to remember something.",
             )
     }
 

@@ -349,6 +349,26 @@ methods! {
         params: SessionParams, result: CursorResult, repeatable: true, read_only: true,
         client: memory_cursor(session), handler: dispatch::host::memory_cursor
     }
+    /// `memory().why`: why an item exists: the text, log position and hash of each event it was
+    /// learned from, and each record that created, merged, superseded or split it; `null` if
+    /// unknown.
+    MemoryWhy = "memory/why" {
+        params: MemoryGetParams, result: Option<Object>, repeatable: true, read_only: true,
+        client: memory_why(item), handler: dispatch::host::memory_why
+    }
+    /// `memory().history`: every value of the fact an item states, oldest first by log position,
+    /// with what each record did to it; the current one is marked.
+    MemoryHistory = "memory/history" {
+        params: MemoryGetParams, result: Vec<Object>, repeatable: true, read_only: true,
+        client: memory_history(item), handler: dispatch::host::memory_history
+    }
+    /// `memory().unmerge`: undoes the newest merge into an item (the merged statement becomes its
+    /// own item again) or the newest supersession of or by it (the replaced item is restored),
+    /// under one operation id; a replay of the same operation returns its first result.
+    MemoryUnmerge = "memory/unmerge" {
+        params: MemoryUnmergeParams, result: Object, repeatable: true, read_only: false,
+        client: memory_unmerge(item, operation), handler: dispatch::host::memory_unmerge
+    }
     /// `Mnemo::rebuild`: rebuilds one stage (or all) from the log.
     Rebuild = "rebuild" {
         params: RebuildParams, result: Vec<Object>, repeatable: true, read_only: false,
@@ -895,6 +915,16 @@ pub struct RememberedItem {
 pub struct MemoryGetParams {
     /// The item.
     pub item: String,
+}
+
+/// `memory/unmerge` parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryUnmergeParams {
+    /// The item whose newest merge or supersession is undone.
+    pub item: String,
+    /// The idempotency key; reuse it to retry safely.
+    pub operation: String,
 }
 
 /// `compaction/context` parameters.

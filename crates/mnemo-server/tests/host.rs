@@ -330,6 +330,18 @@ fn copy_memory_items_rebuild_and_export_answer_through_the_protocol() {
     assert!(block["text"].is_string(), "{block}");
     let extracted = raw.ok("memory/extract", json!({"session": "s1"}));
     assert!(extracted.is_object());
+    // Why the item exists: the text, position and hash of the event it names as its source.
+    let why = raw.ok("memory/why", json!({"item": item_id}));
+    let evidence = &why["evidence"][0];
+    assert!(evidence["text"].as_str().unwrap().starts_with("Step 1: explain the build cache"), "{why}");
+    assert_eq!(evidence["hash"].as_str().unwrap().len(), 64, "{why}");
+    assert!(evidence["position"].as_u64().unwrap() >= 1, "{why}");
+    assert_eq!(why["records"][0]["action"], "created", "{why}");
+    let history = raw.ok("memory/history", json!({"item": item_id}));
+    assert_eq!((history.as_array().unwrap().len(), &history[0]["current"]), (1, &json!(true)), "{history}");
+    let nothing = raw.call("memory/unmerge", json!({"item": item_id, "operation": "u-1"}));
+    assert!(nothing.get("error").is_some(), "nothing was merged into it: {nothing}");
+    assert!(raw.ok("memory/why", json!({"item": "mem_missing"})).is_null());
 
     let rebuilt = raw.ok("rebuild", json!({}));
     assert!(!rebuilt.as_array().unwrap().is_empty());

@@ -32,6 +32,11 @@ use mnemo_log::ExpectedRevision;
 use mnemo_memory::{Decide, ExtractionHost, GateReason, MemoryLedger, MemoryView, Models, Priority, Trigger};
 use mnemo_pipeline::StateStore;
 
+mod provenance;
+
+pub use mnemo_memory::{HISTORY_ITEMS_MAX, ItemAction, ItemEvent, ItemHistory};
+pub use provenance::{EVIDENCE_TEXT_CHARS_MAX, Evidence, ItemWhy, RecordedEvent};
+
 use crate::error::Error;
 pub use crate::memory_runtime::{LastExtraction, MemoryModels};
 use crate::mnemo::Mnemo;

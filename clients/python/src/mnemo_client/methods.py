@@ -155,6 +155,13 @@ class ProtocolMethods:
         params = {'item': item}
         return self._invoke('memory/get', present(params), optional_object('memory/get'))
 
+    def memory_history(self, item: str) -> Any:
+        """`memory().history`: every value of the fact an item states, oldest first by log position,
+        with what each record did to it; the current one is marked.
+        """
+        params = {'item': item}
+        return self._invoke('memory/history', present(params), objects('memory/history'))
+
     def memory_list(self, *, include_archived: bool = False, kind: Optional[str] = None, limit: Optional[int] = None, workspace: Optional[str] = None) -> Any:
         """`memory().list`: items by scope."""
         params = {'include_archived': include_archived, 'kind': kind, 'limit': limit, 'workspace': workspace}
@@ -186,6 +193,22 @@ class ProtocolMethods:
         """
         params = {'budget_tokens': budget_tokens, 'query': query, 'session': session, 'workspace': workspace}
         return self._invoke('memory/start_block', present(params), typed(StartBlockResult, 'memory/start_block'))
+
+    def memory_unmerge(self, item: str, operation: str) -> Any:
+        """`memory().unmerge`: undoes the newest merge into an item (the merged statement becomes its
+        own item again) or the newest supersession of or by it (the replaced item is restored),
+        under one operation id; a replay of the same operation returns its first result.
+        """
+        params = {'item': item, 'operation': operation}
+        return self._invoke('memory/unmerge', present(params), json_object('memory/unmerge'))
+
+    def memory_why(self, item: str) -> Any:
+        """`memory().why`: why an item exists: the text, log position and hash of each event it was
+        learned from, and each record that created, merged, superseded or split it; `null` if
+        unknown.
+        """
+        params = {'item': item}
+        return self._invoke('memory/why', present(params), optional_object('memory/why'))
 
     def ping(self) -> Any:
         """Answers at once; checks that the server is alive."""

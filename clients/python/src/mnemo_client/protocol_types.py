@@ -367,6 +367,16 @@ class MemorySearchParams:
 
 
 @dataclass(frozen=True)
+class MemoryUnmergeParams:
+    """`memory/unmerge` parameters."""
+
+    #: The item whose newest merge or supersession is undone.
+    item: str
+    #: The idempotency key; reuse it to retry safely.
+    operation: str
+
+
+@dataclass(frozen=True)
 class OverflowParams:
     """`compaction/recover_overflow` parameters: what the host saw when the provider rejected a request."""
 
@@ -1004,6 +1014,7 @@ __all__ = [
     "MemoryListParams",
     "MemoryProposerSeam",
     "MemorySearchParams",
+    "MemoryUnmergeParams",
     "OverflowParams",
     "OverflowResult",
     "ProposeParams",

@@ -14,6 +14,7 @@ use crate::extract::seams::{
     BoxFuture, CanonicalizePrompt, Canonicalizer, EvidenceView, HeldItem, MemoryProposer, ModelError,
     ProposalPrompt,
 };
+use crate::facts;
 use crate::scope::holds_everywhere;
 use crate::terms::is_stop_word;
 
@@ -213,6 +214,19 @@ fn is_prose(sentence: &str) -> bool {
         && !sentence.starts_with("Caveat:")
         && !sentence.contains("<command-")
         && !sentence.contains("<system-reminder")
+}
+
+/// The parts of a sentence read one by one: its clauses, or the whole sentence when it states a
+/// fact that no clause states alone ("we moved the staging database, it is now stage-db-03").
+fn parts_of(sentence: &str) -> Vec<&str> {
+    let parts = clauses(sentence);
+    if parts.len() > 1
+        && facts::spoken(sentence).is_some()
+        && parts.iter().all(|p| facts::spoken(p).is_none())
+    {
+        return vec![sentence];
+    }
+    parts
 }
 
 /// Clauses of a sentence that each state one thing: "My name is Ada and I maintain the storage
@@ -473,6 +487,9 @@ enum Reading {
     Project,
     /// A correction of the assistant ("use X instead of Y").
     Correction,
+    /// A fact with one current value ("our staging database is stage-db-02"), written in the
+    /// form the writer compares values by (`crate::facts`).
+    Fact,
     /// Something the user asked to remember that is none of the above ("the release branch must
     /// never use the cache"): reported as said, persons rewritten.
     Reported,
@@ -487,6 +504,9 @@ fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
     }
     if patterns.project.is_match(clause) {
         return Some(Reading::Project);
+    }
+    if facts::spoken(clause).is_some() {
+        return Some(Reading::Fact);
     }
     if patterns.correction.is_match(clause) {
         return Some(Reading::Correction);
@@ -544,6 +564,10 @@ fn kind(clause: &str, reading: Reading) -> &'static str {
     match reading {
         Reading::Instruction => return "preference",
         Reading::Project | Reading::Correction => return "context",
+        Reading::Fact => {
+            let user = facts::spoken(clause).is_some_and(|c| c.starts_with("The user's"));
+            return if user { "preference" } else { "context" };
+        }
         Reading::Reported => {
             let instruction = patterns().is_some_and(|p| p.instruction.is_match(clause));
             return if instruction || holds_everywhere(clause) { "preference" } else { "context" };
@@ -573,6 +597,7 @@ fn content(clause: &str, reading: Reading) -> String {
         // "Our project uses fjall" -> "The team's project uses fjall"; "The project …" stays.
         Reading::Project | Reading::Reported => reported(clause),
         Reading::Instruction | Reading::Correction => instruction(clause),
+        Reading::Fact => facts::spoken(clause).unwrap_or_else(|| reported(clause)),
     };
     let text = text.trim_end_matches(['.', ',', ';', ':']).to_owned();
     format!("{text}.")
@@ -678,7 +703,7 @@ impl EmbeddedProposer {
             // and each is reported. The first sentence that states nothing ends it.
             let mut in_request = false;
             for sentence in sentences(&evidence.text, &evidence.line_breaks) {
-                let parts = clauses(sentence);
+                let parts = parts_of(sentence);
                 if let Some(clause) = patterns.request.captures(sentence).and_then(|c| c.get(1)) {
                     let clause = clause.as_str().trim();
                     in_request = false;
@@ -695,7 +720,7 @@ impl EmbeddedProposer {
                         );
                     } else if clause.chars().count() >= 4 {
                         in_request = true;
-                        for part in clauses(clause) {
+                        for part in parts_of(clause) {
                             push_requested(&mut requested, part, reading(part, patterns), evidence);
                         }
                     }

@@ -5,7 +5,7 @@
 use mnemo::compaction::{ContextOptions, MidTurnOptions, OverflowRecovery, ProviderOverflow};
 use mnemo::memory::{ListRequest, MutationRequest, SearchRequest};
 use mnemo::records;
-use mnemo::records::{EventId, Position, SessionId, TurnId, WorkspaceId};
+use mnemo::records::{EventId, ItemId, OperationId, Position, SessionId, TurnId, WorkspaceId};
 use serde_json::Value;
 
 use super::{Call, invalid_id, object, session_id, store};
@@ -79,6 +79,22 @@ pub(crate) fn memory_apply(call: &Call<'_>, p: m::MemoryApplyParams) -> Result<m
     }))
     .map_err(|e| RpcError::new(Reason::InvalidParams, format!("{}: {e}", m::MemoryApply::NAME)))?;
     object(&call.mnemo.memory().apply(&request).map_err(store)?)
+}
+
+pub(crate) fn memory_why(call: &Call<'_>, p: m::MemoryGetParams) -> Result<Option<m::Object>, RpcError> {
+    let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
+    call.mnemo.memory().why(&item).map_err(store)?.map(|w| object(&w)).transpose()
+}
+
+pub(crate) fn memory_history(call: &Call<'_>, p: m::MemoryGetParams) -> Result<Vec<m::Object>, RpcError> {
+    let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
+    call.mnemo.memory().history(&item).map_err(store)?.iter().map(object).collect()
+}
+
+pub(crate) fn memory_unmerge(call: &Call<'_>, p: m::MemoryUnmergeParams) -> Result<m::Object, RpcError> {
+    let item = ItemId::new(p.item).map_err(invalid_id("item"))?;
+    let operation = OperationId::new(p.operation).map_err(invalid_id("operation"))?;
+    object(&call.mnemo.memory().unmerge(&item, operation).map_err(store)?)
 }
 
 pub(crate) fn memory_cursor(call: &Call<'_>, p: m::SessionParams) -> Result<m::CursorResult, RpcError> {
