@@ -315,6 +315,8 @@ fn memory_status_shows_each_session_extraction_has_yet_to_read() {
     assert_eq!(sessions, ["s2"], "{status:#}");
     // A store opened by this command alone ran no extraction of its own.
     assert_eq!(status["last"], serde_json::json!([]));
+}
+
 const FACTS: &str = r#"{"kind":"session","session":"f1","workspace":"acme/api","title":"t"}
 {"session":"f1","turn":"t1","role":"user","parts":[{"type":"text","text":"Our staging database is stage-db-02."}]}
 {"session":"f1","turn":"t2","role":"user","parts":[{"type":"text","text":"I prefer tabs over spaces."}]}
