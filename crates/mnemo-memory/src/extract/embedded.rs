@@ -502,11 +502,13 @@ fn reading(clause: &str, patterns: &Patterns) -> Option<Reading> {
     if patterns.statement.is_match(clause) {
         return Some(Reading::Statement);
     }
-    if patterns.project.is_match(clause) {
-        return Some(Reading::Project);
-    }
+    // A fact's value is read first: "our staging database is stage-db-03 again" states the value
+    // stage-db-03, which a newer statement of the same fact supersedes.
     if facts::spoken(clause).is_some() {
         return Some(Reading::Fact);
+    }
+    if patterns.project.is_match(clause) {
+        return Some(Reading::Project);
     }
     if patterns.correction.is_match(clause) {
         return Some(Reading::Correction);
