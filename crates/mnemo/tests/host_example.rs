@@ -21,7 +21,9 @@ fn the_host_example_runs_its_whole_tour() {
     assert!(tour.overflow_resent, "{tour:?}");
     assert!(tour.second_overflow_surfaced, "{tour:?}");
     assert!(tour.search_rows > 0, "{tour:?}");
-    assert_eq!(tour.recalled, 1);
+    // The recall tool's "release cache" finds both items: recall compares stemmed terms, so the
+    // preference for GitHub Actions caches matches "cache" too.
+    assert_eq!(tour.recalled, 2);
     assert!(tour.verified);
 }
 
