@@ -174,8 +174,16 @@ const NOT_ATTRIBUTES: &[&str] = &[
 
 /// The value of a spoken fact, without what only places it in time ("now", "again").
 fn value_of(raw: &str) -> Option<String> {
-    // What follows a comma is an aside ("stage-db-02, in case you need it").
-    let raw = raw.split(", ").next().unwrap_or(raw);
+    // What follows a comma is an aside ("stage-db-02, in case you need it"), unless it negates
+    // ("append-only, never an UPDATE"): then it is part of what is said, and no plain value.
+    let (raw, aside) = raw.split_once(", ").unwrap_or((raw, ""));
+    let negates = aside.split_whitespace().any(|word| {
+        let word = word.trim_matches(|c: char| !c.is_alphanumeric() && c != '\'').to_lowercase();
+        matches!(word.as_str(), "never" | "not" | "no" | "nor" | "don't" | "doesn't" | "isn't")
+    });
+    if negates {
+        return None;
+    }
     let mut value = raw.trim().trim_end_matches(['.', '!', ';', ',']).trim().to_owned();
     for tail in
         [" from now on", " these days", " for now", " today", " now", " again", " instead", " going forward"]
@@ -237,6 +245,9 @@ mod tests {
         };
         let db = |v: &str| format!("The team's staging database is {v}.");
         check("Our staging database is stage-db-02.", Some(&db("stage-db-02")));
+        // A negating aside is part of what is said: dropping it would state something else.
+        check("the entries table is append-only, never an UPDATE", None);
+        check("The entries table is append-only: corrections are new reversal rows, never an UPDATE.", None);
         check("we moved the staging database, it is now stage-db-03", Some(&db("stage-db-03")));
         check("We switched our staging database to stage-db-04", Some(&db("stage-db-04")));
         check("the staging database is back to stage-db-02 again", Some(&db("stage-db-02")));
