@@ -27,6 +27,16 @@ export abstract class ProtocolMethods {
   }
 
   /**
+   * Runs a `mnemo` command line in the server, against the store it holds, for a command-line
+   * client that found the store held by it: its output comes as `command/output` notifications,
+   * then the answer gives its exit code. Served only by a server the `mnemo` binary runs (other
+   * servers answer `method_not_found`); ends early when the connection closes.
+   */
+  async runCommand(argv: Methods["command/run"]["params"]["argv"], cwd: Methods["command/run"]["params"]["cwd"], options: Omit<Methods["command/run"]["params"], "argv" | "cwd"> = {}): Promise<Methods["command/run"]["result"]> {
+    return this.call("command/run", present({ argv, cwd, ...options }));
+  }
+
+  /**
    * `compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
    * linked to the covered events that support it, or marked unsupported.
    */

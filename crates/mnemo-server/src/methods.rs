@@ -396,7 +396,7 @@ methods! {
     /// servers answer `method_not_found`); ends early when the connection closes.
     RunCommand = "command/run" {
         params: RunCommandParams, result: RunCommandResult, repeatable: false, read_only: false,
-        client: none, handler: connection
+        client: run_command(argv, cwd), handler: connection
     }
     /// Registers the connection's model seams: compaction and extraction then call back to this
     /// client (`seam/*` requests) while it stays connected.

@@ -28,6 +28,15 @@ class ProtocolMethods:
         params = {'path': path, 'format': format}
         return self._invoke('capture', present(params), json_object('capture'))
 
+    def run_command(self, argv: list[str], cwd: str, *, env: Optional[JsonObject] = None, inputs: Optional[list[SpooledInput]] = None) -> Any:
+        """Runs a `mnemo` command line in the server, against the store it holds, for a command-line
+        client that found the store held by it: its output comes as `command/output` notifications,
+        then the answer gives its exit code. Served only by a server the `mnemo` binary runs (other
+        servers answer `method_not_found`); ends early when the connection closes.
+        """
+        params = {'argv': argv, 'cwd': cwd, 'env': env, 'inputs': inputs}
+        return self._invoke('command/run', present(params), typed(RunCommandResult, 'command/run'))
+
     def claims(self, session: str, checkpoint: str) -> Any:
         """`compaction().claims`: a checkpoint's faithfulness report with each claim of its summary
         linked to the covered events that support it, or marked unsupported.
